@@ -1,0 +1,29 @@
+# Two commands for a newcomer: `make example` and `make test` (see README.md).
+PYTHON ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed
+
+.PHONY: venv example test bench lint
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+example: venv
+	$(VENV)/bin/tuner plan --snapshot examples/cluster-dump.json --settings settings/example.json
+
+test: venv
+	scripts/test.sh
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+bench: venv
+	$(VENV)/bin/python bench/plan_scale.py
+	$(VENV)/bin/python bench/packing_quality.py

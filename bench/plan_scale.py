@@ -1,0 +1,76 @@
+"""Scale benchmark: dump parsing and analyse+plan on clusters of 100, 1,000 and 5,000 nodes.
+
+Run: .venv/bin/python bench/plan_scale.py [--sizes 100,1000,5000] [--repeat 5]
+
+Clusters come from tuner.synthetic.random_cluster (~30 pods per node, mixed node types, many
+Deployments with HPAs and PDBs, StatefulSets, two DaemonSets). Parsing (JSON text to the domain
+model) and analyse+plan are timed separately; medians of ``--repeat`` runs are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import statistics
+import time
+from fractions import Fraction
+
+from tuner.analyse.decision import analyse
+from tuner.monitor.dump import cluster_from_objects
+from tuner.plan.report import build_report
+from tuner.settings import Analyse, Settings, Thresholds
+from tuner.synthetic import random_cluster
+
+SETTINGS = Settings(
+    analyse=Analyse(
+        max_parallel_removals=5,
+        thresholds=Thresholds(Fraction(9, 10), Fraction(9, 10)),
+        migration_chance=0.0,
+    )
+)
+
+
+def run(nodes: int, repeat: int) -> dict[str, float]:
+    """Median seconds for parsing and analyse+plan of one cluster size."""
+    text = json.dumps(random_cluster(nodes, seed=nodes))
+    parse_times, plan_times = [], []
+    pods = actions = 0
+    for _ in range(repeat):
+        started = time.perf_counter()
+        cluster = cluster_from_objects(json.loads(text)["items"])
+        parsed = time.perf_counter()
+        report = build_report(cluster, SETTINGS, analyse(cluster, SETTINGS, [], random.Random(0)))
+        done = time.perf_counter()
+        parse_times.append(parsed - started)
+        plan_times.append(done - parsed)
+        pods, actions = len(cluster.pods), len(report.actions)
+    return {
+        "nodes": nodes,
+        "pods": pods,
+        "actions": actions,
+        "parse_s": statistics.median(parse_times),
+        "plan_s": statistics.median(plan_times),
+    }
+
+
+def main() -> None:
+    """Print a table of medians."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="100,1000,5000")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    print(f"machine: {platform.machine()}, Python {platform.python_version()}")
+    header = ("nodes", "pods", "actions", "parse s", "analyse+plan s", "plan µs/pod")
+    print("{:>6} {:>7} {:>7} {:>8} {:>15} {:>11}".format(*header))
+    for size in (int(s) for s in args.sizes.split(",")):
+        r = run(size, args.repeat)
+        print(
+            f"{r['nodes']:>6} {r['pods']:>7} {r['actions']:>7} {r['parse_s']:>8.2f} "
+            f"{r['plan_s']:>15.3f} {r['plan_s'] / r['pods'] * 1e6:>11.1f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The knowledge base: every stable deployment, keyed by the load it served."""

@@ -1,0 +1,147 @@
+"""The embedded default backend: one SQLite file, no server needed."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from pathlib import Path
+from types import TracebackType
+
+from knowledge.base import KnowledgeError, load_band
+from knowledge.records import Execution
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS executions (
+    id TEXT PRIMARY KEY,
+    start REAL NOT NULL,
+    end_ REAL NOT NULL,
+    load REAL NOT NULL,
+    cost REAL NOT NULL,
+    cpu_ratio REAL NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS executions_load ON executions (load);
+CREATE INDEX IF NOT EXISTS executions_end ON executions (end_);
+"""
+_COLUMNS = "id, start, end_, load, cost, cpu_ratio, body"
+Executions = list[Execution]
+
+
+class EmbeddedKnowledgeBase:
+    """Executions in a SQLite file; each write is one transaction."""
+
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+        """Open (and create, unless ``read_only``) the store at ``path``."""
+        try:
+            if read_only:
+                self._db = sqlite3.connect(
+                    f"file:{path}?mode=ro", uri=True, timeout=30, isolation_level=None
+                )
+            else:
+                self._db = sqlite3.connect(path, timeout=30, isolation_level=None)
+                self._db.execute("PRAGMA journal_mode=WAL")
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise KnowledgeError(
+                    f"knowledge store {path} has schema {version}, newer than this tuner's"
+                )
+            if not read_only:
+                self._db.executescript(_SCHEMA)
+                self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except sqlite3.Error as err:
+            raise KnowledgeError(f"cannot open knowledge store {path}: {err}") from err
+
+    def record(self, execution: Execution) -> None:
+        """Store an execution (idempotent by id)."""
+        body = json.dumps(execution.to_json(), sort_keys=True)
+        self._write(
+            f"INSERT OR REPLACE INTO executions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                execution.id,
+                execution.start,
+                execution.end,
+                execution.load,
+                execution.cost,
+                execution.cpu_ratio,
+                body,
+            ),
+        )
+
+    def find_by_load(self, load: float, delta: float) -> Executions:
+        """Executions in the load band, cheapest first, ties by lower cpu_ratio."""
+        low, high = load_band(load, delta)
+        return self._read(
+            f"SELECT {_COLUMNS} FROM executions WHERE load BETWEEN ? AND ? "
+            "ORDER BY cost, cpu_ratio, id",
+            (low, high),
+        )
+
+    def get(self, execution_id: str) -> Execution | None:
+        """One execution or None."""
+        found = self._read(f"SELECT {_COLUMNS} FROM executions WHERE id = ?", (execution_id,))
+        return found[0] if found else None
+
+    def delete(self, execution_id: str) -> bool:
+        """Remove an execution."""
+        return self._write("DELETE FROM executions WHERE id = ?", (execution_id,)) > 0
+
+    def list(self, limit: int | None = None) -> Executions:
+        """Newest first."""
+        return self._read(
+            f"SELECT {_COLUMNS} FROM executions ORDER BY end_ DESC, id LIMIT ?",
+            (-1 if limit is None else limit,),
+        )
+
+    def prune(self, *, older_than: float | None = None, keep: int | None = None) -> int:
+        """Delete old executions and all but the newest ``keep``."""
+        removed = 0
+        if older_than is not None:
+            removed += self._write("DELETE FROM executions WHERE end_ < ?", (older_than,))
+        if keep is not None:
+            removed += self._write(
+                "DELETE FROM executions WHERE id NOT IN "
+                "(SELECT id FROM executions ORDER BY end_ DESC, id LIMIT ?)",
+                (keep,),
+            )
+        return removed
+
+    def close(self) -> None:
+        """Close the file."""
+        self._db.close()
+
+    def __enter__(self) -> EmbeddedKnowledgeBase:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _write(self, sql: str, params: tuple[object, ...]) -> int:
+        try:
+            with self._db:
+                return self._db.execute(sql, params).rowcount
+        except sqlite3.Error as err:
+            raise KnowledgeError(f"knowledge store write failed: {err}") from err
+
+    def _read(self, sql: str, params: tuple[object, ...]) -> Executions:
+        try:
+            rows = self._db.execute(sql, params).fetchall()
+        except sqlite3.Error as err:
+            raise KnowledgeError(f"knowledge store read failed: {err}") from err
+        found: Executions = []
+        for row in rows:
+            try:
+                found.append(Execution.from_json(json.loads(row[6])))
+            except (ValueError, KeyError, TypeError, AttributeError) as err:
+                log.warning(
+                    "skipping malformed execution %s in the knowledge store: %s", row[0], err
+                )
+        return found

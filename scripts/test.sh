@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The project's one test command (run by `make test` and by CI): installs what the tests need
+# through the project scripts, then lint, type checks and every test. The servers themselves are
+# started and stopped by the test fixtures, through the same scripts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/prometheus.sh install
+
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/mypy
+.venv/bin/pytest "$@"

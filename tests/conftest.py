@@ -1,0 +1,3 @@
+"""Shared pytest configuration: the real-server harnesses are plugins started on demand."""
+
+pytest_plugins = ["tests.support.prometheus_fixture"]

@@ -1,0 +1,21 @@
+"""Backends the knowledge-base behavioural suite runs against: all, so they cannot drift."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from knowledge.base import KnowledgeBase
+from knowledge.embedded import EmbeddedKnowledgeBase
+
+BACKENDS = ["embedded"]
+
+
+@pytest.fixture(params=BACKENDS)
+def kb(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KnowledgeBase]:
+    """An empty knowledge base of each backend."""
+    store = EmbeddedKnowledgeBase(tmp_path / "kb.sqlite")
+    yield store
+    store.close()

@@ -1,0 +1,121 @@
+"""Algorithm 1, the both-impossible guard, min saving and exploration."""
+
+import math
+import random
+from collections import Counter
+
+import pytest
+
+from knowledge.records import execution_of
+from tests.support.builders import cluster, node, pod
+from tuner.analyse.decision import Choice, analyse, choose
+from tuner.analyse.exploration import random_migration
+from tuner.model.movability import Policy, assess
+from tuner.settings import Analyse, Pricing, Settings
+from tuner.settings import Usability as U
+
+INF = math.inf
+
+
+@pytest.mark.parametrize(
+    ("current", "removal", "previous", "expected"),
+    [
+        (10, 8, 9, Choice.REMOVE_NODES),
+        (10, 8, 8, Choice.REMOVE_NODES),  # tie: removal needs fewer actions
+        (10, 9, 8, Choice.PREVIOUS),
+        (10, INF, 10, Choice.STAY),  # tie with current: stay
+        (10, INF, 12, Choice.STAY),
+        (10, INF, 7, Choice.PREVIOUS),
+        (10, 8, INF, Choice.REMOVE_NODES),
+        (10, INF, INF, Choice.STAY),  # both impossible: stay, not remove
+    ],
+)
+def test_algorithm_1(current: float, removal: float, previous: float, expected: Choice) -> None:
+    assert choose(current, removal, previous) is expected
+
+
+def _settings(**analyse: object) -> Settings:
+    return Settings(
+        pricing=Pricing(price_per_core=1.0, price_per_gb=0.0),
+        analyse=Analyse(excluded_namespaces=frozenset(), **analyse),
+    )  # type: ignore[arg-type]
+
+
+def test_analyse_prefers_removal_and_builds_its_change() -> None:
+    c = cluster([node("a"), node("b")], [pod("w-1", "a"), pod("w-2", "b")])
+    result = analyse(c, _settings(), [], random.Random(0))
+    assert result.decision is Choice.REMOVE_NODES
+    assert result.cost_current == 8 and result.cost_after == 4
+    assert len(result.change.relocations) == 1 and len(result.change.remove_nodes) == 1
+
+
+def test_analyse_returns_to_a_cheaper_previous_deployment() -> None:
+    then = cluster([node("x", "8", "16Gi")], [pod("w-1", "x", "3"), pod("w-2", "x", "3")])
+    now = cluster(
+        [node("a", "8", "16Gi"), node("b", "8", "16Gi")],
+        [pod("w-1", "a", "3"), pod("w-2", "b", "3")],
+    )
+    s = _settings(remove_nodes=False)
+    history = [execution_of(then, assess(then, Policy(frozenset())), s.pricing, 100, 0, 1)]
+    result = analyse(now, s, history, random.Random(0))
+    assert result.decision is Choice.PREVIOUS
+    assert result.cost_after == 8
+
+
+def test_small_savings_are_not_worth_the_disruption() -> None:
+    c = cluster([node("a"), node("b")], [pod("w-1", "a"), pod("w-2", "b")])
+    result = analyse(c, _settings(min_saving_per_hour=5.0), [], random.Random(0))
+    assert result.decision is Choice.STAY
+    assert "below min_saving_per_hour" in result.reason
+    assert result.change.empty
+
+
+def test_staying_explores_with_the_configured_chance() -> None:
+    c = cluster([node("a"), node("b")], [pod("w-1", "a", "1"), pod("w-2", "b", "1")])
+    never = analyse(c, _settings(migration_chance=0.0, remove_nodes=False), [], random.Random(0))
+    assert never.decision is Choice.STAY and never.change.empty
+    always = analyse(c, _settings(migration_chance=1.0, remove_nodes=False), [], random.Random(0))
+    assert always.decision is Choice.RANDOM
+    assert len(always.change.relocations) == 1
+
+
+def test_random_migration_is_uniform_over_feasible_pairs() -> None:
+    # feasible pairs: web-1 -> b, web-1 -> c, web-2 -> b, web-2 -> c, api-1 -> a, api-1 -> c
+    # (api-1 fits only where 600m is free; db is a StatefulSet and never moves)
+    nodes = [node("a", "1", "4Gi"), node("b", "1", "4Gi"), node("c", "2", "4Gi")]
+    pods = [
+        pod("web-1", "a", "200m"),
+        pod("web-2", "a", "200m"),
+        pod("api-1", "b", "600m"),
+        pod("db-0", "c", "1400m", kind="StatefulSet", workload="db"),
+    ]
+    c = cluster(nodes, pods)
+    movability = assess(c, Policy(frozenset()))
+    rng = random.Random(1)
+    draws = Counter()
+    for _ in range(6000):
+        move = random_migration(c, movability, U(), rng)
+        assert move is not None
+        draws[(move.pod.name, move.node)] += 1
+    expected = {
+        ("web-1", "b"),
+        ("web-1", "c"),
+        ("web-2", "b"),
+        ("web-2", "c"),
+        ("api-1", "a"),
+        ("api-1", "c"),
+    }
+    assert set(draws) == expected
+    for count in draws.values():
+        assert 850 < count < 1150  # 1000 expected each
+
+
+def test_random_migration_is_seedable_and_none_when_nothing_fits() -> None:
+    c = cluster([node("a"), node("b")], [pod("w-1", "a"), pod("w-2", "b")])
+    m = assess(c, Policy(frozenset()))
+    first = [random_migration(c, m, U(), random.Random(7)) for _ in range(3)]
+    assert first[0] == first[1] == first[2]
+    full = cluster(
+        [node("a", "1", "1Gi"), node("b", "1", "1Gi")], [pod("w-1", "a", "1"), pod("w-2", "b", "1")]
+    )
+    assert random_migration(full, assess(full, Policy(frozenset())), U(), random.Random(0)) is None

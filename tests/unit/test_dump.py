@@ -1,0 +1,238 @@
+"""The offline cluster source: kubectl List JSON into the domain model."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tuner.errors import InputError
+from tuner.model.cluster import Workload
+from tuner.model.resources import Resources
+from tuner.monitor.dump import cluster_from_objects, effective_requests, load_dump
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "cluster-dump.json"
+
+
+def _node(name: str) -> dict[str, Any]:
+    return {
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"node.kubernetes.io/instance-type": "e2-standard-4"}},
+        "spec": {"taints": [{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]},
+        "status": {
+            "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+            "allocatable": {"cpu": "3920m", "memory": "13Gi", "pods": "110"},
+        },
+    }
+
+
+def _pod(
+    name: str, node: str | None, owner: tuple[str, str] | None = None, **extra: Any
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "shop"}
+    if owner:
+        meta["ownerReferences"] = [{"kind": owner[0], "name": owner[1], "controller": True}]
+    meta.update(extra.pop("meta", {}))
+    spec: dict[str, Any] = {
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]
+    }
+    if node:
+        spec["nodeName"] = node
+    spec.update(extra.pop("spec", {}))
+    return {
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": spec,
+        "status": extra.pop("status", {"phase": "Running"}),
+    }
+
+
+def _rs(name: str, deployment: str | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "shop"}
+    if deployment:
+        meta["ownerReferences"] = [{"kind": "Deployment", "name": deployment, "controller": True}]
+    return {"kind": "ReplicaSet", "metadata": meta}
+
+
+def test_nodes_keep_capacity_and_allocatable_apart() -> None:
+    cluster = cluster_from_objects([_node("n1")])
+    node = cluster.nodes[0]
+    assert node.capacity == Resources(4000, 16 * 2**30)
+    assert node.allocatable == Resources(3920, 13 * 2**30)
+    assert node.instance_type == "e2-standard-4"
+    assert node.taints[0].key == "dedicated"
+
+
+def test_workloads_resolve_through_owner_references() -> None:
+    items = [
+        _node("n1"),
+        _rs("web-abc", "web"),
+        _rs("bare-rs", None),
+        {
+            "kind": "Job",
+            "metadata": {
+                "name": "nightly-123",
+                "namespace": "shop",
+                "ownerReferences": [{"kind": "CronJob", "name": "nightly", "controller": True}],
+            },
+        },
+        _pod("web-abc-1", "n1", ("ReplicaSet", "web-abc")),
+        _pod("bare-rs-1", "n1", ("ReplicaSet", "bare-rs")),
+        _pod("db-0", "n1", ("StatefulSet", "db")),
+        _pod("proxy-x", "n1", ("DaemonSet", "proxy")),
+        _pod("nightly-123-x", "n1", ("Job", "nightly-123")),
+        _pod(
+            "static-n1",
+            "n1",
+            ("Node", "n1"),
+            meta={"annotations": {"kubernetes.io/config.mirror": "h"}},
+        ),
+        _pod("lonely", "n1"),
+    ]
+    pods = {p.name: p for p in cluster_from_objects(items).pods}
+    assert pods["web-abc-1"].workload == Workload("shop", "Deployment", "web")
+    assert pods["web-abc-1"].owner_kind == "Deployment"
+    assert pods["bare-rs-1"].workload == Workload("shop", "ReplicaSet", "bare-rs")
+    assert pods["db-0"].workload == Workload("shop", "StatefulSet", "db")
+    assert pods["proxy-x"].follows_node
+    assert pods["nightly-123-x"].workload == Workload("shop", "CronJob", "nightly")
+    assert pods["nightly-123-x"].owner_kind == "Job"
+    assert pods["static-n1"].owner_kind == "Node" and pods["static-n1"].follows_node
+    assert pods["lonely"].workload == Workload("shop", "Pod", "lonely")
+    assert pods["lonely"].owner_kind == ""
+
+
+def test_finished_and_terminating_pods_are_ignored() -> None:
+    items = [
+        _node("n1"),
+        _pod("done", "n1", status={"phase": "Succeeded"}),
+        _pod("failed", "n1", status={"phase": "Failed"}),
+        _pod("leaving", "n1", meta={"deletionTimestamp": "2024-01-01T00:00:00Z"}),
+        _pod("pending", None, status={"phase": "Pending"}),
+    ]
+    pods = cluster_from_objects(items).pods
+    assert [p.name for p in pods] == ["pending"]
+    assert pods[0].node is None
+
+
+def test_effective_requests_follow_kubernetes_rules() -> None:
+    spec = {
+        "containers": [
+            {"resources": {"requests": {"cpu": "100m", "memory": "100Mi"}}},
+            {"resources": {"requests": {"cpu": "200m"}}},
+            {"resources": {}},
+        ],
+        "initContainers": [
+            {"resources": {"requests": {"cpu": "1", "memory": "10Mi"}}},
+            {"resources": {"requests": {"memory": "500Mi"}}},
+        ],
+        "overhead": {"cpu": "10m", "memory": "1Mi"},
+    }
+    # max(sum of containers, largest init container) per resource, plus overhead
+    assert effective_requests(spec) == Resources(1000 + 10, (500 + 1) * 2**20)
+
+
+def test_sidecar_init_containers_add_to_the_running_sum() -> None:
+    spec = {
+        "containers": [{"resources": {"requests": {"cpu": "300m"}}}],
+        "initContainers": [
+            {"restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}},
+            {"resources": {"requests": {"cpu": "350m"}}},
+        ],
+    }
+    # running: 300 + 100 (sidecar) = 400; init step: 100 (sidecar) + 350 = 450
+    assert effective_requests(spec).cpu == 450
+
+
+def test_constraints_are_parsed() -> None:
+    spec = {
+        "nodeSelector": {"pool": "a"},
+        "tolerations": [
+            {"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}
+        ],
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}
+                    ]
+                }
+            },
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {"app": "web"}},
+                        "topologyKey": "kubernetes.io/hostname",
+                    },
+                    {
+                        "labelSelector": {"matchLabels": {"app": "web"}},
+                        "topologyKey": "topology.kubernetes.io/zone",
+                    },
+                ]
+            },
+        },
+    }
+    constraints = (
+        cluster_from_objects([_node("n1"), _pod("p", "n1", spec=spec)]).pods[0].constraints
+    )
+    assert constraints.node_selector == (("pool", "a"),)
+    assert constraints.tolerations[0].value == "db"
+    assert constraints.node_affinity[0][0].values == ("b",)
+    assert len(constraints.anti_affinity) == 1  # only the hostname topology is modelled
+    assert constraints.anti_affinity[0].namespaces == ("shop",)
+
+
+def test_pdb_and_hpa_are_read() -> None:
+    items = [
+        {
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "b", "namespace": "shop"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}},
+            "status": {"disruptionsAllowed": 0},
+        },
+        {
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 5},
+        },
+    ]
+    cluster = cluster_from_objects(items)
+    assert cluster.pdbs[0].disruptions_allowed == 0
+    assert cluster.hpa_targets == {Workload("shop", "Deployment", "web")}
+
+
+def test_pods_on_unknown_nodes_are_rejected() -> None:
+    with pytest.raises(InputError, match=r"pod shop/p is on unknown node 'ghost'"):
+        cluster_from_objects([_node("n1"), _pod("p", "ghost")])
+
+
+def test_malformed_objects_are_named() -> None:
+    bad = _node("n1")
+    bad["status"]["capacity"]["cpu"] = "lots"
+    with pytest.raises(InputError, match=r"node n1: invalid quantity 'lots'"):
+        cluster_from_objects([bad])
+    with pytest.raises(InputError, match=r"node n2: status.capacity lacks cpu or memory"):
+        cluster_from_objects([{"kind": "Node", "metadata": {"name": "n2"}, "status": {}}])
+    with pytest.raises(InputError, match=r"dump item 0 has no 'kind'"):
+        cluster_from_objects([{"metadata": {}}])
+
+
+def test_load_dump_reports_bad_files(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    with pytest.raises(InputError, match="not valid JSON"):
+        load_dump(broken)
+    not_a_list = tmp_path / "obj.json"
+    not_a_list.write_text(json.dumps({"kind": "Pod"}))
+    with pytest.raises(InputError, match="not a Kubernetes List"):
+        load_dump(not_a_list)
+    with pytest.raises(InputError, match="cannot read dump"):
+        load_dump(tmp_path / "missing.json")
+
+
+def test_the_shipped_example_loads() -> None:
+    cluster = load_dump(EXAMPLE)
+    assert len(cluster.nodes) == 6
+    kinds = {p.owner_kind for p in cluster.pods}
+    assert {"Deployment", "StatefulSet", "DaemonSet"} <= kinds
+    assert cluster.pdbs and cluster.hpas

@@ -1,0 +1,119 @@
+"""Does pod P fit on node N: static rules, resources, pod count and anti-affinity."""
+
+import pytest
+
+from tests.support.builders import cluster, node, pod
+from tuner.analyse.snapshot import Snapshot
+from tuner.model.scheduling import (
+    AntiAffinityTerm,
+    Constraints,
+    LabelSelector,
+    Requirement,
+    Taint,
+    Toleration,
+    static_fit,
+)
+from tuner.settings import Usability
+
+
+@pytest.mark.parametrize(
+    ("operator", "values", "labels", "expected"),
+    [
+        ("In", ("a", "b"), {"k": "a"}, True),
+        ("In", ("a",), {"k": "c"}, False),
+        ("In", ("a",), {}, False),
+        ("NotIn", ("a",), {"k": "c"}, True),
+        ("NotIn", ("a",), {}, True),
+        ("NotIn", ("a",), {"k": "a"}, False),
+        ("Exists", (), {"k": ""}, True),
+        ("Exists", (), {}, False),
+        ("DoesNotExist", (), {}, True),
+        ("DoesNotExist", (), {"k": "x"}, False),
+        ("Gt", ("5",), {"k": "6"}, True),
+        ("Gt", ("5",), {"k": "5"}, False),
+        ("Lt", ("5",), {"k": "4"}, True),
+        ("Lt", ("5",), {"k": "x"}, False),
+        ("Lt", ("5",), {}, False),
+    ],
+)
+def test_node_selector_operators(
+    operator: str, values: tuple[str, ...], labels: dict[str, str], expected: bool
+) -> None:
+    assert Requirement("k", operator, values).matches(labels) is expected
+
+
+def test_taints_need_tolerations() -> None:
+    tainted = node("n", taints=(Taint("dedicated", "db", "NoSchedule"),))
+    assert "not tolerated" in (static_fit(Constraints(), tainted) or "")
+    exact = Constraints(tolerations=(Toleration("dedicated", "Equal", "db", "NoSchedule"),))
+    assert static_fit(exact, tainted) is None
+    wrong_value = Constraints(tolerations=(Toleration("dedicated", "Equal", "web", "NoSchedule"),))
+    assert static_fit(wrong_value, tainted) is not None
+    exists_any = Constraints(tolerations=(Toleration(operator="Exists"),))
+    assert static_fit(exists_any, tainted) is None
+    soft = node("s", taints=(Taint("x", "", "PreferNoSchedule"),))
+    assert static_fit(Constraints(), soft) is None
+    hard = node("h", taints=(Taint("x", "", "NoExecute"),))
+    wrong_effect = Constraints(tolerations=(Toleration("x", "Exists", "", "NoSchedule"),))
+    assert static_fit(wrong_effect, hard) is not None
+
+
+def test_cordon_selector_and_affinity() -> None:
+    assert static_fit(Constraints(), node("c", unschedulable=True)) == "node is cordoned"
+    selecting = Constraints(node_selector=(("pool", "a"),))
+    assert static_fit(selecting, node("a", labels={"pool": "a"})) is None
+    assert static_fit(selecting, node("b", labels={"pool": "b"})) is not None
+    # required node affinity: terms are ORed, requirements ANDed
+    affinity = Constraints(
+        node_affinity=(
+            (Requirement("zone", "In", ("x",)), Requirement("gpu", "DoesNotExist")),
+            (Requirement("pool", "In", ("special",)),),
+        )
+    )
+    assert static_fit(affinity, node("1", labels={"zone": "x"})) is None
+    assert static_fit(affinity, node("2", labels={"zone": "x", "gpu": "1"})) is not None
+    assert static_fit(affinity, node("3", labels={"pool": "special"})) is None
+
+
+def _mask(nodes: list, pods: list, candidate) -> list[str]:  # type: ignore[no-untyped-def,type-arg]
+    snapshot = Snapshot(cluster(nodes, pods), Usability())
+    return [n.name for n, ok in zip(nodes, snapshot.fit_mask(candidate), strict=True) if ok]
+
+
+def test_resources_and_pod_count_limit_the_fit() -> None:
+    nodes = [
+        node("big", "4", "8Gi"),
+        node("small", "1", "1Gi"),
+        node("full", "4", "8Gi", max_pods=1),
+    ]
+    pods = [pod("x-1", "small", "900m", "512Mi"), pod("y-1", "full", "10m", "1Mi")]
+    assert _mask(nodes, pods, pod("w-1", None, "200m", "256Mi")) == ["big"]
+    assert _mask(nodes, pods, pod("w-1", None, "100m", "512Mi")) == ["big", "small"]
+
+
+def test_required_anti_affinity_on_hostname_both_ways() -> None:
+    term = AntiAffinityTerm(LabelSelector((("app", "web"),)), ("default",))
+    web = Constraints(anti_affinity=(term,))
+    nodes = [node("a"), node("b"), node("c")]
+    pods = [pod("web-1", "a", constraints=web), pod("db-1", "b", workload="db")]
+    # a second web replica repels, and is repelled by, the first
+    assert _mask(nodes, pods, pod("web-2", None, constraints=web)) == ["b", "c"]
+    # a plain pod labelled app=web is repelled by the resident's term (symmetry)
+    assert _mask(nodes, pods, pod("web-9", None, workload="web")) == ["b", "c"]
+    # other namespaces are not selected by the term
+    assert _mask(nodes, pods, pod("web-3", None, namespace="other")) == ["a", "b", "c"]
+
+
+def test_snapshot_fork_and_revert_restore_everything() -> None:
+    nodes = [node("a", "1", "1Gi"), node("b", "1", "1Gi")]
+    p = pod("w-1", "a", "600m", "100Mi")
+    snapshot = Snapshot(cluster(nodes, [p]), Usability())
+    before = (snapshot.free_cpu.copy(), snapshot.free_pods.copy(), snapshot.open.copy())
+    marker = snapshot.fork()
+    snapshot.close(0)
+    snapshot.move(p, 0, 1)
+    assert snapshot.free_cpu.tolist() == [1000, 400]
+    snapshot.revert(marker)
+    assert snapshot.free_cpu.tolist() == before[0].tolist()
+    assert snapshot.free_pods.tolist() == before[1].tolist()
+    assert snapshot.open.tolist() == before[2].tolist()

@@ -1,0 +1,173 @@
+"""Node removal: the down-scaling thesis' Figure 3.1 example and every rule of DESIGN §4."""
+
+from dataclasses import replace
+from fractions import Fraction
+
+from tests.support.builders import cluster, node, pod
+from tuner.analyse.removal import CandidateTimers, find_removal
+from tuner.model.cluster import Cluster
+from tuner.model.movability import Policy, assess
+from tuner.model.scheduling import Constraints, Requirement, Taint
+from tuner.settings import Analyse, Pricing, Settings, Thresholds
+
+GREEN = Constraints(node_affinity=((Requirement("color", "In", ("green",)),),))
+
+
+def figure_3_1() -> Cluster:
+    """Four 4-core/8G nodes; node 4 is green and pod F requires green."""
+    nodes = [node(f"node-{i}", "4", "8G") for i in (1, 2, 3)] + [
+        node("node-4", "4", "8G", labels={"color": "green"})
+    ]
+    pods = [
+        pod("a-1", "node-1", "3000m", "4G"),
+        pod("b-1", "node-2", "2000m", "1G"),
+        pod("c-1", "node-2", "200m", "1G"),
+        pod("d-1", "node-3", "1500m", "4G"),
+        pod("e-1", "node-3", "500m", "2.5G"),
+        pod("f-1", "node-4", "500m", "2G", constraints=GREEN),
+    ]
+    return cluster(nodes, pods)
+
+
+def settings(**analyse: object) -> Settings:
+    return Settings(pricing=Pricing(), analyse=Analyse(excluded_namespaces=frozenset(), **analyse))  # type: ignore[arg-type]
+
+
+def run(c: Cluster, s: Settings, eligible: frozenset[str] | None = None):  # type: ignore[no-untyped-def]
+    return find_removal(c, s, assess(c, Policy(s.analyse.excluded_namespaces)), eligible)
+
+
+def test_figure_3_1_removes_nodes_1_and_2_into_cluster_state_2() -> None:
+    result = run(figure_3_1(), settings(max_parallel_removals=2))
+    assert result.removal is not None
+    assert result.removal.nodes == ("node-1", "node-2")
+    moves = {p.name: target for p, target in result.removal.moves}
+    # Figure 3.2: node 3 runs D, E, B; node 4 runs F, A, C
+    assert moves == {"a-1": "node-4", "b-1": "node-3", "c-1": "node-4"}
+
+
+def test_figure_3_1_node_4_is_never_removable_because_f_needs_green() -> None:
+    c = figure_3_1()
+    result = run(c, settings(max_parallel_removals=4))
+    assert result.removal is not None
+    assert "node-4" not in result.removal.nodes
+    assert len(result.removal.nodes) == 2  # the packed state 2 admits no third removal
+
+
+def test_cluster_threshold_limits_removals() -> None:
+    # requests 7700m of 16000m; after removing one node: 7700/12000 = 0.64, after two: 0.96
+    limited = settings(max_parallel_removals=3, thresholds=Thresholds(cpu=Fraction(8, 10)))
+    result = run(figure_3_1(), limited)
+    assert result.removal is not None and len(result.removal.nodes) == 1
+    strict = settings(thresholds=Thresholds(cpu=Fraction(6, 10)))
+    blocked = run(figure_3_1(), strict)
+    assert blocked.removal is None
+    assert blocked.candidates == frozenset()  # the linear check already rules every node out
+
+
+def test_usable_utilization_is_checked_after_packing() -> None:
+    # Each node would pass the linear check, but packing leaves memory unusable.
+    from tuner.settings import Usability
+
+    nodes = [node("n1", "2", "4Gi"), node("n2", "2", "4Gi"), node("n3", "2", "4Gi")]
+    pods = [
+        pod("w-1", "n1", "1", "1Gi"),
+        pod("w-2", "n2", "1", "1Gi"),
+        pod("w-3", "n3", "1", "1Gi"),
+    ]
+    tight = settings(
+        thresholds=Thresholds(memory=Fraction(6, 10)),
+        usability=Usability(max_memory_to_cpu=Fraction(1)),
+    )
+    assert run(cluster(nodes, pods), tight).removal is None
+    loose = settings(thresholds=Thresholds(memory=Fraction(6, 10)))
+    assert run(cluster(nodes, pods), loose).removal is not None
+
+
+def test_most_expensive_removable_node_goes_first() -> None:
+    nodes = [node("cheap", "2", "4Gi"), node("pricey", "8", "32Gi"), node("mid", "4", "8Gi")]
+    pods = [pod("w-1", "cheap", "100m"), pod("w-2", "pricey", "100m"), pod("w-3", "mid", "100m")]
+    result = run(cluster(nodes, pods), settings())
+    assert result.removal is not None and result.removal.nodes == ("pricey",)
+
+
+def test_ties_go_to_fewest_pods_then_most_even_spread() -> None:
+    nodes = [node("a"), node("b"), node("c")]
+    pods = [pod("w-1", "a"), pod("w-2", "a"), pod("w-3", "b"), pod("w-4", "c", "2")]
+    result = run(cluster(nodes, pods), settings())
+    # b and c have one pod each; moving b's pod keeps the receivers' maximum CPU share lowest
+    assert result.removal is not None and result.removal.nodes == ("b",)
+
+
+def test_pods_never_land_on_a_node_being_removed() -> None:
+    c = figure_3_1()
+    result = run(c, settings(max_parallel_removals=3))
+    assert result.removal is not None
+    removed = set(result.removal.nodes)
+    assert all(target not in removed for _, target in result.removal.moves)
+
+
+def test_unmovable_pods_and_protected_nodes_block_removal() -> None:
+    nodes = [
+        node("db"),
+        node("free"),
+        node("cp", labels={"node-role.kubernetes.io/control-plane": ""}),
+    ]
+    pods = [pod("pg-0", "db", kind="StatefulSet", workload="pg")]
+    result = run(cluster(nodes, pods), settings(max_parallel_removals=3))
+    assert result.removal is not None and result.removal.nodes == ("free",)
+
+
+def test_daemonset_pods_vanish_with_their_node() -> None:
+    nodes = [node("a", "1", "1Gi"), node("b", "1", "1Gi")]
+    pods = [
+        pod("ds-a", "a", "900m", kind="DaemonSet", workload="ds"),
+        pod("ds-b", "b", "900m", kind="DaemonSet", workload="ds"),
+    ]
+    result = run(cluster(nodes, pods), settings())
+    assert result.removal is not None and result.removal.moves == ()
+
+
+def test_nodes_busy_with_other_autoscalers_are_neither_removed_nor_filled() -> None:
+    taint = Taint("DeletionCandidateOfClusterAutoscaler", "123", "PreferNoSchedule")
+    nodes = [node("a"), node("b", taints=(taint,)), node("c", "1", "1Gi")]
+    pods = [pod("w-1", "c", "500m", "100Mi")]
+    result = run(cluster(nodes, pods), settings())
+    assert result.removal is not None
+    assert "b" not in result.removal.nodes
+    assert all(target != "b" for _, target in result.removal.moves)
+
+
+def test_removal_can_be_disabled() -> None:
+    result = run(figure_3_1(), settings(remove_nodes=False))
+    assert result.removal is None and result.reason == "node removal is disabled"
+    assert result.candidates  # the check still runs so the timers stay current
+
+
+def test_candidate_delay_limits_attempts_to_ripe_candidates() -> None:
+    c = figure_3_1()
+    assert run(c, settings(), eligible=frozenset()).removal is None
+    only_3 = run(c, settings(), eligible=frozenset({"node-3"}))
+    assert only_3.removal is not None and only_3.removal.nodes == ("node-3",)
+
+
+def test_candidate_timers_reset_when_a_node_drops_out() -> None:
+    timers = CandidateTimers().update({"a", "b"}, now=0)
+    timers = timers.update({"a"}, now=100)
+    timers = timers.update({"a", "b"}, now=200)
+    assert timers.ripe(now=300, delay=250) == {"a"}
+    assert timers.ripe(now=500, delay=250) == {"a", "b"}
+
+
+def test_the_last_node_is_never_removed() -> None:
+    c = cluster([node("only")], [])
+    assert run(c, settings(thresholds=Thresholds(cpu=Fraction(9, 10)))).removal is None
+
+
+def test_saving_is_the_price_of_the_removed_nodes() -> None:
+    c = figure_3_1()
+    s = replace(
+        settings(max_parallel_removals=2), pricing=Pricing(price_per_core=1.0, price_per_gb=0.0)
+    )
+    result = run(c, s)
+    assert result.removal is not None and result.removal.saving == 8.0

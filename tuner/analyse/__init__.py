@@ -1,0 +1,1 @@
+"""Analyse: cost model, node removal, previous deployment, exploration and the decision."""

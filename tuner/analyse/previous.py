@@ -1,0 +1,242 @@
+"""Return to the cheapest previous deployment that served the same load (thesis §3.2.3).
+
+Previous nodes are matched to current nodes of the same shape by content with an assignment
+algorithm (scipy's ``linear_sum_assignment``) instead of the thesis' factorial recursion.
+Score of current node i standing for previous node j: per workload, matching pods count
+``weight`` (100 for pods the tuner may not move, 1 otherwise) and mismatches subtract one per
+pod; a current node mapped to nothing loses all its pods. Relative to "mapped to nothing"
+that is ``sum_w (weight_w + 2) * min(c_iw, p_jw) - sum_w p_jw``, and the last term is the
+same for every assignment, so the matrix holds only the first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from knowledge.records import Execution, NodeState, WorkloadType
+from tuner.analyse.cost import node_price
+from tuner.model.change import Addition, DesiredChange
+from tuner.model.cluster import Cluster, Node, Pod, Workload
+from tuner.model.movability import MOVABLE_OWNERS, Movability
+from tuner.model.resources import Resources
+from tuner.model.scheduling import static_fit
+from tuner.settings import Pricing
+
+UNMOVABLE_WEIGHT = 100
+KEEP_BONUS = 10**9
+"""Added to the scores of a current node that cannot be removed, so it is matched if possible."""
+
+
+@dataclass(frozen=True)
+class PreviousResult:
+    """The cheapest attainable previous deployment, and the entries found unattainable."""
+
+    execution: Execution | None
+    change: DesiredChange | None
+    cost: float
+    reason: str
+    unattainable: tuple[tuple[str, str], ...] = ()
+    """(execution id, why) of entries that can no longer be reached: the caller deletes them."""
+
+
+class Unattainable(Exception):
+    """The previous deployment cannot be reached from the current one."""
+
+
+def find_previous(
+    cluster: Cluster,
+    movability: Movability,
+    pricing: Pricing,
+    history: Sequence[Execution],
+    current_cost: float,
+) -> PreviousResult:
+    """The cheapest entry of ``history`` (already in the load band) that can be reached."""
+    unattainable: list[tuple[str, str]] = []
+    for execution in sorted(history, key=lambda e: (e.cost, e.cpu_ratio, e.id)):
+        if execution.cost >= current_cost:
+            break
+        try:
+            change, cost = _transition(cluster, movability, pricing, execution)
+        except Unattainable as why:
+            unattainable.append((execution.id, str(why)))
+            continue
+        return PreviousResult(
+            execution,
+            change,
+            cost,
+            f"deployment {execution.id} served load {execution.load:g} at {cost:.4f}/h",
+            tuple(unattainable),
+        )
+    reason = (
+        "no cheaper deployment is known for this load"
+        if not unattainable
+        else f"{len(unattainable)} cheaper deployment(s) for this load are unattainable"
+    )
+    return PreviousResult(None, None, math.inf, reason, tuple(unattainable))
+
+
+def _counts(pods: Sequence[Pod]) -> Counter[str]:
+    return Counter(str(p.workload) for p in pods if not p.follows_node)
+
+
+def _transition(
+    cluster: Cluster, movability: Movability, pricing: Pricing, execution: Execution
+) -> tuple[DesiredChange, float]:
+    """The change that turns the cluster into the execution's deployment, and its cost."""
+    types = {w.workload: w for w in execution.workloads}
+    current_types, templates = _current_types(cluster, movability)
+    weights = {
+        name: 1 if (t.movable and current_types.get(name, t).movable) else UNMOVABLE_WEIGHT
+        for name, t in {**types, **current_types}.items()
+    }
+    matches = _match(cluster, movability, execution, weights)
+    kept = {node.name for node, _ in matches}
+    removals: list[Pod] = []
+    additions: list[Addition] = []
+    for node, state in matches:
+        removed, added = _node_change(cluster, movability, node, state, current_types, templates)
+        removals += removed
+        additions += added
+    remove_nodes = [n.name for n in cluster.nodes if n.name not in kept]
+    for name in remove_nodes:
+        reason = movability.node_reasons.get(name)
+        if reason:
+            raise Unattainable(f"node {name} would have to go but {reason}")
+        removals += [p for p in cluster.pods_by_node[name] if not p.follows_node]
+    cost = sum(node_price(cluster.node_by_name[n], pricing) for n in kept)
+    change = DesiredChange(
+        removals=tuple(removals), additions=tuple(additions), remove_nodes=tuple(remove_nodes)
+    )
+    return change, cost
+
+
+def _current_types(
+    cluster: Cluster, movability: Movability
+) -> tuple[dict[str, WorkloadType], dict[str, Pod]]:
+    """Workload types running now, and one pod of each as the template of new instances."""
+    types: dict[str, WorkloadType] = {}
+    templates: dict[str, Pod] = {}
+    for pod in cluster.pods:
+        if pod.follows_node or pod.node is None:
+            continue
+        name = str(pod.workload)
+        movable = (
+            movability.movable(pod) and types.get(name, WorkloadType(name, 0, 0, True)).movable
+        )
+        types[name] = WorkloadType(name, pod.requests.cpu, pod.requests.memory, movable)
+        templates[name] = pod
+    return types, templates
+
+
+def _match(
+    cluster: Cluster, movability: Movability, execution: Execution, weights: Mapping[str, int]
+) -> list[tuple[Node, NodeState]]:
+    """Pairs (current node, previous node) of the best assignment within each shape."""
+    current_by_shape: dict[tuple[str, int, int], list[Node]] = defaultdict(list)
+    for node in cluster.nodes:
+        current_by_shape[node.shape].append(node)
+    previous_by_shape: dict[tuple[str, int, int], list[NodeState]] = defaultdict(list)
+    for state in execution.nodes:
+        previous_by_shape[state.shape].append(state)
+    pairs: list[tuple[Node, NodeState]] = []
+    for shape, states in previous_by_shape.items():
+        nodes = current_by_shape.get(shape, [])
+        if len(nodes) < len(states):
+            raise Unattainable(
+                f"needs {len(states)} node(s) of type {shape[0] or '?'} "
+                f"({shape[1]}m, {shape[2]}B), the cluster has {len(nodes)}"
+            )
+        scores = _scores(cluster, movability, nodes, states, weights)
+        rows, cols = linear_sum_assignment(scores, maximize=True)
+        pairs += [(nodes[r], states[c]) for r, c in zip(rows, cols, strict=True)]
+    return pairs
+
+
+def _scores(
+    cluster: Cluster,
+    movability: Movability,
+    nodes: list[Node],
+    states: list[NodeState],
+    weights: Mapping[str, int],
+) -> np.ndarray:
+    """Score matrix (current nodes x previous nodes), built sparsely per workload."""
+    scores = np.zeros((len(nodes), len(states)))
+    current: dict[str, dict[int, int]] = defaultdict(dict)
+    for i, node in enumerate(nodes):
+        for name, count in _counts(cluster.pods_by_node[node.name]).items():
+            current[name][i] = count
+        if node.name in movability.node_reasons:
+            scores[i, :] += KEEP_BONUS
+    previous: dict[str, dict[int, int]] = defaultdict(dict)
+    for j, state in enumerate(states):
+        for name, count in state.pods:
+            previous[name][j] = count
+    for name, rows in current.items():
+        cols = previous.get(name)
+        if not cols:
+            continue
+        r = np.fromiter(rows.keys(), dtype=np.int64)
+        c = np.fromiter(cols.keys(), dtype=np.int64)
+        mins = np.minimum(
+            np.fromiter(rows.values(), dtype=np.int64)[:, None],
+            np.fromiter(cols.values(), dtype=np.int64)[None, :],
+        )
+        scores[np.ix_(r, c)] += (weights.get(name, 1) + 2) * mins
+    return scores
+
+
+def _node_change(
+    cluster: Cluster,
+    movability: Movability,
+    node: Node,
+    state: NodeState,
+    current_types: dict[str, WorkloadType],
+    templates: dict[str, Pod],
+) -> tuple[list[Pod], list[Addition]]:
+    """Pods to remove from and instances to add to ``node`` so it runs what ``state`` ran."""
+    pods = [p for p in cluster.pods_by_node[node.name] if not p.follows_node]
+    have = _counts(pods)
+    want = dict(state.pods)
+    removals: list[Pod] = []
+    additions: list[Addition] = []
+    for name in sorted(set(have) | set(want)):
+        diff = want.get(name, 0) - have.get(name, 0)
+        if diff < 0:
+            movable = sorted(
+                (p for p in pods if str(p.workload) == name and movability.movable(p)),
+                key=lambda p: p.name,
+            )
+            if len(movable) < -diff:
+                raise Unattainable(f"{-diff} pod(s) of {name} on {node.name} cannot be moved")
+            removals += movable[:-diff]
+        elif diff > 0:
+            additions += [_addition(node, name, current_types, templates) for _ in range(diff)]
+    requested = Resources.total([p.requests for p in cluster.pods_by_node[node.name]])
+    requested = (
+        requested
+        - Resources.total([p.requests for p in removals])
+        + Resources.total([a.requests for a in additions])
+    )
+    pod_count = len(cluster.pods_by_node[node.name]) - len(removals) + len(additions)
+    if not requested.fits_in(node.allocatable) or pod_count > node.max_pods:
+        raise Unattainable(f"node {node.name} would be overcommitted with today's requests")
+    return removals, additions
+
+
+def _addition(
+    node: Node, name: str, current_types: dict[str, WorkloadType], templates: dict[str, Pod]
+) -> Addition:
+    workload = Workload.parse(name)
+    current = current_types.get(name)
+    if workload.kind not in MOVABLE_OWNERS or current is None or not current.movable:
+        raise Unattainable(f"cannot add an instance of {name}: not a movable workload running now")
+    why = static_fit(templates[name].constraints, node)
+    if why is not None:
+        raise Unattainable(f"{name} cannot run on {node.name}: {why}")
+    return Addition(workload, node.name, Resources(current.cpu, current.memory))

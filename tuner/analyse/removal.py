@@ -1,0 +1,264 @@
+"""Node removal: which nodes can go, all together, and where their pods would land.
+
+Follows the down-scaling thesis (003) and the parallel-drain proposal (001):
+
+1. a linear candidate check per node: removing its allocatable while keeping all
+   non-DaemonSet requests must keep cluster requests/allocatable under the thresholds;
+2. only candidates past their candidate delay are tried (``eligible``);
+3. their movable pods are re-placed on the other open nodes by best-fit-decreasing bin-packing
+   with every modelled fit rule (never onto a node being removed);
+4. the resulting state must keep requests/usable capacity under the thresholds;
+5. the most expensive removable node wins; ties go to the fewest pods to move, then to the
+   lowest maximum CPU share of the receiving nodes (the thesis' most even spread);
+6. up to ``max_parallel_removals`` nodes, greedily: each accepted node's pods are committed into
+   the snapshot before the next node is tried, so the set is removable together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from tuner.analyse.cost import node_price
+from tuner.analyse.snapshot import Move, Snapshot
+from tuner.model.cluster import Cluster, Pod
+from tuner.model.movability import Movability, busy_with_other_autoscaler
+from tuner.model.resources import Resources
+from tuner.settings import Settings, Thresholds
+
+TIE_LIMIT = 8
+"""How many equally priced, equally full removable nodes are compared for the spread tie-break."""
+
+
+@dataclass(frozen=True)
+class Removal:
+    """Nodes that can be removed together and where their movable pods go."""
+
+    nodes: tuple[str, ...]
+    moves: tuple[tuple[Pod, str], ...]
+    saving: float
+    """Price per hour of the removed nodes."""
+
+
+@dataclass(frozen=True)
+class RemovalResult:
+    """Outcome of the node-removal analysis."""
+
+    removal: Removal | None
+    reason: str
+    candidates: frozenset[str]
+    """Nodes that passed the linear candidate check (for the candidate-delay timers)."""
+
+
+@dataclass(frozen=True)
+class CandidateTimers:
+    """Since when each node has been a removal candidate (the unneeded-time idea)."""
+
+    since: tuple[tuple[str, float], ...] = ()
+
+    def update(self, candidates: Iterable[str], now: float) -> CandidateTimers:
+        """Keep the start time of continuing candidates, start new ones, drop the rest."""
+        old = dict(self.since)
+        return CandidateTimers(tuple(sorted((n, old.get(n, now)) for n in set(candidates))))
+
+    def ripe(self, now: float, delay: float) -> frozenset[str]:
+        """Candidates that have stayed candidates for at least ``delay`` seconds."""
+        return frozenset(n for n, t in self.since if now - t >= delay)
+
+
+def _under(requested: Resources, capacity: Resources, limits: Thresholds) -> bool:
+    """requested/capacity < threshold on every limited dimension."""
+    for used, cap, limit in (
+        (requested.cpu, capacity.cpu, limits.cpu),
+        (requested.memory, capacity.memory, limits.memory),
+    ):
+        if limit is None:
+            continue
+        if cap <= 0 or Fraction(used, cap) >= limit:
+            return False
+    return True
+
+
+class _Greedy:
+    """State of the greedy multi-node removal over one snapshot."""
+
+    def __init__(self, cluster: Cluster, settings: Settings, movability: Movability) -> None:
+        self.cluster = cluster
+        self.settings = settings
+        self.movability = movability
+        self.snapshot = Snapshot(cluster, settings.analyse.usability)
+        for i, node in enumerate(cluster.nodes):
+            if busy_with_other_autoscaler(node):
+                self.snapshot.close(i)
+        self.removed: list[int] = []
+        self.residents: list[list[Pod]] = [
+            list(cluster.pods_by_node[n.name]) for n in cluster.nodes
+        ]
+        """Pods on each node in the simulated state (committed moves included)."""
+        self.allocatable = Resources.total([n.allocatable for n in cluster.nodes])
+        self.requested = Resources.total([p.requests for p in cluster.pods if p.node is not None])
+        self.usable = Resources.total([self.snapshot.usable(i) for i in range(len(cluster.nodes))])
+
+    def node_pods(self, index: int) -> tuple[list[Pod], Resources]:
+        """Pods to re-place when the node goes, and the requests that vanish with it."""
+        pods = self.residents[index]
+        vanishing = Resources.total([p.requests for p in pods if p.follows_node])
+        return [p for p in pods if not p.follows_node], vanishing
+
+    def passes_check(self, index: int) -> bool:
+        """The linear candidate check (003 §4.4)."""
+        node = self.cluster.nodes[index]
+        _, vanishing = self.node_pods(index)
+        return _under(
+            self.requested - vanishing,
+            self.allocatable - node.allocatable,
+            self.settings.analyse.thresholds,
+        )
+
+    def simulate(self, index: int, pods: list[Pod]) -> tuple[list[Move], Resources] | str:
+        """Drain node ``index`` in the snapshot: the moves and usable-capacity change, or why not.
+
+        Leaves the snapshot changed: the caller reverts or keeps it.
+        """
+        snap = self.snapshot
+        demand = Resources.total([p.requests for p in pods])
+        open_other = snap.open.copy()
+        open_other[index] = False
+        if demand.cpu > int(np.sum(snap.free_cpu[open_other])) or demand.memory > int(
+            np.sum(snap.free_mem[open_other])
+        ):
+            return "the other nodes lack free capacity in total"
+        usable_delta = Resources() - snap.usable(index)
+        snap.close(index)
+        moves: list[Move] = []
+        touched: dict[int, Resources] = {}
+        for pod in sorted(pods, key=_size, reverse=True):
+            mask = snap.fit_mask(pod)
+            if not mask.any():
+                return f"pod {pod.key} fits on no other node"
+            target = snap.best_fit(pod, mask)
+            if target not in touched:
+                touched[target] = snap.usable(target)
+            snap.move(pod, index, target)
+            moves.append(Move(pod, target))
+        for target, before in touched.items():
+            usable_delta = usable_delta + (snap.usable(target) - before)
+        return moves, usable_delta
+
+    def try_node(self, index: int) -> tuple[tuple[float, int, float], list[Move], Resources] | str:
+        """Evaluate removing one node; reverts the snapshot. Returns (rank key, moves, delta)."""
+        node = self.cluster.nodes[index]
+        pods, vanishing = self.node_pods(index)
+        marker = self.snapshot.fork()
+        try:
+            outcome = self.simulate(index, pods)
+            if isinstance(outcome, str):
+                return outcome
+            moves, usable_delta = outcome
+            if not _under(
+                self.requested - vanishing,
+                self.usable + usable_delta,
+                self.settings.analyse.thresholds,
+            ):
+                return "usable utilization would exceed the thresholds"
+            spread = self.snapshot.max_cpu_share({m.target for m in moves})
+            return (
+                (-node_price(node, self.settings.pricing), len(pods), spread),
+                moves,
+                usable_delta,
+            )
+        finally:
+            self.snapshot.revert(marker)
+
+    def commit(self, index: int, moves: list[Move], usable_delta: Resources) -> None:
+        """Keep a chosen removal in the snapshot."""
+        node = self.cluster.nodes[index]
+        _, vanishing = self.node_pods(index)
+        self.snapshot.close(index)
+        for move in moves:
+            self.snapshot.move(move.pod, index, move.target)
+            self.residents[move.target].append(move.pod)
+        self.residents[index] = []
+        self.removed.append(index)
+        self.allocatable = self.allocatable - node.allocatable
+        self.requested = self.requested - vanishing
+        self.usable = self.usable + usable_delta
+
+
+def _size(pod: Pod) -> tuple[int, int]:
+    return (pod.requests.cpu, pod.requests.memory)
+
+
+def find_removal(
+    cluster: Cluster,
+    settings: Settings,
+    movability: Movability,
+    eligible: frozenset[str] | None = None,
+) -> RemovalResult:
+    """The best set of up to ``max_parallel_removals`` nodes removable together.
+
+    ``eligible`` limits the attempt to candidates past their delay; None treats every candidate
+    as past its delay (the offline ``tuner plan``).
+    """
+    greedy = _Greedy(cluster, settings, movability)
+    nodes = cluster.nodes
+    prices = [node_price(n, settings.pricing) for n in nodes]
+    candidates = frozenset(
+        n.name
+        for i, n in enumerate(nodes)
+        if n.name not in movability.node_reasons and greedy.passes_check(i)
+    )
+    if not settings.analyse.remove_nodes:
+        return RemovalResult(None, "node removal is disabled", candidates)
+    chosen: list[tuple[int, list[Move]]] = []
+    last_reason = "no node passed the candidate check"
+    for _ in range(settings.analyse.max_parallel_removals):
+
+        def rank(i: int) -> tuple[float, int]:
+            return (-prices[i], len(greedy.node_pods(i)[0]))
+
+        order = sorted(
+            (
+                i
+                for i, n in enumerate(nodes)
+                if n.name in candidates
+                and (eligible is None or n.name in eligible)
+                and i not in greedy.removed
+                and greedy.passes_check(i)
+            ),
+            key=lambda i: (*rank(i), nodes[i].name),
+        )
+        best: tuple[tuple[float, int, float], int, list[Move], Resources] | None = None
+        ties = 0
+        for index in order:
+            if best is not None and (ties >= TIE_LIMIT or rank(index) != best[0][:2]):
+                break
+            outcome = greedy.try_node(index)
+            if isinstance(outcome, str):
+                last_reason = f"{nodes[index].name}: {outcome}"
+                continue
+            key, moves, delta = outcome
+            ties += 1
+            if best is None or key < best[0]:
+                best = (key, index, moves, delta)
+        if best is None:
+            break
+        _, index, moves, delta = best
+        greedy.commit(index, moves, delta)
+        chosen.append((index, moves))
+    if not chosen:
+        return RemovalResult(None, f"no node can be removed ({last_reason})", candidates)
+    final: dict[str, tuple[Pod, str]] = {}
+    for _, moves in chosen:
+        for move in moves:
+            final[move.pod.key] = (move.pod, nodes[move.target].name)
+    removal = Removal(
+        nodes=tuple(nodes[i].name for i, _ in chosen),
+        moves=tuple(final.values()),
+        saving=sum(prices[i] for i, _ in chosen),
+    )
+    names = ", ".join(removal.nodes)
+    return RemovalResult(removal, f"{names} can be removed; their pods fit elsewhere", candidates)

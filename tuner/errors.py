@@ -1,0 +1,5 @@
+"""The error every bad input is reported as: one line, exit status 2."""
+
+
+class InputError(Exception):
+    """Bad input (settings, dump, arguments): reported as a one-line message, never a traceback."""

@@ -1,0 +1,1 @@
+"""Execute: actions through the Kubernetes API, verification, and the dry-run printer."""

@@ -1,0 +1,60 @@
+"""Human-readable rendering of a plan: the table ``tuner plan`` and ``--dry-run`` print."""
+
+from __future__ import annotations
+
+from tuner.analyse.usable import Utilization
+from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
+from tuner.plan.report import PlanReport
+
+
+def _percent(value: float) -> str:
+    return f"{value * 100:5.1f}%"
+
+
+def _utilization_row(label: str, u: Utilization) -> str:
+    return (
+        f"  {label:<7} cpu {_percent(u.cpu)}  memory {_percent(u.memory)}  "
+        f"usable cpu {_percent(u.usable_cpu)}  usable memory {_percent(u.usable_memory)}"
+    )
+
+
+def _describe(action: Action) -> tuple[str, str, str, str]:
+    match action:
+        case Migrate(pod=pod, target=target):
+            return ("migrate", pod.key, pod.node or "", target)
+        case Add(workload=workload, target=target):
+            return ("add", str(workload), "", target)
+        case Remove(pod=pod):
+            return ("remove", pod.key, pod.node or "", "")
+        case RemoveNode(node=node):
+            return ("remove_node", node, node, "")
+
+
+def render_text(report: PlanReport) -> str:
+    """The decision, costs, utilization and a table of the ordered actions."""
+    analysis = report.analysis
+    currency = report.currency
+    lines = [
+        f"decision: {analysis.decision.value}",
+        f"reason:   {analysis.reason}",
+        f"cost:     {analysis.cost_current:.4f} -> {analysis.cost_after:.4f} {currency}/h"
+        f" (saving {analysis.cost_current - analysis.cost_after:.4f} {currency}/h)",
+        "utilization (requests over allocatable, and over usable capacity):",
+        _utilization_row("before", report.before),
+        _utilization_row("after", report.after),
+    ]
+    for entry, why in analysis.previous.unattainable:
+        lines.append(f"unattainable previous deployment {entry}: {why}")
+    if not report.actions:
+        lines.append("actions:  none")
+        return "\n".join(lines)
+    rows = [("#", "action", "object", "from", "to")] + [
+        (str(i), *_describe(a)) for i, a in enumerate(report.actions, 1)
+    ]
+    widths = [max(len(r[c]) for r in rows) for c in range(5)]
+    lines.append("actions:")
+    for row in rows:
+        lines.append(
+            "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        )
+    return "\n".join(lines)

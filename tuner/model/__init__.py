@@ -1,0 +1,1 @@
+"""Domain model: immutable values describing a cluster, its nodes, pods and workloads."""

@@ -1,0 +1,40 @@
+"""A desired change of the deployment: what analyse decides and plan turns into actions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tuner.model.cluster import Pod, Workload
+from tuner.model.resources import Resources
+
+
+@dataclass(frozen=True, slots=True)
+class Relocation:
+    """Pod ``pod`` should run on node ``node`` instead."""
+
+    pod: Pod
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class Addition:
+    """One more instance of ``workload`` should run on ``node``."""
+
+    workload: Workload
+    node: str
+    requests: Resources
+
+
+@dataclass(frozen=True, slots=True)
+class DesiredChange:
+    """Per-node changes: pods to relocate, pods to remove, instances to add, nodes to delete."""
+
+    relocations: tuple[Relocation, ...] = ()
+    removals: tuple[Pod, ...] = ()
+    additions: tuple[Addition, ...] = ()
+    remove_nodes: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        """True when nothing changes."""
+        return not (self.relocations or self.removals or self.additions or self.remove_nodes)

@@ -1,0 +1,152 @@
+"""Immutable values for a cluster: nodes, pods, workloads, PDBs and HPAs."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from types import MappingProxyType
+
+from tuner.model.resources import Resources
+from tuner.model.scheduling import Constraints, LabelSelector, Taint
+
+EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+def _no_labels() -> Mapping[str, str]:
+    return EMPTY
+
+
+INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Workload:
+    """What a pod is an instance of (the thesis' pod "type"): ``namespace/Kind/name``."""
+
+    namespace: str
+    kind: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.kind}/{self.name}"
+
+    @staticmethod
+    def parse(text: str) -> Workload:
+        """Inverse of ``str()``."""
+        namespace, kind, name = text.split("/", 2)
+        return Workload(namespace, kind, name)
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A node: capacity is what you pay for, allocatable is what pods may use."""
+
+    name: str
+    capacity: Resources
+    allocatable: Resources
+    max_pods: int = 110
+    labels: Mapping[str, str] = field(default_factory=_no_labels)
+    annotations: Mapping[str, str] = field(default_factory=_no_labels)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+
+    @property
+    def instance_type(self) -> str:
+        """The instance type label, or ``""``."""
+        for key in INSTANCE_TYPE_LABELS:
+            if key in self.labels:
+                return self.labels[key]
+        return ""
+
+    @property
+    def shape(self) -> tuple[str, int, int]:
+        """What makes two nodes interchangeable: instance type and capacity."""
+        return (self.instance_type, self.capacity.cpu, self.capacity.memory)
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    """A pod as the tuner sees it; ``requests`` are the effective scheduling requests."""
+
+    namespace: str
+    name: str
+    node: str | None
+    requests: Resources
+    workload: Workload
+    owner_kind: str
+    """Controller kind: Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, Node (mirror) or ""."""
+    labels: Mapping[str, str] = field(default_factory=_no_labels)
+    annotations: Mapping[str, str] = field(default_factory=_no_labels)
+    constraints: Constraints = field(default_factory=Constraints)
+    phase: str = "Running"
+    ready: bool = True
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def follows_node(self) -> bool:
+        """DaemonSet and mirror pods stay with their node and vanish with it."""
+        return self.owner_kind in ("DaemonSet", "Node")
+
+
+@dataclass(frozen=True, slots=True)
+class Pdb:
+    """A PodDisruptionBudget and how many disruptions it allows now."""
+
+    namespace: str
+    name: str
+    selector: LabelSelector
+    disruptions_allowed: int
+
+    def covers(self, pod: Pod) -> bool:
+        """True when the budget selects the pod."""
+        return pod.namespace == self.namespace and self.selector.matches(pod.labels)
+
+
+@dataclass(frozen=True, slots=True)
+class Hpa:
+    """A HorizontalPodAutoscaler and the workload it scales."""
+
+    namespace: str
+    name: str
+    target: Workload
+    min_replicas: int
+    max_replicas: int
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A snapshot of the cluster. Pods without a node are pending."""
+
+    nodes: tuple[Node, ...]
+    pods: tuple[Pod, ...]
+    pdbs: tuple[Pdb, ...] = ()
+    hpas: tuple[Hpa, ...] = ()
+
+    @cached_property
+    def node_by_name(self) -> Mapping[str, Node]:
+        """Nodes by name."""
+        return MappingProxyType({n.name: n for n in self.nodes})
+
+    @cached_property
+    def pods_by_node(self) -> Mapping[str, tuple[Pod, ...]]:
+        """Scheduled pods grouped by node name (every node has an entry)."""
+        grouped: dict[str, list[Pod]] = defaultdict(list)
+        for pod in self.pods:
+            if pod.node is not None:
+                grouped[pod.node].append(pod)
+        return MappingProxyType({n.name: tuple(grouped.get(n.name, ())) for n in self.nodes})
+
+    @cached_property
+    def hpa_targets(self) -> frozenset[Workload]:
+        """Workloads whose replica count an HPA owns."""
+        return frozenset(h.target for h in self.hpas)
+
+    def requested(self, node: str) -> Resources:
+        """Sum of the requests of the pods on a node."""
+        return Resources.total([p.requests for p in self.pods_by_node[node]])

@@ -1,0 +1,106 @@
+"""Which pods the tuner may move and which nodes it may remove."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from tuner.model.cluster import Cluster, Node, Pdb, Pod
+
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
+OTHER_AUTOSCALER_TAINTS = (
+    "ToBeDeletedByClusterAutoscaler",
+    "DeletionCandidateOfClusterAutoscaler",
+    "karpenter.sh/disrupted",
+)
+MOVABLE_OWNERS = ("Deployment", "ReplicaSet")
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Operator choices that restrict what the tuner touches."""
+
+    excluded_namespaces: frozenset[str] = frozenset({"kube-system"})
+
+
+def pod_blocker(
+    pod: Pod, exhausted_pdbs: Mapping[str, Sequence[Pdb]], policy: Policy
+) -> str | None:
+    """Why the pod must not be moved, or None when it is movable.
+
+    ``exhausted_pdbs`` holds, by namespace, the budgets that allow no disruption now.
+    """
+    if pod.owner_kind not in MOVABLE_OWNERS:
+        return f"owned by {pod.owner_kind or 'nothing (bare pod)'}"
+    if pod.namespace in policy.excluded_namespaces:
+        return f"namespace {pod.namespace} is excluded"
+    if pod.annotations.get(SAFE_TO_EVICT) == "false":
+        return f"annotated {SAFE_TO_EVICT}=false"
+    if pod.annotations.get(DO_NOT_DISRUPT) == "true":
+        return f"annotated {DO_NOT_DISRUPT}=true"
+    for pdb in exhausted_pdbs.get(pod.namespace, ()):
+        if pdb.covers(pod):
+            return f"PodDisruptionBudget {pdb.namespace}/{pdb.name} allows no disruption now"
+    return None
+
+
+def node_blocker(node: Node) -> str | None:
+    """Why the node itself must not be removed (its pods aside), or None."""
+    if any(key in node.labels for key in CONTROL_PLANE_LABELS):
+        return "control-plane node"
+    if node.annotations.get(SCALE_DOWN_DISABLED) == "true":
+        return f"annotated {SCALE_DOWN_DISABLED}=true"
+    if node.annotations.get(DO_NOT_DISRUPT) == "true":
+        return f"annotated {DO_NOT_DISRUPT}=true"
+    taint = busy_with_other_autoscaler(node)
+    if taint:
+        return f"tainted {taint} by another autoscaler"
+    return None
+
+
+def busy_with_other_autoscaler(node: Node) -> str | None:
+    """The Cluster Autoscaler / Karpenter taint the node carries, if any: we leave it alone."""
+    return next((t.key for t in node.taints if t.key in OTHER_AUTOSCALER_TAINTS), None)
+
+
+@dataclass(frozen=True)
+class Movability:
+    """Movable pods and removable nodes of one cluster, with reasons for the rest."""
+
+    pod_reasons: dict[str, str]
+    """Unmovable pod key -> reason (pods that follow their node are not listed)."""
+    node_reasons: dict[str, str]
+    """Unremovable node name -> reason."""
+
+    def movable(self, pod: Pod) -> bool:
+        """True when the tuner may move (evict and re-create elsewhere) the pod."""
+        return not pod.follows_node and pod.key not in self.pod_reasons
+
+
+def assess(cluster: Cluster, policy: Policy) -> Movability:
+    """Classify every pod and node of the cluster."""
+    exhausted: dict[str, list[Pdb]] = defaultdict(list)
+    for pdb in cluster.pdbs:
+        if pdb.disruptions_allowed < 1:
+            exhausted[pdb.namespace].append(pdb)
+    pod_reasons: dict[str, str] = {}
+    for pod in cluster.pods:
+        if pod.follows_node:
+            continue
+        reason = pod_blocker(pod, exhausted, policy)
+        if reason is not None:
+            pod_reasons[pod.key] = reason
+    node_reasons: dict[str, str] = {}
+    for node in cluster.nodes:
+        reason = node_blocker(node)
+        if reason is None:
+            stuck = next((p for p in cluster.pods_by_node[node.name] if p.key in pod_reasons), None)
+            if stuck is not None:
+                reason = f"holds unmovable pod {stuck.key} ({pod_reasons[stuck.key]})"
+        if reason is not None:
+            node_reasons[node.name] = reason
+    return Movability(pod_reasons, node_reasons)

@@ -1,0 +1,1 @@
+"""Monitor: where the cluster state and the load come from."""

@@ -1,0 +1,1 @@
+"""Plan: a desired change becomes an ordered list of feasible actions."""

@@ -1,0 +1,67 @@
+"""The four actions the tuner performs (thesis §3.2.4) and their JSON form (DESIGN §8)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tuner.model.cluster import Pod, Workload
+from tuner.model.resources import Resources
+
+
+@dataclass(frozen=True, slots=True)
+class Migrate:
+    """Move ``pod`` from its node to ``target``."""
+
+    pod: Pod
+    target: str
+
+    @property
+    def source(self) -> str:
+        """The node the pod leaves."""
+        return self.pod.node or ""
+
+
+@dataclass(frozen=True, slots=True)
+class Add:
+    """Start one more instance of ``workload`` on ``target``."""
+
+    workload: Workload
+    target: str
+    requests: Resources
+
+
+@dataclass(frozen=True, slots=True)
+class Remove:
+    """Remove ``pod`` (one replica fewer)."""
+
+    pod: Pod
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveNode:
+    """Remove an emptied node."""
+
+    node: str
+
+
+Action = Migrate | Add | Remove | RemoveNode
+
+
+def action_json(action: Action) -> dict[str, Any]:
+    """The action as in the plan output contract."""
+    match action:
+        case Migrate(pod=pod, target=target):
+            return {
+                "op": "migrate",
+                "pod": pod.key,
+                "workload": str(pod.workload),
+                "from": pod.node,
+                "to": target,
+            }
+        case Add(workload=workload, target=target):
+            return {"op": "add", "workload": str(workload), "to": target}
+        case Remove(pod=pod):
+            return {"op": "remove", "pod": pod.key, "workload": str(pod.workload), "from": pod.node}
+        case RemoveNode(node=node):
+            return {"op": "remove_node", "node": node}

@@ -1,0 +1,144 @@
+"""Turn a desired change into the fewest actions, ordered so that every one fits when it runs.
+
+- Removals and additions of the same workload become migrations. Pods of one workload are
+  interchangeable and share their placement rules, so the bipartite graph of (removal,
+  addition) pairs is complete per workload: a maximum matching pairs min(|R|, |A|) of them,
+  and pairing in a fixed order achieves it without enumerating subsets (the 2019 planner did).
+- Order: a migration or addition waits until its target has room (CPU, memory, pod slots);
+  when nothing can go, a pending removal that frees a waiting node runs first; when only
+  migrations are stuck (two full nodes swapping pods), one of them is split into a removal now
+  and an addition later (the temporary remove/add); node removals come last.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Iterable
+
+from tuner.model.change import Addition, DesiredChange
+from tuner.model.cluster import Cluster, Pod, Workload
+from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
+from tuner.plan.replay import InfeasiblePlan, Occupancy
+
+Placing = Migrate | Add
+
+
+def plan(cluster: Cluster, change: DesiredChange) -> tuple[Action, ...]:
+    """The ordered actions that carry out ``change``."""
+    placings, removals = _pair(change)
+    ordered = _Orderer(Occupancy.of(cluster)).run(placings, removals)
+    return (*ordered, *(RemoveNode(n) for n in change.remove_nodes))
+
+
+def _pair(change: DesiredChange) -> tuple[list[Placing], list[Remove]]:
+    """Migrations (relocations, and removal/addition pairs of a workload), adds, removes."""
+    placings: list[Placing] = [
+        Migrate(r.pod, r.node) for r in change.relocations if r.node != r.pod.node
+    ]
+    removed: dict[Workload, list[Pod]] = defaultdict(list)
+    for pod in sorted(change.removals, key=lambda p: (p.node or "", p.name)):
+        removed[pod.workload].append(pod)
+    added: dict[Workload, list[Addition]] = defaultdict(list)
+    for addition in sorted(change.additions, key=lambda a: a.node):
+        added[addition.workload].append(addition)
+    removes: list[Remove] = []
+    for workload in sorted(set(removed) | set(added)):
+        pods, adds = _net(removed.get(workload, []), added.get(workload, []))
+        pairs = min(len(pods), len(adds))
+        placings += [Migrate(pod, a.node) for pod, a in zip(pods, adds, strict=False)]
+        placings += [Add(a.workload, a.node, a.requests) for a in adds[pairs:]]
+        removes += [Remove(pod) for pod in pods[pairs:]]
+    return placings, removes
+
+
+def _net(pods: list[Pod], adds: list[Addition]) -> tuple[list[Pod], list[Addition]]:
+    """Drop a removal and an addition of the same workload on the same node: nothing to do."""
+    remaining = list(adds)
+    kept: list[Pod] = []
+    for pod in pods:
+        same = next((a for a in remaining if a.node == pod.node), None)
+        if same is None:
+            kept.append(pod)
+        else:
+            remaining.remove(same)
+    return kept, remaining
+
+
+class _Orderer:
+    """Event-driven ordering: actions wait per target node and retry when room frees there."""
+
+    def __init__(self, state: Occupancy) -> None:
+        self.state = state
+        self.waiting: dict[str, deque[Placing]] = defaultdict(deque)
+        self.out: list[Action] = []
+        self.freed: deque[str] = deque()
+
+    def run(self, placings: Iterable[Placing], removals: list[Remove]) -> list[Action]:
+        for action in placings:
+            self._offer(action)
+        pending = deque(removals)
+        self._drain()
+        while any(self.waiting.values()):
+            useful = next((r for r in pending if self.waiting.get(r.pod.node or "")), None)
+            if useful is not None:
+                pending.remove(useful)
+                self._remove(useful)
+            elif not self._split_a_migration():
+                if not pending:
+                    stuck = next(a for q in self.waiting.values() for a in q)
+                    raise InfeasiblePlan(f"nothing frees room for {stuck}")
+                self._remove(pending.popleft())
+            self._drain()
+        for removal in pending:
+            self._remove(removal)
+        return self.out
+
+    def _offer(self, action: Placing) -> None:
+        if not self._try(action):
+            self.waiting[action.target].append(action)
+
+    def _try(self, action: Placing) -> bool:
+        state = self.state
+        if isinstance(action, Migrate):
+            if not state.fits(action.target, action.pod.requests):
+                return False
+            state.release(action.source, action.pod.key, action.pod.requests)
+            state.take(action.target, action.pod.key, action.pod.requests)
+            self.freed.append(action.source)
+        else:
+            if not state.fits(action.target, action.requests):
+                return False
+            state.take(action.target, f"+{action.workload}#{len(self.out)}", action.requests)
+        self.out.append(action)
+        return True
+
+    def _remove(self, removal: Remove) -> None:
+        pod = removal.pod
+        self.state.release(pod.node or "", pod.key, pod.requests)
+        self.out.append(removal)
+        self.freed.append(pod.node or "")
+
+    def _drain(self) -> None:
+        """Retry waiting actions on every node that got room, until nothing changes."""
+        while self.freed:
+            node = self.freed.popleft()
+            queue = self.waiting.get(node)
+            if not queue:
+                continue
+            for _ in range(len(queue)):
+                action = queue.popleft()
+                if not self._try(action):
+                    queue.append(action)
+
+    def _split_a_migration(self) -> bool:
+        """Break a deadlock: remove a waiting migration's pod now, add its replacement later."""
+        candidates = [a for q in self.waiting.values() for a in q if isinstance(a, Migrate)]
+        if not candidates:
+            return False
+        blocking = next((m for m in candidates if self.waiting.get(m.source)), candidates[0])
+        self.waiting[blocking.target].remove(blocking)
+        self._remove(Remove(blocking.pod))
+        self.waiting[blocking.target].append(
+            Add(blocking.pod.workload, blocking.target, blocking.pod.requests)
+        )
+        return True

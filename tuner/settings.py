@@ -1,0 +1,256 @@
+"""settings.json: validated against settings/settings.schema.json into typed, immutable values.
+
+The flat 2019 keys (``measure_window``, ``price_per_core``, ...) still load: they are mapped
+onto the nested keys with a deprecation warning.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from tuner.errors import InputError
+from tuner.model.quantity import cpu_millis, memory_bytes
+
+log = logging.getLogger(__name__)
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "settings" / "settings.schema.json"
+
+LEGACY_KEYS: dict[str, tuple[str, str]] = {
+    "measure_window": ("windows", "measure_s"),
+    "retry_window": ("windows", "retry_s"),
+    "warmup_time": ("windows", "warmup_s"),
+    "price_per_core": ("pricing", "price_per_core"),
+    "price_per_gb": ("pricing", "price_per_gb"),
+    "load_delta": ("load", "delta"),
+    "migration_chance": ("analyse", "migration_chance"),
+    "remove_nodes": ("analyse", "remove_nodes"),
+    "prometheus_address": ("prometheus", "url"),
+    "kubernetes_api": ("kubernetes", "api_server"),
+    "load_pod_name": ("load", "pod_name"),
+}
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """How node cost per hour is computed."""
+
+    price_per_core: float = 0.0316
+    price_per_gb: float = 0.0042
+    node_types: dict[str, float] = field(default_factory=dict)
+    price_annotation: str = "tuner.dev/price-per-hour"
+    currency: str = "USD"
+
+
+@dataclass(frozen=True)
+class Usability:
+    """Usability thresholds of the down-scaling thesis (003, §4.3)."""
+
+    min_cpu: int = 0
+    min_memory: int = 0
+    max_cpu_to_memory: Fraction | None = None
+    """Cores per GiB, or None for no cap."""
+    max_memory_to_cpu: Fraction | None = None
+    """GiB per core, or None for no cap."""
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Cluster-wide utilization limits; None means no limit."""
+
+    cpu: Fraction | None = None
+    memory: Fraction | None = None
+
+
+@dataclass(frozen=True)
+class Analyse:
+    """Settings of the analyse step."""
+
+    remove_nodes: bool = True
+    max_parallel_removals: int = 1
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    usability: Usability = field(default_factory=Usability)
+    candidate_delay_s: float = 600.0
+    migration_chance: float = 0.0
+    seed: int | None = None
+    excluded_namespaces: frozenset[str] = frozenset({"kube-system"})
+    min_saving_per_hour: float = 0.0
+
+
+@dataclass(frozen=True)
+class Load:
+    """How the load is measured and compared."""
+
+    delta: float = 0.1
+    query: str | None = None
+    pod_name: str | None = None
+
+
+@dataclass(frozen=True)
+class Windows:
+    """The sliding window (seconds)."""
+
+    measure_s: float = 600.0
+    retry_s: float = 60.0
+    warmup_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    """Where the knowledge base lives."""
+
+    backend: str = "embedded"
+    path: str = "tuner-knowledge.sqlite"
+    uri: str = "bolt://127.0.0.1:7687"
+    user: str = "neo4j"
+    database: str = "neo4j"
+    password_env: str = "TUNER_NEO4J_PASSWORD"
+
+
+@dataclass(frozen=True)
+class Prometheus:
+    """Prometheus connection."""
+
+    url: str = "http://127.0.0.1:9090"
+    timeout_s: float = 10.0
+    token_env: str = "TUNER_PROMETHEUS_TOKEN"
+
+
+@dataclass(frozen=True)
+class Kubernetes:
+    """Kubernetes connection."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    in_cluster: bool = False
+    api_server: str | None = None
+
+
+@dataclass(frozen=True)
+class Execute:
+    """How plans are carried out."""
+
+    node_removal: str = "autoscaler"
+    node_removal_command: tuple[str, ...] = ()
+    verify_timeout_s: float = 180.0
+    max_actions_per_cycle: int = 50
+
+
+@dataclass(frozen=True)
+class Settings:
+    """All settings of the tuner."""
+
+    pricing: Pricing = field(default_factory=Pricing)
+    analyse: Analyse = field(default_factory=Analyse)
+    load: Load = field(default_factory=Load)
+    windows: Windows = field(default_factory=Windows)
+    knowledge: Knowledge = field(default_factory=Knowledge)
+    prometheus: Prometheus = field(default_factory=Prometheus)
+    kubernetes: Kubernetes = field(default_factory=Kubernetes)
+    execute: Execute = field(default_factory=Execute)
+
+
+@cache
+def _validator() -> jsonschema.Draft202012Validator:
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return jsonschema.Draft202012Validator(schema)
+
+
+def load_settings(path: Path | None) -> Settings:
+    """Read and validate a settings file; None gives the documented defaults."""
+    if path is None:
+        return Settings()
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise InputError(f"cannot read settings {path}: {err.strerror}") from err
+    except json.JSONDecodeError as err:
+        raise InputError(
+            f"settings {path} is not valid JSON: {err.msg} at line {err.lineno}"
+        ) from err
+    try:
+        return settings_from_dict(document)
+    except InputError as err:
+        raise InputError(f"settings {path}: {err}") from err
+
+
+def settings_from_dict(document: Any) -> Settings:
+    """Validate a settings document (already parsed JSON)."""
+    if not isinstance(document, dict):
+        raise InputError("must be a JSON object")
+    error = next(iter(sorted(_validator().iter_errors(document), key=lambda e: e.path)), None)
+    if error is not None:
+        where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+        raise InputError(f"{where}: {_message(error)}")
+    doc = _map_legacy(document)
+    return Settings(
+        pricing=Pricing(**doc.get("pricing", {})),
+        analyse=_analyse(doc.get("analyse", {})),
+        load=Load(**doc.get("load", {})),
+        windows=Windows(**doc.get("windows", {})),
+        knowledge=Knowledge(**doc.get("knowledge", {})),
+        prometheus=Prometheus(**doc.get("prometheus", {})),
+        kubernetes=Kubernetes(**doc.get("kubernetes", {})),
+        execute=_execute(doc.get("execute", {})),
+    )
+
+
+def _message(error: jsonschema.ValidationError) -> str:
+    if error.validator == "additionalProperties" and isinstance(error.schema, dict):
+        known: dict[str, Any] = error.schema.get("properties", {})
+        instance: dict[str, Any] = error.instance if isinstance(error.instance, dict) else {}
+        extra = sorted(set(instance) - set(known))
+        return f"unknown key {extra[0]!r}" if extra else error.message
+    return error.message
+
+
+def _map_legacy(document: dict[str, Any]) -> dict[str, Any]:
+    doc = {k: dict(v) if isinstance(v, dict) else v for k, v in document.items()}
+    for flat, (section, key) in LEGACY_KEYS.items():
+        if flat not in doc:
+            continue
+        value = doc.pop(flat)
+        log.warning("settings key %r is deprecated; use %s.%s", flat, section, key)
+        doc.setdefault(section, {}).setdefault(key, value)
+    return doc
+
+
+def _ratio(value: float | None) -> Fraction | None:
+    return None if value is None else Fraction(str(value))
+
+
+def _analyse(section: dict[str, Any]) -> Analyse:
+    section = dict(section)
+    thresholds = section.pop("thresholds", {})
+    usability = section.pop("usability", {})
+    if "excluded_namespaces" in section:
+        section["excluded_namespaces"] = frozenset(section["excluded_namespaces"])
+    try:
+        usable = Usability(
+            min_cpu=cpu_millis(usability.get("min_cpu", 0)),
+            min_memory=memory_bytes(usability.get("min_memory", 0)),
+            max_cpu_to_memory=_ratio(usability.get("max_cpu_to_memory")),
+            max_memory_to_cpu=_ratio(usability.get("max_memory_to_cpu")),
+        )
+    except InputError as err:
+        raise InputError(f"analyse.usability: {err}") from err
+    return Analyse(
+        thresholds=Thresholds(_ratio(thresholds.get("cpu")), _ratio(thresholds.get("memory"))),
+        usability=usable,
+        **section,
+    )
+
+
+def _execute(section: dict[str, Any]) -> Execute:
+    section = dict(section)
+    command = tuple(section.pop("node_removal_command", ()))
+    if section.get("node_removal") == "command" and not command:
+        raise InputError("execute.node_removal_command: required when node_removal is 'command'")
+    return Execute(node_removal_command=command, **section)
