@@ -6,9 +6,10 @@ from types import TracebackType
 from typing import Protocol
 
 from knowledge.records import Execution
+from tuner.errors import ServiceError
 
 
-class KnowledgeError(Exception):
+class KnowledgeError(ServiceError):
     """The knowledge base cannot be reached or used (the caller decides whether to go on)."""
 
 

@@ -16,8 +16,9 @@ from knowledge.base import KnowledgeBase, KnowledgeError
 from knowledge.open import open_knowledge
 from knowledge.records import Execution, execution_of
 from tuner.analyse.decision import analyse
-from tuner.errors import InputError
+from tuner.errors import InputError, ServiceError
 from tuner.execute.printer import render_text
+from tuner.model.cluster import Cluster
 from tuner.model.movability import Policy, assess
 from tuner.monitor.dump import load_dump
 from tuner.plan.report import build_report
@@ -46,7 +47,11 @@ def _parser() -> argparse.ArgumentParser:
     plan = commands.add_parser(
         "plan", help="what the tuner would do with a cluster dump (reads only)"
     )
-    plan.add_argument("--snapshot", type=Path, required=True, help="kubectl get ... -o json dump")
+    source = plan.add_mutually_exclusive_group(required=True)
+    source.add_argument("--snapshot", type=Path, help="kubectl get ... -o json dump")
+    source.add_argument(
+        "--live", action="store_true", help="read the cluster of settings.kubernetes (read-only)"
+    )
     plan.add_argument("--settings", type=Path, help="settings.json (default: built-in defaults)")
     plan.add_argument("--load", type=_load, help="load served now (enables previous deployments)")
     plan.add_argument("--format", choices=("text", "json"), default="text")
@@ -76,9 +81,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _cluster(args: argparse.Namespace, settings: Settings) -> Cluster:
+    """The cluster from a dump file or, with ``--live``, from the API server."""
+    if args.snapshot is not None:
+        return load_dump(args.snapshot)
+    from tuner.monitor.kube import api_client, read_cluster
+
+    with api_client(settings.kubernetes) as api:
+        return read_cluster(api)
+
+
 def _plan(args: argparse.Namespace) -> int:
     settings = load_settings(args.settings)
-    cluster = load_dump(args.snapshot)
+    cluster = _cluster(args, settings)
     history: list[Execution] = []
     if args.load is not None:
         history = _history(settings, args.load)
@@ -170,12 +185,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if not args.verbose:
+        logging.getLogger("urllib3").setLevel(logging.ERROR)
     try:
         return int(args.run(args))
     except InputError as err:
         print(f"tuner: error: {err}", file=sys.stderr)
         return 2
-    except KnowledgeError as err:
+    except ServiceError as err:
         print(f"tuner: error: {err}", file=sys.stderr)
         return 1
 

@@ -3,3 +3,7 @@
 
 class InputError(Exception):
     """Bad input (settings, dump, arguments): reported as a one-line message, never a traceback."""
+
+
+class ServiceError(Exception):
+    """An external service (Kubernetes, Prometheus, Neo4j) failed: one line, exit status 1."""
