@@ -33,8 +33,8 @@ def settings(**analyse: object) -> Settings:
     return Settings(pricing=Pricing(), analyse=Analyse(excluded_namespaces=frozenset(), **analyse))  # type: ignore[arg-type]
 
 
-def run(c: Cluster, s: Settings, eligible: frozenset[str] | None = None):  # type: ignore[no-untyped-def]
-    return find_removal(c, s, assess(c, Policy(s.analyse.excluded_namespaces)), eligible)
+def run(c: Cluster, s: Settings, timers: CandidateTimers | None = None, now: float = 0.0):  # type: ignore[no-untyped-def]
+    return find_removal(c, s, assess(c, Policy(s.analyse.excluded_namespaces)), timers, now)
 
 
 def test_figure_3_1_removes_nodes_1_and_2_into_cluster_state_2() -> None:
@@ -146,9 +146,16 @@ def test_removal_can_be_disabled() -> None:
 
 def test_candidate_delay_limits_attempts_to_ripe_candidates() -> None:
     c = figure_3_1()
-    assert run(c, settings(), eligible=frozenset()).removal is None
-    only_3 = run(c, settings(), eligible=frozenset({"node-3"}))
+    fresh = run(c, settings(candidate_delay_s=600), CandidateTimers(), now=1000)
+    assert fresh.removal is None
+    assert "candidate delay" in fresh.reason
+    assert fresh.timers is not None and fresh.timers.ripe(1600, 600) >= {"node-1", "node-3"}
+    # only node-3 has been a candidate for long enough
+    timers = CandidateTimers((("node-3", 0.0),))
+    only_3 = run(c, settings(candidate_delay_s=600), timers, now=1000)
     assert only_3.removal is not None and only_3.removal.nodes == ("node-3",)
+    # a zero delay makes a new candidate eligible at once
+    assert run(c, settings(candidate_delay_s=0), CandidateTimers(), now=5).removal is not None
 
 
 def test_candidate_timers_reset_when_a_node_drops_out() -> None:

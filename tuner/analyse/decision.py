@@ -18,7 +18,7 @@ from knowledge.records import Execution
 from tuner.analyse.cost import nodes_cost
 from tuner.analyse.exploration import random_migration
 from tuner.analyse.previous import PreviousResult, find_previous
-from tuner.analyse.removal import RemovalResult, find_removal
+from tuner.analyse.removal import CandidateTimers, RemovalResult, find_removal
 from tuner.model.change import DesiredChange, Relocation
 from tuner.model.cluster import Cluster
 from tuner.model.movability import Movability, Policy, assess
@@ -66,12 +66,14 @@ def analyse(
     settings: Settings,
     history: Sequence[Execution],
     rng: random.Random,
-    eligible: frozenset[str] | None = None,
+    timers: CandidateTimers | None = None,
+    now: float = 0.0,
 ) -> Analysis:
-    """Analyse one stable window. ``history`` holds the knowledge-base entries for this load."""
+    """Analyse one stable window. ``history`` holds the knowledge-base entries for this load;
+    ``timers`` (with ``now``) track the candidate delay across windows (see find_removal)."""
     movability = assess(cluster, Policy(settings.analyse.excluded_namespaces))
     current = nodes_cost(cluster.nodes, settings.pricing)
-    removal = find_removal(cluster, settings, movability, eligible)
+    removal = find_removal(cluster, settings, movability, timers, now)
     previous = find_previous(cluster, movability, settings.pricing, history, current)
     cost_removal = current - removal.removal.saving if removal.removal else math.inf
     choice = choose(current, cost_removal, previous.cost)

@@ -44,16 +44,6 @@ class Removal:
 
 
 @dataclass(frozen=True)
-class RemovalResult:
-    """Outcome of the node-removal analysis."""
-
-    removal: Removal | None
-    reason: str
-    candidates: frozenset[str]
-    """Nodes that passed the linear candidate check (for the candidate-delay timers)."""
-
-
-@dataclass(frozen=True)
 class CandidateTimers:
     """Since when each node has been a removal candidate (the unneeded-time idea)."""
 
@@ -67,6 +57,18 @@ class CandidateTimers:
     def ripe(self, now: float, delay: float) -> frozenset[str]:
         """Candidates that have stayed candidates for at least ``delay`` seconds."""
         return frozenset(n for n, t in self.since if now - t >= delay)
+
+
+@dataclass(frozen=True)
+class RemovalResult:
+    """Outcome of the node-removal analysis."""
+
+    removal: Removal | None
+    reason: str
+    candidates: frozenset[str]
+    """Nodes that passed the linear candidate check."""
+    timers: CandidateTimers | None = None
+    """The candidate-delay timers updated with this analysis (None when not tracked)."""
 
 
 def _under(requested: Resources, capacity: Resources, limits: Thresholds) -> bool:
@@ -196,12 +198,14 @@ def find_removal(
     cluster: Cluster,
     settings: Settings,
     movability: Movability,
-    eligible: frozenset[str] | None = None,
+    timers: CandidateTimers | None = None,
+    now: float = 0.0,
 ) -> RemovalResult:
     """The best set of up to ``max_parallel_removals`` nodes removable together.
 
-    ``eligible`` limits the attempt to candidates past their delay; None treats every candidate
-    as past its delay (the offline ``tuner plan``).
+    With ``timers``, only candidates that have stayed candidates for ``candidate_delay_s`` up to
+    ``now`` are tried, and the updated timers are returned; without, every candidate counts as
+    past its delay (the offline ``tuner plan``).
     """
     greedy = _Greedy(cluster, settings, movability)
     nodes = cluster.nodes
@@ -211,8 +215,12 @@ def find_removal(
         for i, n in enumerate(nodes)
         if n.name not in movability.node_reasons and greedy.passes_check(i)
     )
+    eligible: frozenset[str] | None = None
+    if timers is not None:
+        timers = timers.update(candidates, now)
+        eligible = timers.ripe(now, settings.analyse.candidate_delay_s)
     if not settings.analyse.remove_nodes:
-        return RemovalResult(None, "node removal is disabled", candidates)
+        return RemovalResult(None, "node removal is disabled", candidates, timers)
     chosen: list[tuple[int, list[Move]]] = []
     last_reason = "no node passed the candidate check"
     for _ in range(settings.analyse.max_parallel_removals):
@@ -250,7 +258,9 @@ def find_removal(
         greedy.commit(index, moves, delta)
         chosen.append((index, moves))
     if not chosen:
-        return RemovalResult(None, f"no node can be removed ({last_reason})", candidates)
+        if eligible is not None and not eligible & candidates:
+            last_reason = "no candidate has passed its candidate delay yet"
+        return RemovalResult(None, f"no node can be removed ({last_reason})", candidates, timers)
     final: dict[str, tuple[Pod, str]] = {}
     for _, moves in chosen:
         for move in moves:
@@ -261,4 +271,6 @@ def find_removal(
         saving=sum(prices[i] for i, _ in chosen),
     )
     names = ", ".join(removal.nodes)
-    return RemovalResult(removal, f"{names} can be removed; their pods fit elsewhere", candidates)
+    return RemovalResult(
+        removal, f"{names} can be removed; their pods fit elsewhere", candidates, timers
+    )

@@ -1,0 +1,210 @@
+"""The daemon's cycle: windows, stability, recording, decisions, dry runs and failures."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pytest
+
+from knowledge.embedded import EmbeddedKnowledgeBase
+from knowledge.records import execution_of
+from tests.support.builders import cluster, node, pod
+from tuner.cycle import (
+    CycleState,
+    Observation,
+    Outcome,
+    Ports,
+    TransitionResult,
+    Verdict,
+    run_cycle,
+)
+from tuner.model.cluster import Cluster
+from tuner.model.movability import Policy, assess
+from tuner.plan.actions import Action, RemoveNode
+from tuner.settings import Analyse, Execute, Pricing, Settings, Windows
+
+WINDOW = 600.0
+
+
+@dataclass
+class Script:
+    """Observations in order (the last one repeats)."""
+
+    observations: list[Observation]
+    windows: list[tuple[float, float]] = field(default_factory=list)
+
+    def observe(self, start: float, end: float) -> Observation:
+        self.windows.append((start, end))
+        return self.observations.pop(0) if len(self.observations) > 1 else self.observations[0]
+
+
+@dataclass
+class Recorder:
+    """Serves a fixed cluster and records what it was asked to do."""
+
+    cluster: Cluster
+    fail_at: int | None = None
+    calls: list[tuple[tuple[Action, ...], bool]] = field(default_factory=list)
+
+    def read(self) -> Cluster:
+        return self.cluster
+
+    def carry_out(self, actions: Sequence[Action], *, dry_run: bool) -> TransitionResult:
+        self.calls.append((tuple(actions), dry_run))
+        if self.fail_at is not None:
+            return TransitionResult(
+                tuple(actions[: self.fail_at]), False, "pod landed on the wrong node"
+            )
+        return TransitionResult(tuple(actions), True)
+
+
+STABLE = Observation(Verdict.STABLE, "nothing changed", 100.0)
+
+
+def two_half_empty_nodes() -> Cluster:
+    return cluster([node("a"), node("b")], [pod("w-1", "a"), pod("w-2", "b")])
+
+
+def settings(**analyse: object) -> Settings:
+    return Settings(
+        pricing=Pricing(price_per_core=1.0, price_per_gb=0.0),
+        analyse=Analyse(**{"excluded_namespaces": frozenset(), "candidate_delay_s": 0, **analyse}),  # type: ignore[arg-type]
+        windows=Windows(measure_s=WINDOW, retry_s=60, warmup_s=0),
+    )
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> EmbeddedKnowledgeBase:
+    return EmbeddedKnowledgeBase(tmp_path / "kb.sqlite")
+
+
+def cycle(
+    now: float,
+    state: CycleState,
+    s: Settings,
+    observer: Script,
+    actuator: Recorder,
+    kb: EmbeddedKnowledgeBase,
+    dry_run: bool = False,
+):  # type: ignore[no-untyped-def]
+    return run_cycle(
+        now, state, s, Ports(observer, actuator, kb), random.Random(0), dry_run=dry_run
+    )
+
+
+def test_waits_for_a_full_window_after_a_change(kb: EmbeddedKnowledgeBase) -> None:
+    observer, actuator = Script([STABLE]), Recorder(two_half_empty_nodes())
+    report, _ = cycle(1000, CycleState(stable_since=700), settings(), observer, actuator, kb)
+    assert report.outcome is Outcome.WAITING
+    assert report.next_in == pytest.approx(300)
+    assert observer.windows == []
+
+
+def test_unstable_and_unknown_windows_retry_without_acting(kb: EmbeddedKnowledgeBase) -> None:
+    for verdict, outcome in (
+        (Verdict.UNSTABLE, Outcome.UNSTABLE),
+        (Verdict.UNKNOWN, Outcome.UNKNOWN),
+    ):
+        observer = Script([Observation(verdict, "pods changed", None)])
+        actuator = Recorder(two_half_empty_nodes())
+        report, _ = cycle(1000, CycleState(stable_since=0), settings(), observer, actuator, kb)
+        assert report.outcome is outcome
+        assert report.next_in == 60
+        assert observer.windows == [(400, 1000)]
+        assert actuator.calls == []
+        assert kb.list() == []
+
+
+def test_stable_window_is_recorded_and_the_cheapest_option_carried_out(
+    kb: EmbeddedKnowledgeBase,
+) -> None:
+    actuator = Recorder(two_half_empty_nodes())
+    report, state = cycle(
+        1000, CycleState(stable_since=0), settings(), Script([STABLE]), actuator, kb
+    )
+    assert report.outcome is Outcome.ACTED
+    assert [e.load for e in kb.list()] == [100.0]
+    assert report.recorded == kb.list()[0].id
+    ((actions, dry_run),) = actuator.calls
+    assert not dry_run and isinstance(actions[-1], RemoveNode)
+    assert state.stable_since == 1000  # the next window starts after the change
+    assert report.next_in == WINDOW
+
+
+def test_dry_run_plans_but_changes_nothing(kb: EmbeddedKnowledgeBase) -> None:
+    actuator = Recorder(two_half_empty_nodes())
+    report, state = cycle(
+        1000, CycleState(stable_since=0), settings(), Script([STABLE]), actuator, kb, dry_run=True
+    )
+    assert report.outcome is Outcome.PLANNED
+    assert actuator.calls[0][1] is True
+    assert state.stable_since == 0
+
+
+def test_a_chosen_previous_deployment_leaves_the_kb_until_it_proves_stable(
+    kb: EmbeddedKnowledgeBase,
+) -> None:
+    then = cluster([node("x")], [pod("w-1", "x"), pod("w-2", "x")])
+    s = settings(remove_nodes=False)
+    chosen = execution_of(then, assess(then, Policy(frozenset())), s.pricing, 100.0, 0, 600)
+    kb.record(chosen)
+    actuator = Recorder(cluster([node("x"), node("y")], [pod("w-1", "x"), pod("w-2", "y")]))
+    report, state = cycle(1000, CycleState(stable_since=0), s, Script([STABLE]), actuator, kb)
+    assert report.outcome is Outcome.ACTED
+    assert kb.get(chosen.id) is None
+    assert state.awaiting == chosen.id
+    actuator.cluster = then  # the transition reached the earlier deployment
+    report, state = cycle(1700, state, s, Script([STABLE]), actuator, kb)
+    assert state.awaiting is None
+    assert report.recorded is not None and kb.get(report.recorded) is not None
+
+
+def test_unattainable_entries_are_deleted(kb: EmbeddedKnowledgeBase) -> None:
+    then = cluster([node("x", "4", "8Gi", instance_type="m5.xlarge")], [pod("w-1", "x")])
+    s = settings(remove_nodes=False)
+    alien = execution_of(then, assess(then, Policy(frozenset())), s.pricing, 100.0, 0, 600)
+    kb.record(replace(alien, cost=0.5))
+    cycle(
+        1000, CycleState(stable_since=0), s, Script([STABLE]), Recorder(two_half_empty_nodes()), kb
+    )
+    assert kb.get(alien.id) is None
+
+
+def test_an_unreachable_kb_skips_only_the_previous_option(kb: EmbeddedKnowledgeBase) -> None:
+    kb.close()  # every call now fails with KnowledgeError
+    actuator = Recorder(two_half_empty_nodes())
+    report, _ = cycle(1000, CycleState(stable_since=0), settings(), Script([STABLE]), actuator, kb)
+    assert report.outcome is Outcome.ACTED
+    assert report.recorded is None
+
+
+def test_too_large_a_plan_is_not_started(kb: EmbeddedKnowledgeBase) -> None:
+    s = replace(settings(), execute=Execute(max_actions_per_cycle=1))
+    actuator = Recorder(two_half_empty_nodes())
+    report, _ = cycle(1000, CycleState(stable_since=0), s, Script([STABLE]), actuator, kb)
+    assert report.outcome is Outcome.SKIPPED
+    assert actuator.calls == []
+
+
+def test_a_failed_transition_is_reported(kb: EmbeddedKnowledgeBase) -> None:
+    actuator = Recorder(two_half_empty_nodes(), fail_at=0)
+    report, state = cycle(
+        1000, CycleState(stable_since=0), settings(), Script([STABLE]), actuator, kb
+    )
+    assert report.outcome is Outcome.FAILED
+    assert "pod landed on the wrong node" in report.reason
+    assert state.stable_since == 1000
+
+
+def test_candidate_delay_spans_cycles(kb: EmbeddedKnowledgeBase) -> None:
+    s = settings(candidate_delay_s=900)
+    actuator = Recorder(two_half_empty_nodes())
+    first, state = cycle(1000, CycleState(stable_since=0), s, Script([STABLE]), actuator, kb)
+    assert first.outcome is Outcome.STAYED  # candidates only just appeared
+    second, state = cycle(1600, state, s, Script([STABLE]), actuator, kb)
+    assert second.outcome is Outcome.STAYED  # 600 s < 900 s
+    third, _ = cycle(2000, state, s, Script([STABLE]), actuator, kb)
+    assert third.outcome is Outcome.ACTED

@@ -1,0 +1,218 @@
+"""One MAPE-K cycle of the daemon: monitor, record, analyse, plan, execute.
+
+The cycle is a function from (time, state) to (outcome, new state). Effects go through three
+ports so the same cycle runs against a real cluster, the simulator or a dry run:
+
+- :class:`WindowObserver`: was the deployment stable over a window, and what load did it serve;
+- :class:`Actuator`: read the cluster, carry out actions (or only print them in a dry run);
+- the knowledge base (:class:`knowledge.base.KnowledgeBase`).
+
+Rules (thesis §3.2, DESIGN §1): act only on a window that was stable as a whole; an unstable or
+unknown window is retried after ``windows.retry_s`` (the sliding window); after any change the
+next window starts when the change ended; a chosen previous deployment is deleted from the
+knowledge base and comes back when the next window proves the deployment stable; unattainable
+entries are deleted; candidate-delay timers live across cycles. A knowledge base that cannot be
+reached skips the previous-deployment option for that window, nothing else.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Protocol
+
+from knowledge.base import KnowledgeBase, KnowledgeError
+from knowledge.records import Execution, execution_of
+from tuner.analyse.decision import Choice, analyse
+from tuner.analyse.removal import CandidateTimers
+from tuner.model.cluster import Cluster
+from tuner.plan.actions import Action
+from tuner.plan.report import PlanReport, build_report
+from tuner.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class Verdict(StrEnum):
+    """Stability of a window."""
+
+    STABLE = "stable"
+    UNSTABLE = "unstable"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the monitor saw over one window."""
+
+    verdict: Verdict
+    reason: str
+    load: float | None = None
+
+
+class WindowObserver(Protocol):
+    """Monitors stability and load over a window (epoch seconds)."""
+
+    def observe(self, start: float, end: float) -> Observation:
+        """The verdict for [start, end] and, when stable, the load served."""
+
+
+@dataclass(frozen=True)
+class TransitionResult:
+    """How a transition went: the actions that ran and were verified, and why it stopped."""
+
+    done: tuple[Action, ...]
+    completed: bool
+    reason: str = ""
+
+
+class Actuator(Protocol):
+    """Reads the cluster and carries out actions."""
+
+    def read(self) -> Cluster:
+        """The cluster now."""
+
+    def carry_out(self, actions: Sequence[Action], *, dry_run: bool) -> TransitionResult:
+        """Run the actions in order, verifying each; stop at the first failure."""
+
+
+class Outcome(StrEnum):
+    """How a cycle ended (also the label of the cycles metric)."""
+
+    WAITING = "waiting"
+    UNSTABLE = "unstable"
+    UNKNOWN = "unknown"
+    STAYED = "stayed"
+    ACTED = "acted"
+    PLANNED = "planned"
+    """Dry run: a change was planned and printed, nothing was done."""
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    """A change was planned but is larger than one cycle may disrupt."""
+
+
+@dataclass(frozen=True)
+class CycleState:
+    """What the daemon remembers between cycles."""
+
+    stable_since: float
+    """No window may start before this: the last change the tuner made ended here."""
+    timers: CandidateTimers = field(default_factory=CandidateTimers)
+    awaiting: str | None = None
+    """Id of the previous deployment chosen last cycle, until a stable window re-adds it."""
+
+
+@dataclass(frozen=True)
+class CycleReport:
+    """Everything one cycle saw and did (logged, exported as metrics, printed in dry runs)."""
+
+    outcome: Outcome
+    start: float
+    end: float
+    reason: str
+    next_in: float
+    """Seconds until the next cycle."""
+    load: float | None = None
+    plan: PlanReport | None = None
+    result: TransitionResult | None = None
+    recorded: str | None = None
+
+
+@dataclass(frozen=True)
+class Ports:
+    """The effects a cycle may have."""
+
+    observer: WindowObserver
+    actuator: Actuator
+    knowledge: KnowledgeBase
+
+
+def run_cycle(
+    now: float,
+    state: CycleState,
+    settings: Settings,
+    ports: Ports,
+    rng: random.Random,
+    *,
+    dry_run: bool = False,
+) -> tuple[CycleReport, CycleState]:
+    """Run one cycle at time ``now``."""
+    windows = settings.windows
+    start = now - windows.measure_s
+    if start < state.stable_since:
+        wait = state.stable_since + windows.measure_s - now
+        reason = f"a full window has not passed since the last change ({wait:.0f} s to go)"
+        return CycleReport(Outcome.WAITING, state.stable_since, now, reason, wait), state
+    observation = ports.observer.observe(start, now)
+    if observation.verdict is not Verdict.STABLE or observation.load is None:
+        outcome = Outcome.UNKNOWN if observation.verdict is Verdict.UNKNOWN else Outcome.UNSTABLE
+        report = CycleReport(outcome, start, now, observation.reason, windows.retry_s)
+        return report, state
+    cluster = ports.actuator.read()
+    load = observation.load
+    history = _history(ports.knowledge, load, settings.load.delta)
+    analysis = analyse(cluster, settings, history, rng, state.timers, now)
+    execution = execution_of(cluster, analysis.movability, settings.pricing, load, start, now)
+    recorded = _record(ports.knowledge, execution, state.awaiting)
+    state = replace(state, timers=analysis.removal.timers or state.timers, awaiting=None)
+    plan = build_report(cluster, settings, analysis)
+    base = CycleReport(
+        Outcome.STAYED, start, now, analysis.reason, windows.measure_s, load, plan, None, recorded
+    )
+    if not dry_run:
+        for entry, why in analysis.previous.unattainable:
+            _forget(ports.knowledge, entry, f"unattainable: {why}")
+    if not plan.actions:
+        return base, state
+    limit = settings.execute.max_actions_per_cycle
+    if len(plan.actions) > limit:
+        reason = (
+            f"{analysis.reason}; not done: {len(plan.actions)} actions exceed "
+            f"max_actions_per_cycle {limit}"
+        )
+        return replace(base, outcome=Outcome.SKIPPED, reason=reason), state
+    if analysis.decision is Choice.PREVIOUS and analysis.previous.execution and not dry_run:
+        chosen = analysis.previous.execution.id
+        _forget(ports.knowledge, chosen, "chosen: it returns when the next window is stable")
+        state = replace(state, awaiting=chosen)
+    result = ports.actuator.carry_out(plan.actions, dry_run=dry_run)
+    if dry_run:
+        return replace(base, outcome=Outcome.PLANNED, result=result), state
+    state = replace(state, stable_since=now)
+    if not result.completed:
+        done = f"{len(result.done)} of {len(plan.actions)}"
+        reason = f"{analysis.reason}; stopped after {done} actions: {result.reason}"
+        return replace(base, outcome=Outcome.FAILED, reason=reason, result=result), state
+    return replace(base, outcome=Outcome.ACTED, result=result), state
+
+
+def _record(kb: KnowledgeBase, execution: Execution, awaiting: str | None) -> str | None:
+    try:
+        kb.record(execution)
+    except KnowledgeError as err:
+        log.warning("stable deployment not recorded: %s", err)
+        return None
+    if awaiting:
+        log.info(
+            "previous deployment %s proved stable again: recorded as %s", awaiting, execution.id
+        )
+    return execution.id
+
+
+def _history(kb: KnowledgeBase, load: float, delta: float) -> list[Execution]:
+    try:
+        return kb.find_by_load(load, delta)
+    except KnowledgeError as err:
+        log.warning("previous-deployment option skipped this window: %s", err)
+        return []
+
+
+def _forget(kb: KnowledgeBase, entry: str, why: str) -> None:
+    try:
+        if kb.delete(entry):
+            log.info("knowledge base: deleted %s (%s)", entry, why)
+    except KnowledgeError as err:
+        log.warning("knowledge base: could not delete %s (%s): %s", entry, why, err)
