@@ -109,11 +109,27 @@ def _transition(
         if reason:
             raise Unattainable(f"node {name} would have to go but {reason}")
         removals += [p for p in cluster.pods_by_node[name] if not p.follows_node]
+    _keep_hpa_replicas(cluster, removals, additions)
     cost = sum(node_price(cluster.node_by_name[n], pricing) for n in kept)
     change = DesiredChange(
         removals=tuple(removals), additions=tuple(additions), remove_nodes=tuple(remove_nodes)
     )
     return change, cost
+
+
+def _keep_hpa_replicas(
+    cluster: Cluster, removals: Sequence[Pod], additions: Sequence[Addition]
+) -> None:
+    """An HPA owns its workload's replica count: a transition may move its pods, not change
+    how many there are (the HPA would undo it at its next sync)."""
+    net = Counter(a.workload for a in additions)
+    net.subtract(p.workload for p in removals)
+    for workload in sorted(cluster.hpa_targets):
+        if net[workload]:
+            raise Unattainable(
+                f"it changes the replica count of {workload} ({net[workload]:+d}), "
+                "which an HPA owns"
+            )
 
 
 def _current_types(

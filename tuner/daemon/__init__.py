@@ -1,0 +1,1 @@
+"""Running the tuner as a daemon: metrics and health, logs, leader election, `tuner run`."""

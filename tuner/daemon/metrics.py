@@ -1,0 +1,116 @@
+"""Prometheus metrics and the /healthz endpoint of the daemon.
+
+Served on one port: ``/metrics`` (Prometheus text format) and ``/healthz`` (200 while cycles
+keep completing, 503 once no cycle has finished for three windows).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from tuner.cycle import CycleReport, Outcome
+from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
+
+
+def action_op(action: Action) -> str:
+    """The op name of an action, as in the plan output."""
+    match action:
+        case Migrate():
+            return "migrate"
+        case Add():
+            return "add"
+        case Remove():
+            return "remove"
+        case RemoveNode():
+            return "remove_node"
+
+
+class Metrics:
+    """The daemon's metrics in their own registry."""
+
+    def __init__(self, stale_after_s: float) -> None:
+        self.registry = CollectorRegistry()
+        self.cycles = Counter(
+            "tuner_cycles", "Cycles by outcome", ["outcome"], registry=self.registry
+        )
+        self.actions = Counter(
+            "tuner_actions", "Actions by op and result", ["op", "result"], registry=self.registry
+        )
+        self.cost = Gauge(
+            "tuner_cost_per_hour",
+            "Estimated node cost per hour before and after the last decision",
+            ["when"],
+            registry=self.registry,
+        )
+        self.knowledge = Gauge(
+            "tuner_knowledge_executions",
+            "Stable deployments in the knowledge base",
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            "tuner_cycle_duration_seconds",
+            "Wall-clock duration of a cycle",
+            buckets=(0.1, 0.5, 1, 5, 15, 60, 300, 900, 1800),
+            registry=self.registry,
+        )
+        self.last_cycle = Gauge(
+            "tuner_last_cycle_timestamp_seconds",
+            "When the last cycle finished (wall clock)",
+            registry=self.registry,
+        )
+        self.stale_after_s = stale_after_s
+        self._finished = time.time()
+
+    def observe(self, report: CycleReport, seconds: float) -> None:
+        """Account for one finished cycle."""
+        self.cycles.labels(report.outcome.value).inc()
+        self.duration.observe(seconds)
+        if report.plan is not None:
+            self.cost.labels("before").set(report.plan.analysis.cost_current)
+            self.cost.labels("after").set(report.plan.analysis.cost_after)
+        if report.result is not None and report.plan is not None:
+            ok = "dry_run" if report.outcome is Outcome.PLANNED else "verified"
+            for action in report.result.done:
+                self.actions.labels(action_op(action), ok).inc()
+            if not report.result.completed and len(report.result.done) < len(report.plan.actions):
+                failed = report.plan.actions[len(report.result.done)]
+                self.actions.labels(action_op(failed), "failed").inc()
+        self._finished = time.time()
+        self.last_cycle.set(self._finished)
+
+    def healthy(self) -> bool:
+        """True while cycles keep finishing."""
+        return time.time() - self._finished < self.stale_after_s
+
+    def serve(self, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:
+        """Serve /metrics and /healthz in a background thread; returns the server."""
+        metrics = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path == "/metrics":
+                    self._send(200, CONTENT_TYPE_LATEST, generate_latest(metrics.registry))
+                elif self.path == "/healthz":
+                    ok = metrics.healthy()
+                    self._send(200 if ok else 503, "text/plain", b"ok\n" if ok else b"stale\n")
+                else:
+                    self._send(404, "text/plain", b"not found\n")
+
+            def _send(self, status: int, kind: str, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                """Quiet: scrapes are not news."""
+
+        server = ThreadingHTTPServer((host, port), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True, name="metrics").start()
+        return server
