@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: venv example test bench lint
+.PHONY: venv example test bench lint evaluate
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,3 +27,6 @@ lint: venv
 bench: venv
 	$(VENV)/bin/python bench/plan_scale.py
 	$(VENV)/bin/python bench/packing_quality.py
+
+evaluate: venv
+	$(VENV)/bin/tuner simulate --scenario all --output docs/evaluation

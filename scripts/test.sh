@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/prometheus.sh install
+bash scripts/neo4j.sh install
+bash scripts/chromium.sh install
 
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

@@ -1,3 +1,3 @@
 """Shared pytest configuration: the real-server harnesses are plugins started on demand."""
 
-pytest_plugins = ["tests.support.prometheus_fixture"]
+pytest_plugins = ["tests.support.prometheus_fixture", "tests.support.neo4j_fixture"]

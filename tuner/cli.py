@@ -8,21 +8,22 @@ import logging
 import math
 import random
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from knowledge.base import KnowledgeBase, KnowledgeError
+from knowledge.base import KnowledgeError
 from knowledge.open import open_knowledge
-from knowledge.records import Execution, execution_of
+from knowledge.records import Execution
 from tuner.analyse.decision import analyse
 from tuner.errors import InputError, ServiceError
 from tuner.execute.printer import render_text
+from tuner.kb_commands import add_kb_parser
 from tuner.model.cluster import Cluster
-from tuner.model.movability import Policy, assess
+from tuner.monitor.command import run_monitor, window_seconds
 from tuner.monitor.dump import load_dump
 from tuner.plan.report import build_report
 from tuner.settings import Settings, load_settings
+from tuner.sim.command import add_simulate_parser
 
 log = logging.getLogger("tuner")
 
@@ -57,27 +58,19 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--format", choices=("text", "json"), default="text")
     plan.set_defaults(run=_plan)
 
-    kb = commands.add_parser("kb", help="inspect and edit the knowledge base")
-    kb_commands = kb.add_subparsers(dest="kb_command", required=True)
-    record = kb_commands.add_parser("record", help="store a dump as a stable deployment")
-    record.add_argument("--snapshot", type=Path, required=True)
-    record.add_argument("--load", type=_load, required=True)
-    record.add_argument("--settings", type=Path)
-    record.add_argument("--window", type=float, default=None, help="seconds it was stable")
-    record.set_defaults(run=_kb_record)
-    listing = kb_commands.add_parser("list", help="stored deployments, newest first")
-    listing.add_argument("--settings", type=Path)
-    listing.add_argument("--limit", type=int, default=50)
-    listing.add_argument("--format", choices=("text", "json"), default="text")
-    listing.set_defaults(run=_kb_list)
-    show = kb_commands.add_parser("show", help="one stored deployment in full (JSON)")
-    show.add_argument("id")
-    show.add_argument("--settings", type=Path)
-    show.set_defaults(run=_kb_show)
-    delete = kb_commands.add_parser("delete", help="remove a stored deployment")
-    delete.add_argument("id")
-    delete.add_argument("--settings", type=Path)
-    delete.set_defaults(run=_kb_delete)
+    monitor = commands.add_parser(
+        "monitor", help="the last window: load, stability verdict and why (reads only)"
+    )
+    monitor.add_argument("--settings", type=Path, help="settings.json (load query, Prometheus)")
+    monitor.add_argument(
+        "--window", type=window_seconds, help="window length in seconds (default: measure_s)"
+    )
+    monitor.add_argument("--format", choices=("text", "json"), default="text")
+    monitor.set_defaults(run=lambda a: run_monitor(a.settings, a.window, a.format))
+
+    add_simulate_parser(commands)
+
+    add_kb_parser(commands, _load)
     return parser
 
 
@@ -116,64 +109,6 @@ def _history(settings: Settings, load: float) -> list[Execution]:
     except KnowledgeError as err:
         log.warning("previous-deployment option skipped: %s", err)
         return []
-
-
-def _with_kb(args: argparse.Namespace, action: Callable[[KnowledgeBase, Settings], int]) -> int:
-    settings = load_settings(args.settings)
-    with open_knowledge(settings.knowledge) as kb:
-        return action(kb, settings)
-
-
-def _kb_record(args: argparse.Namespace) -> int:
-    settings = load_settings(args.settings)
-    cluster = load_dump(args.snapshot)
-    end = time.time()
-    window = settings.windows.measure_s if args.window is None else args.window
-    movability = assess(cluster, Policy(settings.analyse.excluded_namespaces))
-    execution = execution_of(cluster, movability, settings.pricing, args.load, end - window, end)
-    with open_knowledge(settings.knowledge) as kb:
-        kb.record(execution)
-    print(execution.id)
-    return 0
-
-
-def _kb_list(args: argparse.Namespace) -> int:
-    def run(kb: KnowledgeBase, _: Settings) -> int:
-        executions = kb.list(args.limit)
-        if args.format == "json":
-            print(json.dumps([e.to_json() for e in executions], indent=2))
-            return 0
-        print(f"{'id':<16}  {'end (UTC)':<19}  {'load':>12}  {'cost/h':>9}  {'nodes':>5}  pods")
-        for e in executions:
-            end = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e.end))
-            pods = sum(c for n in e.nodes for _, c in n.pods)
-            print(
-                f"{e.id:<16}  {end:<19}  {e.load:>12g}  {e.cost:>9.4f}  {len(e.nodes):>5}  {pods}"
-            )
-        return 0
-
-    return _with_kb(args, run)
-
-
-def _kb_show(args: argparse.Namespace) -> int:
-    def run(kb: KnowledgeBase, _: Settings) -> int:
-        execution = kb.get(args.id)
-        if execution is None:
-            raise InputError(f"no execution {args.id!r} in the knowledge base")
-        print(json.dumps(execution.to_json(), indent=2))
-        return 0
-
-    return _with_kb(args, run)
-
-
-def _kb_delete(args: argparse.Namespace) -> int:
-    def run(kb: KnowledgeBase, _: Settings) -> int:
-        if not kb.delete(args.id):
-            raise InputError(f"no execution {args.id!r} in the knowledge base")
-        print(f"deleted {args.id}")
-        return 0
-
-    return _with_kb(args, run)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

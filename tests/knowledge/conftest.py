@@ -10,12 +10,16 @@ import pytest
 from knowledge.base import KnowledgeBase
 from knowledge.embedded import EmbeddedKnowledgeBase
 
-BACKENDS = ["embedded"]
+BACKENDS = ["embedded", "neo4j"]
 
 
 @pytest.fixture(params=BACKENDS)
 def kb(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KnowledgeBase]:
-    """An empty knowledge base of each backend."""
-    store = EmbeddedKnowledgeBase(tmp_path / "kb.sqlite")
+    """An empty knowledge base of each backend (the Neo4j one on the emptied test server)."""
+    store: KnowledgeBase
+    if request.param == "neo4j":
+        store = request.getfixturevalue("neo4j").open()
+    else:
+        store = EmbeddedKnowledgeBase(tmp_path / "kb.sqlite")
     yield store
     store.close()

@@ -1,0 +1,191 @@
+"""Neo4j knowledge base at scale: load 100,000 executions of 20 nodes, time the load lookup.
+
+Run: .venv/bin/python bench/kb_lookup.py [--executions 100000] [--nodes 20] [--lookups 200]
+
+Starts a private Neo4j through scripts/neo4j.sh (free ports, throwaway state directory,
+``NEO4J_HEAP``/``NEO4J_PAGECACHE`` from ``--heap``/``--pagecache``) unless ``--uri`` names a
+server to use (its password in ``$NEO4J_PASSWORD``; the bench deletes everything there).
+
+Executions get loads spread uniformly over [1,000, 1,000 + executions) (about one per load
+unit), 20 nodes of three shapes, each running 3 to 6 of 60 workload types. They are written
+with ``Neo4jKnowledgeBase.record_many`` (one UNWIND transaction per batch). Then:
+
+- narrow band: ``find_by_load`` at random loads with a delta chosen so the band is 6 load
+  units wide, i.e. a handful of entries, full deployments included;
+- wide band: ``delta=0.01`` around loads near 50,000: about 1,000 entries.
+
+Prints medians and 95th percentiles in milliseconds and checks every answer: in the band,
+cheapest first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from knowledge.base import load_band
+from knowledge.neo4j_store import Neo4jKnowledgeBase
+from knowledge.records import Execution, NodeState, WorkloadType
+from tests.support.neo4j_fixture import Neo4jServer
+
+SHAPES = [("e2-standard-4", 4000, 16 * 2**30, 0.134), ("e2-standard-8", 8000, 32 * 2**30, 0.268)]
+SHAPES.append(("e2-highmem-4", 4000, 32 * 2**30, 0.181))
+WORKLOADS = [
+    WorkloadType(
+        f"ns-{i % 6}/{'StatefulSet' if i % 10 == 0 else 'Deployment'}/app-{i}",
+        100 * (1 + i % 8),
+        2**27 * (1 + i % 16),
+        i % 10 != 0,
+    )
+    for i in range(60)
+]
+
+
+def executions(count: int, nodes: int, seed: int) -> Iterator[Execution]:
+    """Deterministic synthetic history."""
+    rng = random.Random(seed)
+    for i in range(count):
+        states = []
+        used: set[int] = set()
+        for n in range(nodes):
+            kind, cpu, memory, price = rng.choice(SHAPES)
+            picked = sorted(rng.sample(range(len(WORKLOADS)), rng.randint(3, 6)))
+            used.update(picked)
+            pods = tuple(sorted((WORKLOADS[w].workload, rng.randint(1, 4)) for w in picked))
+            states.append(NodeState(f"node-{n:02d}", cpu, memory, kind, price, pods))
+        end = 1.7e9 + i * 600
+        yield Execution(
+            id=f"x{i:07d}",
+            start=end - 600,
+            end=end,
+            load=1000.0 + rng.random() * count,
+            cost=round(sum(s.price for s in states), 6),
+            cpu_ratio=round(rng.random(), 6),
+            nodes=tuple(states),
+            workloads=tuple(sorted((WORKLOADS[w] for w in used), key=lambda w: w.workload)),
+        )
+
+
+def batches(items: Iterator[Execution], size: int) -> Iterator[list[Execution]]:
+    batch: list[Execution] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def timed_lookups(
+    kb: Neo4jKnowledgeBase, bands: list[tuple[float, float]]
+) -> tuple[list[float], list[int]]:
+    """Milliseconds per lookup and entries found; every answer is checked."""
+    times, sizes = [], []
+    for load, delta in bands:
+        t0 = time.perf_counter()
+        found = kb.find_by_load(load, delta)
+        times.append((time.perf_counter() - t0) * 1000)
+        sizes.append(len(found))
+        low, high = load_band(load, delta)
+        assert all(low <= e.load <= high for e in found)
+        assert [(e.cost, e.cpu_ratio) for e in found] == sorted(
+            (e.cost, e.cpu_ratio) for e in found
+        )
+        assert all(len(e.nodes) > 0 for e in found)
+    return times, sizes
+
+
+def summary(times: list[float], sizes: list[int]) -> dict[str, float]:
+    ordered = sorted(times)
+    return {
+        "median_ms": round(statistics.median(ordered), 2),
+        "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 2),
+        "mean_entries": round(statistics.mean(sizes), 1),
+        "lookups": len(times),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--executions", type=int, default=100_000)
+    ap.add_argument("--nodes", type=int, default=20)
+    ap.add_argument("--batch", type=int, default=500)
+    ap.add_argument("--lookups", type=int, default=200)
+    ap.add_argument("--heap", default="2g")
+    ap.add_argument("--pagecache", default="1g")
+    ap.add_argument(
+        "--uri", help="use this server instead of starting one (password: $NEO4J_PASSWORD)"
+    )
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="kb-bench-") as state:
+        server = None
+        if args.uri:
+            import os
+
+            uri, password = args.uri, os.environ.get("NEO4J_PASSWORD", "tuner-test-pw")
+        else:
+            server = Neo4jServer(
+                Path(state), {"NEO4J_HEAP": args.heap, "NEO4J_PAGECACHE": args.pagecache}
+            )
+            t0 = time.perf_counter()
+            server.start()
+            print(f"server up in {time.perf_counter() - t0:.1f} s ({server.uri})", flush=True)
+            uri, password = server.uri, server.password
+        try:
+            with Neo4jKnowledgeBase(uri, "neo4j", password, query_timeout_s=600) as kb:
+                kb.prune(keep=0)
+                t0 = time.perf_counter()
+                done = 0
+                for batch in batches(executions(args.executions, args.nodes, 7), args.batch):
+                    kb.record_many(batch)
+                    done += len(batch)
+                    if done % 10_000 == 0:
+                        rate = done / (time.perf_counter() - t0)
+                        print(f"  loaded {done:,} executions ({rate:,.0f}/s)", flush=True)
+                load_s = time.perf_counter() - t0
+                print(
+                    f"loaded {done:,} executions of {args.nodes} nodes in {load_s:.1f} s",
+                    flush=True,
+                )
+
+                rng = random.Random(1)
+                top = 1000.0 + args.executions
+                narrow = []
+                for _ in range(args.lookups):
+                    load = rng.uniform(2000.0, top - 1000.0)
+                    narrow.append((load, 3.0 / load))
+                wide = [
+                    (rng.uniform(45_000.0, 55_000.0), 0.01)
+                    for _ in range(max(5, args.lookups // 10))
+                ]
+                timed_lookups(kb, narrow[:20])  # warm the page cache and query plans
+                results = {
+                    "executions": done,
+                    "nodes_per_execution": args.nodes,
+                    "load_s": round(load_s, 1),
+                    "narrow": summary(*timed_lookups(kb, narrow)),
+                    "wide": summary(*timed_lookups(kb, wide)),
+                    "python": platform.python_version(),
+                    "machine": platform.machine(),
+                }
+        finally:
+            if server is not None:
+                server.stop(keep_data=False)
+    print(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

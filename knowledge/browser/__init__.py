@@ -1,0 +1,1 @@
+"""Neo4j Browser support: the graph's style (GraSS) and ready Cypher queries."""

@@ -1,0 +1,180 @@
+"""How an execution maps onto the graph, and the Cypher that writes and reads it.
+
+The thesis' onion (pod types in the core, node states around them, executions outside)::
+
+    (:Execution {id, start, end, load, cost, cpu_ratio})
+        -[:HAS_NODE {position}]->(:Node {name, cpu, memory, type, price})
+        -[:RAN {count}]->(:Pod {key, workload, namespace, kind, name, cpu, memory, movable})
+
+- An Execution owns its Node vertices (one per node of that deployment; ``position`` keeps
+  the node order). Deleting an execution deletes them, never the Pod vertices.
+- A Pod vertex is a *workload type*: a workload at given requests and movability, shared by
+  every execution that ran it (MERGE on ``key``). A workload whose requests change gets a
+  second Pod vertex, so old executions keep describing what really ran.
+- Times are epoch seconds, CPU millicores, memory bytes, prices per hour: the units of
+  :mod:`knowledge.records`.
+
+Adding a per-workload load vector later (schema version 2): store it on the execution's
+workload edges, ``(:Execution)-[:SERVED {rate}]->(:Pod)``, or as a map-free list property
+``Execution.load_vector`` with a parallel ``load_workloads``. Keep the scalar ``load`` (the
+sum, or the dominant workload's rate): the range index on it narrows the candidates to a
+band first, and the vector distance then ranks that small set, so the lookup stays an index
+seek. The migration fills ``SERVED`` from nothing (old executions have no vector and match on
+the scalar only).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from knowledge.records import Execution, WorkloadType
+
+
+def pod_key(workload: WorkloadType) -> str:
+    """Identity of a Pod vertex: the workload and everything that describes its pods."""
+    mobility = "movable" if workload.movable else "fixed"
+    return f"{workload.workload}|cpu={workload.cpu}|memory={workload.memory}|{mobility}"
+
+
+def _pod_properties(workload: WorkloadType) -> dict[str, Any]:
+    namespace, kind, name = ["", "", *workload.workload.split("/", 2)][-3:]
+    return {
+        "key": pod_key(workload),
+        "workload": workload.workload,
+        "namespace": namespace,
+        "kind": kind,
+        "name": name,
+        "cpu": workload.cpu,
+        "memory": workload.memory,
+        "movable": workload.movable,
+    }
+
+
+def encode(execution: Execution) -> dict[str, Any]:
+    """Query parameters for one execution: its properties, nodes and the pod types they ran.
+
+    Raises ValueError when a node runs a workload that the execution does not describe.
+    """
+    keys = {w.workload: pod_key(w) for w in execution.workloads}
+    nodes = []
+    for position, node in enumerate(execution.nodes):
+        missing = [w for w, _ in node.pods if w not in keys]
+        if missing:
+            raise ValueError(
+                f"execution {execution.id}: node {node.name} runs {missing[0]}, "
+                "which is not among its workload types"
+            )
+        nodes.append(
+            {
+                "position": position,
+                "props": {
+                    "name": node.name,
+                    "cpu": node.cpu,
+                    "memory": node.memory,
+                    "type": node.instance_type,
+                    "price": node.price,
+                },
+                "pods": [{"key": keys[w], "count": count} for w, count in node.pods],
+            }
+        )
+    return {
+        "id": execution.id,
+        "props": {
+            "id": execution.id,
+            "start": execution.start,
+            "end": execution.end,
+            "load": execution.load,
+            "cost": execution.cost,
+            "cpu_ratio": execution.cpu_ratio,
+        },
+        "nodes": nodes,
+        "pods": [_pod_properties(w) for w in execution.workloads],
+    }
+
+
+# --- writes: one transaction runs all three for a batch of executions -----------------
+
+UPSERT_EXECUTIONS = """
+UNWIND $executions AS x
+MERGE (e:Execution {id: x.id})
+SET e = x.props
+WITH e
+CALL {
+  WITH e
+  MATCH (e)-[:HAS_NODE]->(old:Node)
+  DETACH DELETE old
+}
+"""
+"""Create or overwrite the execution vertices (locking them) and drop their old node states."""
+
+MERGE_PODS = """
+UNWIND $pods AS pod
+MERGE (p:Pod {key: pod.key})
+ON CREATE SET p = pod
+"""
+"""The shared workload types; ``$pods`` is sorted by key so concurrent writers lock in order."""
+
+CREATE_NODES = """
+UNWIND $executions AS x
+MATCH (e:Execution {id: x.id})
+UNWIND x.nodes AS node
+CREATE (e)-[:HAS_NODE {position: node.position}]->(n:Node)
+SET n = node.props
+WITH n, node
+UNWIND node.pods AS ran
+MATCH (p:Pod {key: ran.key})
+CREATE (n)-[:RAN {count: ran.count}]->(p)
+"""
+
+DELETE_EXECUTIONS = """
+UNWIND $ids AS id
+MATCH (e:Execution {id: id})
+CALL {
+  WITH e
+  MATCH (e)-[:HAS_NODE]->(n:Node)
+  WHERE NOT EXISTS { MATCH (n)<-[:HAS_NODE]-(other:Execution) WHERE other <> e }
+  DETACH DELETE n
+}
+DETACH DELETE e
+RETURN count(*) AS deleted
+"""
+"""Executions and their own Node vertices; Pod vertices stay (other executions share them)."""
+
+DELETE_ORPHAN_PODS = """
+MATCH (p:Pod)
+WHERE NOT EXISTS { MATCH (p)<-[:RAN]-() }
+DETACH DELETE p
+RETURN count(*) AS deleted
+"""
+
+# --- reads ----------------------------------------------------------------------------
+
+_DEPLOYMENT = """
+RETURN properties(e) AS execution,
+       [(e)-[h:HAS_NODE]->(n:Node) | {
+          position: h.position,
+          node: properties(n),
+          pods: [(n)-[r:RAN]->(p:Pod) | {count: r.count, pod: properties(p)}]
+       }] AS nodes
+"""
+
+FIND_BY_LOAD = (
+    "MATCH (e:Execution) WHERE e.load >= $low AND e.load <= $high\n"
+    "WITH e ORDER BY e.cost, e.cpu_ratio, e.id" + _DEPLOYMENT
+)
+"""The analyse step's lookup: a range seek on the ``Execution.load`` index."""
+
+GET = "MATCH (e:Execution {id: $id})" + _DEPLOYMENT
+
+LIST = "MATCH (e:Execution) WITH e ORDER BY e.end DESC, e.id LIMIT $limit" + _DEPLOYMENT
+
+IDS_ENDED_BEFORE = """
+MATCH (e:Execution) WHERE e.end < $before
+RETURN e.id AS id LIMIT $batch
+"""
+
+IDS_BEYOND_NEWEST = """
+MATCH (e:Execution)
+WITH e ORDER BY e.end DESC, e.id SKIP $keep
+RETURN e.id AS id LIMIT $batch
+"""

@@ -1,0 +1,204 @@
+"""The Neo4j backend: every stable deployment as an onion-shaped graph (see neo4j_cypher).
+
+Each call is one managed transaction through the official driver: a write either stores a
+whole execution or nothing, and transient failures (deadlocks between concurrent writers, a
+leader switch, a dropped connection) are retried by the driver for up to ``retry_s``
+seconds. Whatever still fails is a :class:`~knowledge.base.KnowledgeError` naming the server.
+The driver reconnects by itself once the server is back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from types import TracebackType
+from typing import Any, LiteralString
+
+import neo4j
+from neo4j import Driver, GraphDatabase, ManagedTransaction
+
+from knowledge import neo4j_cypher as cypher
+from knowledge.base import KnowledgeError, load_band
+from knowledge.neo4j_decode import decode_rows
+from knowledge.neo4j_errors import translated
+from knowledge.neo4j_schema import ensure_schema
+from knowledge.records import Execution
+
+Executions = list[Execution]
+Ids = list[str]
+Rows = list[dict[str, Any]]
+PRUNE_BATCH = 1000
+"""Executions deleted per transaction when pruning (keeps transactions small)."""
+
+
+class Neo4jKnowledgeBase:
+    """Executions in a Neo4j 5 database over Bolt."""
+
+    def __init__(
+        self,
+        uri: str,
+        user: str,
+        password: str,
+        database: str = "neo4j",
+        *,
+        read_only: bool = False,
+        retry_s: float = 10.0,
+        connect_timeout_s: float = 5.0,
+        query_timeout_s: float = 60.0,
+    ) -> None:
+        """Connect, check the schema version and (unless ``read_only``) migrate the schema.
+
+        Raises KnowledgeError when the server cannot be reached or holds a newer schema.
+        """
+        self.server = f"Neo4j at {uri} (database {database})"
+        self._database = database
+        self._read_only = read_only
+        self._timeout = query_timeout_s
+        with translated(self.server, "connect"):
+            self._driver: Driver = GraphDatabase.driver(
+                uri,
+                auth=(user, password),
+                connection_timeout=connect_timeout_s,
+                connection_acquisition_timeout=connect_timeout_s + retry_s,
+                max_transaction_retry_time=retry_s,
+                notifications_min_severity="OFF",
+                user_agent="k8s-deployment-tuner",
+            )
+        try:
+            with translated(self.server, "connect"):
+                self._driver.verify_connectivity()
+                self.schema_version = ensure_schema(
+                    self._driver, database, self.server, read_only=read_only
+                )
+        except KnowledgeError:
+            self._driver.close()
+            raise
+
+    # --- the KnowledgeBase protocol -------------------------------------------------
+
+    def record(self, execution: Execution) -> None:
+        """Store an execution in one transaction; recording it again changes nothing."""
+        self.record_many([execution])
+
+    def record_many(self, executions: Iterable[Execution]) -> None:
+        """Store a batch of executions in one transaction (bulk loads, imports)."""
+        self._refuse_if_read_only("record")
+        latest = {e.id: e for e in executions}  # one write per id in a batch
+        try:
+            encoded = [cypher.encode(e) for e in latest.values()]
+        except ValueError as err:
+            raise KnowledgeError(f"{self.server}: record refused: {err}") from err
+        if not encoded:
+            return
+        pods = {pod["key"]: pod for x in encoded for pod in x["pods"]}
+        params = {
+            "executions": [
+                {"id": x["id"], "props": x["props"], "nodes": x["nodes"]} for x in encoded
+            ],
+            "pods": [pods[key] for key in sorted(pods)],
+        }
+
+        def write(tx: ManagedTransaction) -> None:
+            tx.run(cypher.UPSERT_EXECUTIONS, params).consume()
+            tx.run(cypher.MERGE_PODS, params).consume()
+            tx.run(cypher.CREATE_NODES, params).consume()
+
+        self._write("record", write)
+
+    def find_by_load(self, load: float, delta: float) -> Executions:
+        """Executions with load in ``load*(1±delta)``, cheapest first, ties by cpu_ratio."""
+        low, high = load_band(load, delta)
+        found = self._read("find_by_load", cypher.FIND_BY_LOAD, low=low, high=high)
+        return sorted(found, key=lambda e: (e.cost, e.cpu_ratio, e.id))
+
+    def get(self, execution_id: str) -> Execution | None:
+        """One execution with its full deployment, or None."""
+        found = self._read("get", cypher.GET, id=execution_id)
+        return found[0] if found else None
+
+    def delete(self, execution_id: str) -> bool:
+        """Remove an execution and its Node vertices (never the shared Pod vertices)."""
+        return self._delete([execution_id]) > 0
+
+    def list(self, limit: int | None = None) -> Executions:
+        """Executions, newest (by end of window) first."""
+        return self._read("list", cypher.LIST, limit=(1 << 62) if limit is None else limit)
+
+    def prune(self, *, older_than: float | None = None, keep: int | None = None) -> int:
+        """Delete executions that ended before ``older_than``, then all but the newest
+        ``keep``, in transactions of :data:`PRUNE_BATCH` executions."""
+        removed = 0
+        if older_than is not None:
+            removed += self._delete_while(cypher.IDS_ENDED_BEFORE, before=older_than)
+        if keep is not None:
+            removed += self._delete_while(cypher.IDS_BEYOND_NEWEST, keep=keep)
+        return removed
+
+    def remove_orphan_pods(self) -> int:
+        """Delete Pod vertices no execution uses any more; returns how many.
+
+        Not part of :meth:`delete`: a tuner recording at the same moment may be about to
+        reuse such a vertex (its write would then fail and be retried next window).
+        """
+        self._refuse_if_read_only("remove_orphan_pods")
+
+        def sweep(tx: ManagedTransaction) -> int:
+            return int(tx.run(cypher.DELETE_ORPHAN_PODS).single(strict=True)["deleted"])
+
+        return int(self._write("remove_orphan_pods", sweep))
+
+    def close(self) -> None:
+        """Close the driver and its connections."""
+        self._driver.close()
+
+    def __enter__(self) -> Neo4jKnowledgeBase:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- plumbing -------------------------------------------------------------------
+
+    def _refuse_if_read_only(self, action: str) -> None:
+        if self._read_only:
+            raise KnowledgeError(f"{self.server}: {action} refused: opened read-only")
+
+    def _delete(self, ids: Ids) -> int:
+        self._refuse_if_read_only("delete")
+
+        def delete(tx: ManagedTransaction) -> int:
+            row = tx.run(cypher.DELETE_EXECUTIONS, ids=ids).single(strict=True)
+            return int(row["deleted"])
+
+        return int(self._write("delete", delete))
+
+    def _delete_while(self, select: LiteralString, **params: Any) -> int:
+        removed = 0
+        while True:
+            with translated(self.server, "prune"), self._session() as session:
+                ids = session.execute_read(
+                    lambda tx: [r["id"] for r in tx.run(select, params, batch=PRUNE_BATCH)]
+                )
+            if not ids:
+                return removed
+            removed += self._delete(ids)
+
+    def _session(self) -> neo4j.Session:
+        mode = neo4j.READ_ACCESS if self._read_only else neo4j.WRITE_ACCESS
+        return self._driver.session(database=self._database, default_access_mode=mode)
+
+    def _write(self, action: str, work: Any) -> Any:
+        with translated(self.server, action), self._session() as session:
+            return session.execute_write(neo4j.unit_of_work(timeout=self._timeout)(work))
+
+    def _read(self, action: str, query: LiteralString, **params: Any) -> Executions:
+        def read(tx: ManagedTransaction) -> Rows:
+            return [record.data() for record in tx.run(query, params)]
+
+        with translated(self.server, action), self._session() as session:
+            rows = session.execute_read(neo4j.unit_of_work(timeout=self._timeout)(read))
+        return decode_rows(rows, self.server)

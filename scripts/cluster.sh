@@ -1,0 +1,449 @@
+#!/usr/bin/env bash
+# scripts/cluster.sh — a real Kubernetes control plane with KWOK fake nodes, on
+# loopback, from locally built binaries (nothing is downloaded but Go modules).
+#
+#   scripts/cluster.sh build              build (or reuse) the cached binaries
+#   scripts/cluster.sh up                 build if needed, start, wait until usable
+#   scripts/cluster.sh down               stop everything, remove runtime state
+#   scripts/cluster.sh status             print whether the cluster is up (exit 0 if up)
+#   scripts/cluster.sh env                print `export KUBECONFIG=...` etc. (eval it)
+#   scripts/cluster.sh restart-apiserver [--hard]  restart kube-apiserver alone
+#                                     (etcd data kept; --hard = SIGKILL)
+#   scripts/cluster.sh kubectl ARGS...    run the cached kubectl against the cluster
+#
+# Components: etcd, kube-apiserver (audit log: every request at Metadata level),
+# kube-controller-manager (all default controllers: deployment, replicaset,
+# garbage collector, disruption, serviceaccount, ...), kube-scheduler and the
+# kwok controller (manages ALL nodes, default node/pod stages: fake nodes become
+# Ready, pods bound to them become Running and Ready). kwokctl's "binary"
+# runtime runs them as plain processes, pointed at the binaries built here.
+#
+# Binaries are built with Go from the module proxy and cached outside the repo
+# in ${XDG_CACHE_HOME:-$HOME/.cache}/tuner/k8s/bin/<component>-<version>/.
+# Every setting below can be overridden from the environment.
+set -euo pipefail
+shopt -s nullglob
+
+# ---------------------------------------------------------------- settings --
+K8S_VERSION="${TUNER_K8S_VERSION:-v1.33.13}"   # k8s.io/kubernetes release
+ETCD_VERSION="${TUNER_ETCD_VERSION:-v3.5.21}"  # the etcd k8s 1.33 is tested with
+KWOK_VERSION="${TUNER_KWOK_VERSION:-v0.8.0}"   # sigs.k8s.io/kwok release
+
+CACHE_ROOT="${TUNER_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tuner/k8s}"
+K8S_BIN="$CACHE_ROOT/bin/kubernetes-$K8S_VERSION"
+ETCD_BIN="$CACHE_ROOT/bin/etcd-$ETCD_VERSION"
+KWOK_BIN="$CACHE_ROOT/bin/kwok-$KWOK_VERSION"
+SRC_DIR="$CACHE_ROOT/src"   # generated wrapper Go modules
+GO_BUILD_CACHE="${TUNER_GOCACHE:-$CACHE_ROOT/go-build}"
+
+CLUSTER_NAME="${TUNER_CLUSTER_NAME:-tuner}"
+STATE_DIR="${TUNER_CLUSTER_STATE:-$CACHE_ROOT/run}"   # kwokctl work dir
+CLUSTER_DIR="$STATE_DIR/clusters/$CLUSTER_NAME"
+KUBECONFIG_PATH="$CLUSTER_DIR/kubeconfig.yaml"
+AUDIT_LOG="$CLUSTER_DIR/logs/audit.log"
+
+BIND_ADDRESS=127.0.0.1
+APISERVER_PORT="${TUNER_APISERVER_PORT:-16443}"
+ETCD_PORT="${TUNER_ETCD_PORT:-12379}"
+ETCD_PEER_PORT="${TUNER_ETCD_PEER_PORT:-12380}"
+KCM_PORT="${TUNER_KCM_PORT:-10357}"
+SCHEDULER_PORT="${TUNER_SCHEDULER_PORT:-10359}"
+KWOK_PORT="${TUNER_KWOK_PORT:-10347}"
+
+UP_TIMEOUT="${TUNER_UP_TIMEOUT:-180}"        # seconds to wait for readiness
+BUILD_JOBS="${TUNER_BUILD_JOBS:-2}"          # go build -p (machine has 2 cores)
+
+# ----------------------------------------------------------------- helpers --
+log() { printf '[cluster.sh] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# Seconds since the epoch with sub-second precision (for timing reports).
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# Go environment for every build: module mode, no prompts, bounded parallelism.
+# GOMODCACHE stays Go's default. The build cache (~4 GiB for these binaries) is
+# a private one under $CACHE_ROOT, deleted once every binary is built (set
+# TUNER_KEEP_GOCACHE=1 to keep it): only the binaries are worth keeping.
+go_env() {
+  command -v go >/dev/null || die "go is not installed (need Go >= 1.24)"
+  export GOFLAGS="-mod=mod -buildvcs=false"
+  export GIT_TERMINAL_PROMPT=0 GO111MODULE=on CGO_ENABLED=0
+  export GOMAXPROCS="${GOMAXPROCS:-$BUILD_JOBS}"
+  export GOCACHE="$GO_BUILD_CACHE"
+}
+
+# Run "$@" while holding an exclusive lock on the cache (parallel `up`s are safe).
+with_cache_lock() {
+  mkdir -p "$CACHE_ROOT"
+  if command -v flock >/dev/null; then
+    ( flock 9; "$@" ) 9>"$CACHE_ROOT/.lock"
+  else
+    "$@"
+  fi
+}
+
+# go build one main package into an exact path, atomically (tmp + mv).
+go_build_to() { # DIR(module) OUT PKG LDFLAGS
+  local dir=$1 out=$2 pkg=$3 ldflags=$4 t0
+  t0=$(now)
+  log "building $(basename "$out") ($pkg)"
+  (cd "$dir" && go build -p "$BUILD_JOBS" -trimpath -ldflags "-s -w $ldflags" \
+      -o "$out.tmp" "$pkg" </dev/null)
+  mv -f "$out.tmp" "$out"
+  log "built $(basename "$out") in $(elapsed "$t0")s"
+}
+
+# ------------------------------------------------------------------- build --
+# Kubernetes cannot be `go install`ed: its go.mod replaces the k8s.io/* staging
+# modules with local paths. A wrapper module requires k8s.io/kubernetes and
+# replaces every staging module with its published v0.X.Y release instead.
+k8s_wrapper_module() {
+  local dir=$1 gomod staging minor
+  gomod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" </dev/null |
+          sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p')
+  [[ -f "$gomod" ]] || die "could not download k8s.io/kubernetes@$K8S_VERSION"
+  # v1.33.13 -> v0.33.13 (the staging modules' tag for the same release)
+  staging="v0.${K8S_VERSION#v1.}"
+  mkdir -p "$dir"
+  {
+    echo "module tuner.local/kubernetes-build"
+    echo
+    echo "go 1.24.0"
+    echo
+    echo "require k8s.io/kubernetes $K8S_VERSION"
+    echo
+    echo "replace ("
+    # Lines like "k8s.io/api => ./staging/src/k8s.io/api" in the replace block.
+    sed -n '/^replace (/,/^)/s#^[[:space:]]*\([^[:space:]]*\) => \./staging/.*#\1#p' "$gomod" |
+      while read -r mod; do echo "	$mod => $mod $staging"; done
+    echo ")"
+  } >"$dir/go.mod"
+  cat >"$dir/tools.go" <<'EOF'
+//go:build tools
+
+// Package tools pins the Kubernetes commands this module builds.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
+EOF
+  (cd "$dir" && go mod tidy </dev/null)
+}
+
+# -X flags that stamp the version (hack/lib/version.sh does the same), so that
+# `kubectl version`, /version and kwokctl's version detection see vX.Y.Z.
+k8s_version_ldflags() {
+  local major minor v="${K8S_VERSION#v}" flags="" pkg key
+  major=${v%%.*}; minor=${v#*.}; minor=${minor%%.*}
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    for key in "gitVersion=$K8S_VERSION" "gitMajor=$major" "gitMinor=$minor" \
+               "gitTreeState=clean" "buildDate=1970-01-01T00:00:00Z"; do
+      flags+=" -X $pkg.$key"
+    done
+  done
+  echo "$flags"
+}
+
+build_kubernetes() {
+  local dir="$SRC_DIR/kubernetes-$K8S_VERSION" cmd t0 ldflags
+  local cmds=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+  if all_present "$K8S_BIN" "${cmds[@]}"; then return; fi
+  t0=$(now)
+  [[ -f "$dir/go.sum" ]] || k8s_wrapper_module "$dir"
+  log "kubernetes wrapper module ready in $(elapsed "$t0")s"
+  ldflags=$(k8s_version_ldflags)
+  mkdir -p "$K8S_BIN"
+  for cmd in "${cmds[@]}"; do
+    [[ -x "$K8S_BIN/$cmd" ]] ||
+      go_build_to "$dir" "$K8S_BIN/$cmd" "k8s.io/kubernetes/cmd/$cmd" "$ldflags"
+  done
+}
+
+# etcd: a one-line main around etcdmain.Main, in its own module so that its
+# dependency versions never mix with Kubernetes'.
+build_etcd() {
+  local dir="$SRC_DIR/etcd-$ETCD_VERSION" t0
+  if all_present "$ETCD_BIN" etcd; then return; fi
+  t0=$(now)
+  mkdir -p "$dir" "$ETCD_BIN"
+  if [[ ! -f "$dir/go.sum" ]]; then
+    cat >"$dir/go.mod" <<EOF
+module tuner.local/etcd-build
+
+go 1.23
+
+require go.etcd.io/etcd/server/v3 $ETCD_VERSION
+EOF
+    cat >"$dir/main.go" <<'EOF'
+// Command etcd is the etcd server, built from go.etcd.io/etcd/server/v3.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+EOF
+    (cd "$dir" && go mod tidy </dev/null)
+  fi
+  log "etcd wrapper module ready in $(elapsed "$t0")s"
+  go_build_to "$dir" "$ETCD_BIN/etcd" . ""
+}
+
+# kwok has no replace directives: plain `go install pkg@version` works.
+build_kwok() {
+  local tool t0
+  if all_present "$KWOK_BIN" kwok kwokctl; then return; fi
+  mkdir -p "$KWOK_BIN"
+  for tool in kwok kwokctl; do
+    [[ -x "$KWOK_BIN/$tool" ]] && continue
+    t0=$(now)
+    log "building $tool (sigs.k8s.io/kwok/cmd/$tool@$KWOK_VERSION)"
+    # GOBIN into a temp dir, then move: an interrupted build leaves no binary.
+    rm -rf "$KWOK_BIN/.tmp" && mkdir -p "$KWOK_BIN/.tmp"
+    GOBIN="$KWOK_BIN/.tmp" go install -p "$BUILD_JOBS" -trimpath \
+      -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" \
+      "sigs.k8s.io/kwok/cmd/$tool@$KWOK_VERSION" </dev/null
+    mv -f "$KWOK_BIN/.tmp/$tool" "$KWOK_BIN/$tool"
+    rm -rf "$KWOK_BIN/.tmp"
+    log "built $tool in $(elapsed "$t0")s"
+  done
+}
+
+all_present() { # DIR NAME...
+  local dir=$1; shift
+  local name
+  for name in "$@"; do [[ -x "$dir/$name" ]] || return 1; done
+}
+
+binaries_present() {
+  all_present "$K8S_BIN" kube-apiserver kube-controller-manager kube-scheduler kubectl &&
+    all_present "$ETCD_BIN" etcd && all_present "$KWOK_BIN" kwok kwokctl
+}
+
+build_all() {
+  local t0
+  t0=$(now)
+  go_env
+  build_etcd
+  build_kwok
+  build_kubernetes
+  log "all binaries ready in $(elapsed "$t0")s ($CACHE_ROOT/bin)"
+  if [[ "${TUNER_KEEP_GOCACHE:-0}" != 1 && -z "${TUNER_GOCACHE:-}" ]]; then
+    rm -rf "$GO_BUILD_CACHE"
+  fi
+}
+
+cmd_build() {
+  binaries_present || with_cache_lock build_all
+  binaries_present || die "build finished but binaries are missing"
+}
+
+# ----------------------------------------------------------------- runtime --
+kwokctl() {
+  KWOK_WORKDIR="$STATE_DIR" "$KWOK_BIN/kwokctl" --name "$CLUSTER_NAME" "$@" </dev/null
+}
+
+kubectl_() {
+  "$K8S_BIN/kubectl" --kubeconfig "$KUBECONFIG_PATH" "$@"
+}
+
+# kwokctl reads $KWOK_WORKDIR/kwok.yaml by default: everything it needs (runtime,
+# binaries, ports, audit policy) is set there, so it never downloads anything.
+write_kwokctl_config() {
+  mkdir -p "$STATE_DIR"
+  cat >"$STATE_DIR/audit-policy.yaml" <<'EOF'
+# Every request, at Metadata level (who, verb, resource, response code).
+apiVersion: audit.k8s.io/v1
+kind: Policy
+rules:
+  - level: Metadata
+EOF
+  cat >"$STATE_DIR/kwok.yaml" <<EOF
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+options:
+  runtime: binary
+  kubeVersion: $K8S_VERSION
+  etcdVersion: ${ETCD_VERSION#v}
+  bindAddress: $BIND_ADDRESS
+  kubeApiserverPort: $APISERVER_PORT
+  etcdPort: $ETCD_PORT
+  etcdPeerPort: $ETCD_PEER_PORT
+  kubeControllerManagerPort: $KCM_PORT
+  kubeSchedulerPort: $SCHEDULER_PORT
+  kwokControllerPort: $KWOK_PORT
+  kubeAuditPolicy: $STATE_DIR/audit-policy.yaml
+  cacheDir: $STATE_DIR/cache
+  quietPull: true
+  etcdBinary: $ETCD_BIN/etcd
+  kubeApiserverBinary: $K8S_BIN/kube-apiserver
+  kubeControllerManagerBinary: $K8S_BIN/kube-controller-manager
+  kubeSchedulerBinary: $K8S_BIN/kube-scheduler
+  kubectlBinary: $K8S_BIN/kubectl
+  kwokControllerBinary: $KWOK_BIN/kwok
+componentsPatches:
+  # Nothing restarts a component that exits here, and with leader election on,
+  # kube-controller-manager and kube-scheduler exit ("leaderelection lost")
+  # once the api server is down for ~10s: run them as the only, always-active
+  # instance instead, so they survive restart-apiserver.
+  - name: kube-controller-manager
+    extraArgs:
+      - {key: leader-elect, value: "false"}
+  - name: kube-scheduler
+    extraArgs:
+      - {key: leader-elect, value: "false"}
+  # On SIGTERM the api server otherwise waits up to 60s for open watch streams;
+  # with a grace period it ends them and exits within seconds.
+  - name: kube-apiserver
+    extraArgs:
+      - {key: shutdown-watch-termination-grace-period, value: 3s}
+EOF
+}
+
+apiserver_ready() {
+  [[ -f "$KUBECONFIG_PATH" ]] && kubectl_ get --raw /readyz --request-timeout=3s >/dev/null 2>&1
+}
+
+# Poll until ready or the deadline passes: /readyz, then the default namespace
+# and its ServiceAccount (created by kube-controller-manager).
+wait_ready() { # TIMEOUT_SECONDS
+  local deadline=$((SECONDS + $1))
+  until apiserver_ready; do
+    ((SECONDS < deadline)) || die "kube-apiserver not ready after $1s (logs: $CLUSTER_DIR/logs)"
+    sleep 0.5
+  done
+  until kubectl_ get serviceaccount default -n default >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || die "default ServiceAccount missing after $1s (logs: $CLUSTER_DIR/logs)"
+    sleep 0.5
+  done
+}
+
+cmd_up() {
+  local t0
+  t0=$(now)
+  cmd_build
+  if apiserver_ready; then
+    log "cluster $CLUSTER_NAME is already up"
+    cmd_env
+    return
+  fi
+  if [[ -d "$CLUSTER_DIR" ]]; then
+    # Left over from a crash or an interrupted `up`: start from scratch.
+    log "removing stale cluster state in $CLUSTER_DIR"
+    cmd_down
+  fi
+  write_kwokctl_config
+  log "starting cluster $CLUSTER_NAME (api server https://$BIND_ADDRESS:$APISERVER_PORT)"
+  # --kubeconfig='' : don't touch ~/.kube/config; the cluster has its own file.
+  if ! kwokctl create cluster --kubeconfig='' --timeout "${UP_TIMEOUT}s" >"$STATE_DIR/create.log" 2>&1; then
+    cat "$STATE_DIR/create.log" >&2
+    die "kwokctl create cluster failed"
+  fi
+  wait_ready "$UP_TIMEOUT"
+  log "cluster up in $(elapsed "$t0")s"
+  cmd_env
+}
+
+cmd_down() {
+  if [[ -x "$KWOK_BIN/kwokctl" && -d "$CLUSTER_DIR" ]]; then
+    kwokctl delete cluster --kubeconfig='' >/dev/null 2>&1 || true
+  fi
+  # Whatever kwokctl could not stop (e.g. a half-created cluster): kill by pid file.
+  local pidfile
+  if [[ -d "$CLUSTER_DIR/pids" ]]; then
+    for pidfile in "$CLUSTER_DIR"/pids/*.pid; do
+      [[ -f "$pidfile" ]] && stop_pid "$(cat "$pidfile")"
+    done
+  fi
+  rm -rf "$CLUSTER_DIR"
+  log "cluster $CLUSTER_NAME is down"
+}
+
+# SIGTERM, wait up to GRACE seconds (default 20), then SIGKILL.
+stop_pid() { # PID [GRACE]
+  local pid=$1 grace=${2:-20} i
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill "$pid" 2>/dev/null || true
+  for ((i = 0; i < grace * 10; i++)); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  kill -9 "$pid" 2>/dev/null || true
+}
+
+cmd_status() {
+  if apiserver_ready; then
+    echo "up: cluster $CLUSTER_NAME at https://$BIND_ADDRESS:$APISERVER_PORT ($K8S_VERSION)"
+    local pidfile name
+    for pidfile in "$CLUSTER_DIR"/pids/*.pid; do
+      name=$(basename "$pidfile" .pid)
+      if kill -0 "$(cat "$pidfile")" 2>/dev/null; then echo "  $name: running"; else echo "  $name: NOT running"; fi
+    done
+  else
+    echo "down: cluster $CLUSTER_NAME"
+    return 1
+  fi
+}
+
+cmd_env() {
+  echo "export KUBECONFIG=$KUBECONFIG_PATH"
+  echo "export TUNER_AUDIT_LOG=$AUDIT_LOG"
+  echo "export TUNER_KUBECTL=$K8S_BIN/kubectl"
+  echo "export TUNER_CLUSTER_LOGS=$CLUSTER_DIR/logs"
+}
+
+# Restart kube-apiserver alone; etcd (and so every object) is kept, the other
+# components keep running and reconnect. `--hard` kills it with SIGKILL (a
+# crash) instead of a graceful SIGTERM. kwokctl has no per-component restart,
+# but `kwokctl start cluster` starts exactly the components whose process is
+# gone, with the same command line, log file and pid file as at `up`.
+cmd_restart_apiserver() {
+  local pidfile="$CLUSTER_DIR/pids/kube-apiserver.pid" pid t0
+  [[ -d "$CLUSTER_DIR" ]] || die "cluster $CLUSTER_NAME is not up"
+  t0=$(now)
+  if [[ -f "$pidfile" ]]; then
+    pid=$(cat "$pidfile")
+    if [[ "${1:-}" == --hard ]]; then
+      log "killing kube-apiserver (pid $pid, SIGKILL)"
+      kill -9 "$pid" 2>/dev/null || true
+    else
+      log "stopping kube-apiserver (pid $pid, SIGTERM)"
+    fi
+    stop_pid "$pid" 15
+    rm -f "$pidfile"
+  fi
+  kwokctl start cluster --timeout "${UP_TIMEOUT}s" >>"$STATE_DIR/create.log" 2>&1 ||
+    die "kwokctl start cluster failed (see $STATE_DIR/create.log)"
+  wait_ready "$UP_TIMEOUT"
+  log "kube-apiserver (pid $(cat "$pidfile")) ready again after $(elapsed "$t0")s"
+}
+
+usage() {
+  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+main() {
+  local cmd=${1:-}
+  [[ $# -gt 0 ]] && shift
+  case "$cmd" in
+    build) cmd_build ;;
+    up) cmd_up ;;
+    down) cmd_down ;;
+    status) cmd_status ;;
+    env) cmd_env ;;
+    restart-apiserver) cmd_restart_apiserver "$@" ;;
+    kubectl) exec "$K8S_BIN/kubectl" --kubeconfig "$KUBECONFIG_PATH" "$@" ;;
+    -h | --help | help) usage ;;
+    *) usage >&2; exit 2 ;;
+  esac
+}
+
+main "$@"

@@ -1,0 +1,184 @@
+"""``tuner monitor`` without a Prometheus: bad settings, and a Prometheus that is down, slow,
+refusing or not Prometheus at all. Each must end in one clear message, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tuner.monitor.command import render_text
+from tuner.monitor.evidence import Probe
+from tuner.monitor.load import Load
+from tuner.monitor.observe import WindowReport
+from tuner.monitor.prometheus import PrometheusClient, QueryError
+from tuner.monitor.stability import Verdict
+from tuner.settings import Prometheus
+
+ROOT = Path(__file__).parents[2]
+PRESENCE = Probe.PRESENCE.query("")
+
+
+def tuner(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tuner.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        check=False,
+        timeout=60,
+    )
+
+
+def settings_file(tmp_path: Path, document: dict[str, object]) -> str:
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps(document))
+    return str(path)
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ({"load": {"query": "up", "typo": 1}}, "settings .*: load: unknown key 'typo'"),
+        ({"prometheus": {"url": "http://x"}}, "load.query is not set"),
+        ({"load": {"query": "up"}, "prometheus": {"url": "localhost:9090"}}, "prometheus.url"),
+        ({"load": {"query": "up"}, "windows": {"measure_s": -5}}, "windows.measure_s"),
+    ],
+)
+def test_bad_settings_are_one_line_and_exit_2(
+    tmp_path: Path, document: dict[str, object], message: str
+) -> None:
+    result = tuner("monitor", "--settings", settings_file(tmp_path, document))
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("tuner: error: ")
+    assert re.search(message, line), line
+    assert result.stdout == ""
+
+
+def test_a_non_positive_window_is_refused(tmp_path: Path) -> None:
+    result = tuner("monitor", "--window", "0")
+    assert result.returncode == 2
+    assert "window must be > 0 seconds" in result.stderr
+
+
+def test_prometheus_down_gives_an_unknown_verdict_naming_the_query(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+    path = settings_file(tmp_path, {"load": {"query": "up"}, "prometheus": {"url": url}})
+
+    text = tuner("monitor", "--settings", path)
+    as_json = tuner("monitor", "--settings", path, "--format", "json")
+
+    assert text.returncode == 1
+    assert "Traceback" not in text.stderr
+    lines = text.stdout.splitlines()
+    assert "verdict:  unknown" in lines
+    assert "load:     unknown" in lines
+    assert f"failed:   {PRESENCE}" in lines
+    assert f"stability query failed: Prometheus unreachable at {url}: " in text.stdout
+    assert "Connection refused" in text.stdout
+    report = json.loads(as_json.stdout)
+    assert as_json.returncode == 1
+    assert (report["verdict"], report["load"], report["failed_query"]) == (
+        "unknown",
+        None,
+        PRESENCE,
+    )
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """Accepts connections and never answers (a hung Prometheus)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    server.close()
+
+
+def test_a_slow_prometheus_times_out_into_unknown(tmp_path: Path, silent_server: str) -> None:
+    path = settings_file(
+        tmp_path,
+        {"load": {"query": "up"}, "prometheus": {"url": silent_server, "timeout_s": 0.5}},
+    )
+    result = tuner("monitor", "--settings", path, "--format", "json")
+    report = json.loads(result.stdout)
+    assert result.returncode == 1
+    assert report["verdict"] == "unknown"
+    assert report["failed_query"] == PRESENCE
+    assert f"Prometheus at {silent_server} did not answer within 0.5 s" in report["reason"]
+
+
+class Handler(BaseHTTPRequestHandler):
+    """Answers like a login proxy (HTML), or 401 without the expected bearer token."""
+
+    def do_GET(self) -> None:
+        if self.headers.get("Authorization") != "Bearer s3cret":
+            self.send_response(401)
+            self.end_headers()
+            self.wfile.write(b"Unauthorized\n")
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.end_headers()
+        self.wfile.write(b"<html>please log in</html>")
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def proxy() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_bearer_token_comes_from_the_named_environment_variable(proxy: str) -> None:
+    settings = Prometheus(url=proxy, token_env="MY_PROM_TOKEN")
+    without = PrometheusClient(settings, environ={})
+    with without, pytest.raises(QueryError, match="HTTP 401: Unauthorized"):
+        without.instant("up", 0.0)
+    with_token = PrometheusClient(settings, environ={"MY_PROM_TOKEN": "s3cret"})
+    with with_token, pytest.raises(QueryError, match=r"unexpected answer from .*: not JSON"):
+        with_token.instant("up", 0.0)
+
+
+def test_text_report_lists_a_load_vector_and_every_finding() -> None:
+    report = WindowReport(
+        verdict=Verdict.UNSTABLE,
+        reason="node n3 appeared at 12:00:05Z (+1 more)",
+        load=Load.vector({'{service="web"}': 100.0, '{service="api"}': 30.0}),
+        start=1_700_000_000.0,
+        end=1_700_000_600.0,
+        checked_from=1_699_999_880.0,
+        findings=("node n3 appeared at 12:00:05Z", "pending pods: shop/web-1"),
+        load_query="sum by (service) (rate(http_requests_total[600s]))",
+    )
+    text = render_text(report)
+    assert "(600 s), stability checked from " in text
+    assert "(warm-up 120 s)" in text
+    assert "load:     2 dimensions, total 130" in text
+    assert '{service="api"}  30' in text
+    assert '{service="web"}  100' in text
+    assert "verdict:  unstable" in text
+    assert text.endswith("  - node n3 appeared at 12:00:05Z\n  - pending pods: shop/web-1")

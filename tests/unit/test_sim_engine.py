@@ -1,0 +1,97 @@
+"""The simulation's driving interface: reproducibility, stable windows, and the simulated
+executor (actions land where planned or are reported unverified)."""
+
+from __future__ import annotations
+
+from tuner.plan.actions import Migrate, RemoveNode
+from tuner.sim.autoscaler import AutoscalerConfig
+from tuner.sim.engine import Scenario, Simulation
+from tuner.sim.load import Phase, Phases
+from tuner.sim.prices import NODE_TYPES
+from tuner.sim.scenarios import scenario
+from tuner.sim.workloads import HpaSpec, Service
+
+E2 = NODE_TYPES["e2-standard-4"]
+WEB = Service("web", 2100, 2**28, replicas=3, namespace="shop")
+"""2100m of 3920m: 54 % with the DaemonSet, so the Cluster Autoscaler keeps a node with one."""
+API = Service("api", 200, 2**27, hpa=HpaSpec(1, 10, 0.5), cpu_per_load=10.0, namespace="shop")
+
+
+def small(initial_nodes: int = 3, load: float = 10.0) -> Scenario:
+    return Scenario(
+        name="small",
+        title="small",
+        services=(WEB, API),
+        daemonsets=(Service("proxy", 100, 0, kind="DaemonSet", namespace="kube-system"),),
+        loads={"shop": Phases(60, (Phase(3600, load),))},
+        autoscaler=AutoscalerConfig(E2, max_nodes=10),
+        initial_nodes=initial_nodes,
+        duration=1800,
+        warmup=60,
+    )
+
+
+def test_same_seed_same_run() -> None:
+    first = Simulation(scenario("thesis-narrow", 0.5), 7)
+    second = Simulation(scenario("thesis-narrow", 0.5), 7)
+    for sim in (first, second):
+        sim.advance(1800 + 1800)
+    assert first.series == second.series
+
+
+def test_window_is_stable_once_nothing_changed_for_its_length() -> None:
+    sim = Simulation(small(), 1)
+    sim.advance(60 + 300)
+    assert not sim.window(600).stable
+    sim.advance(600)
+    window = sim.window(600)
+    assert window.stable
+    assert window.load == 10.0
+
+
+def test_migration_lands_on_the_labelled_node_and_is_verified() -> None:
+    sim = Simulation(small(), 1)
+    sim.advance(120)
+    cluster = sim.cluster()
+    pod = next(p for p in cluster.pods if p.workload.name == "api")
+    target = next(n.name for n in cluster.nodes if n.name != pod.node)
+    (result,) = sim.apply([Migrate(pod, target)])
+    assert result.verified, result.detail
+    (moved,) = [p for p in sim.cluster().pods if p.workload.name == "api"]
+    assert moved.key != pod.key
+    assert moved.node == target
+    assert all(not k.startswith("tuner.dev/") for n in sim.cluster().nodes for k in n.labels)
+
+
+def test_migration_to_a_full_node_fails_and_stops_the_transition() -> None:
+    sim = Simulation(small(initial_nodes=2), 1)
+    sim.advance(120)
+    cluster = sim.cluster()
+    pod = next(p for p in cluster.pods if p.workload.name == "api")
+    full = next(n for n in cluster.nodes if n.name != pod.node)
+    hog = Service("hog", full.allocatable.cpu - cluster.requested(full.name).cpu, 0)
+    state = sim.cluster_state
+    state.bind(state.create_pod(hog, sim.now), state.nodes[full.name], sim.now)
+    results = sim.apply([Migrate(pod, full.name), RemoveNode(pod.node or "")])
+    assert len(results) == 1
+    assert not results[0].verified
+    assert "not " + full.name in results[0].detail
+    assert sim.actions.failed == 1
+
+
+def test_emptied_node_left_to_the_autoscaler_goes_after_its_unneeded_time() -> None:
+    sim = Simulation(small(initial_nodes=4), 1)
+    sim.advance(120)
+    cluster = sim.cluster()
+    web_nodes = {p.node for p in cluster.pods if p.workload.name == "web"}
+    (spare,) = (n.name for n in cluster.nodes if n.name not in web_nodes)
+    moves = [
+        Migrate(p, min(n for n in web_nodes if n))
+        for p in cluster.pods_by_node[spare]
+        if not p.follows_node
+    ]
+    results = sim.apply([*moves, RemoveNode(spare)], node_removal="autoscaler")
+    assert all(r.verified for r in results), results
+    assert sim.cluster_state.nodes[spare].unschedulable
+    sim.advance(700)
+    assert spare not in sim.cluster_state.nodes

@@ -1,0 +1,247 @@
+"""``tuner kb ...``: inspect, edit, move and browse the knowledge base (either backend)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from knowledge.base import KnowledgeBase, KnowledgeError
+from knowledge.browser.queries import ready_queries
+from knowledge.browser.style import style_command
+from knowledge.neo4j_store import Neo4jKnowledgeBase
+from knowledge.open import open_knowledge
+from knowledge.records import execution_of
+from knowledge.transfer import copy_history, export_document, read_document, record_all
+from tuner.errors import InputError
+from tuner.model.movability import Policy, assess
+from tuner.monitor.dump import load_dump
+from tuner.settings import Settings, load_settings
+
+BACKENDS = ("embedded", "neo4j")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def duration(text: str) -> float:
+    """``90``, ``3600s``, ``30m``, ``12h``, ``30d``, ``2w`` -> seconds."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"a duration is like 30d, 12h or 3600s, not {text!r}")
+    return float(match[1]) * _UNITS[match[2] or "s"]
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, not {text!r}")
+    return value
+
+
+def add_kb_parser(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    load_type: Callable[[str], float],
+) -> None:
+    """Register ``tuner kb`` and its subcommands (``load_type`` parses a load argument)."""
+    kb = commands.add_parser("kb", help="inspect and edit the knowledge base")
+    sub = kb.add_subparsers(dest="kb_command", required=True)
+
+    def command(name: str, help: str, run: Callable[[argparse.Namespace], int]) -> Any:
+        parser = sub.add_parser(name, help=help)
+        parser.add_argument("--settings", type=Path, help="settings.json (knowledge section)")
+        parser.set_defaults(run=run)
+        return parser
+
+    record = command("record", "store a dump as a stable deployment", _record)
+    record.add_argument("--snapshot", type=Path, required=True)
+    record.add_argument("--load", type=load_type, required=True)
+    record.add_argument("--window", type=float, default=None, help="seconds it was stable")
+    listing = command("list", "stored deployments, newest first", _list)
+    listing.add_argument("--limit", type=_count, default=50)
+    listing.add_argument("--format", choices=("text", "json"), default="text")
+    command("show", "one stored deployment in full (JSON)", _show).add_argument("id")
+    command("delete", "remove a stored deployment", _delete).add_argument("id")
+    export = command("export", "every stored deployment as one JSON document", _export)
+    export.add_argument("--output", "-o", type=Path, help="file to write (default: stdout)")
+    load = command("import", "record the deployments of an export (idempotent)", _import)
+    load.add_argument("file", type=Path, help="export document or JSON list ('-': stdin)")
+    prune = command("prune", "delete old deployments", _prune)
+    prune.add_argument("--older-than", type=duration, help="e.g. 30d: ended longer ago")
+    prune.add_argument("--keep", type=_count, help="keep only the newest N")
+    prune.add_argument(
+        "--orphans", action="store_true", help="Neo4j: also drop pod types no execution uses"
+    )
+    migrate = command("migrate", "copy the history from one backend to the other", _migrate)
+    migrate.add_argument("--from", dest="source", choices=BACKENDS, required=True)
+    migrate.add_argument("--to", dest="target", choices=BACKENDS, required=True)
+    browse = command("browse", "Neo4j Browser URL, style and ready queries", _browse)
+    browse.add_argument("--load", type=load_type, help="load band to show (default: newest)")
+    browse.add_argument("--workload", help="namespace/Kind/name (default: from the newest)")
+    browse.add_argument("--http", help="Browser base URL (default: http://<uri host>:7474)")
+
+
+def _with_kb(args: argparse.Namespace, action: Callable[[KnowledgeBase, Settings], int]) -> int:
+    settings = load_settings(args.settings)
+    with open_knowledge(settings.knowledge) as kb:
+        return action(kb, settings)
+
+
+def _record(args: argparse.Namespace) -> int:
+    settings = load_settings(args.settings)
+    cluster = load_dump(args.snapshot)
+    end = time.time()
+    window = settings.windows.measure_s if args.window is None else args.window
+    movability = assess(cluster, Policy(settings.analyse.excluded_namespaces))
+    execution = execution_of(cluster, movability, settings.pricing, args.load, end - window, end)
+    with open_knowledge(settings.knowledge) as kb:
+        kb.record(execution)
+    print(execution.id)
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    def run(kb: KnowledgeBase, _: Settings) -> int:
+        executions = kb.list(args.limit)
+        if args.format == "json":
+            print(json.dumps([e.to_json() for e in executions], indent=2))
+            return 0
+        print(f"{'id':<16}  {'end (UTC)':<19}  {'load':>12}  {'cost/h':>9}  {'nodes':>5}  pods")
+        for e in executions:
+            end = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(e.end))
+            pods = sum(c for n in e.nodes for _, c in n.pods)
+            print(
+                f"{e.id:<16}  {end:<19}  {e.load:>12g}  {e.cost:>9.4f}  {len(e.nodes):>5}  {pods}"
+            )
+        return 0
+
+    return _with_kb(args, run)
+
+
+def _show(args: argparse.Namespace) -> int:
+    def run(kb: KnowledgeBase, _: Settings) -> int:
+        execution = kb.get(args.id)
+        if execution is None:
+            raise InputError(f"no execution {args.id!r} in the knowledge base")
+        print(json.dumps(execution.to_json(), indent=2))
+        return 0
+
+    return _with_kb(args, run)
+
+
+def _delete(args: argparse.Namespace) -> int:
+    def run(kb: KnowledgeBase, _: Settings) -> int:
+        if not kb.delete(args.id):
+            raise InputError(f"no execution {args.id!r} in the knowledge base")
+        print(f"deleted {args.id}")
+        return 0
+
+    return _with_kb(args, run)
+
+
+def _export(args: argparse.Namespace) -> int:
+    def run(kb: KnowledgeBase, _: Settings) -> int:
+        text = json.dumps(export_document(kb), indent=2)
+        if args.output is None:
+            print(text)
+        else:
+            args.output.write_text(text + "\n", encoding="utf-8")
+            print(f"exported to {args.output}", file=sys.stderr)
+        return 0
+
+    return _with_kb(args, run)
+
+
+def _import(args: argparse.Namespace) -> int:
+    try:
+        text = sys.stdin.read() if str(args.file) == "-" else args.file.read_text("utf-8")
+        executions = read_document(json.loads(text))
+    except OSError as err:
+        raise InputError(f"cannot read {args.file}: {err.strerror}") from err
+    except ValueError as err:  # json.JSONDecodeError is a ValueError
+        raise InputError(f"{args.file}: {err}") from err
+
+    def run(kb: KnowledgeBase, _: Settings) -> int:
+        print(f"imported {record_all(kb, executions)} executions")
+        return 0
+
+    return _with_kb(args, run)
+
+
+def _prune(args: argparse.Namespace) -> int:
+    if args.older_than is None and args.keep is None and not args.orphans:
+        raise InputError("kb prune needs --older-than, --keep or --orphans")
+
+    def run(kb: KnowledgeBase, _: Settings) -> int:
+        cutoff = None if args.older_than is None else time.time() - args.older_than
+        print(f"pruned {kb.prune(older_than=cutoff, keep=args.keep)} executions")
+        if args.orphans:
+            if not isinstance(kb, Neo4jKnowledgeBase):
+                raise InputError("--orphans applies to the neo4j backend only")
+            print(f"removed {kb.remove_orphan_pods()} unused pod types")
+        return 0
+
+    return _with_kb(args, run)
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    if args.source == args.target:
+        raise InputError("kb migrate needs two different backends (--from, --to)")
+    settings = load_settings(args.settings).knowledge
+    with (
+        open_knowledge(replace(settings, backend=args.source), read_only=True) as source,
+        open_knowledge(replace(settings, backend=args.target)) as target,
+    ):
+        copied = copy_history(source, target)
+    print(f"copied {copied} executions from {args.source} to {args.target}")
+    return 0
+
+
+def browser_url(uri: str, user: str, http: str | None = None) -> str:
+    """Neo4j Browser's address with the connection to ``uri`` pre-filled."""
+    bolt = urlsplit(uri)
+    host = bolt.hostname or "127.0.0.1"
+    base = (http or f"http://{host}:7474").rstrip("/")
+    dbms = f"{bolt.scheme}://{quote(user)}@{host}:{bolt.port or 7687}"
+    return f"{base}/browser/?dbms={quote(dbms, safe='')}"
+
+
+def _browse(args: argparse.Namespace) -> int:
+    settings = load_settings(args.settings)
+    knowledge = settings.knowledge
+    load, workload = args.load, args.workload
+    if load is None or workload is None:
+        try:
+            with open_knowledge(knowledge, read_only=True) as kb:
+                newest = kb.list(1)
+        except KnowledgeError as err:
+            print(f"tuner: note: {err}", file=sys.stderr)
+            newest = []
+        if newest:
+            load = newest[0].load if load is None else load
+            names = [w.workload for w in newest[0].workloads]
+            workload = workload or (names[0] if names else None)
+    if knowledge.backend != "neo4j":
+        print(
+            "tuner: note: knowledge.backend is 'embedded'; copy the history into Neo4j with "
+            "`tuner kb migrate --from embedded --to neo4j` to browse it",
+            file=sys.stderr,
+        )
+    print(f"Neo4j Browser: {browser_url(knowledge.uri, knowledge.user, args.http)}")
+    print(f"Log in as {knowledge.user} with the password in ${knowledge.password_env}.")
+    print("\n// Style: run this line in Browser's editor once")
+    print(style_command())
+    queries = ready_queries(
+        1000.0 if load is None else load, settings.load.delta, workload or "ns/Deployment/name"
+    )
+    for query in queries:
+        print(f"\n// {query.title}\n{query.cypher}")
+    return 0

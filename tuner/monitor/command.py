@@ -1,0 +1,84 @@
+"""``tuner monitor``: the last window's load, stability verdict and reason, to tune the load
+query before letting the tuner act. Reads only."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tuner.monitor.window import clock_time, date_time
+from tuner.settings import load_settings
+
+if TYPE_CHECKING:
+    from tuner.monitor.observe import WindowReport
+
+
+def window_seconds(text: str) -> float:
+    """argparse type of ``--window``: seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"window must be a number of seconds, not {text!r}"
+        ) from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"window must be > 0 seconds, not {text!r}")
+    return value
+
+
+def run_monitor(settings_path: Path | None, window_s: float | None, output: str) -> int:
+    """Observe the window ending now and print it; exit status 1 when the verdict is unknown."""
+    # Imported here: the other subcommands need not load the HTTP client.
+    from tuner.monitor.observe import observe_window
+    from tuner.monitor.prometheus import PrometheusClient
+    from tuner.monitor.stability import Verdict
+
+    settings = load_settings(settings_path)
+    if window_s is not None:
+        settings = replace(settings, windows=replace(settings.windows, measure_s=window_s))
+    with PrometheusClient(settings.prometheus) as prometheus:
+        report = observe_window(settings, time.time(), prometheus)
+    print(json.dumps(report.to_json(), indent=2) if output == "json" else render_text(report))
+    return 1 if report.verdict is Verdict.UNKNOWN else 0
+
+
+def render_text(report: WindowReport) -> str:
+    """The report for a person."""
+    length = report.end - report.start
+    warmup = report.start - report.checked_from
+    window = f"{date_time(report.start)} to {clock_time(report.end)} ({length:g} s)"
+    if warmup:
+        window += (
+            f", stability checked from {clock_time(report.checked_from)} (warm-up {warmup:g} s)"
+        )
+    lines = [f"window:   {window}"]
+    if report.load is None:
+        lines.append("load:     unknown")
+    elif report.load.is_scalar:
+        lines.append(f"load:     {report.load}")
+    else:
+        count = len(report.load.values)
+        header = (
+            f"{count} dimensions, total {report.load.total:.6g}" if count > 1 else "1 dimension"
+        )
+        lines.append(f"load:     {header}")
+        width = max(len(k) for k in report.load.values)
+        lines += [f"            {k:<{width}}  {v:.6g}" for k, v in report.load.values.items()]
+    lines += [
+        f"query:    {report.load_query}",
+        f"verdict:  {report.verdict.value}",
+        f"reason:   {report.reason}",
+    ]
+    if report.failed_query:
+        lines.append(f"failed:   {report.failed_query}")
+    else:
+        lines.append(f"judged:   from {report.source}")
+    if len(report.findings) > 1:
+        lines.append("findings:")
+        lines += [f"  - {finding}" for finding in report.findings]
+    return "\n".join(lines)

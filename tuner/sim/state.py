@@ -1,0 +1,236 @@
+"""The simulated cluster's mutable state: nodes, pods, and its immutable domain-model view.
+
+The simulator mutates this state; the tuner only ever sees :meth:`SimCluster.view`, a
+:class:`~tuner.model.cluster.Cluster` value built from it (cached until the next change).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from tuner.model.cluster import Cluster, Hpa, Node, Pod
+from tuner.model.resources import Resources
+from tuner.model.scheduling import Constraints, Taint, Toleration
+from tuner.sim.prices import NodeType
+from tuner.sim.workloads import Service
+
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+HOSTNAME = "kubernetes.io/hostname"
+TUNER_LABEL_PREFIX = "tuner.dev/"
+DELETION_CANDIDATE = "DeletionCandidateOfClusterAutoscaler"
+TOLERATE_ALL = Constraints(tolerations=(Toleration(operator="Exists"),))
+
+
+def affinity_label(service: Service) -> str:
+    """The per-workload node label the tuner's onboarding gives a preferred affinity to."""
+    return f"{TUNER_LABEL_PREFIX}{service.namespace}.{service.name}"
+
+
+@dataclass(eq=False)
+class SimNode:
+    """A node (a VM): billed from ``created`` on, schedulable from ``ready_at`` on."""
+
+    name: str
+    type: NodeType
+    created: float
+    ready_at: float
+    labels: dict[str, str] = field(default_factory=dict)
+    unschedulable: bool = False
+    taints: tuple[Taint, ...] = ()
+    registered: bool = True
+    """False while a node whose Node object was deleted re-registers (its VM still runs)."""
+    cpu: int = 0
+    memory: int = 0
+    pods: set[int] = field(default_factory=set)
+
+    def ready(self, now: float) -> bool:
+        """Registered and past its provisioning delay."""
+        return self.registered and now >= self.ready_at
+
+    @property
+    def allocatable(self) -> Resources:
+        """What pods may use."""
+        return self.type.allocatable
+
+    def free(self) -> Resources:
+        """Allocatable minus requests."""
+        alloc = self.type.allocatable
+        return Resources(alloc.cpu - self.cpu, alloc.memory - self.memory)
+
+    def fits(self, requests: Resources) -> bool:
+        """CPU, memory and a pod slot are free for ``requests``."""
+        return requests.fits_in(self.free()) and len(self.pods) < self.type.max_pods
+
+
+@dataclass(eq=False)
+class SimPod:
+    """A pod of a service; ``node`` is None while it is pending."""
+
+    uid: int
+    name: str
+    service: Service
+    created: float
+    node: str | None = None
+    bound_at: float = 0.0
+
+    @property
+    def requests(self) -> Resources:
+        """Its scheduling requests."""
+        return Resources(self.service.cpu, self.service.memory)
+
+    @property
+    def daemon(self) -> bool:
+        """DaemonSet pods follow their node."""
+        return self.service.kind == "DaemonSet"
+
+
+class SimCluster:
+    """Nodes and pods, with incremental per-node requests, and a cached domain-model view."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, SimNode] = {}
+        self.pods: dict[int, SimPod] = {}
+        self.by_service: dict[Service, set[int]] = {}
+        self.by_name: dict[str, int] = {}
+        self.version = 0
+        self._uid = 0
+        self._node_seq = 0
+        self._view: tuple[int, Cluster] | None = None
+
+    # -- nodes ---------------------------------------------------------------------------------
+
+    def add_node(self, node_type: NodeType, now: float, delay: float, pool: str) -> SimNode:
+        """Request a node; it becomes ready after ``delay`` seconds."""
+        self._node_seq += 1
+        name = f"{pool}-{self._node_seq:04d}"
+        node = SimNode(
+            name,
+            node_type,
+            created=now,
+            ready_at=now + delay,
+            labels={HOSTNAME: name, INSTANCE_TYPE: node_type.name},
+        )
+        self.nodes[name] = node
+        self.changed()
+        return node
+
+    def delete_node(self, name: str) -> list[SimPod]:
+        """Delete a node (the VM goes); returns its non-DaemonSet pods, now pending."""
+        node = self.nodes.pop(name)
+        evicted: list[SimPod] = []
+        for uid in list(node.pods):
+            pod = self.pods[uid]
+            if pod.daemon:
+                self._forget(pod)
+            else:
+                pod.node = None
+                evicted.append(pod)
+        self.changed()
+        return evicted
+
+    # -- pods ----------------------------------------------------------------------------------
+
+    def create_pod(self, service: Service, now: float) -> SimPod:
+        """A new pending pod of ``service``."""
+        self._uid += 1
+        name = f"{service.name}-{self._uid:06d}"
+        pod = SimPod(self._uid, name, service, created=now)
+        self.pods[pod.uid] = pod
+        self.by_service.setdefault(service, set()).add(pod.uid)
+        self.by_name[name] = pod.uid
+        self.changed()
+        return pod
+
+    def bind(self, pod: SimPod, node: SimNode, now: float) -> None:
+        """Place a pending pod on a node."""
+        pod.node = node.name
+        pod.bound_at = now
+        node.pods.add(pod.uid)
+        node.cpu += pod.service.cpu
+        node.memory += pod.service.memory
+        self.changed()
+
+    def delete_pod(self, pod: SimPod) -> None:
+        """Remove a pod from the cluster."""
+        if pod.node is not None:
+            node = self.nodes[pod.node]
+            node.pods.discard(pod.uid)
+            node.cpu -= pod.service.cpu
+            node.memory -= pod.service.memory
+        self._forget(pod)
+        self.changed()
+
+    def _forget(self, pod: SimPod) -> None:
+        del self.pods[pod.uid]
+        self.by_service[pod.service].discard(pod.uid)
+        del self.by_name[pod.name]
+
+    def pending(self) -> list[SimPod]:
+        """Pods waiting for a node, oldest first."""
+        return sorted((p for p in self.pods.values() if p.node is None), key=lambda p: p.uid)
+
+    def pods_of(self, service: Service) -> list[SimPod]:
+        """Every pod of a service."""
+        return [self.pods[uid] for uid in sorted(self.by_service.get(service, ()))]
+
+    def count(self, service: Service) -> int:
+        """How many pods a service has."""
+        return len(self.by_service.get(service, ()))
+
+    def pods_on(self, node: SimNode) -> list[SimPod]:
+        """Pods on a node."""
+        return [self.pods[uid] for uid in sorted(node.pods)]
+
+    def changed(self) -> None:
+        """Invalidate the cached view."""
+        self.version += 1
+
+    # -- the tuner's view ----------------------------------------------------------------------
+
+    def view(self, now: float, hpas: Iterable[Hpa] = ()) -> Cluster:
+        """The cluster as the tuner sees it: registered, ready nodes and their pods."""
+        if self._view is not None and self._view[0] == self.version:
+            return self._view[1]
+        nodes = tuple(
+            _node_value(n)
+            for n in sorted(self.nodes.values(), key=lambda n: n.name)
+            if n.ready(now)
+        )
+        names = {n.name for n in nodes}
+        pods = tuple(
+            _pod_value(p)
+            for p in sorted(self.pods.values(), key=lambda p: p.uid)
+            if p.node is None or p.node in names
+        )
+        cluster = Cluster(nodes=nodes, pods=pods, hpas=tuple(hpas))
+        self._view = (self.version, cluster)
+        return cluster
+
+
+def _node_value(node: SimNode) -> Node:
+    return Node(
+        name=node.name,
+        capacity=node.type.capacity,
+        allocatable=node.type.allocatable,
+        max_pods=node.type.max_pods,
+        labels=MappingProxyType(dict(node.labels)),
+        taints=tuple(node.taints),
+        unschedulable=node.unschedulable,
+    )
+
+
+def _pod_value(pod: SimPod) -> Pod:
+    service = pod.service
+    return Pod(
+        namespace=service.namespace,
+        name=pod.name,
+        node=pod.node,
+        requests=pod.requests,
+        workload=service.workload,
+        owner_kind=service.kind,
+        labels=MappingProxyType({"app": service.name}),
+        constraints=TOLERATE_ALL if pod.daemon else Constraints(),
+        phase="Running" if pod.node else "Pending",
+    )
