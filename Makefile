@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: venv example test bench lint evaluate
+.PHONY: venv example test bench bench-kb lint evaluate
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,5 +28,10 @@ bench: venv
 	$(VENV)/bin/python bench/plan_scale.py
 	$(VENV)/bin/python bench/packing_quality.py
 
+# The knowledge graph at scale on a private Neo4j (about half an hour, most of it loading).
+bench-kb: venv
+	bash scripts/neo4j.sh install
+	$(VENV)/bin/python bench/kb_lookup.py
+
 evaluate: venv
-	$(VENV)/bin/tuner simulate --scenario all --output docs/evaluation
+	$(VENV)/bin/tuner simulate --scenario all --output docs/evaluation --readme README.md

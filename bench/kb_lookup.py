@@ -1,6 +1,6 @@
 """Neo4j knowledge base at scale: load 100,000 executions of 20 nodes, time the load lookup.
 
-Run: .venv/bin/python bench/kb_lookup.py [--executions 100000] [--nodes 20] [--lookups 200]
+Run: make bench-kb, or .venv/bin/python bench/kb_lookup.py [--executions 100000] [--nodes 20]
 
 Starts a private Neo4j through scripts/neo4j.sh (free ports, throwaway state directory,
 ``NEO4J_HEAP``/``NEO4J_PAGECACHE`` from ``--heap``/``--pagecache``) unless ``--uri`` names a
@@ -8,20 +8,21 @@ server to use (its password in ``$NEO4J_PASSWORD``; the bench deletes everything
 
 Executions get loads spread uniformly over [1,000, 1,000 + executions) (about one per load
 unit), 20 nodes of three shapes, each running 3 to 6 of 60 workload types. They are written
-with ``Neo4jKnowledgeBase.record_many`` (one UNWIND transaction per batch). Then:
-
-- narrow band: ``find_by_load`` at random loads with a delta chosen so the band is 6 load
-  units wide, i.e. a handful of entries, full deployments included;
-- wide band: ``delta=0.01`` around loads near 50,000: about 1,000 entries.
+with ``Neo4jKnowledgeBase.record_many`` (one UNWIND transaction per batch). Then
+``find_by_load`` runs at random loads with a delta chosen so the band holds about 5, 50, 200
+and 1,000 executions (``--band-entries``): the lookup is an index seek, so its time follows
+the number of executions in the band (each returned with its full deployment), not the size
+of the graph.
 
 Prints medians and 95th percentiles in milliseconds and checks every answer: in the band,
-cheapest first.
+cheapest first. ``--uri URI --reuse`` measures again on a graph an earlier run loaded.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import statistics
@@ -30,6 +31,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -49,6 +51,8 @@ WORKLOADS = [
     )
     for i in range(60)
 ]
+Band = tuple[float, float]
+"""(load, delta) of one lookup."""
 
 
 def executions(count: int, nodes: int, seed: int) -> Iterator[Execution]:
@@ -116,24 +120,74 @@ def summary(times: list[float], sizes: list[int]) -> dict[str, float]:
     }
 
 
+def bands(executions: int, entries: int, count: int, rng: random.Random) -> list[Band]:
+    """``count`` lookups at random loads whose band holds about ``entries`` executions.
+
+    Loads are spread one per load unit, so ``load*(1±delta)`` holds about
+    ``2 * load * delta`` of them.
+    """
+    low, high = 1000.0 + 0.1 * executions, 1000.0 + 0.9 * executions
+    found = []
+    for _ in range(count):
+        load = rng.uniform(low, high)
+        found.append((load, entries / (2 * load)))
+    return found
+
+
+def load_history(kb: Neo4jKnowledgeBase, args: argparse.Namespace) -> float:
+    """Empty the graph and record the synthetic history; seconds it took."""
+    kb.prune(keep=0)
+    t0 = time.perf_counter()
+    done = 0
+    for batch in batches(executions(args.executions, args.nodes, 7), args.batch):
+        kb.record_many(batch)
+        done += len(batch)
+        if done % 10_000 == 0:
+            rate = done / (time.perf_counter() - t0)
+            print(f"  loaded {done:,} executions ({rate:,.0f}/s)", flush=True)
+    load_s = time.perf_counter() - t0
+    print(f"loaded {done:,} executions of {args.nodes} nodes in {load_s:.1f} s", flush=True)
+    return load_s
+
+
+def measure(kb: Neo4jKnowledgeBase, args: argparse.Namespace) -> dict[str, Any]:
+    """Lookups for every band size of ``--band-entries``."""
+    rng = random.Random(1)
+    timed_lookups(kb, bands(args.executions, 5, 20, rng))  # warm the page cache and plans
+    results = {}
+    for entries in args.band_entries:
+        count = max(20, min(args.lookups, 20_000 // entries))
+        found = bands(args.executions, entries, count, rng)
+        results[f"band_{entries}"] = summary(*timed_lookups(kb, found))
+    return results
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--executions", type=int, default=100_000)
     ap.add_argument("--nodes", type=int, default=20)
     ap.add_argument("--batch", type=int, default=500)
-    ap.add_argument("--lookups", type=int, default=200)
+    ap.add_argument("--lookups", type=int, default=200, help="per band size (fewer for wide)")
+    ap.add_argument(
+        "--band-entries",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[5, 50, 200, 1000],
+        help="executions a looked-up band holds, comma-separated (default 5,50,200,1000)",
+    )
     ap.add_argument("--heap", default="2g")
     ap.add_argument("--pagecache", default="1g")
     ap.add_argument(
         "--uri", help="use this server instead of starting one (password: $NEO4J_PASSWORD)"
     )
+    ap.add_argument(
+        "--reuse", action="store_true", help="with --uri: keep the history already loaded there"
+    )
     args = ap.parse_args()
 
+    results: dict[str, Any] = {"executions": args.executions, "nodes": args.nodes}
     with tempfile.TemporaryDirectory(prefix="kb-bench-") as state:
         server = None
         if args.uri:
-            import os
-
             uri, password = args.uri, os.environ.get("NEO4J_PASSWORD", "tuner-test-pw")
         else:
             server = Neo4jServer(
@@ -145,44 +199,13 @@ def main() -> int:
             uri, password = server.uri, server.password
         try:
             with Neo4jKnowledgeBase(uri, "neo4j", password, query_timeout_s=600) as kb:
-                kb.prune(keep=0)
-                t0 = time.perf_counter()
-                done = 0
-                for batch in batches(executions(args.executions, args.nodes, 7), args.batch):
-                    kb.record_many(batch)
-                    done += len(batch)
-                    if done % 10_000 == 0:
-                        rate = done / (time.perf_counter() - t0)
-                        print(f"  loaded {done:,} executions ({rate:,.0f}/s)", flush=True)
-                load_s = time.perf_counter() - t0
-                print(
-                    f"loaded {done:,} executions of {args.nodes} nodes in {load_s:.1f} s",
-                    flush=True,
-                )
-
-                rng = random.Random(1)
-                top = 1000.0 + args.executions
-                narrow = []
-                for _ in range(args.lookups):
-                    load = rng.uniform(2000.0, top - 1000.0)
-                    narrow.append((load, 3.0 / load))
-                wide = [
-                    (rng.uniform(45_000.0, 55_000.0), 0.01)
-                    for _ in range(max(5, args.lookups // 10))
-                ]
-                timed_lookups(kb, narrow[:20])  # warm the page cache and query plans
-                results = {
-                    "executions": done,
-                    "nodes_per_execution": args.nodes,
-                    "load_s": round(load_s, 1),
-                    "narrow": summary(*timed_lookups(kb, narrow)),
-                    "wide": summary(*timed_lookups(kb, wide)),
-                    "python": platform.python_version(),
-                    "machine": platform.machine(),
-                }
+                if not (args.uri and args.reuse):
+                    results["load_s"] = round(load_history(kb, args), 1)
+                results |= measure(kb, args)
         finally:
             if server is not None:
                 server.stop(keep_data=False)
+    results |= {"python": platform.python_version(), "machine": platform.machine()}
     print(json.dumps(results, indent=2))
     return 0
 

@@ -14,13 +14,14 @@ The thesis' onion (pod types in the core, node states around them, executions ou
 - Times are epoch seconds, CPU millicores, memory bytes, prices per hour: the units of
   :mod:`knowledge.records`.
 
-Adding a per-workload load vector later (schema version 2): store it on the execution's
-workload edges, ``(:Execution)-[:SERVED {rate}]->(:Pod)``, or as a map-free list property
-``Execution.load_vector`` with a parallel ``load_workloads``. Keep the scalar ``load`` (the
-sum, or the dominant workload's rate): the range index on it narrows the candidates to a
-band first, and the vector distance then ranks that small set, so the lookup stays an index
-seek. The migration fills ``SERVED`` from nothing (old executions have no vector and match on
-the scalar only).
+Adding a per-workload load vector later (schema version 2): one vertex per load series (the
+monitor's label set, e.g. ``{service="web"}``) and one edge per series an execution served,
+``(:Execution)-[:SERVED {rate}]->(:LoadSeries {key})``, with the scalar ``load`` kept as
+their total (what :attr:`tuner.monitor.load.Load.total` records today). The range index on
+``load`` still narrows a lookup to a band first; the vector distance then only ranks the few
+executions in it, so the lookup stays an index seek. Executions recorded before have no
+``SERVED`` edges and match on the scalar alone, so the migration step adds the
+``LoadSeries.key`` constraint and bumps the version.
 """
 
 from __future__ import annotations
@@ -151,11 +152,17 @@ RETURN count(*) AS deleted
 
 _DEPLOYMENT = """
 RETURN properties(e) AS execution,
-       [(e)-[h:HAS_NODE]->(n:Node) | {
-          position: h.position,
-          node: properties(n),
-          pods: [(n)-[r:RAN]->(p:Pod) | {count: r.count, pod: properties(p)}]
-       }] AS nodes
+       [(e)-[h:HAS_NODE]->(n:Node) |
+          [h.position, n.name, n.cpu, n.memory, n.type, n.price,
+           [(n)-[r:RAN]->(p:Pod) | [elementId(p), r.count]]]] AS nodes
+"""
+"""One row per execution: its properties and its nodes as compact lists,
+``[position, name, cpu, memory, type, price, [[pod element id, count], ...]]``.
+
+Each node refers to its pod types by element id; :data:`PODS` then fetches every referenced
+type once, in the same transaction. A band of 50 executions of 20 nodes shares a few dozen
+pod types: sent with every RAN edge as maps, they were most of the bytes and most of the
+time of a lookup.
 """
 
 FIND_BY_LOAD = (
@@ -167,6 +174,12 @@ FIND_BY_LOAD = (
 GET = "MATCH (e:Execution {id: $id})" + _DEPLOYMENT
 
 LIST = "MATCH (e:Execution) WITH e ORDER BY e.end DESC, e.id LIMIT $limit" + _DEPLOYMENT
+
+PODS = """
+MATCH (p:Pod) WHERE elementId(p) IN $refs
+RETURN elementId(p) AS ref, properties(p) AS pod
+"""
+"""The pod types a read's rows refer to, by element id (an id seek)."""
 
 IDS_ENDED_BEFORE = """
 MATCH (e:Execution) WHERE e.end < $before

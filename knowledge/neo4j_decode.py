@@ -4,116 +4,152 @@ The graph may hold data the tuner did not write (another tool, a hand edit, an o
 release): a vertex with a missing property or one of the wrong type (an Execution without
 ``load``, a Node whose ``cpu`` is ``"lots"``) makes its execution unreadable. Such an
 execution is skipped with a warning; the analysis goes on with the others.
+
+A lookup decodes thousands of values per execution, so the checks are plain type tests and a
+message is only put together when one fails.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from knowledge.records import Execution, NodeState, WorkloadType
 
 log = logging.getLogger(__name__)
 
+Where = tuple[str, object]
+"""What holds a value: a label and the vertex's name, e.g. ("Node", "pool-a-1")."""
+
 
 class Malformed(ValueError):
     """A vertex or edge lacks a property or holds one of the wrong type."""
 
 
-def _number(props: Mapping[str, Any], key: str, where: str) -> float:
-    value = props.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise Malformed(f"{where}.{key} is {value!r}, not a number")
-    return float(value)
+def _bad(where: Where, key: str, value: object, expected: str) -> Malformed:
+    return Malformed(f"{where[0]} {where[1]!r}: {key} is {value!r}, not {expected}")
 
 
-def _integer(props: Mapping[str, Any], key: str, where: str) -> int:
-    value = props.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise Malformed(f"{where}.{key} is {value!r}, not a whole number >= 0")
-    return value
+def _number(value: Any, where: Where, key: str) -> float:
+    if type(value) is float and math.isfinite(value):
+        return value
+    if type(value) is int:
+        return float(value)
+    raise _bad(where, key, value, "a number")
 
 
-def _text(props: Mapping[str, Any], key: str, where: str) -> str:
-    value = props.get(key)
-    if not isinstance(value, str):
-        raise Malformed(f"{where}.{key} is {value!r}, not a string")
-    return value
+def _integer(value: Any, where: Where, key: str) -> int:
+    if type(value) is int and value >= 0:
+        return value
+    raise _bad(where, key, value, "a whole number >= 0")
 
 
-def _flag(props: Mapping[str, Any], key: str, where: str) -> bool:
-    value = props.get(key)
-    if not isinstance(value, bool):
-        raise Malformed(f"{where}.{key} is {value!r}, not a boolean")
-    return value
+def _text(value: Any, where: Where, key: str) -> str:
+    if type(value) is str:
+        return value
+    raise _bad(where, key, value, "a string")
 
 
-def _workload(pod: Mapping[str, Any]) -> WorkloadType:
-    where = f"Pod {pod.get('key', pod.get('workload'))!r}"
+def workload_type(pod: Mapping[str, Any]) -> WorkloadType:
+    """A Pod vertex's properties as a workload type; raises Malformed."""
+    where = ("Pod", pod.get("key", pod.get("workload")))
+    movable = pod.get("movable")
+    if type(movable) is not bool:
+        raise _bad(where, "movable", movable, "a boolean")
     return WorkloadType(
-        workload=_text(pod, "workload", where),
-        cpu=_integer(pod, "cpu", where),
-        memory=_integer(pod, "memory", where),
-        movable=_flag(pod, "movable", where),
+        workload=_text(pod.get("workload"), where, "workload"),
+        cpu=_integer(pod.get("cpu"), where, "cpu"),
+        memory=_integer(pod.get("memory"), where, "memory"),
+        movable=movable,
     )
 
 
-def _node(entry: Mapping[str, Any], types: dict[str, WorkloadType]) -> NodeState:
-    props = entry["node"]
-    where = f"Node {props.get('name')!r}"
+PodTypes = Mapping[str, WorkloadType | Malformed]
+"""Pod element id -> its workload type, or why it is unreadable."""
+
+
+def pod_types(pods: Mapping[str, Mapping[str, Any]]) -> dict[str, WorkloadType | Malformed]:
+    """Every Pod vertex of a read decoded once (many executions share them)."""
+    types: dict[str, WorkloadType | Malformed] = {}
+    for ref, props in pods.items():
+        try:
+            types[ref] = workload_type(props)
+        except Malformed as err:
+            types[ref] = err
+    return types
+
+
+def _node(entry: Sequence[Any], pods: PodTypes, types: dict[str, WorkloadType]) -> NodeState:
+    """One node of a row (the list the reads of :mod:`knowledge.neo4j_cypher` return)."""
+    _, name, cpu, memory, instance_type, price, ran = entry
+    where = ("Node", name)
     counts: dict[str, int] = {}
-    for ran in entry["pods"]:
-        workload = _workload(ran["pod"])
+    for ref, count in ran:
+        workload = pods.get(ref)
+        if not isinstance(workload, WorkloadType):
+            raise Malformed(str(workload or f"Node {name!r} ran a pod type that is gone"))
         known = types.setdefault(workload.workload, workload)
         if known != workload:
-            raise Malformed(f"{where} ran two different types of {workload.workload}")
-        count = _integer(ran, "count", f"{where}-[:RAN]")
-        counts[workload.workload] = counts.get(workload.workload, 0) + count
+            raise Malformed(f"Node {name!r} ran two different types of {workload.workload}")
+        counts[workload.workload] = counts.get(workload.workload, 0) + _integer(
+            count, where, "RAN.count"
+        )
     return NodeState(
-        name=_text(props, "name", where),
-        cpu=_integer(props, "cpu", where),
-        memory=_integer(props, "memory", where),
-        instance_type=_text(props, "type", where),
-        price=_number(props, "price", where),
+        name=_text(name, where, "name"),
+        cpu=_integer(cpu, where, "cpu"),
+        memory=_integer(memory, where, "memory"),
+        instance_type=_text(instance_type, where, "type"),
+        price=_number(price, where, "price"),
         pods=tuple(sorted(counts.items())),
     )
 
 
-def _order(entry: Mapping[str, Any]) -> tuple[int, str]:
-    position = entry.get("position")
-    name = entry["node"].get("name")
-    return (position if isinstance(position, int) else 1 << 30, str(name))
+def _order(entry: Sequence[Any]) -> tuple[int, str]:
+    position, name = entry[0], entry[1]
+    return (position if type(position) is int else 1 << 30, str(name))
 
 
-def decode(execution: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]) -> Execution:
-    """One execution from its vertex's properties and its nodes (see neo4j_cypher's reads).
+def decode(
+    execution: Mapping[str, Any], nodes: Iterable[Sequence[Any]], pods: PodTypes
+) -> Execution:
+    """One execution from its vertex's properties, its nodes (compact lists, see
+    :mod:`knowledge.neo4j_cypher`) and the pod types they refer to.
 
     Raises Malformed when anything is missing or of the wrong type.
     """
-    where = f"Execution {execution.get('id')!r}"
+    where = ("Execution", execution.get("id"))
     types: dict[str, WorkloadType] = {}
-    states = tuple(_node(entry, types) for entry in sorted(nodes, key=_order))
+    states = tuple(_node(entry, pods, types) for entry in sorted(nodes, key=_order))
     return Execution(
-        id=_text(execution, "id", where),
-        start=_number(execution, "start", where),
-        end=_number(execution, "end", where),
-        load=_number(execution, "load", where),
-        cost=_number(execution, "cost", where),
-        cpu_ratio=_number(execution, "cpu_ratio", where),
+        id=_text(execution.get("id"), where, "id"),
+        start=_number(execution.get("start"), where, "start"),
+        end=_number(execution.get("end"), where, "end"),
+        load=_number(execution.get("load"), where, "load"),
+        cost=_number(execution.get("cost"), where, "cost"),
+        cpu_ratio=_number(execution.get("cpu_ratio"), where, "cpu_ratio"),
         nodes=states,
         workloads=tuple(sorted(types.values(), key=lambda w: w.workload)),
     )
 
 
-def decode_rows(rows: Iterable[Mapping[str, Any]], server: str) -> list[Execution]:
+def pod_refs(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The element ids of every pod type the rows refer to, each once."""
+    return sorted({ref for row in rows for entry in row["nodes"] for ref, _ in entry[-1]})
+
+
+def decode_rows(
+    rows: Iterable[Mapping[str, Any]], pods: Mapping[str, Mapping[str, Any]], server: str
+) -> list[Execution]:
     """Every readable execution of ``rows`` (keys ``execution``, ``nodes``), in row order;
-    unreadable ones are logged and skipped."""
+    ``pods`` maps element ids to Pod properties. Unreadable executions are logged and
+    skipped."""
+    types = pod_types(pods)
     found = []
     for row in rows:
         try:
-            found.append(decode(row["execution"], row["nodes"]))
+            found.append(decode(row["execution"], row["nodes"], types))
         except Malformed as err:
             log.warning(
                 "skipping malformed execution %r in %s: %s",

@@ -15,24 +15,35 @@ from neo4j.exceptions import (
 
 from knowledge.base import KnowledgeError
 
+MAX_DETAIL = 300
+"""Characters of a driver or server message kept in an error line."""
 
-def first_line(error: BaseException) -> str:
-    """The first non-empty line of an error's message (driver messages can span many)."""
-    text = getattr(error, "message", None) or str(error) or type(error).__name__
-    return next((line.strip() for line in str(text).splitlines() if line.strip()), "")
+
+def one_line(error: BaseException) -> str:
+    """An error's message on one line (driver messages span several), at most
+    :data:`MAX_DETAIL` characters.
+
+    A server error's text is its ``message``; any other error's is its ``str``. (The
+    driver's GQL ``message`` of a local error is a placeholder, "50N42: Unexpected error",
+    and reading it warns that GQL status support is a preview.)
+    """
+    text = (error.message if isinstance(error, Neo4jError) else None) or str(error)
+    joined = " ".join(line.strip() for line in text.splitlines() if line.strip())
+    joined = joined or type(error).__name__
+    return joined if len(joined) <= MAX_DETAIL else joined[: MAX_DETAIL - 1] + "…"
 
 
 def describe(error: Exception) -> str:
     """What went wrong, in words an operator can act on."""
     if isinstance(error, AuthError):
         return (
-            f"authentication failed (check the user and the password variable): {first_line(error)}"
+            f"authentication failed (check the user and the password variable): {one_line(error)}"
         )
     if isinstance(error, ServiceUnavailable | SessionExpired):
-        return f"server unreachable: {first_line(error)}"
+        return f"server unreachable: {one_line(error)}"
     if isinstance(error, Neo4jError):
-        return f"{error.code or type(error).__name__}: {first_line(error)}"
-    return f"{type(error).__name__}: {first_line(error)}"
+        return f"{error.code or type(error).__name__}: {one_line(error)}"
+    return f"{type(error).__name__}: {one_line(error)}"
 
 
 @contextmanager

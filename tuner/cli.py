@@ -15,7 +15,9 @@ from knowledge.base import KnowledgeError
 from knowledge.open import open_knowledge
 from knowledge.records import Execution
 from tuner.analyse.decision import analyse
+from tuner.daemon.run import add_run_parser
 from tuner.errors import InputError, ServiceError
+from tuner.execute.onboard import add_onboard_parsers
 from tuner.execute.printer import render_text
 from tuner.kb_commands import add_kb_parser
 from tuner.model.cluster import Cluster
@@ -24,6 +26,7 @@ from tuner.monitor.dump import load_dump
 from tuner.plan.report import build_report
 from tuner.settings import Settings, load_settings
 from tuner.sim.command import add_simulate_parser
+from tuner.sim.demo import add_demo_parser
 
 log = logging.getLogger("tuner")
 
@@ -68,7 +71,11 @@ def _parser() -> argparse.ArgumentParser:
     monitor.add_argument("--format", choices=("text", "json"), default="text")
     monitor.set_defaults(run=lambda a: run_monitor(a.settings, a.window, a.format))
 
+    add_run_parser(commands)
     add_simulate_parser(commands)
+
+    add_onboard_parsers(commands)
+    add_demo_parser(commands)
 
     add_kb_parser(commands, _load)
     return parser

@@ -9,54 +9,44 @@ ports so the same cycle runs against a real cluster, the simulator or a dry run:
 
 Rules (thesis §3.2, DESIGN §1): act only on a window that was stable as a whole; an unstable or
 unknown window is retried after ``windows.retry_s`` (the sliding window); after any change the
-next window starts when the change ended; a chosen previous deployment is deleted from the
-knowledge base and comes back when the next window proves the deployment stable; unattainable
-entries are deleted; candidate-delay timers live across cycles. A knowledge base that cannot be
-reached skips the previous-deployment option for that window, nothing else.
+next window starts a warm-up after the change ended; a chosen previous deployment is deleted
+from the knowledge base and comes back when the next window proves the deployment stable;
+unattainable entries are deleted; candidate-delay timers live across cycles. A knowledge base
+that cannot be reached skips the previous-deployment option for that window, nothing else. A
+dry run reads the knowledge base but writes nothing to it, and carries nothing out.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from knowledge.base import KnowledgeBase, KnowledgeError
 from knowledge.records import Execution, execution_of
 from tuner.analyse.decision import Choice, analyse
 from tuner.analyse.removal import CandidateTimers
 from tuner.model.cluster import Cluster
+from tuner.monitor.stability import Verdict
 from tuner.plan.actions import Action
 from tuner.plan.report import PlanReport, build_report
 from tuner.settings import Settings
 
+if TYPE_CHECKING:
+    from tuner.monitor.observe import WindowReport
+
 log = logging.getLogger(__name__)
 
 
-class Verdict(StrEnum):
-    """Stability of a window."""
-
-    STABLE = "stable"
-    UNSTABLE = "unstable"
-    UNKNOWN = "unknown"
-
-
-@dataclass(frozen=True)
-class Observation:
-    """What the monitor saw over one window."""
-
-    verdict: Verdict
-    reason: str
-    load: float | None = None
-
-
 class WindowObserver(Protocol):
-    """Monitors stability and load over a window (epoch seconds)."""
+    """Monitors stability and load over a window (epoch seconds): the monitor's
+    :func:`~tuner.monitor.observe.observe_window` behind an adapter."""
 
-    def observe(self, start: float, end: float) -> Observation:
+    def observe(self, start: float, end: float) -> WindowReport:
         """The verdict for [start, end] and, when stable, the load served."""
 
 
@@ -92,14 +82,17 @@ class Outcome(StrEnum):
     FAILED = "failed"
     SKIPPED = "skipped"
     """A change was planned but is larger than one cycle may disrupt."""
+    ERROR = "error"
+    """The cycle raised (a service failed); the moderator retries after the retry window."""
 
 
 @dataclass(frozen=True)
 class CycleState:
     """What the daemon remembers between cycles."""
 
-    stable_since: float
-    """No window may start before this: the last change the tuner made ended here."""
+    stable_since: float = -math.inf
+    """No window may start before this: the last change the tuner made ended a warm-up
+    earlier (so the warm-up the monitor checks before a window never includes the change)."""
     timers: CandidateTimers = field(default_factory=CandidateTimers)
     awaiting: str | None = None
     """Id of the previous deployment chosen last cycle, until a stable window re-adds it."""
@@ -115,10 +108,14 @@ class CycleReport:
     reason: str
     next_in: float
     """Seconds until the next cycle."""
+    window: WindowReport | None = None
+    """What the monitor saw (None while waiting for a full window)."""
     load: float | None = None
+    """The load the knowledge base keys this window by (the total of the monitor's load)."""
     plan: PlanReport | None = None
     result: TransitionResult | None = None
     recorded: str | None = None
+    """Id under which the deployment was recorded (never in a dry run)."""
 
 
 @dataclass(frozen=True)
@@ -146,21 +143,31 @@ def run_cycle(
         wait = state.stable_since + windows.measure_s - now
         reason = f"a full window has not passed since the last change ({wait:.0f} s to go)"
         return CycleReport(Outcome.WAITING, state.stable_since, now, reason, wait), state
-    observation = ports.observer.observe(start, now)
-    if observation.verdict is not Verdict.STABLE or observation.load is None:
-        outcome = Outcome.UNKNOWN if observation.verdict is Verdict.UNKNOWN else Outcome.UNSTABLE
-        report = CycleReport(outcome, start, now, observation.reason, windows.retry_s)
-        return report, state
+    window = ports.observer.observe(start, now)
+    if not window.actionable or window.load is None:
+        outcome = Outcome.UNSTABLE if window.verdict is Verdict.UNSTABLE else Outcome.UNKNOWN
+        return CycleReport(outcome, start, now, window.reason, windows.retry_s, window), state
     cluster = ports.actuator.read()
-    load = observation.load
+    load = window.load.total
     history = _history(ports.knowledge, load, settings.load.delta)
     analysis = analyse(cluster, settings, history, rng, state.timers, now)
-    execution = execution_of(cluster, analysis.movability, settings.pricing, load, start, now)
-    recorded = _record(ports.knowledge, execution, state.awaiting)
-    state = replace(state, timers=analysis.removal.timers or state.timers, awaiting=None)
+    recorded = None
+    if not dry_run:
+        execution = execution_of(cluster, analysis.movability, settings.pricing, load, start, now)
+        recorded = _record(ports.knowledge, execution, state.awaiting)
+        state = replace(state, awaiting=None)
+    state = replace(state, timers=analysis.removal.timers or state.timers)
     plan = build_report(cluster, settings, analysis)
     base = CycleReport(
-        Outcome.STAYED, start, now, analysis.reason, windows.measure_s, load, plan, None, recorded
+        Outcome.STAYED,
+        start,
+        now,
+        analysis.reason,
+        windows.measure_s,
+        window,
+        load,
+        plan,
+        recorded=recorded,
     )
     if not dry_run:
         for entry, why in analysis.previous.unattainable:
@@ -181,12 +188,13 @@ def run_cycle(
     result = ports.actuator.carry_out(plan.actions, dry_run=dry_run)
     if dry_run:
         return replace(base, outcome=Outcome.PLANNED, result=result), state
-    state = replace(state, stable_since=now)
+    state = replace(state, stable_since=now + windows.warmup_s)
+    changed = replace(base, result=result, next_in=windows.warmup_s + windows.measure_s)
     if not result.completed:
         done = f"{len(result.done)} of {len(plan.actions)}"
         reason = f"{analysis.reason}; stopped after {done} actions: {result.reason}"
-        return replace(base, outcome=Outcome.FAILED, reason=reason, result=result), state
-    return replace(base, outcome=Outcome.ACTED, result=result), state
+        return replace(changed, outcome=Outcome.FAILED, reason=reason), state
+    return replace(changed, outcome=Outcome.ACTED), state
 
 
 def _record(kb: KnowledgeBase, execution: Execution, awaiting: str | None) -> str | None:

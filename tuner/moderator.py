@@ -1,9 +1,11 @@
-"""The moderator: an APScheduler scheduler that runs one cycle at a time, forever.
+"""The moderator: an APScheduler scheduler that runs one cycle at a time, until stopped.
 
 Each cycle decides when the next one runs (a full window after a stable window, the retry
-window after an unstable or unknown one). One job id, ``max_instances=1`` and coalescing make
-sure two cycles never overlap. ``speed`` > 1 runs simulated time faster than the wall clock
-(the demo): simulated now = t0 + (wall − w0) × speed.
+window after an unstable or unknown one, the rest of the warm-up plus a window after a change).
+One job id, ``max_instances=1`` and coalescing make sure two cycles never overlap; a cycle that
+raises is reported as :attr:`~tuner.cycle.Outcome.ERROR` and retried after the retry window.
+``speed`` > 1 runs simulated time faster than the wall clock (the demo):
+simulated now = t0 + (wall − w0) × speed.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from datetime import UTC, datetime
 
 from apscheduler.schedulers.blocking import BlockingScheduler
 
-from tuner.cycle import CycleReport, CycleState, Ports, run_cycle
+from tuner.cycle import CycleReport, CycleState, Outcome, Ports, run_cycle
+from tuner.errors import ServiceError
 from tuner.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -26,7 +29,8 @@ JOB = "tuner-cycle"
 
 
 class Moderator:
-    """Runs cycles on a schedule and hands each report to ``on_cycle``."""
+    """Runs cycles on a schedule and hands each report, with the seconds the cycle took, to
+    ``on_cycle``."""
 
     def __init__(
         self,
@@ -34,7 +38,7 @@ class Moderator:
         ports: Ports,
         *,
         dry_run: bool = False,
-        on_cycle: Callable[[CycleReport], None] = lambda _: None,
+        on_cycle: Callable[[CycleReport, float], None] = lambda _report, _seconds: None,
         speed: float = 1.0,
         start_time: float | None = None,
     ) -> None:
@@ -45,12 +49,11 @@ class Moderator:
         self.speed = speed
         self._wall0 = time.time()
         self._sim0 = self._wall0 if start_time is None else start_time
-        self.state = CycleState(
-            stable_since=self.now() + settings.windows.warmup_s - settings.windows.measure_s
-        )
+        self.state = CycleState()
         self.rng = random.Random(settings.analyse.seed)
         self._scheduler = BlockingScheduler(timezone=UTC)
         self._lock = threading.Lock()
+        self._stopped = threading.Event()
         self.cycles = 0
 
     def now(self) -> float:
@@ -58,23 +61,33 @@ class Moderator:
         return self._sim0 + (time.time() - self._wall0) * self.speed
 
     def run_once(self) -> CycleReport:
-        """Run one cycle now."""
+        """Run one cycle now (exceptions propagate)."""
+        started = time.monotonic()
         with self._lock:
+            self.cycles += 1
             report, self.state = run_cycle(
                 self.now(), self.state, self.settings, self.ports, self.rng, dry_run=self.dry_run
             )
-            self.cycles += 1
-        self.on_cycle(report)
+        self.on_cycle(report, time.monotonic() - started)
         return report
+
+    def every(self, seconds: float, job: Callable[[], object], name: str) -> None:
+        """Also run ``job`` every ``seconds`` (wall clock) while the moderator runs."""
+        self._scheduler.add_job(
+            job, "interval", seconds=seconds, id=name, max_instances=1, coalesce=True
+        )
 
     def run_forever(self, max_cycles: int | None = None) -> None:
         """Block, running cycles until :meth:`stop` (or ``max_cycles`` cycles)."""
-        first = max(self.settings.windows.warmup_s, 0.0) / self.speed
-        self._schedule(first, max_cycles)
+        if self._stopped.is_set():
+            return
+        self._schedule(0.0, max_cycles)
         self._scheduler.start()
 
     def stop(self) -> None:
-        """Stop scheduling; a cycle in progress finishes first."""
+        """Stop scheduling; a cycle in progress finishes first. Safe from any thread, also
+        before :meth:`run_forever` (which then returns at once)."""
+        self._stopped.set()
         if self._scheduler.running:
             self._scheduler.shutdown(wait=True)
 
@@ -93,13 +106,20 @@ class Moderator:
         )
 
     def _tick(self, max_cycles: int | None) -> None:
+        started = time.monotonic()
         try:
-            report = self.run_once()
-            delay = report.next_in
-        except Exception:
-            log.exception("cycle failed; retrying after the retry window")
+            delay = self.run_once().next_in
+        except Exception as err:
             delay = self.settings.windows.retry_s
+            if isinstance(err, ServiceError):
+                log.error("cycle failed, retrying in %.0f s: %s", delay, err)
+            else:
+                log.exception("cycle failed, retrying in %.0f s", delay)
+            now = self.now()
+            report = CycleReport(Outcome.ERROR, now, now, str(err), delay)
+            self.on_cycle(report, time.monotonic() - started)
         if max_cycles is not None and self.cycles >= max_cycles:
             threading.Thread(target=self.stop, daemon=True).start()
             return
-        self._schedule(delay / self.speed, max_cycles)
+        if self._scheduler.running:
+            self._schedule(delay / self.speed, max_cycles)

@@ -141,6 +141,32 @@ class Execute:
     node_removal_command: tuple[str, ...] = ()
     verify_timeout_s: float = 180.0
     max_actions_per_cycle: int = 50
+    label_prefix: str = "tuner.dev"
+    eviction_retries: int = 8
+    eviction_backoff_s: float = 2.0
+    api_retry_s: float = 60.0
+    journal_namespace: str = "default"
+
+
+@dataclass(frozen=True)
+class LeaderElection:
+    """A ``coordination.k8s.io`` Lease that lets only one replica act."""
+
+    enabled: bool = False
+    namespace: str = "tuner-system"
+    name: str = "deployment-tuner"
+    lease_duration_s: int = 30
+    identity_env: str = "POD_NAME"
+
+
+@dataclass(frozen=True)
+class Daemon:
+    """How ``tuner run`` operates."""
+
+    metrics_port: int = 9102
+    metrics_host: str = "0.0.0.0"
+    snapshot_interval_s: float = 30.0
+    leader_election: LeaderElection = field(default_factory=LeaderElection)
 
 
 @dataclass(frozen=True)
@@ -155,6 +181,7 @@ class Settings:
     prometheus: Prometheus = field(default_factory=Prometheus)
     kubernetes: Kubernetes = field(default_factory=Kubernetes)
     execute: Execute = field(default_factory=Execute)
+    daemon: Daemon = field(default_factory=Daemon)
 
 
 @cache
@@ -199,6 +226,7 @@ def settings_from_dict(document: Any) -> Settings:
         prometheus=Prometheus(**doc.get("prometheus", {})),
         kubernetes=Kubernetes(**doc.get("kubernetes", {})),
         execute=_execute(doc.get("execute", {})),
+        daemon=_daemon(doc.get("daemon", {})),
     )
 
 
@@ -254,3 +282,9 @@ def _execute(section: dict[str, Any]) -> Execute:
     if section.get("node_removal") == "command" and not command:
         raise InputError("execute.node_removal_command: required when node_removal is 'command'")
     return Execute(node_removal_command=command, **section)
+
+
+def _daemon(section: dict[str, Any]) -> Daemon:
+    section = dict(section)
+    election = LeaderElection(**section.pop("leader_election", {}))
+    return Daemon(leader_election=election, **section)

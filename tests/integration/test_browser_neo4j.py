@@ -81,12 +81,13 @@ def _require(ok: bool, message: str) -> None:
 
 
 def test_history_query_draws_the_styled_onion(neo4j: Neo4jServer, tmp_path: Path) -> None:
-    _require(Path("/usr/bin/chromium").exists(), "chromium missing: scripts/chromium.sh install")
     try:
-        from tests.support.browser import neo4j_browser
+        from tests.support.browser import chromium_executable, neo4j_browser
     except ImportError as err:  # playwright is in the dev extra
         _require(False, f"playwright missing: pip install -e '.[dev]' ({err})")
         raise
+    chromium = Path(chromium_executable())
+    _require(chromium.exists(), f"{chromium} missing: scripts/chromium.sh install")
     with neo4j.open() as kb:
         kb.record_many(HISTORY)
     node_names = {n.name for e in IN_BAND for n in e.nodes}

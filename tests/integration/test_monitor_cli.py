@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,27 +10,22 @@ import pytest
 
 from tests.support.exporter import ExportedDeployment, ExportedPod
 from tests.support.prometheus_fixture import PrometheusHarness
+from tuner.cli import main
 
 pytestmark = pytest.mark.prometheus
 
-ROOT = Path(__file__).parents[2]
 NS = "monitorcli"
 
 
-def tuner(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tuner.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        check=False,
-        timeout=60,
-    )
+def tuner(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``tuner ARGS`` through the CLI's main(): (exit status, stdout, stderr)."""
+    status = main(list(args))
+    out, err = capsys.readouterr()
+    return status, out, err
 
 
 def test_monitor_prints_load_verdict_and_reason(
-    prometheus: PrometheusHarness, tmp_path: Path
+    prometheus: PrometheusHarness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     exporter = prometheus.exporter
     exporter.set_cluster(
@@ -58,19 +50,54 @@ def test_monitor_prints_load_verdict_and_reason(
         )
     )
 
-    as_json = tuner("monitor", "--settings", str(settings), "--window", "5", "--format", "json")
-    as_text = tuner("monitor", "--settings", str(settings), "--window", "5")
+    status, out, err = tuner(
+        capsys, "monitor", "--settings", str(settings), "--window", "5", "--format", "json"
+    )
+    text_status, text, text_err = tuner(
+        capsys, "monitor", "--settings", str(settings), "--window", "5"
+    )
 
-    assert as_json.returncode == 0, as_json.stdout + as_json.stderr
-    report = json.loads(as_json.stdout)
+    assert status == 0, out + err
+    report = json.loads(out)
     assert report["verdict"] == "stable", report
     assert report["load"] == pytest.approx(5000.0, rel=0.1), report
     assert report["window"]["length_s"] == pytest.approx(5.0)
     assert report["load_query"].endswith('{pod=~"shop-.*"}[5s]))')
     assert "1 node, 2 pods in 1 workload," in report["reason"], report
-    assert as_text.returncode == 0, as_text.stdout + as_text.stderr
-    lines = dict(line.split(":", 1) for line in as_text.stdout.splitlines() if ":" in line)
-    assert lines["verdict"].strip() == "stable", as_text.stdout
-    assert float(lines["load"]) == pytest.approx(5000.0, rel=0.1), as_text.stdout
+    assert text_status == 0, text + text_err
+    lines = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    assert lines["verdict"].strip() == "stable", text
+    assert float(lines["load"]) == pytest.approx(5000.0, rel=0.1), text
     assert lines["reason"].strip().startswith("stable from ")
-    assert "Traceback" not in as_json.stderr + as_text.stderr
+    assert lines["judged"].strip() == "from kube-state-metrics"
+    assert "Traceback" not in err + text_err
+
+
+def test_monitor_when_prometheus_is_paused_says_which_query_timed_out(
+    prometheus: PrometheusHarness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = tmp_path / "settings.json"
+    settings.write_text(
+        json.dumps(
+            {
+                "load": {"query": "sum(rate(http_requests_total[$window]))"},
+                "prometheus": {"url": prometheus.url, "timeout_s": 0.5},
+            }
+        )
+    )
+    with prometheus.paused():
+        status, out, err = tuner(capsys, "monitor", "--settings", str(settings))
+
+    assert status == 1, out + err
+    lines = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    assert lines["verdict"].strip() == "unknown"
+    assert lines["load"].strip() == "unknown"
+    assert (
+        lines["reason"]
+        .strip()
+        .startswith(
+            f"stability query failed: Prometheus at {prometheus.url} did not answer within 0.5 s"
+        )
+    )
+    assert lines["failed"].strip().startswith("count by (__name__)")
+    assert err == ""

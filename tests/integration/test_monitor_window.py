@@ -21,9 +21,9 @@ from tests.support.prometheus_fixture import PrometheusHarness
 from tuner.model.cluster import Cluster
 from tuner.monitor import window as window_module
 from tuner.monitor.evidence import Probe
-from tuner.monitor.load import Load, LoadError
-from tuner.monitor.observe import WindowReport, measure_load, observe_window
-from tuner.monitor.prometheus import InstantResult, PrometheusClient, QueryError
+from tuner.monitor.load import Load
+from tuner.monitor.observe import WindowReport, observe_window
+from tuner.monitor.prometheus import InstantResult, PrometheusClient
 from tuner.monitor.series import Series
 from tuner.monitor.stability import Verdict
 from tuner.settings import Load as LoadSettings
@@ -275,45 +275,60 @@ def test_without_kube_state_metrics_the_snapshots_decide(
     assert "no API snapshots" in none.reason
 
 
-@pytest.mark.parametrize(
-    ("query", "expected"),
-    [
-        ('sum(rate(tuner_no_such_metric_total{namespace="$ns"}[10s]))', "returned no series"),
-        ("vector(0) / 0", "returned NaN"),
-        ("vector(1) / 0", "infinite"),
-        ('http_requests_total{namespace="$ns"}[10s]', "range vector"),
-        ('"text"', "string"),
-        ("sum(rate(http_requests_total[10s])", "bad_data"),
-    ],
-)
-def test_load_query_answers_that_are_not_a_load(
-    prometheus: PrometheusHarness, ns: str, query: str, expected: str
-) -> None:
-    prometheus.exporter.set_request_rate(ns, "web", 10.0)
-    prometheus.wait_for_scrapes(1)
-    with (
-        PrometheusClient(Prometheus(url=prometheus.url)) as client,
-        pytest.raises((QueryError, LoadError)) as caught,
-    ):
-        measure_load(client, query.replace("$ns", ns), time.time())
-    assert expected in str(caught.value)
-
-
-def test_a_failing_load_query_makes_the_window_unknown(
+def test_load_query_answers_that_are_not_a_load_make_the_window_unknown(
     prometheus: PrometheusHarness, ns: str
 ) -> None:
     prometheus.exporter.set_cluster(**two_workloads(ns))
+    prometheus.exporter.set_request_rate(ns, "web", 10.0)
     start = begin(prometheus)
     prometheus.wait_for_scrapes(2)
-    query = f'sum(rate(tuner_missing_total{{namespace="{ns}"}}[$window]))'
     end = time.time()
-    report = observe(settings_for(prometheus, end - start, query=query), end)
+    stable = observe(settings_for(prometheus, end - start, query="vector(1)"), end)
+    assert stable.actionable, stable
+    cases = {
+        f'sum(rate(tuner_missing_total{{namespace="{ns}"}}[$window]))': "returned no series",
+        "vector(0) / 0": "returned NaN",
+        "vector(1) / 0": "returned an infinite value",
+        "vector(-5)": "returned a negative load for the value (-5)",
+        f'http_requests_total{{namespace="{ns}"}}[$window]': "answered a range vector",
+        '"text"': "answered a string",
+        "sum(rate(http_requests_total[$window])": "refused the query: HTTP 400: bad_data",
+    }
+    for query, problem in cases.items():
+        report = observe(settings_for(prometheus, end - start, query=query), end)
+        assert report.verdict is Verdict.UNKNOWN, (query, report)
+        assert report.load is None
+        assert problem in report.reason, (query, report.reason)
+        assert report.failed_query == report.load_query
+        assert report.findings[0].endswith(f"(query: {report.load_query})")
+        assert report.findings[1:3] == ("otherwise stable", stable.reason)
+
+
+def test_a_slow_prometheus_times_out_into_unknown(prometheus: PrometheusHarness, ns: str) -> None:
+    prometheus.exporter.set_cluster(**two_workloads(ns))
+    prometheus.exporter.set_request_rate(ns, "web", 10.0)
+    start = begin(prometheus)
+    prometheus.wait_for_scrapes(2)
+    end = time.time()
+    query = f'sum(rate(http_requests_total{{namespace="{ns}"}}[$window]))'
+    settings = settings_for(prometheus, end - start, query=query, timeout_s=0.5)
+
+    with prometheus.paused():
+        began = time.monotonic()
+        report = observe(settings, end)
+        took = time.monotonic() - began
+    prometheus.wait_for_scrapes(1)
+    after = observe(settings, end)
+
     assert report.verdict is Verdict.UNKNOWN
-    assert report.load is None
-    assert report.reason.startswith("load query returned no series")
-    assert report.findings[1] == "otherwise stable"
-    assert report.failed_query == report.load_query
-    assert "tuner_missing_total" in report.failed_query
+    assert report.failed_query == Probe.PRESENCE.query("")
+    assert report.reason.startswith(
+        f"stability query failed: Prometheus at {prometheus.url} did not answer within 0.5 s "
+        f"(query: {report.failed_query})"
+    )
+    assert any(f.startswith("load query failed: Prometheus at ") for f in report.findings)
+    assert took < 5  # two queries, each given up after the timeout
+    assert after.verdict is Verdict.STABLE  # the same window once Prometheus answers again
 
 
 class StopsPrometheus:

@@ -23,9 +23,11 @@ with ``scripts/prometheus.sh install``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -125,6 +127,19 @@ class PrometheusHarness:
         server restart; ``False`` wipes it like the end of the session does.
         """
         self._script("stop", *(["--keep-data"] if keep_data else []))
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Freeze the Prometheus process (SIGSTOP) for the block, then let it go on (SIGCONT).
+
+        The kernel still accepts connections, but nothing answers: a hung, slow server.
+        """
+        pid = int((self.state_dir / "prometheus.pid").read_text().strip())
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
 
     def is_running(self) -> bool:
         """True when Prometheus answers ``/-/ready``."""

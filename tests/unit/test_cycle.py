@@ -12,33 +12,38 @@ import pytest
 from knowledge.embedded import EmbeddedKnowledgeBase
 from knowledge.records import execution_of
 from tests.support.builders import cluster, node, pod
-from tuner.cycle import (
-    CycleState,
-    Observation,
-    Outcome,
-    Ports,
-    TransitionResult,
-    Verdict,
-    run_cycle,
-)
+from tuner.cycle import CycleState, Outcome, Ports, TransitionResult, run_cycle
 from tuner.model.cluster import Cluster
 from tuner.model.movability import Policy, assess
+from tuner.monitor.load import Load
+from tuner.monitor.observe import WindowReport
+from tuner.monitor.stability import Verdict
 from tuner.plan.actions import Action, RemoveNode
 from tuner.settings import Analyse, Execute, Pricing, Settings, Windows
 
 WINDOW = 600.0
 
 
+@dataclass(frozen=True)
+class Seen:
+    """What the monitor says about a window, before the window's times are known."""
+
+    verdict: Verdict
+    reason: str
+    load: Load | None
+
+
 @dataclass
 class Script:
-    """Observations in order (the last one repeats)."""
+    """Monitor verdicts in order (the last one repeats), as the monitor's window reports."""
 
-    observations: list[Observation]
+    verdicts: list[Seen]
     windows: list[tuple[float, float]] = field(default_factory=list)
 
-    def observe(self, start: float, end: float) -> Observation:
+    def observe(self, start: float, end: float) -> WindowReport:
         self.windows.append((start, end))
-        return self.observations.pop(0) if len(self.observations) > 1 else self.observations[0]
+        seen = self.verdicts.pop(0) if len(self.verdicts) > 1 else self.verdicts[0]
+        return WindowReport(seen.verdict, seen.reason, seen.load, start, end, start)
 
 
 @dataclass
@@ -61,7 +66,7 @@ class Recorder:
         return TransitionResult(tuple(actions), True)
 
 
-STABLE = Observation(Verdict.STABLE, "nothing changed", 100.0)
+STABLE = Seen(Verdict.STABLE, "nothing changed", Load.scalar(100.0))
 
 
 def two_half_empty_nodes() -> Cluster:
@@ -108,7 +113,7 @@ def test_unstable_and_unknown_windows_retry_without_acting(kb: EmbeddedKnowledge
         (Verdict.UNSTABLE, Outcome.UNSTABLE),
         (Verdict.UNKNOWN, Outcome.UNKNOWN),
     ):
-        observer = Script([Observation(verdict, "pods changed", None)])
+        observer = Script([Seen(verdict, "pods changed", None)])
         actuator = Recorder(two_half_empty_nodes())
         report, _ = cycle(1000, CycleState(stable_since=0), settings(), observer, actuator, kb)
         assert report.outcome is outcome
@@ -142,6 +147,21 @@ def test_dry_run_plans_but_changes_nothing(kb: EmbeddedKnowledgeBase) -> None:
     assert report.outcome is Outcome.PLANNED
     assert actuator.calls[0][1] is True
     assert state.stable_since == 0
+    assert report.recorded is None and kb.list() == []  # a dry run writes nothing
+
+
+def test_a_load_vector_is_recorded_under_its_total(kb: EmbeddedKnowledgeBase) -> None:
+    vector = Seen(Verdict.STABLE, "stable", Load.vector({'{service="a"}': 60, '{service="b"}': 40}))
+    report, _ = cycle(
+        1000,
+        CycleState(stable_since=0),
+        settings(),
+        Script([vector]),
+        Recorder(two_half_empty_nodes()),
+        kb,
+    )
+    assert report.load == 100.0
+    assert [e.load for e in kb.list()] == [100.0]
 
 
 def test_a_chosen_previous_deployment_leaves_the_kb_until_it_proves_stable(
@@ -208,3 +228,16 @@ def test_candidate_delay_spans_cycles(kb: EmbeddedKnowledgeBase) -> None:
     assert second.outcome is Outcome.STAYED  # 600 s < 900 s
     third, _ = cycle(2000, state, s, Script([STABLE]), actuator, kb)
     assert third.outcome is Outcome.ACTED
+
+
+def test_after_a_change_the_next_window_starts_a_warm_up_later(kb: EmbeddedKnowledgeBase) -> None:
+    s = replace(settings(), windows=Windows(measure_s=WINDOW, retry_s=60, warmup_s=120))
+    actuator = Recorder(two_half_empty_nodes())
+    report, state = cycle(1000, CycleState(), s, Script([STABLE]), actuator, kb)
+    assert report.outcome is Outcome.ACTED
+    assert report.next_in == 120 + WINDOW
+    observer = Script([STABLE])
+    waiting, _ = cycle(1600, state, s, observer, actuator, kb)
+    assert waiting.outcome is Outcome.WAITING
+    assert waiting.next_in == pytest.approx(120)
+    assert observer.windows == []  # the window would have held the change's warm-up

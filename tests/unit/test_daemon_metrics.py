@@ -44,7 +44,9 @@ def _acted_report() -> CycleReport:
     c = cluster([node("a"), node("b")], [pod("w-1", "a"), pod("w-2", "b")])
     plan = build_report(c, s, analyse(c, s, [], random.Random(0)))
     result = TransitionResult(plan.actions[:1], False, "wrong node")
-    return CycleReport(Outcome.FAILED, 0, 600, "x", 600, 100.0, plan, result, "id")
+    return CycleReport(
+        Outcome.FAILED, 0, 600, "x", 600, load=100.0, plan=plan, result=result, recorded="id"
+    )
 
 
 def test_cycles_actions_and_costs_are_exported(served: tuple[Metrics, str]) -> None:

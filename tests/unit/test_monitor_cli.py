@@ -4,18 +4,17 @@ refusing or not Prometheus at all. Each must end in one clear message, never a t
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from tuner.cli import main
 from tuner.monitor.command import render_text
 from tuner.monitor.evidence import Probe
 from tuner.monitor.load import Load
@@ -24,20 +23,24 @@ from tuner.monitor.prometheus import PrometheusClient, QueryError
 from tuner.monitor.stability import Verdict
 from tuner.settings import Prometheus
 
-ROOT = Path(__file__).parents[2]
 PRESENCE = Probe.PRESENCE.query("")
 
 
-def tuner(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tuner.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
-        check=False,
-        timeout=60,
-    )
+@dataclass(frozen=True)
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def tuner(capsys: pytest.CaptureFixture[str], *args: str) -> Run:
+    """``tuner ARGS`` through the CLI's main() (an escaping exception fails the test)."""
+    try:
+        status = main(list(args))
+    except SystemExit as exit:  # argparse refusing an argument
+        status = int(exit.code or 0)
+    out, err = capsys.readouterr()
+    return Run(status, out, err)
 
 
 def settings_file(tmp_path: Path, document: dict[str, object]) -> str:
@@ -62,9 +65,9 @@ def closed_port() -> int:
     ],
 )
 def test_bad_settings_are_one_line_and_exit_2(
-    tmp_path: Path, document: dict[str, object], message: str
+    tmp_path: Path, document: dict[str, object], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    result = tuner("monitor", "--settings", settings_file(tmp_path, document))
+    result = tuner(capsys, "monitor", "--settings", settings_file(tmp_path, document))
     assert result.returncode == 2
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("tuner: error: ")
@@ -72,21 +75,23 @@ def test_bad_settings_are_one_line_and_exit_2(
     assert result.stdout == ""
 
 
-def test_a_non_positive_window_is_refused(tmp_path: Path) -> None:
-    result = tuner("monitor", "--window", "0")
+def test_a_non_positive_window_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    result = tuner(capsys, "monitor", "--window", "0")
     assert result.returncode == 2
     assert "window must be > 0 seconds" in result.stderr
 
 
-def test_prometheus_down_gives_an_unknown_verdict_naming_the_query(tmp_path: Path) -> None:
+def test_prometheus_down_gives_an_unknown_verdict_naming_the_query(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     url = f"http://127.0.0.1:{closed_port()}"
     path = settings_file(tmp_path, {"load": {"query": "up"}, "prometheus": {"url": url}})
 
-    text = tuner("monitor", "--settings", path)
-    as_json = tuner("monitor", "--settings", path, "--format", "json")
+    text = tuner(capsys, "monitor", "--settings", path)
+    as_json = tuner(capsys, "monitor", "--settings", path, "--format", "json")
 
     assert text.returncode == 1
-    assert "Traceback" not in text.stderr
+    assert text.stderr == ""
     lines = text.stdout.splitlines()
     assert "verdict:  unknown" in lines
     assert "load:     unknown" in lines
@@ -112,12 +117,14 @@ def silent_server() -> Iterator[str]:
     server.close()
 
 
-def test_a_slow_prometheus_times_out_into_unknown(tmp_path: Path, silent_server: str) -> None:
+def test_a_slow_prometheus_times_out_into_unknown(
+    tmp_path: Path, silent_server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = settings_file(
         tmp_path,
         {"load": {"query": "up"}, "prometheus": {"url": silent_server, "timeout_s": 0.5}},
     )
-    result = tuner("monitor", "--settings", path, "--format", "json")
+    result = tuner(capsys, "monitor", "--settings", path, "--format", "json")
     report = json.loads(result.stdout)
     assert result.returncode == 1
     assert report["verdict"] == "unknown"
@@ -146,7 +153,7 @@ class Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def proxy() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
@@ -161,6 +168,70 @@ def test_the_bearer_token_comes_from_the_named_environment_variable(proxy: str) 
     with_token = PrometheusClient(settings, environ={"MY_PROM_TOKEN": "s3cret"})
     with with_token, pytest.raises(QueryError, match=r"unexpected answer from .*: not JSON"):
         with_token.instant("up", 0.0)
+
+
+class AnswerServer(ThreadingHTTPServer):
+    """Not Prometheus, but speaks its envelope: answers every request with :attr:`body`."""
+
+    body: object = None
+
+
+class Answers(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        assert isinstance(self.server, AnswerServer)
+        body = json.dumps(self.server.body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def answers() -> Iterator[AnswerServer]:
+    server = AnswerServer(("127.0.0.1", 0), Answers)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _vector(*samples: object) -> dict[str, object]:
+    result = [{"metric": {"pod": "web-1"}, "value": sample} for sample in samples]
+    return {"status": "success", "data": {"resultType": "vector", "result": result}}
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (_vector([1.7e9, "abc"]), "unexpected sample"),
+        (_vector(["yesterday", "1"]), "unexpected sample"),
+        (_vector(["NaN", "1"]), "unexpected sample"),
+        (_vector([1.7e9]), "unexpected sample"),
+        (_vector("1"), "unexpected sample"),
+        (
+            {"status": "success", "data": {"resultType": "vector", "result": [7]}},
+            "unexpected series",
+        ),
+        ({"status": "success", "data": {"resultType": "vector", "result": {}}}, "not a list"),
+        ({"status": "success"}, "unexpected answer from"),
+        (["not", "an", "object"], "unexpected answer from"),
+    ],
+)
+def test_an_answer_of_an_unexpected_shape_is_a_query_error(
+    answers: AnswerServer, body: object, message: str
+) -> None:
+    answers.body = body
+    url = f"http://127.0.0.1:{answers.server_address[1]}"
+    with PrometheusClient(Prometheus(url=url)) as client:
+        with pytest.raises(QueryError, match=message) as caught:
+            client.instant("sum(up)", 1.7e9)
+        assert caught.value.query == "sum(up)"
+        with pytest.raises(QueryError, match="sum\\(up\\)"):
+            client.range("sum(up)", 1.7e9, 1.7e9 + 10, 5)
 
 
 def test_text_report_lists_a_load_vector_and_every_finding() -> None:

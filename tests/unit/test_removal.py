@@ -158,6 +158,30 @@ def test_candidate_delay_limits_attempts_to_ripe_candidates() -> None:
     assert run(c, settings(candidate_delay_s=0), CandidateTimers(), now=5).removal is not None
 
 
+def test_without_candidates_the_reason_is_the_check_not_the_delay() -> None:
+    full = cluster([node("a", "1", "1Gi"), node("b", "1", "1Gi")], [pod("w-1", "a", "900m")])
+    s = settings(candidate_delay_s=600, thresholds=Thresholds(cpu=Fraction(85, 100)))
+    result = run(full, s, CandidateTimers(), now=0)
+    assert result.removal is None and not result.candidates
+    assert "candidate delay" not in result.reason
+    assert "no node passed the candidate check" in result.reason
+
+
+def test_a_cordoned_nodes_free_room_is_not_usable_headroom() -> None:
+    # c is cordoned and keeps a StatefulSet pod: its 3.9 free cores are no headroom. Emptying
+    # a or b leaves 3500m on one 4-core node: 3600m over 4100m usable is 87.8 % > 85 %.
+    nodes = [node("a"), node("b"), node("c", unschedulable=True)]
+    pods = [
+        pod("big-1", "a", "2500m"),
+        pod("small-1", "b", "1000m"),
+        pod("db-0", "c", "100m", kind="StatefulSet"),
+    ]
+    s = settings(thresholds=Thresholds(cpu=Fraction(85, 100)))
+    result = run(cluster(nodes, pods), s)
+    assert result.removal is None
+    assert "usable utilization" in result.reason
+
+
 def test_candidate_timers_reset_when_a_node_drops_out() -> None:
     timers = CandidateTimers().update({"a", "b"}, now=0)
     timers = timers.update({"a"}, now=100)

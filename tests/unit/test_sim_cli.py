@@ -38,3 +38,32 @@ def test_same_seed_gives_the_same_table(capsys: pytest.CaptureFixture[str]) -> N
 def test_unknown_scenario_is_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "--scenario", "no-such-scenario"]) == 2
     assert "unknown scenario" in capsys.readouterr().err
+
+
+def test_readme_section_between_the_markers_is_regenerated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        "# Title\n\n<!-- evaluation:begin -->\nstale table\n<!-- evaluation:end -->\n\nafter\n"
+    )
+    out = tmp_path / "docs" / "evaluation"
+    args = ["simulate", "--scenario", "thesis-wide", "--hours", "0.25", "--output", str(out)]
+    assert main([*args, "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert "stale table" not in text
+    assert text.startswith("# Title\n\n<!-- evaluation:begin -->\n#### Thesis pattern 1")
+    assert "| CA + tuner |" in text
+    assert "![thesis-wide](docs/evaluation/thesis-wide.png)" in text
+    assert text.endswith("<!-- evaluation:end -->\n\nafter\n")
+
+
+def test_readme_without_markers_is_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("# no markers\n")
+    args = ["simulate", "--scenario", "thesis-wide", "--hours", "0.25"]
+    assert main([*args, "--output", str(tmp_path), "--readme", str(readme)]) == 2
+    assert "no <!-- evaluation:begin -->" in capsys.readouterr().err
+    assert readme.read_text() == "# no markers\n"

@@ -95,3 +95,21 @@ def test_emptied_node_left_to_the_autoscaler_goes_after_its_unneeded_time() -> N
     assert sim.cluster_state.nodes[spare].unschedulable
     sim.advance(700)
     assert spare not in sim.cluster_state.nodes
+
+
+def test_replicaset_scale_down_takes_pods_from_the_node_with_most_replicas() -> None:
+    # kube-controller-manager's ranking: of ready, bound pods, those sharing a node with more
+    # replicas of the set go first (then the most recently bound).
+    sim = Simulation(small(initial_nodes=2), 1)
+    sim.advance(120)
+    state = sim.cluster_state
+    api = next(s for s in sim.replicas if s.name == "api")
+    for pod in state.pods_of(api):
+        state.delete_pod(pod)
+    first, second = sorted(state.nodes)[:2]
+    for node, bound in ((first, 0.0), (first, 10.0), (second, 20.0)):  # all Ready by now
+        state.bind(state.create_pod(api, bound), state.nodes[node], bound)
+    sim.replicas[api] = 2
+    sim.reconcile()
+    assert sorted(p.node or "" for p in state.pods_of(api)) == [first, second]
+    assert [p.bound_at for p in state.pods_of(api) if p.node == first] == [0.0]

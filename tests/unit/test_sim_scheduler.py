@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from tuner.model.scheduling import Taint
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.scheduler import Scheduler
@@ -67,3 +69,22 @@ def test_cordoned_and_not_ready_nodes_are_filtered() -> None:
 def test_a_pod_that_fits_nowhere_stays_pending() -> None:
     cluster = cluster_of(1000, 1000)
     assert place(cluster, BIG) is None
+
+
+def test_scores_match_kube_schedulers_formulas_by_hand() -> None:
+    # e2-standard-4 allocatable: 4000m - (60 + 10 + 2 * 5)m = 3920m; memory 16 GiB minus
+    # 25 % of 4 GiB, 20 % of 4 GiB, 10 % of 8 GiB and a 100 MiB eviction threshold.
+    alloc_cpu, alloc_mem = 3920, 16 * 2**30 - 2791728742 - 100 * 2**20
+    cluster = cluster_of(2000, 0)
+    pod = cluster.create_pod(WEB, 0)  # 500m, 256 MiB
+    nodes = [cluster.nodes["n-0001"], cluster.nodes["n-0002"]]
+    scores = Scheduler(random.Random(0)).scores(pod, nodes)
+    expected = []
+    for used in (2000, 0):
+        cpu, mem = (used + 500) / alloc_cpu, 2**28 / alloc_mem
+        least = ((1 - cpu) + (1 - mem)) / 2 * 100  # NodeResourcesFit, LeastAllocated
+        balanced = (1 - abs(cpu - mem) / 2) * 100  # BalancedAllocation: 1 - std of 2 shares
+        expected.append(1 * least + 1 * balanced + 2 * 0 + 3 * 100)  # no affinity, no taints
+    assert scores == pytest.approx(expected)
+    # 2000m more is 51 % of the node's CPU; each of the two scores loses half of that
+    assert scores[1] - scores[0] == pytest.approx(2 * (2000 / alloc_cpu / 2 * 100))

@@ -258,7 +258,7 @@ def find_removal(
         greedy.commit(index, moves, delta)
         chosen.append((index, moves))
     if not chosen:
-        if eligible is not None and not eligible & candidates:
+        if eligible is not None and candidates and not eligible & candidates:
             last_reason = "no candidate has passed its candidate delay yet"
         return RemovalResult(None, f"no node can be removed ({last_reason})", candidates, timers)
     final: dict[str, tuple[Pod, str]] = {}

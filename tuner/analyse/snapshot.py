@@ -117,7 +117,10 @@ class Snapshot:
         )
 
     def usable(self, node: int) -> Resources:
-        """Usable capacity of a node in the simulated state."""
+        """Usable capacity of a node in the simulated state; a cordoned node's free part is
+        usable by no pod, so it contributes only its requests."""
+        if self.nodes[node].unschedulable:
+            return self.requested(node)
         return usable_capacity(self.nodes[node].allocatable, self.requested(node), self.usability)
 
     def max_cpu_share(self, nodes: Iterable[int]) -> float:

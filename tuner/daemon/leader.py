@@ -1,9 +1,13 @@
 """Leader election through a ``coordination.k8s.io/v1`` Lease, so two replicas never act at once.
 
 The holder renews the lease every ``duration / 3``; another replica takes it over only after it
-expired (renew time + duration in the past). Every write carries the resourceVersion it read, so
-two replicas racing for an expired lease cannot both win: the API server rejects the loser's write
-with 409 Conflict. A cycle runs only while :meth:`LeaderElection.is_leader` holds.
+expired: the holder and renew time it read stayed the same for a whole duration by its own
+clock (client-go's rule, immune to clock skew between replicas). Every write carries the
+resourceVersion it read, so two replicas racing for an expired lease cannot both win: the API
+server rejects the loser's write with 409 Conflict. The holder counts itself leader only until
+two thirds of the duration after its last successful renewal (client-go's renew deadline), so
+it stops acting before anyone else may take over; a failed renewal is retried until then,
+another holder ends it at once.
 """
 
 from __future__ import annotations
@@ -11,12 +15,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +43,10 @@ class LeaderElection:
         self.identity = identity
         self.duration_s = duration_s
         self._leader_until = 0.0
+        self.last_error = ""
+        """Why the last acquire or renewal failed."""
+        self._observed: tuple[object, object] = (None, None)
+        self._observed_at = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -50,14 +60,17 @@ class LeaderElection:
             lease: Any = self.leases.read_namespaced_lease(self.name, self.namespace)
         except ApiException as err:
             if err.status != 404:
-                return self._lost(f"cannot read lease: {err.status} {err.reason}")
+                return self._failed(f"cannot read lease: {err.status} {err.reason}")
             return self._write(None)
+        except HTTPError as err:
+            return self._failed(f"cannot read lease: {err}")
         spec = lease.spec
         holder = spec.holder_identity
-        renewed = spec.renew_time or spec.acquire_time
-        expired = renewed is None or (
-            (_now() - renewed).total_seconds() > (spec.lease_duration_seconds or self.duration_s)
-        )
+        record = (holder, spec.renew_time or spec.acquire_time)
+        if record != self._observed:
+            self._observed, self._observed_at = record, time.monotonic()
+        unchanged_s = time.monotonic() - self._observed_at
+        expired = unchanged_s > (spec.lease_duration_seconds or self.duration_s)
         if holder in (self.identity, None, "") or expired:
             return self._write(lease)
         return self._lost(f"lease held by {holder}")
@@ -79,13 +92,15 @@ class LeaderElection:
             log.warning("could not release lease %s: %s %s", self.name, err.status, err.reason)
         self._leader_until = 0.0
 
-    def keep_renewing(self) -> None:
-        """Renew (or try to acquire) every duration / 3 in a background thread."""
+    def keep_renewing(self, on_lost: Callable[[str], None] = lambda _why: None) -> None:
+        """Renew every duration / 3 in a background thread; call ``on_lost`` (once, from that
+        thread) when the lease is lost, and stop renewing."""
 
         def loop() -> None:
-            while not self._stop.is_set():
-                self.try_acquire()
-                self._stop.wait(self.duration_s / 3)
+            while not self._stop.wait(self.duration_s / 3):
+                if not self.try_acquire() and not self.is_leader():
+                    on_lost(self.last_error)
+                    return
 
         self._thread = threading.Thread(target=loop, daemon=True, name="leader-election")
         self._thread.start()
@@ -120,13 +135,25 @@ class LeaderElection:
         try:
             call()
         except ApiException as err:
-            reason = "another replica won the lease" if err.status in (409, 422) else err.reason
-            return self._lost(f"{err.status} {reason}")
-        self._leader_until = started + self.duration_s
+            if err.status in (409, 422):
+                return self._lost(f"{err.status}: another replica won the lease")
+            return self._failed(f"cannot write lease: {err.status} {err.reason}")
+        except HTTPError as err:
+            return self._failed(f"cannot write lease: {err}")
+        self._leader_until = started + self.duration_s * 2 / 3
+        self.last_error = ""
         return True
 
     def _lost(self, why: str) -> bool:
+        """Someone else holds the lease: not leader from now on."""
         if self.is_leader():
             log.warning("lost leadership: %s", why)
         self._leader_until = 0.0
+        self.last_error = why
+        return False
+
+    def _failed(self, why: str) -> bool:
+        """The API server did not answer as hoped: still leader until the renew deadline."""
+        log.warning("lease %s: %s", self.name, why)
+        self.last_error = why
         return False

@@ -63,6 +63,11 @@ class Metrics:
             "When the last cycle finished (wall clock)",
             registry=self.registry,
         )
+        self.leader = Gauge(
+            "tuner_leader",
+            "1 while this replica holds the lease (always 1 without leader election)",
+            registry=self.registry,
+        )
         self.stale_after_s = stale_after_s
         self._finished = time.time()
 
@@ -82,6 +87,10 @@ class Metrics:
                 self.actions.labels(action_op(failed), "failed").inc()
         self._finished = time.time()
         self.last_cycle.set(self._finished)
+
+    def touch(self) -> None:
+        """Count as alive without a cycle (a standby replica waiting for the lease)."""
+        self._finished = time.time()
 
     def healthy(self) -> bool:
         """True while cycles keep finishing."""

@@ -30,6 +30,13 @@ def _describe(action: Action) -> tuple[str, str, str, str]:
             return ("remove_node", node, node, "")
 
 
+def describe(action: Action) -> str:
+    """One line: ``migrate ns/pod node-1 -> node-2``, ``remove_node node-3``, ..."""
+    op, obj, source, target = _describe(action)
+    where = f"{source} -> {target}" if source and target else (f"-> {target}" if target else source)
+    return f"{op} {obj}" + (f" {where}" if where and where != obj else "")
+
+
 def render_text(report: PlanReport) -> str:
     """The decision, costs, utilization and a table of the ordered actions."""
     analysis = report.analysis

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.errors import ServiceError
+from tuner.errors import InputError, ServiceError
 from tuner.monitor.evidence import REQUIRED_METRICS, Probe, WindowEvidence, evidence_from_series
 from tuner.monitor.load import Load, LoadError, load_from_scalar, load_from_vector, load_query
 from tuner.monitor.load import render_query as render_load_query
@@ -92,9 +92,11 @@ def observe_window(
     :class:`~tuner.monitor.snapshots.SnapshotHistory`). The load is ``load.query`` (or the
     2019 ``load.pod_name`` query) evaluated at ``end`` with ``$window`` = the window's length.
 
-    Never raises for a failing service: a failed or nonsensical answer makes the verdict
-    ``unknown`` and the reason names the query. Raises :class:`~tuner.errors.InputError` only
-    for settings without a load query. After the call, schedule the next window with
+    Never raises for a failing service (Prometheus down, slow, refusing, answering nonsense;
+    a snapshot that cannot be read): the verdict is then ``unknown``, the reason says why and
+    :attr:`WindowReport.failed_query` names the failed query. Raises only for bad input:
+    :class:`~tuner.errors.InputError` for settings without a load query, ValueError when
+    ``start`` is not before ``end``. After the call, schedule the next window with
     :func:`next_window_end`.
     """
     windows = settings.windows
@@ -199,7 +201,7 @@ def _from_snapshots(
     try:
         first = snapshots.snapshot(window.checked_start)
         last = snapshots.snapshot(window.end)
-    except ServiceError as err:
+    except (ServiceError, InputError) as err:  # InputError: objects that do not parse
         return Assessment(Verdict.UNKNOWN, (f"{why}, and the API snapshot failed: {err}",))
     if first is None or last is None:
         missing = clock_time(window.checked_start if first is None else window.end)

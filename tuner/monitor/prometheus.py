@@ -188,10 +188,11 @@ def _series_list(query: str, result: Any, key: str) -> tuple[Series, ...]:
         samples = [raw] if key == "value" else raw
         points: list[Point] = []
         for sample in samples:
-            value = _number(sample[1]) if isinstance(sample, list | tuple) else None
-            if value is None or len(sample) != 2:
+            pair = sample if isinstance(sample, list | tuple) and len(sample) == 2 else (None, None)
+            at, value = _number(pair[0]), _number(pair[1])
+            if at is None or value is None or not math.isfinite(at):
                 raise QueryError(query, f"unexpected sample {sample!r:.100}")
-            points.append((float(sample[0]), value))
+            points.append((at, value))
         labels = {str(k): str(v) for k, v in item["metric"].items()}
         out.append(Series(MappingProxyType(labels), tuple(points)))
     return tuple(out)

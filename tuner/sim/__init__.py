@@ -6,9 +6,11 @@ published requests and HPAs (``workloads``), node types with real prices (``pric
 kube-scheduler's default scoring (``scheduler``), the HPA (``hpa``), the Cluster Autoscaler
 (``autoscaler``), the cluster state and its ``Cluster`` view (``state``), the tick loop
 (``engine``), the simulated executor (``executor``), what is recorded (``metrics``), the
-strategies run next to the autoscalers (``strategies``:
-CA alone, the 2019 tuner, this tuner), scenarios (``scenarios``), and the comparison, tables
-and plots (``report``, ``plots``, ``evaluate``; ``tuner simulate``).
+daemon cycle's ports over a simulation (``ports``), the strategies run next to the autoscalers
+(``strategies``: CA alone, the 2019 tuner, this tuner through the daemon's own cycle),
+scenarios (``scenarios``), the comparison, tables and plots (``report``, ``plots``,
+``evaluate``; ``tuner simulate``) and the moderator in accelerated time (``demo``;
+``tuner demo``).
 
 Driving a simulation from outside (e.g. the daemon's moderator loop for a demo)
 --------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,11 @@ def add_simulate_parser(commands: Any) -> None:
     simulate.add_argument("--hours", type=_hours, help="simulated hours after the warm-up")
     simulate.add_argument("--seed", type=int, default=1)
     simulate.add_argument("--output", type=Path, help="directory for the PNGs and results")
+    simulate.add_argument(
+        "--readme",
+        type=Path,
+        help="also put the tables and plots between this file's evaluation markers",
+    )
     simulate.set_defaults(run=run_simulate)
 
 
@@ -48,11 +54,14 @@ def run_simulate(args: argparse.Namespace) -> int:
     """Run ``tuner simulate``."""
     from tuner.sim.evaluate import simulate
 
+    if not getattr(args, "verbose", False):  # thousands of simulated cycles: decisions only
+        logging.getLogger("tuner.cycle").setLevel(logging.WARNING)
     simulate(
         args.scenario,
         tuple(args.strategy or STRATEGY_NAMES),
         args.hours,
         args.seed,
         args.output,
+        args.readme,
     )
     return 0

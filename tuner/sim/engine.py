@@ -10,6 +10,7 @@ so a seed gives one exact run.
 
 from __future__ import annotations
 
+import math
 import random
 from collections import deque
 from collections.abc import Sequence
@@ -76,6 +77,10 @@ class Window:
     end: float
     stable: bool
     load: float
+    pending: int = 0
+    """Pods pending now."""
+    changed: float = -math.inf
+    """When the node set, the per-workload pod counts or the pending count last changed."""
 
 
 class Simulation:
@@ -135,11 +140,11 @@ class Simulation:
         """Whether the last ``seconds`` were stable (same nodes and per-workload pod counts,
         no pending pods) and the mean load over them."""
         start = self.now - seconds
-        stable = self._stable_since <= start + 1e-9 and not any(
-            p.node is None for p in self.cluster_state.pods.values()
-        )
+        pending = sum(1 for p in self.cluster_state.pods.values() if p.node is None)
+        stable = self._stable_since <= start + 1e-9 and not pending
         served = [load for t, load in self._loads if t >= start - 1e-9]
-        return Window(start, self.now, stable, sum(served) / len(served) if served else 0.0)
+        load = sum(served) / len(served) if served else 0.0
+        return Window(start, self.now, stable, load, pending, self._stable_since - self.tick)
 
     def apply(
         self, actions: Sequence[Action], node_removal: str = "autoscaler"

@@ -1,12 +1,15 @@
 """``tuner simulate``: run scenarios under every strategy, print the tables, write the plots.
 
 Output directory (``--output``): one ``<scenario>.png`` per scenario, ``results.md`` (every
-table) and ``results.json`` (every figure, for scripts). Progress goes to stderr (tqdm).
+table) and ``results.json`` (every figure, for scripts). With ``--readme``, the tables and plots
+also replace what stands between the README's ``<!-- evaluation:begin -->`` and
+``<!-- evaluation:end -->`` markers. Progress goes to stderr (tqdm).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -15,6 +18,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from tuner.errors import InputError
 from tuner.sim.engine import Scenario
 from tuner.sim.plots import plot
 from tuner.sim.report import ORDER, Comparison, compare, table
@@ -47,6 +51,8 @@ def summary(comparison: Comparison) -> dict[str, Any]:
                 "gap_to_lower_bound": round(comparison.gap(o.strategy), 4),
                 "pending_pod_seconds": o.pending_pod_seconds,
                 "seconds_over_cpu": o.short_seconds,
+                "stable_windows": o.windows[0],
+                "windows_checked": o.windows[1],
                 "actions": vars(o.actions),
                 "decisions": o.decisions,
             }
@@ -55,14 +61,52 @@ def summary(comparison: Comparison) -> dict[str, Any]:
     }
 
 
+BEGIN = "<!-- evaluation:begin -->"
+END = "<!-- evaluation:end -->"
+
+
+def readme_parts(readme: Path) -> tuple[str, str]:
+    """The README's text before its evaluation section and after it."""
+    try:
+        text = readme.read_text(encoding="utf-8")
+    except OSError as err:
+        raise InputError(f"cannot read {readme}: {err}") from err
+    head, begin, rest = text.partition(BEGIN)
+    _old, end, tail = rest.partition(END)
+    if not begin or not end:
+        raise InputError(f"{readme} has no {BEGIN} ... {END} section to fill")
+    return head, tail
+
+
+def update_readme(readme: Path, results: Sequence[Comparison], output: Path) -> None:
+    """Put every scenario's table and plot between the README's evaluation markers."""
+    head, tail = readme_parts(readme)
+    images = Path(os.path.relpath(output, readme.parent)).as_posix()
+    blocks = []
+    for comparison in results:
+        sc = comparison.scenario
+        blocks.append(
+            f"#### {sc.title} ({sc.duration / 3600:g} h, seed {comparison.seed})\n\n"
+            f"{table(comparison)}\n\n![{sc.name}]({images}/{sc.name}.png)\n"
+        )
+    generated = "\n".join(blocks)
+    readme.write_text(f"{head}{BEGIN}\n{generated}{END}{tail}", encoding="utf-8")
+
+
 def simulate(
     name: str,
     strategies: Sequence[str] = ORDER,
     hours: float | None = None,
     seed: int = 1,
     output: Path | None = None,
+    readme: Path | None = None,
 ) -> list[Comparison]:
-    """Run, print and (with ``output``) write the comparison of every scenario."""
+    """Run, print and (with ``output``) write the comparison of every scenario; with
+    ``readme`` (and ``output``) also fill the README's evaluation section."""
+    if readme is not None and output is None:
+        raise InputError("--readme needs --output (where the plots go)")
+    if readme is not None:
+        readme_parts(readme)  # fail before hours of simulation, not after
     chosen = scenarios_for(name, hours)
     total = sum((s.warmup + s.duration) * (len(set(strategies) | {"autoscaler"})) for s in chosen)
     results: list[Comparison] = []
@@ -95,4 +139,6 @@ def simulate(
         (output / "results.json").write_text(
             json.dumps([summary(c) for c in results], indent=2) + "\n", encoding="utf-8"
         )
+        if readme is not None:
+            update_readme(readme, results, output)
     return results

@@ -4,6 +4,7 @@ and the lower bound, above the load (headless matplotlib)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -12,6 +13,13 @@ import matplotlib.pyplot as plt
 
 from tuner.sim.report import Comparison
 from tuner.sim.strategies import LABELS
+
+STYLES: dict[str, dict[str, Any]] = {
+    "autoscaler": {"color": "tab:blue", "linewidth": 3.5, "alpha": 0.45},
+    "tuner2019": {"color": "tab:orange", "linewidth": 1.2},
+    "tuner": {"color": "tab:green", "linewidth": 1.4, "linestyle": "--"},
+}
+"""A wide, light CA-alone line under a dashed tuner line: where they are equal, both show."""
 
 
 def plot(comparison: Comparison, path: Path) -> Path:
@@ -29,7 +37,7 @@ def plot(comparison: Comparison, path: Path) -> Path:
             series.cost,
             where="post",
             label=LABELS[outcome.strategy],
-            linewidth=1.2,
+            **STYLES.get(outcome.strategy, {}),
         )
     cost_axis.step(
         hours,

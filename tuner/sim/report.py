@@ -3,7 +3,8 @@
 Per strategy: node-hours, cost, savings against the Cluster Autoscaler alone, gap to the lower
 bound, pending-pod-seconds (pods waiting for a node), seconds over 100 % CPU demand
 (workload-seconds in which an HPA-scaled workload's CPU demand exceeded the requests of its ready
-pods) and the actions taken (failed = verification failed, transition stopped).
+pods), how many of the windows a tuner checked were stable (it acts on no other), and the actions
+taken (failed = verification failed, transition stopped).
 
 The lower bound, per tick, is the cheapest number of nodes of the pool's type that could hold
 the requests of the CA-alone run's pods: max over CPU, memory and pod slots of
@@ -34,6 +35,8 @@ class Outcome:
     tick: float
     actions: ActionCounts
     decisions: dict[str, int]
+    windows: tuple[int, int] = (0, 0)
+    """(stable, checked) windows of a tuner; (0, 0) for the autoscaler alone."""
 
     @property
     def node_hours(self) -> float:
@@ -131,7 +134,8 @@ def run(
         if progress is not None:
             progress(chunk)
     decisions = dict(getattr(sim.strategy, "decisions", {}))
-    return Outcome(strategy, sim.series, sim.tick, sim.actions, decisions)
+    windows = (getattr(sim.strategy, "stable_windows", 0), getattr(sim.strategy, "windows", 0))
+    return Outcome(strategy, sim.series, sim.tick, sim.actions, decisions, windows)
 
 
 def compare(
@@ -169,22 +173,24 @@ def table(comparison: Comparison) -> str:
     currency = comparison.scenario.currency
     rows = [
         "| strategy | node-hours | cost | savings vs CA | gap to lower bound "
-        "| pending pod-s | s over 100 % CPU | actions |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
+        "| pending pod-s | s over 100 % CPU | stable windows | actions |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for outcome in comparison.outcomes:
         name = outcome.strategy
         savings = "—" if name == BASELINE else f"{comparison.savings(name) * 100:+.1f} %"
+        stable, checked = outcome.windows
+        windows = f"{stable} of {checked}" if checked else "—"
         rows.append(
             f"| {LABELS[name]} | {outcome.node_hours:.2f} | {outcome.cost:.3f} {currency} "
             f"| {savings} | {comparison.gap(name) * 100:+.1f} % "
             f"| {outcome.pending_pod_seconds:.0f} | {outcome.short_seconds:.0f} "
-            f"| {_actions(outcome.actions)} |"
+            f"| {windows} | {_actions(outcome.actions)} |"
         )
     rows.append(
         f"| lower bound | {comparison.lower_bound_node_hours:.2f} "
         f"| {comparison.lower_bound_cost:.3f} {currency} "
         f"| {(1 - comparison.lower_bound_cost / comparison.outcome(BASELINE).cost) * 100:+.1f} % "
-        "| — | — | — | — |"
+        "| — | — | — | — | — |"
     )
     return "\n".join(rows)

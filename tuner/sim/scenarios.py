@@ -12,6 +12,10 @@ load a different day of a real trace): ``online-boutique`` (6 copies, Alibaba 20
 e2-standard-4), ``sock-shop`` (6 copies, Google 2019, AWS m5.xlarge), ``robot-shop`` (10
 copies, Azure v2, AWS m5.large), ``social-network`` (4 copies, Google 2019, e2-standard-4).
 
+For ``tuner demo`` only (not in ``--scenario all``): ``demo``, Online Boutique x3 at a steady
+load on six e2-standard-2 nodes as a peak left them, every node above the Cluster Autoscaler's
+50 % scale-down threshold.
+
 A scenario file is JSON::
 
     {"name": "mine", "node_type": "e2-standard-4", "initial_nodes": 3, "max_nodes": 40,
@@ -38,6 +42,7 @@ from tuner.sim.load import (
     NARROW_PEAKS,
     WIDE_PEAKS,
     LoadPattern,
+    Phase,
     Phases,
     TraceReplay,
     trace_series,
@@ -141,6 +146,30 @@ def _multi(
     return build
 
 
+def _demo(hours: float | None) -> Scenario:
+    """Online Boutique x3 at a steady 20 req/s each on six e2-standard-2 nodes, as a peak left
+    them: the pods are spread over every node, each above the Cluster Autoscaler's 50 %."""
+    duration = 2 * 3600.0 if hours is None else hours * 3600
+    services: list[Service] = []
+    loads: dict[str, LoadPattern] = {}
+    for i in range(3):
+        namespace = f"{ONLINE_BOUTIQUE.name}-{i + 1}"
+        services += ONLINE_BOUTIQUE.in_namespace(namespace)
+        loads[namespace] = Phases(1800, (Phase(1800 + duration, 20.0),))
+    daemons, system = SYSTEMS["eks"]
+    return Scenario(
+        name="demo",
+        title="Online Boutique x3, steady load, on six e2-standard-2 nodes left by a peak",
+        services=(*services, *system),
+        daemonsets=daemons,
+        loads=loads,
+        autoscaler=AutoscalerConfig(NODE_TYPES["e2-standard-2"], max_nodes=20),
+        initial_nodes=6,
+        duration=duration,
+        sources=(ONLINE_BOUTIQUE.name, "steady load (demo)"),
+    )
+
+
 SCENARIOS: dict[str, Callable[[float | None], Scenario]] = {
     "thesis-wide": _thesis("thesis-wide", WIDE_PEAKS, "Thesis pattern 1: wide peaks"),
     "thesis-narrow": _thesis("thesis-narrow", NARROW_PEAKS, "Thesis pattern 2: narrow peaks"),
@@ -210,15 +239,18 @@ SCENARIOS: dict[str, Callable[[float | None], Scenario]] = {
 }
 THESIS_SCENARIOS = ("thesis-wide", "thesis-narrow", "thesis-high-frequency")
 MULTI_SERVICE = ("online-boutique", "sock-shop", "robot-shop", "social-network")
+DEMO_SCENARIOS: dict[str, Callable[[float | None], Scenario]] = {"demo": _demo}
+"""Scenarios for ``tuner demo``, not part of the evaluation (``--scenario all``)."""
 
 
 def scenario(name: str, hours: float | None = None) -> Scenario:
     """A named scenario, or one read from a JSON file."""
-    if name in SCENARIOS:
-        return SCENARIOS[name](hours)
+    known = {**SCENARIOS, **DEMO_SCENARIOS}
+    if name in known:
+        return known[name](hours)
     path = Path(name)
     if not path.is_file():
-        raise InputError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}, or a file")
+        raise InputError(f"unknown scenario {name!r}; known: {', '.join(known)}, or a file")
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:

@@ -1,11 +1,15 @@
 """An in-memory knowledge base for simulations: stable deployments keyed by load.
 
-The same records (``knowledge.records.Execution``) the real backends store; only the storage
-is a list, so a multi-hour simulation does not touch a disk.
+The same records (``knowledge.records.Execution``) and the same contract
+(``knowledge.base.KnowledgeBase``) as the real backends; only the storage is a dict, so a
+multi-hour simulation does not touch a disk.
 """
 
 from __future__ import annotations
 
+from types import TracebackType
+
+from knowledge.base import load_band
 from knowledge.records import Execution
 
 
@@ -16,14 +20,50 @@ class MemoryKnowledge:
         self.entries: dict[str, Execution] = {}
 
     def record(self, execution: Execution) -> None:
-        """Store a stable deployment."""
+        """Store a stable deployment (idempotent by id)."""
         self.entries[execution.id] = execution
 
     def find_by_load(self, load: float, delta: float) -> list[Execution]:
-        """Entries with ``load * (1 - delta) <= entry.load <= load * (1 + delta)``."""
-        low, high = load * (1 - delta), load * (1 + delta)
-        return [e for e in self.entries.values() if low <= e.load <= high]
+        """Entries with load in ``load * (1 +- delta)``, cheapest first, ties by lower
+        cpu_ratio."""
+        low, high = load_band(load, delta)
+        found = [e for e in self.entries.values() if low <= e.load <= high]
+        return sorted(found, key=lambda e: (e.cost, e.cpu_ratio, e.id))
 
-    def delete(self, execution_id: str) -> None:
-        """Forget an entry (chosen, or found unattainable)."""
-        self.entries.pop(execution_id, None)
+    def get(self, execution_id: str) -> Execution | None:
+        """One entry, or None."""
+        return self.entries.get(execution_id)
+
+    def delete(self, execution_id: str) -> bool:
+        """Forget an entry (chosen, or found unattainable); True when it existed."""
+        return self.entries.pop(execution_id, None) is not None
+
+    def list(self, limit: int | None = None) -> list[Execution]:
+        """Entries, newest first."""
+        newest = sorted(self.entries.values(), key=lambda e: (-e.end, e.id))
+        return newest if limit is None else newest[:limit]
+
+    def prune(self, *, older_than: float | None = None, keep: int | None = None) -> int:
+        """Delete entries older than ``older_than`` and all but the newest ``keep``."""
+        doomed: set[str] = set()
+        if older_than is not None:
+            doomed = {e.id for e in self.entries.values() if e.end < older_than}
+        if keep is not None:
+            doomed |= {e.id for e in self.list()[keep:]}
+        for execution_id in doomed:
+            del self.entries[execution_id]
+        return len(doomed)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def __enter__(self) -> MemoryKnowledge:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()

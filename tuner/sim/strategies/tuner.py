@@ -1,6 +1,6 @@
-"""This project's tuner in the simulator: the real ``tuner.analyse.decision.analyse`` and
-``tuner.plan.planner.plan``, fed by the simulated monitor and carried out by the simulated
-executor, with an in-memory knowledge base.
+"""This project's tuner in the simulator: the daemon's own cycle (``tuner.cycle.run_cycle``: the
+real monitor verdict rules, knowledge-base bookkeeping, ``tuner.analyse`` and ``tuner.plan``) over
+the simulation's ports (``tuner.sim.ports``), with an in-memory knowledge base.
 
 Settings (:func:`simulation_settings`): the scenario's node price table; cluster thresholds of
 85 % CPU and memory requests (headroom for the next HPA scale-up); up to two nodes per plan;
@@ -13,20 +13,13 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Sequence
 from fractions import Fraction
 
-from knowledge.records import execution_of
-from tuner.analyse.decision import Choice, analyse
-from tuner.analyse.removal import CandidateTimers
-from tuner.model.movability import Policy, assess
-from tuner.plan.actions import Action
-from tuner.plan.planner import plan
-from tuner.plan.replay import InfeasiblePlan
+from tuner.cycle import CycleState, Ports, run_cycle
 from tuner.settings import Analyse, Execute, Load, Pricing, Settings, Thresholds, Windows
-from tuner.sim.engine import Scenario, Simulation, Window
+from tuner.sim.engine import Scenario, Simulation
+from tuner.sim.ports import SimActuator, SimObserver
 from tuner.sim.strategies.knowledge import MemoryKnowledge
-from tuner.sim.strategies.windowed import WindowedTuner
 
 
 def simulation_settings(scenario: Scenario, seed: int) -> Settings:
@@ -47,46 +40,34 @@ def simulation_settings(scenario: Scenario, seed: int) -> Settings:
     )
 
 
-class ProjectTuner(WindowedTuner):
-    """The tuner's MAPE-K loop over the simulated cluster."""
+class ProjectTuner:
+    """The daemon's cycle, run whenever the previous one said the next is due."""
 
     name = "tuner"
 
     def __init__(self, scenario: Scenario, seed: int, settings: Settings | None = None) -> None:
         self.settings = settings or simulation_settings(scenario, seed)
-        super().__init__(
-            self.settings.windows.measure_s,
-            self.settings.windows.retry_s,
-            self.settings.execute.node_removal,
-        )
         self.rng = random.Random(seed)
         self.knowledge = MemoryKnowledge()
-        self.timers = CandidateTimers()
+        self.state = CycleState()
+        self.next_check = 0.0
+        self.windows = 0
+        """Windows the monitor judged."""
+        self.stable_windows = 0
         self.decisions: Counter[str] = Counter()
-        self.infeasible = 0
+        self._ports: Ports | None = None
 
-    def decide(self, sim: Simulation, window: Window) -> Sequence[Action]:
-        """Monitor (record the stable deployment), analyse, plan."""
-        settings = self.settings
-        cluster = sim.cluster()
-        movability = assess(cluster, Policy(settings.analyse.excluded_namespaces))
-        self.knowledge.record(
-            execution_of(
-                cluster, movability, settings.pricing, window.load, window.start, window.end
-            )
-        )
-        history = self.knowledge.find_by_load(window.load, settings.load.delta)
-        analysis = analyse(cluster, settings, history, self.rng, self.timers, sim.now)
-        self.timers = analysis.removal.timers or self.timers
-        for execution_id, _ in analysis.previous.unattainable:
-            self.knowledge.delete(execution_id)
-        if analysis.decision is Choice.PREVIOUS and analysis.previous.execution is not None:
-            self.knowledge.delete(analysis.previous.execution.id)
-        self.decisions[analysis.decision.value] += 1
-        if analysis.change.empty:
-            return ()
-        try:
-            return plan(cluster, analysis.change)
-        except InfeasiblePlan:
-            self.infeasible += 1
-            return ()
+    def on_tick(self, sim: Simulation) -> None:
+        """Run a cycle when one is due."""
+        if sim.now < self.next_check:
+            return
+        if self._ports is None:
+            actuator = SimActuator(sim, self.settings.execute.node_removal)
+            self._ports = Ports(SimObserver(sim), actuator, self.knowledge)
+        report, self.state = run_cycle(sim.now, self.state, self.settings, self._ports, self.rng)
+        if report.window is not None:
+            self.windows += 1
+            self.stable_windows += report.window.actionable
+        if report.plan is not None:
+            self.decisions[report.plan.analysis.decision.value] += 1
+        self.next_check = sim.now + report.next_in

@@ -1,0 +1,154 @@
+"""Each action on the real control plane: it succeeds, is verified, and leaves nothing behind."""
+
+from __future__ import annotations
+
+from tests.cluster.conftest import make_actuator, model_pod
+from tests.support.cluster_fixture import ClusterHarness
+from tuner.execute.actuator import KubeActuator
+from tuner.execute.marks import Keys
+from tuner.model.cluster import Workload
+from tuner.model.resources import Resources
+from tuner.plan.actions import Add, Migrate, Remove, RemoveNode
+from tuner.settings import settings_from_dict
+
+KEYS = Keys()
+
+
+def _three_nodes(kube: ClusterHarness) -> list[str]:
+    return [kube.add_node(f"{kube.namespace}-n{i}") for i in (1, 2, 3)]
+
+
+def test_migrate_moves_the_pod_to_the_destination(
+    kube: ClusterHarness, actuator: KubeActuator
+) -> None:
+    nodes = _three_nodes(kube)
+    kube.deployment("web", 1)
+    ((name, source),) = kube.placement("app=web").items()
+    target = next(n for n in nodes if n != source)
+
+    result = actuator.carry_out([Migrate(model_pod(kube, name), target)], dry_run=False)
+
+    assert result.completed, result.reason
+    assert len(result.done) == 1
+    placement = kube.placement("app=web")
+    assert name not in placement
+    assert list(placement.values()) == [target]
+    assert kube.leftovers() == []
+
+
+def test_add_starts_one_more_pod_on_the_destination(
+    kube: ClusterHarness, actuator: KubeActuator
+) -> None:
+    nodes = _three_nodes(kube)
+    kube.deployment("web", 2)
+    before = kube.placement("app=web")
+    target = nodes[0]
+    workload = Workload(kube.namespace, "Deployment", "web")
+
+    result = actuator.carry_out([Add(workload, target, Resources(500, 256 << 20))], dry_run=False)
+
+    assert result.completed, result.reason
+    after = kube.placement("app=web")
+    new = set(after) - set(before)
+    assert len(after) == 3 and len(new) == 1
+    assert after[new.pop()] == target
+    assert kube.apps.read_namespaced_deployment("web", kube.namespace).spec.replicas == 3
+    assert kube.leftovers() == []
+
+
+def test_remove_takes_exactly_the_chosen_pod(kube: ClusterHarness, actuator: KubeActuator) -> None:
+    _three_nodes(kube)
+    kube.deployment("web", 3)
+    before = kube.placement("app=web")
+    chosen = sorted(before)[1]
+
+    result = actuator.carry_out([Remove(model_pod(kube, chosen))], dry_run=False)
+
+    assert result.completed, result.reason
+    kube.wait_available("web", 2)
+    after = kube.placement("app=web")
+    assert set(after) == set(before) - {chosen}
+    assert kube.apps.read_namespaced_deployment("web", kube.namespace).spec.replicas == 2
+    assert kube.leftovers() == []
+
+
+def test_remove_node_empties_and_deletes_it(kube: ClusterHarness, actuator: KubeActuator) -> None:
+    nodes = _three_nodes(kube)
+    kube.deployment("web", 3)
+    victim = next(iter(kube.placement("app=web").values()))
+
+    result = actuator.carry_out([RemoveNode(victim)], dry_run=False)
+
+    assert result.completed, result.reason
+    assert victim not in {n.metadata.name for n in kube.core.list_node().items}
+    kube.wait_available("web", 3)
+    assert victim not in kube.placement("app=web").values()
+    assert set(kube.placement("app=web").values()) <= set(nodes) - {victim}
+    assert kube.leftovers() == []
+
+
+def test_a_workload_that_is_not_onboarded_is_still_moved_by_eviction(
+    kube: ClusterHarness, actuator: KubeActuator
+) -> None:
+    nodes = _three_nodes(kube)
+    kube.deployment("plain", 1, onboarded=False)
+    ((name, source),) = kube.placement("app=plain").items()
+    target = next(n for n in nodes if n != source)
+    dry: list[str] = []
+    KubeActuator(kube.api, settings_from_dict(kube.settings_doc()), echo=dry.append).carry_out(
+        [Migrate(model_pod(kube, name), target)], dry_run=True
+    )
+
+    result = actuator.carry_out([Migrate(model_pod(kube, name), target)], dry_run=False)
+
+    assert "not onboarded: no placement control" in dry[0]
+    assert result.completed, result.reason
+    kube.wait_available("plain", 1)
+    assert name not in kube.placement("app=plain")
+    assert kube.leftovers() == []
+
+
+def test_remove_node_left_for_the_autoscaler_stays_cordoned(kube: ClusterHarness) -> None:
+    _three_nodes(kube)
+    kube.deployment("web", 2)
+    victim = next(iter(kube.placement("app=web").values()))
+    actuator = make_actuator(kube, node_removal="autoscaler")
+
+    result = actuator.carry_out([RemoveNode(victim)], dry_run=False)
+
+    assert result.completed, result.reason
+    node = kube.core.read_node(victim)
+    assert node.spec.unschedulable
+    assert KEYS.left_for_removal in node.metadata.annotations
+    assert KEYS.managed not in node.metadata.labels
+    assert not any(t.key == KEYS.taint for t in node.spec.taints or [])
+    assert victim not in kube.placement("app=web").values()
+    assert actuator.recover() == []  # the autoscaler's node now: not uncordoned
+    assert kube.core.read_node(victim).spec.unschedulable
+
+
+def test_remove_node_by_a_provider_command(kube: ClusterHarness) -> None:
+    _three_nodes(kube)
+    kube.deployment("web", 2)
+    victim = next(iter(kube.placement("app=web").values()))
+    command = [kube.env["TUNER_KUBECTL"], "--kubeconfig", kube.kubeconfig, "delete", "node"]
+    actuator = make_actuator(kube, node_removal="command", node_removal_command=command)
+
+    result = actuator.carry_out([RemoveNode(victim)], dry_run=False)
+
+    assert result.completed, result.reason
+    assert victim not in {n.metadata.name for n in kube.core.list_node().items}
+
+
+def test_a_failing_provider_command_undoes_the_cordon(kube: ClusterHarness) -> None:
+    _three_nodes(kube)
+    kube.deployment("web", 1)
+    victim = next(iter(kube.placement("app=web").values()))
+    actuator = make_actuator(kube, node_removal="command", node_removal_command=["false"])
+
+    result = actuator.carry_out([RemoveNode(victim)], dry_run=False)
+
+    assert not result.completed
+    assert "exited 1" in result.reason
+    assert not kube.core.read_node(victim).spec.unschedulable
+    assert kube.leftovers() == []

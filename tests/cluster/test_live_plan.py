@@ -1,0 +1,53 @@
+"""A plan computed by ``tuner plan --live`` on the real control plane, carried out."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.cluster.conftest import make_actuator
+from tests.support.cluster_fixture import REPO_ROOT, ClusterHarness
+from tuner.execute.plan_file import actions_from_json
+from tuner.monitor.kube import read_cluster
+
+
+def test_a_live_plan_empties_a_node_and_removes_it(kube: ClusterHarness, tmp_path: Path) -> None:
+    nodes = [kube.add_node(f"{kube.namespace}-n{i}") for i in (1, 2, 3)]
+    kube.deployment("web", 3)
+    settings = tmp_path / "settings.json"
+    document = kube.settings_doc()
+    document["analyse"] = {"candidate_delay_s": 0, "excluded_namespaces": ["kube-system"]}
+    settings.write_text(json.dumps(document), encoding="utf-8")
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tuner.cli",
+            "plan",
+            "--live",
+            "--settings",
+            str(settings),
+            "--format",
+            "json",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    plan = json.loads(out)
+    assert plan["decision"] == "remove_nodes"
+    (removed,) = plan["removed_nodes"]
+    actions = actions_from_json(plan["actions"], read_cluster(kube.api))
+    assert {a["op"] for a in plan["actions"]} >= {"migrate", "remove_node"}
+
+    result = make_actuator(kube).carry_out(actions, dry_run=False)
+
+    assert result.completed, result.reason
+    assert len(result.done) == len(actions)
+    assert removed not in {n.metadata.name for n in kube.core.list_node().items}
+    kube.wait_available("web", 3)
+    assert set(kube.placement("app=web").values()) <= set(nodes) - {removed}
+    assert kube.leftovers() == []

@@ -1,0 +1,327 @@
+"""The Neo4j backend on the real server: concurrent writers, outages, atomic writes.
+
+Every test runs against the server that ``tests.support.neo4j_fixture`` starts through
+``scripts/neo4j.sh``; nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from knowledge import neo4j_cypher
+from knowledge.base import KnowledgeError
+from knowledge.neo4j_store import Neo4jKnowledgeBase
+from knowledge.records import Execution, NodeState, WorkloadType, execution_of
+from tests.support.builders import cluster, node, pod
+from tests.support.neo4j_fixture import Neo4jServer
+from tuner.analyse.decision import Choice
+from tuner.cycle import CycleState, Outcome, Ports, TransitionResult, run_cycle
+from tuner.model.cluster import Cluster
+from tuner.model.movability import Policy, assess
+from tuner.monitor.load import Load
+from tuner.monitor.observe import WindowReport
+from tuner.monitor.stability import Verdict
+from tuner.plan.actions import Action
+from tuner.settings import Analyse, Pricing, Settings, Windows
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKLOADS = [
+    WorkloadType(f"shop/Deployment/app-{i}", 100 * (1 + i % 4), 2**28 * (1 + i % 3), True)
+    for i in range(8)
+] + [WorkloadType("shop/StatefulSet/db", 1000, 2**32, False)]
+
+
+def synthetic(id: str, seed: int, nodes: int = 3) -> Execution:
+    """An execution whose nodes run random workloads of the shared pool (shared Pod vertices)."""
+    rng = random.Random(seed)
+    states, used = [], set()
+    for n in range(nodes):
+        picked = sorted(rng.sample(range(len(WORKLOADS)), 3))
+        used.update(picked)
+        pods = tuple(sorted((WORKLOADS[w].workload, rng.randint(1, 3)) for w in picked))
+        states.append(NodeState(f"node-{n}", 4000, 16 * 2**30, "e2-standard-4", 0.134, pods))
+    return Execution(
+        id=id,
+        start=1000.0 + seed,
+        end=1600.0 + seed,
+        load=100.0 + seed % 10,
+        cost=round(0.134 * nodes, 3),
+        cpu_ratio=rng.random(),
+        nodes=tuple(states),
+        workloads=tuple(WORKLOADS[w] for w in sorted(used)),
+    )
+
+
+def graph_counts(neo4j: Neo4jServer) -> dict[str, int]:
+    (row,) = neo4j.run(
+        "RETURN COUNT { (:Execution) } AS executions, COUNT { (:Node) } AS nodes, "
+        "COUNT { (:Pod) } AS pods, COUNT { ()-[:HAS_NODE]->() } AS has_node, "
+        "COUNT { ()-[:RAN]->() } AS ran"
+    )
+    return dict(row)
+
+
+def test_two_tuners_recording_at_once_lose_nothing(neo4j: Neo4jServer) -> None:
+    """Two writers with their own drivers, overlapping ids and shared pod types."""
+    common = [synthetic(f"common-{i}", 1000 + i) for i in range(15)]
+    own = {
+        name: [synthetic(f"{name}-{i}", seed + i) for i in range(40)]
+        for name, seed in (("a", 0), ("b", 500))
+    }
+    start = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def tuner(name: str) -> None:
+        try:
+            with neo4j.open() as kb:
+                start.wait(timeout=30)
+                mine = own[name] + common
+                random.Random(name).shuffle(mine)
+                for execution in mine:
+                    kb.record(execution)
+        except BaseException as err:  # reported by the main thread
+            errors.append(err)
+
+    threads = [threading.Thread(target=tuner, args=(name,)) for name in own]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert errors == []
+    expected = {e.id: e for e in [*common, *own["a"], *own["b"]]}
+    with neo4j.open() as kb:
+        stored = {e.id: e for e in kb.list()}
+    assert stored == expected
+    counts = graph_counts(neo4j)
+    nodes = sum(len(e.nodes) for e in expected.values())
+    assert counts["nodes"] == counts["has_node"] == nodes
+    assert counts["ran"] == sum(len(n.pods) for e in expected.values() for n in e.nodes)
+    assert counts["pods"] == len({w for e in expected.values() for w in e.workloads})
+
+
+def test_rerecording_an_id_replaces_its_deployment_without_leftovers(neo4j: Neo4jServer) -> None:
+    first = synthetic("same", 1, nodes=4)
+    second = replace(synthetic("same", 2, nodes=2), id="same")
+    with neo4j.open() as kb:
+        kb.record(first)
+        kb.record(second)
+        kb.record(second)
+        assert kb.get("same") == second
+    counts = graph_counts(neo4j)
+    assert (counts["executions"], counts["nodes"], counts["has_node"]) == (1, 2, 2)
+
+
+def test_a_failing_write_leaves_nothing_behind(
+    neo4j: Neo4jServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last statement of the record transaction fails: the first two are rolled back."""
+    old = synthetic("old", 3)
+    with neo4j.open(retry_s=1.0) as kb:
+        kb.record(old)
+        before = graph_counts(neo4j)
+        broken = neo4j_cypher.CREATE_NODES + "WITH count(*) AS done RETURN 1 / 0 AS boom"
+        monkeypatch.setattr(neo4j_cypher, "CREATE_NODES", broken)
+        new_pod = WorkloadType("other/Deployment/new", 50, 2**20, True)
+        fresh = replace(
+            synthetic("fresh", 4),
+            workloads=(*synthetic("fresh", 4).workloads, new_pod),
+        )
+        changed = replace(synthetic("old", 5, nodes=1), id="old")
+        for execution in (fresh, changed):
+            with pytest.raises(KnowledgeError, match="record failed") as failure:
+                kb.record(execution)
+            assert "\n" not in str(failure.value)
+        monkeypatch.undo()
+        assert kb.get("fresh") is None
+        assert kb.get("old") == old  # the earlier version is intact
+    assert graph_counts(neo4j) == before
+    assert neo4j.run("MATCH (p:Pod {workload: 'other/Deployment/new'}) RETURN p") == []
+
+
+SLOW_WRITER = """
+import sys
+from knowledge import neo4j_cypher
+from knowledge.neo4j_store import Neo4jKnowledgeBase
+from tests.integration.test_neo4j_store import synthetic
+
+# The nodes are written, then the transaction keeps the server busy until it is killed.
+neo4j_cypher.CREATE_NODES += (
+    "WITH count(*) AS done UNWIND range(1, 2000000000) AS i WITH i WHERE i < 0 RETURN count(i)"
+)
+uri, password = sys.argv[1], sys.argv[2]
+with Neo4jKnowledgeBase(uri, "neo4j", password, query_timeout_s=600) as kb:
+    kb.record_many([synthetic(f"half-{i}", i) for i in range(20)])
+"""
+
+
+def test_a_tuner_killed_mid_write_leaves_no_half_execution(neo4j: Neo4jServer) -> None:
+    writer = subprocess.Popen(
+        [sys.executable, "-c", SLOW_WRITER, neo4j.uri, neo4j.password],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not _running_transactions(neo4j, "range(1, 2000000000)"):
+            assert writer.poll() is None, "the writer ended before it was killed"
+            assert time.monotonic() < deadline, "the write never started"
+            time.sleep(0.2)
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(timeout=30)
+        deadline = time.monotonic() + 120
+        while _running_transactions(neo4j, "range(1, 2000000000)"):
+            assert time.monotonic() < deadline, "the server kept the dead writer's transaction"
+            time.sleep(0.2)
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait()
+    assert graph_counts(neo4j) == {
+        "executions": 0,
+        "nodes": 0,
+        "pods": 0,
+        "has_node": 0,
+        "ran": 0,
+    }
+
+
+def _running_transactions(neo4j: Neo4jServer, fragment: str) -> bool:
+    rows = neo4j.run("SHOW TRANSACTIONS YIELD currentQuery RETURN currentQuery")
+    return any(fragment in (row["currentQuery"] or "") for row in rows)
+
+
+# --- an outage ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def restarts(neo4j: Neo4jServer) -> Iterator[Neo4jServer]:
+    """The server, started again after the test whatever happened (other tests need it)."""
+    try:
+        yield neo4j
+    finally:
+        if not neo4j.is_running():
+            neo4j.start()
+
+
+def test_an_outage_is_one_clear_error_and_the_store_reconnects(restarts: Neo4jServer) -> None:
+    neo4j = restarts
+    kept = synthetic("kept", 6)
+    with neo4j.open(retry_s=1.0, connect_timeout_s=1.0) as kb:
+        kb.record(kept)
+        neo4j.stop(keep_data=True)
+        for attempt in (
+            lambda: kb.find_by_load(100.0, 0.1),
+            lambda: kb.record(synthetic("lost", 7)),
+            lambda: kb.delete("kept"),
+            kb.list,
+        ):
+            started = time.monotonic()
+            with pytest.raises(KnowledgeError) as failure:
+                attempt()
+            assert time.monotonic() - started < 30
+            message = str(failure.value)
+            assert "\n" not in message
+            assert neo4j.uri in message and "unreachable" in message, message
+        with pytest.raises(KnowledgeError, match="connect failed") as opening:
+            neo4j.open(retry_s=1.0, connect_timeout_s=1.0)
+        assert "\n" not in str(opening.value)
+
+        neo4j.start()
+        assert kb.find_by_load(100.0, 0.1) == [kept]  # the same store, reconnected
+        kb.record(synthetic("after", 8))
+        assert {e.id for e in kb.list()} == {"kept", "after"}
+
+
+# --- the tuner's cycle across an outage ----------------------------------------------------
+
+
+class Stable:
+    """A monitor that sees every window stable at load 100."""
+
+    def observe(self, start: float, end: float) -> WindowReport:
+        return WindowReport(
+            Verdict.STABLE, "nothing changed", Load.scalar(100.0), start, end, start
+        )
+
+
+class Fixed:
+    """Serves a fixed cluster; carrying out always succeeds."""
+
+    def __init__(self, now: Cluster) -> None:
+        self.cluster = now
+        self.calls: list[tuple[Action, ...]] = []
+
+    def read(self) -> Cluster:
+        return self.cluster
+
+    def carry_out(self, actions: list[Action], *, dry_run: bool) -> TransitionResult:
+        self.calls.append(tuple(actions))
+        return TransitionResult(tuple(actions), True)
+
+
+def test_the_cycle_keeps_running_through_an_outage_and_recovers(
+    restarts: Neo4jServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Down: only the previous-deployment option is skipped. Back: it is found again."""
+    neo4j = restarts
+    settings = Settings(
+        pricing=Pricing(price_per_core=1.0, price_per_gb=0.0),
+        analyse=Analyse(excluded_namespaces=frozenset(), candidate_delay_s=0, remove_nodes=False),
+        windows=Windows(measure_s=600, retry_s=60, warmup_s=0),
+    )
+    then = cluster([node("x")], [pod("w-1", "x"), pod("w-2", "x")])
+    cheaper = execution_of(then, assess(then, Policy(frozenset())), settings.pricing, 100.0, 0, 600)
+    now = Fixed(cluster([node("x"), node("y")], [pod("w-1", "x"), pod("w-2", "y")]))
+    with neo4j.open(retry_s=1.0, connect_timeout_s=1.0) as kb:
+        kb.record(cheaper)
+        ports = Ports(Stable(), now, kb)
+        neo4j.stop(keep_data=True)
+        with caplog.at_level(logging.WARNING):
+            report, state = run_cycle(
+                1000, CycleState(stable_since=0), settings, ports, random.Random(0)
+            )
+        assert report.outcome is Outcome.STAYED
+        assert report.recorded is None
+        assert "previous-deployment option skipped this window" in caplog.text
+        assert "stable deployment not recorded" in caplog.text
+
+        neo4j.start()
+        report, state = run_cycle(1700, state, settings, ports, random.Random(0))
+        assert report.outcome is Outcome.ACTED
+        assert report.plan is not None and report.plan.analysis.decision is Choice.PREVIOUS
+        assert state.awaiting == cheaper.id
+        assert kb.get(cheaper.id) is None  # chosen: it returns once proved stable
+        assert report.recorded is not None and kb.get(report.recorded) is not None
+
+
+def test_a_read_only_store_refuses_writes(neo4j: Neo4jServer) -> None:
+    with neo4j.open() as kb:
+        kb.record(synthetic("a", 9))
+    with Neo4jKnowledgeBase(neo4j.uri, neo4j.user, neo4j.password, read_only=True) as kb:
+        assert [e.id for e in kb.list()] == ["a"]
+        for attempt in (
+            lambda: kb.record(synthetic("b", 10)),
+            lambda: kb.delete("a"),
+            lambda: kb.prune(keep=0),
+        ):
+            with pytest.raises(KnowledgeError, match="read-only"):
+                attempt()
+    assert graph_counts(neo4j)["executions"] == 1
+
+
+def test_a_wrong_password_is_named(neo4j: Neo4jServer) -> None:
+    with pytest.raises(KnowledgeError, match="authentication failed") as failure:
+        Neo4jKnowledgeBase(neo4j.uri, neo4j.user, "not-the-password", retry_s=1.0)
+    message = str(failure.value)
+    assert "\n" not in message and message.startswith(f"Neo4j at {neo4j.uri}")

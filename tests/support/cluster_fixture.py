@@ -1,0 +1,351 @@
+"""pytest plugin: a real, private Kubernetes control plane with KWOK fake nodes.
+
+Enable it from ``tests/conftest.py`` (``pytest_plugins``). Fixtures:
+
+``kube_harness`` (session)
+    Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok through
+    ``scripts/cluster.sh up`` on free ports, with a unique cluster name and a private state
+    dir under pytest's tmp dir (the binaries come from the shared build cache; an empty cache
+    is built first). Stops and wipes it at the end of the session.
+``kube`` (function)
+    The harness with a fresh namespace for the test; afterwards the namespace and every
+    node the test created are deleted (namespace first, so that no pod of this test is
+    left pending to land on the next test's nodes).
+
+Tests using them get the ``cluster`` marker. Without Go and an empty cache they are skipped,
+or fail when ``CI`` or ``TUNER_REQUIRE_CLUSTER`` is set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from tuner.execute.affinity import with_preference
+from tuner.execute.marks import Keys
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = REPO_ROOT / "scripts" / "cluster.sh"
+PORTS = ("APISERVER", "ETCD", "ETCD_PEER", "KCM", "SCHEDULER", "KWOK")
+T = TypeVar("T")
+
+__all__ = ["ClusterHarness", "kube", "kube_harness"]
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def eventually(probe: Callable[[], T | None], timeout_s: float = 60.0, what: str = "") -> T:
+    """Poll ``probe`` (test set-up only) until it returns something truthy."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            value = probe()
+        except (ApiException, urllib3.exceptions.HTTPError, OSError):
+            value = None  # e.g. the API server is restarting
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what or probe}")
+        time.sleep(0.1)
+
+
+class ClusterHarness:
+    """A running private control plane: its environment, an API client and set-up helpers."""
+
+    def __init__(self, state_dir: Path, name: str) -> None:
+        ports = _free_ports(len(PORTS))
+        self.env = {
+            **os.environ,
+            "TUNER_CLUSTER_NAME": name,
+            "TUNER_CLUSTER_STATE": str(state_dir),
+            **{f"TUNER_{p}_PORT": str(port) for p, port in zip(PORTS, ports, strict=True)},
+        }
+        self.namespace = "default"
+        self.nodes: list[str] = []
+        self._names = itertools.count(1)
+
+    # ------------------------------------------------------------ lifecycle --
+    def script(self, *args: str, timeout: float = 1800) -> str:
+        """Run ``scripts/cluster.sh ARGS`` for this cluster; its stdout."""
+        done = subprocess.run(
+            [str(SCRIPT), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"cluster.sh {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+        return done.stdout
+
+    def start(self) -> None:
+        """``up``, then read the exported environment (KUBECONFIG, TUNER_AUDIT_LOG, ...)."""
+        for line in self.script("up").splitlines():
+            if line.startswith("export "):
+                key, _, value = line.removeprefix("export ").partition("=")
+                self.env[key] = value
+        self.kubeconfig = self.env["KUBECONFIG"]
+        self.audit_log = Path(self.env["TUNER_AUDIT_LOG"])
+        self.api = self.new_api()
+        self.core = client.CoreV1Api(self.api)
+        self.apps = client.AppsV1Api(self.api)
+
+    def stop(self) -> None:
+        """``down``: stop every component and remove the state."""
+        self.script("down", timeout=120)
+
+    def new_api(self) -> client.ApiClient:
+        """A fresh API client for this cluster."""
+        configuration = client.Configuration()
+        config.load_kube_config(config_file=self.kubeconfig, client_configuration=configuration)
+        return client.ApiClient(configuration)
+
+    def settings_doc(self, **execute: Any) -> dict[str, Any]:
+        """A settings document pointing at this cluster (short timeouts for tests)."""
+        return {
+            "kubernetes": {"kubeconfig": self.kubeconfig},
+            "execute": {
+                "node_removal": "delete-node",
+                "verify_timeout_s": 30,
+                "eviction_retries": 2,
+                "eviction_backoff_s": 0.2,
+                "api_retry_s": 30,
+                **execute,
+            },
+        }
+
+    # --------------------------------------------------------------- set-up --
+    def new_namespace(self) -> str:
+        """A fresh namespace whose default ServiceAccount exists (pods need it)."""
+        name = f"t{os.getpid()}-{next(self._names)}"
+        self.core.create_namespace({"metadata": {"name": name}})
+
+        def account() -> bool:
+            try:
+                self.core.read_namespaced_service_account("default", name)
+            except ApiException:
+                return False
+            return True
+
+        eventually(account, what=f"the default ServiceAccount in {name}")
+        self.namespace = name
+        return name
+
+    def add_node(
+        self,
+        name: str,
+        *,
+        cpu: str = "4",
+        memory: str = "8Gi",
+        pods: int = 110,
+        labels: dict[str, str] | None = None,
+        taints: list[dict[str, str]] | None = None,
+    ) -> str:
+        """A KWOK fake node with real capacity, labels and taints; waits until it is Ready."""
+        resources = {"cpu": cpu, "memory": memory, "pods": str(pods)}
+        self.core.create_node(
+            {
+                "metadata": {
+                    "name": name,
+                    "labels": {
+                        "kubernetes.io/hostname": name,
+                        "kubernetes.io/os": "linux",
+                        "type": "kwok",
+                        **(labels or {}),
+                    },
+                    "annotations": {"kwok.x-k8s.io/node": "fake"},
+                },
+                "spec": {"taints": taints or []},
+                "status": {"capacity": resources, "allocatable": resources},
+            }
+        )
+        self.nodes.append(name)
+
+        def ready() -> bool:
+            node = self.core.read_node(name)
+            conditions = node.status.conditions or []
+            taint_keys = {t.key for t in node.spec.taints or []}
+            return any(c.type == "Ready" and c.status == "True" for c in conditions) and (
+                "node.kubernetes.io/not-ready" not in taint_keys
+            )
+
+        eventually(ready, what=f"node {name} Ready")
+        return name
+
+    def deployment(
+        self,
+        name: str,
+        replicas: int,
+        *,
+        cpu: str = "500m",
+        memory: str = "256Mi",
+        onboarded: bool = True,
+        node_selector: dict[str, str] | None = None,
+    ) -> None:
+        """A Deployment (onboarded: with the tuner's preferred node affinity); waits until
+        all its replicas are available."""
+        spec: dict[str, Any] = {
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "fake",
+                    "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                }
+            ],
+            "terminationGracePeriodSeconds": 0,
+        }
+        if onboarded:
+            spec["affinity"] = with_preference(None, Keys().workload_label(self.namespace, name))
+        if node_selector:
+            spec["nodeSelector"] = node_selector
+        self.apps.create_namespaced_deployment(
+            self.namespace,
+            {
+                "metadata": {"name": name},
+                "spec": {
+                    "replicas": replicas,
+                    "selector": {"matchLabels": {"app": name}},
+                    "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
+                },
+            },
+        )
+        self.wait_available(name, replicas)
+
+    def wait_available(self, name: str, replicas: int) -> None:
+        """Until the Deployment has exactly ``replicas`` Ready pods and nothing else."""
+
+        def settled() -> bool:
+            pods = [p for p in self.pods(f"app={name}") if not p.metadata.deletion_timestamp]
+            return len(pods) == replicas and all(_ready(p) for p in pods)
+
+        eventually(settled, what=f"deployment {name} with {replicas} Ready pods")
+
+    def pods(self, selector: str = "") -> list[Any]:
+        """Pods of the test's namespace."""
+        return list(self.core.list_namespaced_pod(self.namespace, label_selector=selector).items)
+
+    def placement(self, selector: str) -> dict[str, str]:
+        """Live pod name -> node."""
+        return {
+            p.metadata.name: p.spec.node_name
+            for p in self.pods(selector)
+            if not p.metadata.deletion_timestamp
+        }
+
+    def leftovers(self) -> list[str]:
+        """Every tuner label, annotation, taint or cordon left on nodes and pods."""
+        found = []
+        for node in self.core.list_node().items:
+            name = node.metadata.name
+            found += [f"{name} label {k}" for k in node.metadata.labels or {} if "tuner.dev" in k]
+            found += [
+                f"{name} annotation {k}"
+                for k in node.metadata.annotations or {}
+                if "tuner.dev" in k
+            ]
+            found += [
+                f"{name} taint {t.key}" for t in node.spec.taints or [] if "tuner.dev" in t.key
+            ]
+            if node.spec.unschedulable:
+                found.append(f"{name} cordoned")
+        for pod in self.core.list_pod_for_all_namespaces().items:
+            meta = pod.metadata
+            keys = [*(meta.labels or {}), *(meta.annotations or {})]
+            found += [
+                f"pod {meta.name} {k}"
+                for k in keys
+                if "tuner.dev" in k or k == "controller.kubernetes.io/pod-deletion-cost"
+            ]
+        try:
+            self.core.read_namespaced_config_map("tuner-dev-journal", "default")
+            found.append("journal ConfigMap")
+        except ApiException:
+            pass
+        return found
+
+    def clean_up(self) -> None:
+        """Delete the test's namespace (and wait until it is gone), then its nodes."""
+        if self.namespace != "default":
+            with contextlib.suppress(ApiException):
+                self.core.delete_namespace(self.namespace)
+
+            def gone() -> bool:
+                try:
+                    self.core.read_namespace(self.namespace)
+                except ApiException as err:
+                    return err.status == 404
+                return False
+
+            eventually(gone, 120, what=f"namespace {self.namespace} deleted")
+        for name in self.nodes:
+            with contextlib.suppress(ApiException):
+                self.core.delete_node(name)
+        self.nodes = []
+        self.namespace = "default"
+
+
+def _ready(pod: Any) -> bool:
+    conditions = pod.status.conditions if pod.status else None
+    return any(c.type == "Ready" and c.status == "True" for c in conditions or [])
+
+
+def _can_run() -> bool:
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tuner" / "k8s"
+    return shutil.which("go") is not None or (cache / "bin").is_dir()
+
+
+@pytest.fixture(scope="session")
+def kube_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHarness]:
+    """A private control plane for the whole session."""
+    if not _can_run():
+        if os.environ.get("CI") or os.environ.get("TUNER_REQUIRE_CLUSTER"):
+            pytest.fail("Go is not installed and no cached Kubernetes binaries exist")
+        pytest.skip("Go is not installed and no cached Kubernetes binaries exist")
+    state = tmp_path_factory.mktemp("cluster")
+    harness = ClusterHarness(state, f"tuner-test-{os.getpid()}")
+    try:
+        harness.start()
+        yield harness
+    finally:
+        harness.stop()
+
+
+@pytest.fixture
+def kube(kube_harness: ClusterHarness) -> Iterator[ClusterHarness]:
+    """The control plane with a fresh namespace; the test's nodes and namespace are
+    deleted afterwards."""
+    kube_harness.new_namespace()
+    try:
+        yield kube_harness
+    finally:
+        kube_harness.clean_up()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses the control plane."""
+    for item in items:
+        if {"kube", "kube_harness"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.cluster)

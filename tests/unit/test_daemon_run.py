@@ -1,0 +1,112 @@
+"""The daemon's pieces that need no cluster: exit statuses, the on-demand knowledge base, the
+moderator's error handling and what a cycle logs."""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from knowledge.base import KnowledgeError
+from knowledge.embedded import EmbeddedKnowledgeBase
+from knowledge.records import execution_of
+from tests.support.builders import cluster, node, pod
+from tuner.analyse.decision import analyse
+from tuner.cli import main
+from tuner.cycle import CycleReport, Outcome, Ports, TransitionResult
+from tuner.daemon.cycle_log import log_cycle
+from tuner.daemon.knowledge import LazyKnowledge
+from tuner.daemon.run import ONCE_EXIT
+from tuner.errors import ServiceError
+from tuner.model.movability import Policy, assess
+from tuner.moderator import Moderator
+from tuner.monitor.load import Load
+from tuner.monitor.observe import WindowReport
+from tuner.monitor.stability import Verdict
+from tuner.plan.report import build_report
+from tuner.settings import Analyse, Pricing, Settings, Windows
+
+
+def test_every_outcome_has_its_own_exit_status() -> None:
+    assert set(ONCE_EXIT) == set(Outcome)
+    codes = [code for outcome, code in ONCE_EXIT.items() if outcome is not Outcome.PLANNED]
+    assert len(set(codes)) == len(codes)
+    assert ONCE_EXIT[Outcome.ACTED] == ONCE_EXIT[Outcome.PLANNED] == 0
+
+
+def test_bad_settings_are_one_line_and_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "settings.json"
+    bad.write_text('{"daemon": {"leader_election": {"lease_duration_s": 1}}}')
+    assert main(["run", "--settings", str(bad), "--once"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "daemon.leader_election.lease_duration_s" in err[0]
+
+
+def test_an_unreachable_knowledge_base_is_retried_on_the_next_call(tmp_path: Path) -> None:
+    store = tmp_path / "not-yet" / "kb.sqlite"
+    kb = LazyKnowledge(lambda: EmbeddedKnowledgeBase(store))
+    with pytest.raises(KnowledgeError):
+        kb.find_by_load(100.0, 0.1)
+    assert kb.size() is None
+    store.parent.mkdir()  # the store becomes reachable
+    assert kb.find_by_load(100.0, 0.1) == []
+    assert kb.size() == 0
+    c = cluster([node("a")], [pod("w-1", "a")])
+    execution = execution_of(c, assess(c, Policy(frozenset())), Pricing(), 100.0, 0, 600)
+    kb.record(execution)
+    assert kb.size() == 1
+    assert kb.delete(execution.id)
+    assert kb.size() == 0
+    kb.close()
+
+
+@dataclass
+class Failing:
+    """An observer whose service is down (a real Prometheus cannot be made to raise this)."""
+
+    def observe(self, start: float, end: float) -> WindowReport:
+        raise ServiceError("prometheus: connection refused")
+
+
+def test_a_cycle_that_raises_is_reported_as_an_error_and_retried(tmp_path: Path) -> None:
+    settings = Settings(windows=Windows(measure_s=600, retry_s=0.01))
+    reports: list[CycleReport] = []
+    with EmbeddedKnowledgeBase(tmp_path / "kb.sqlite") as kb:
+        ports = Ports(Failing(), None, kb)  # type: ignore[arg-type]
+        moderator = Moderator(settings, ports, on_cycle=lambda r, _s: reports.append(r))
+        moderator.run_forever(max_cycles=2)
+    assert [r.outcome for r in reports] == [Outcome.ERROR, Outcome.ERROR]
+    assert "connection refused" in reports[0].reason
+    assert reports[0].next_in == 0.01
+
+
+def test_a_cycle_logs_window_verdict_load_costs_decision_and_each_action(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    s = Settings(
+        pricing=Pricing(price_per_core=1.0, price_per_gb=0.0),
+        analyse=Analyse(excluded_namespaces=frozenset(), candidate_delay_s=0),
+    )
+    c = cluster([node("a"), node("b")], [pod("w-1", "a"), pod("w-2", "b")])
+    plan = build_report(c, s, analyse(c, s, [], random.Random(0)))
+    window = WindowReport(Verdict.STABLE, "nothing changed", Load.scalar(42.0), 0, 600, 0)
+    result = TransitionResult(plan.actions[:1], False, "pod landed on node c")
+    report = CycleReport(
+        Outcome.FAILED, 0, 600, "stopped", 600, window, 42.0, plan, result, recorded="abc"
+    )
+    with caplog.at_level(logging.INFO):
+        log_cycle(report, logging.getLogger("tuner.daemon"))
+    records = caplog.records
+    assert any(getattr(r, "verdict", None) == "stable" and r.load == 42.0 for r in records)
+    (options,) = [r for r in records if hasattr(r, "decision")]
+    assert options.decision == "remove_nodes"
+    assert options.cost_current == 8.0 and options.cost_removal == "4.0000"
+    assert options.cost_previous is None  # no previous deployment for this load
+    statuses = [r.status for r in records if hasattr(r, "action")]
+    assert statuses == ["verified", "failed", *["not started"] * (len(plan.actions) - 2)]
+    assert all(r.outcome == "failed" for r in records)

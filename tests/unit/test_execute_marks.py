@@ -1,0 +1,152 @@
+"""The executor's pure parts: ownership marks undo exactly what they record; the onboarding
+affinity edit is reversible; plan JSON resolves back to actions."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tuner.errors import InputError
+from tuner.execute.affinity import has_preference, with_preference, without_preference
+from tuner.execute.marks import (
+    DELETION_COST,
+    LOWEST_COST,
+    Keys,
+    cheapest_pod,
+    drain_node,
+    label_node,
+    undo_node,
+    undo_pod,
+)
+from tuner.execute.plan_file import actions_from_json
+from tuner.model.cluster import Cluster, Pod, Workload
+from tuner.model.resources import Resources
+from tuner.plan.actions import Add, Migrate, Remove, RemoveNode
+
+KEYS = Keys()
+API = client.ApiClient()
+
+
+def merge(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch (what the API server applies)."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge(result.get(key), value)
+    return result
+
+
+def node(**spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "n1", "labels": {"zone": "a"}, "resourceVersion": "7"},
+        "spec": spec,
+    }
+
+
+def apply(obj: dict[str, Any], build: Any, model: Any = client.V1Node) -> dict[str, Any]:
+    patch = build(model.from_dict(obj))
+    if patch is None:
+        return obj
+    patch["metadata"].pop("resourceVersion", None)
+    return merge(obj, json.loads(json.dumps(patch)))
+
+
+def test_a_label_and_its_undo_leave_the_node_as_it_was() -> None:
+    label = KEYS.workload_label("shop", "web")
+    before = node()
+    labelled = apply(before, lambda n: label_node(n, KEYS, label))
+    assert labelled["metadata"]["labels"][label] == "true"
+    assert labelled["metadata"]["labels"][KEYS.managed] == "true"
+    assert apply(labelled, lambda n: undo_node(n, KEYS)) == merge(
+        before, {"metadata": {"annotations": {}}}
+    )
+
+
+def test_undo_never_removes_a_cordon_or_taint_someone_else_set() -> None:
+    theirs = {"key": "dedicated", "value": "x", "effect": "NoSchedule"}
+    before = node(unschedulable=True, taints=[theirs])
+    drained = apply(before, lambda n: drain_node(n, KEYS))
+    assert drained["spec"]["unschedulable"] is True
+    assert [t["key"] for t in drained["spec"]["taints"]] == ["dedicated", KEYS.taint]
+    undone = apply(drained, lambda n: undo_node(n, KEYS))
+    assert undone["spec"] == {"unschedulable": True, "taints": [theirs]}
+    assert undone["metadata"]["labels"] == {"zone": "a"}
+
+
+def test_a_cordon_the_tuner_set_is_undone_unless_the_node_is_handed_over() -> None:
+    drained = apply(node(), lambda n: drain_node(n, KEYS))
+    assert apply(drained, lambda n: undo_node(n, KEYS))["spec"].get("unschedulable") is False
+    kept = apply(drained, lambda n: undo_node(n, KEYS, keep_cordon=True))
+    assert kept["spec"]["unschedulable"] is True
+    assert "taints" not in kept["spec"]
+
+
+def test_a_label_someone_else_set_is_not_taken_over() -> None:
+    label = KEYS.workload_label("shop", "web")
+    theirs = node()
+    theirs["metadata"]["labels"][label] = "mine"
+    with pytest.raises(ValueError, match="someone else"):
+        apply(theirs, lambda n: label_node(n, KEYS, label))
+
+
+@pytest.mark.parametrize("previous", [None, "5"])
+def test_the_deletion_cost_is_restored(previous: str | None) -> None:
+    annotations = {DELETION_COST: previous} if previous else {}
+    pod = {"metadata": {"name": "p", "namespace": "shop", "annotations": annotations}}
+    cheap = apply(pod, lambda p: cheapest_pod(p, KEYS), client.V1Pod)
+    assert cheap["metadata"]["annotations"][DELETION_COST] == LOWEST_COST
+    restored = apply(cheap, lambda p: undo_pod(p, KEYS), client.V1Pod)
+    assert restored["metadata"]["annotations"] == annotations
+    assert restored["metadata"]["labels"] == {}
+
+
+def test_an_unmarked_object_needs_no_undo() -> None:
+    assert undo_node(client.V1Node.from_dict(node()), KEYS) is None
+
+
+def test_long_workload_labels_stay_valid() -> None:
+    label = KEYS.workload_label("n" * 60, "d" * 200)
+    prefix, name = label.split("/")
+    assert prefix == "tuner.dev" and len(name) <= 63 and name[-1].isalnum()
+    assert label != KEYS.workload_label("n" * 60, "d" * 199)
+
+
+def test_the_onboarding_preference_is_added_once_and_removed_alone() -> None:
+    label = KEYS.workload_label("shop", "web")
+    other = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}}
+    onboarded = with_preference(other, label)
+    assert has_preference(onboarded, label)
+    assert with_preference(onboarded, label) == onboarded
+    term = onboarded["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term == [
+        {"weight": 100, "preference": {"matchExpressions": [{"key": label, "operator": "Exists"}]}}
+    ]
+    assert without_preference(onboarded, label) == other
+    assert without_preference(with_preference(None, label), label) is None
+
+
+def test_plan_json_resolves_to_actions() -> None:
+    web = Workload("shop", "Deployment", "web")
+    pod = Pod("shop", "web-1", "n1", Resources(500, 1 << 20), web, "ReplicaSet")
+    cluster = Cluster(nodes=(), pods=(pod,))
+    entries = [
+        {"op": "migrate", "pod": "shop/web-1", "to": "n2"},
+        {"op": "add", "workload": "shop/Deployment/web", "to": "n3"},
+        {"op": "remove", "pod": "shop/web-1"},
+        {"op": "remove_node", "node": "n1"},
+    ]
+    assert actions_from_json(entries, cluster) == [
+        Migrate(pod, "n2"),
+        Add(web, "n3", Resources(500, 1 << 20)),
+        Remove(pod),
+        RemoveNode("n1"),
+    ]
+    with pytest.raises(InputError, match="'shop/gone' not found"):
+        actions_from_json([{"op": "remove", "pod": "shop/gone"}], cluster)

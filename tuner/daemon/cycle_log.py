@@ -1,0 +1,103 @@
+"""What a cycle says in the logs: window, verdict, load, the three option costs, the decision,
+each action and its verification. With JSON logs the same facts are fields of the records."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+
+from tuner.cycle import CycleReport, Outcome
+from tuner.monitor.window import clock_time
+from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode, action_json
+
+
+def describe(action: Action) -> str:
+    """``migrate shop/web-1 node-3 -> node-1`` and the like."""
+    match action:
+        case Migrate(pod=pod, target=target):
+            return f"migrate {pod.key} {pod.node} -> {target}"
+        case Add(workload=workload, target=target):
+            return f"add {workload} -> {target}"
+        case Remove(pod=pod):
+            return f"remove {pod.key} from {pod.node}"
+        case RemoveNode(node=node):
+            return f"remove_node {node}"
+
+
+def _cost(value: float) -> str | None:
+    return None if math.isinf(value) else f"{value:.4f}"
+
+
+def log_cycle(report: CycleReport, log: logging.Logger) -> None:
+    """Log one cycle: a line per fact, each carrying the cycle's outcome as a field."""
+    base = {"outcome": report.outcome.value, "window_start": report.start, "window_end": report.end}
+    window = f"{clock_time(report.start)} to {clock_time(report.end)}"
+    if report.window is not None:
+        seen = report.window
+        load = "unknown" if seen.load is None else f"{seen.load.total:.6g}"
+        log.info(
+            "window %s: %s, load %s: %s",
+            window,
+            seen.verdict.value,
+            load,
+            seen.reason,
+            extra={**base, "verdict": seen.verdict.value, "load": report.load},
+        )
+    plan = report.plan
+    if plan is not None:
+        a = plan.analysis
+        currency = plan.currency
+        log.info(
+            "options (%s/h): current %s, remove nodes %s, previous deployment %s; decision %s: %s",
+            currency,
+            _cost(a.cost_current),
+            _cost(a.cost_removal) or "impossible",
+            _cost(a.cost_previous) or "none",
+            a.decision.value,
+            a.reason,
+            extra={
+                **base,
+                "decision": a.decision.value,
+                "cost_current": a.cost_current,
+                "cost_removal": _cost(a.cost_removal),
+                "cost_previous": _cost(a.cost_previous),
+                "cost_after": a.cost_after,
+            },
+        )
+        if report.recorded:
+            log.info("recorded as %s (load %s)", report.recorded, report.load, extra=base)
+        _log_actions(report, log, base)
+    log.info(
+        "cycle %s; next in %.0f s: %s",
+        report.outcome.value,
+        report.next_in,
+        report.reason,
+        extra={**base, "next_in": report.next_in},
+    )
+
+
+def _log_actions(report: CycleReport, log: logging.Logger, base: Mapping[str, object]) -> None:
+    assert report.plan is not None
+    actions = report.plan.actions
+    result = report.result
+    if result is None:
+        return
+    done = len(result.done)
+    for number, action in enumerate(actions, 1):
+        if report.outcome is Outcome.PLANNED:
+            status = "planned (dry run: not carried out)"
+        elif number <= done:
+            status = "verified"
+        elif number == done + 1 and not result.completed:
+            status = f"failed: {result.reason}"
+        else:
+            status = "not started"
+        log.info(
+            "action %d/%d %s: %s",
+            number,
+            len(actions),
+            describe(action),
+            status,
+            extra={**base, "action": action_json(action), "status": status.split(":")[0]},
+        )

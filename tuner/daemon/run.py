@@ -1,0 +1,246 @@
+"""``tuner run``: the MAPE-K loop as a daemon against a live cluster.
+
+Wires the adapters into the cycle's ports — the monitor over Prometheus (with API snapshots of
+the cluster when kube-state-metrics is not scraped), the Kubernetes actuator and the knowledge
+base — and runs the moderator. On start it undoes what a crashed run left behind (never in a dry
+run). With leader election it waits for the Lease first and stops when it loses it.
+
+SIGTERM or SIGINT: the actuator is asked to stop, so the action in flight is finished or rolled
+back and no further action starts; the scheduler shuts down after the cycle; exit status 0.
+
+Exit status of ``--once`` (one cycle, then exit) says what the cycle did:
+
+====  ==========================================================================
+0     acted: a change was carried out and every action verified (with
+      ``--dry-run``: a change was planned and printed)
+3     stayed: the window was stable and no change was worth making
+4     waiting: a full window has not passed since the tuner's last change
+5     unstable: the deployment changed during the window
+6     unknown: the window could not be judged (a query failed, data missing)
+7     skipped: the planned change is larger than ``execute.max_actions_per_cycle``
+8     failed: an action failed its verification; the transition stopped, undone
+1     a service (Kubernetes, Prometheus) failed; 2 bad input (settings)
+====  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from knowledge.open import open_knowledge
+from tuner.cycle import CycleReport, Outcome, Ports
+from tuner.daemon import logs
+from tuner.daemon.cycle_log import log_cycle
+from tuner.daemon.knowledge import LazyKnowledge
+from tuner.daemon.leader import LeaderElection
+from tuner.daemon.metrics import Metrics
+from tuner.errors import ServiceError
+from tuner.execute.printer import render_text
+from tuner.moderator import Moderator
+from tuner.monitor.observe import WindowReport, observe_window
+from tuner.monitor.prometheus import PrometheusClient, Queries
+from tuner.monitor.snapshots import SnapshotHistory, SnapshotSource
+from tuner.settings import LeaderElection as LeaderSettings
+from tuner.settings import Settings, load_settings
+
+log = logging.getLogger("tuner.daemon")
+
+ONCE_EXIT: dict[Outcome, int] = {
+    Outcome.ACTED: 0,
+    Outcome.PLANNED: 0,
+    Outcome.STAYED: 3,
+    Outcome.WAITING: 4,
+    Outcome.UNSTABLE: 5,
+    Outcome.UNKNOWN: 6,
+    Outcome.SKIPPED: 7,
+    Outcome.FAILED: 8,
+    Outcome.ERROR: 1,
+}
+
+
+class MonitorObserver:
+    """The cycle's :class:`~tuner.cycle.WindowObserver`: the monitor's ``observe_window``."""
+
+    def __init__(
+        self, settings: Settings, prometheus: Queries, snapshots: SnapshotSource | None
+    ) -> None:
+        self.settings = settings
+        self.prometheus = prometheus
+        self.snapshots = snapshots
+
+    def observe(self, start: float, end: float) -> WindowReport:
+        return observe_window(self.settings, end, self.prometheus, self.snapshots, start=start)
+
+
+def add_run_parser(commands: Any) -> None:
+    """Register ``tuner run``."""
+    run = commands.add_parser("run", help="run the tuner: a MAPE-K cycle every window")
+    run.add_argument("--settings", type=Path, required=True, help="settings.json")
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print each cycle's planned transitions; change nothing (cluster or knowledge base)",
+    )
+    run.add_argument(
+        "--once",
+        action="store_true",
+        help="run one cycle and exit with what it did: 0 acted (or planned), 3 stayed, "
+        "4 waiting, 5 unstable, 6 unknown, 7 skipped, 8 failed",
+    )
+    run.add_argument("--log-format", choices=("text", "json"), default="text")
+    run.set_defaults(run=run_daemon)
+
+
+def run_daemon(args: argparse.Namespace) -> int:
+    """``tuner run``."""
+    settings = load_settings(args.settings)
+    from tuner.execute.actuator import KubeActuator
+    from tuner.monitor.kube import api_client
+
+    logs.configure(verbose=args.verbose, json_lines=args.log_format == "json")
+    dry_run: bool = args.dry_run
+    api = api_client(settings.kubernetes)
+    actuator = KubeActuator(api, settings)
+    kb = LazyKnowledge(lambda: open_knowledge(settings.knowledge, read_only=dry_run))
+    with PrometheusClient(settings.prometheus) as prometheus, kb, api:
+        daemon = Daemon(settings, actuator, prometheus, kb, dry_run=dry_run)
+        if args.once:
+            return daemon.once()
+        return daemon.serve(api)
+
+
+class Daemon:
+    """The moderator with its ports, metrics, snapshots and signal handling."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        actuator: Any,
+        prometheus: Queries,
+        kb: LazyKnowledge,
+        *,
+        dry_run: bool,
+    ) -> None:
+        windows = settings.windows
+        interval = settings.daemon.snapshot_interval_s
+        self.settings = settings
+        self.actuator = actuator
+        self.kb = kb
+        self.dry_run = dry_run
+        self.history = SnapshotHistory(
+            actuator.read,
+            max_age_s=2 * interval,
+            keep_s=windows.measure_s + windows.warmup_s + 2 * interval,
+        )
+        self.metrics = Metrics(stale_after_s=3 * (windows.measure_s + windows.warmup_s) + 60)
+        ports = Ports(MonitorObserver(settings, prometheus, self.history), actuator, kb)
+        self.moderator = Moderator(settings, ports, dry_run=dry_run, on_cycle=self._on_cycle)
+        self.stopping = threading.Event()
+        self.lost = threading.Event()
+
+    def once(self) -> int:
+        """Recover, run one cycle, exit with its status (0 after a signal)."""
+        self._handle_signals()
+        if not self.dry_run:
+            self._recover()
+        outcome = self.moderator.run_once().outcome
+        return 0 if self.stopping.is_set() else ONCE_EXIT[outcome]
+
+    def serve(self, api: Any) -> int:
+        """Run until a signal (exit 0) or a lost lease (exit 1)."""
+        daemon = self.settings.daemon
+        server = self.metrics.serve(daemon.metrics_port, daemon.metrics_host)
+        log.info("metrics on http://%s:%d/metrics", daemon.metrics_host, server.server_address[1])
+        self._handle_signals()
+        election = _election(api, daemon.leader_election)
+        try:
+            if election is not None:
+                self.metrics.leader.set(0)
+                if not self._wait_for_lease(election):
+                    return 0
+                election.keep_renewing(self._on_lost_lease)
+            self.metrics.leader.set(1)
+            if not self.dry_run:
+                self._recover()
+            self.history.take()
+            self.moderator.every(daemon.snapshot_interval_s, self._snapshot, "snapshot")
+            mode = " (dry run: nothing is changed)" if self.dry_run else ""
+            log.info("tuner running%s: a window is %.0f s", mode, self.settings.windows.measure_s)
+            self.moderator.run_forever()
+        finally:
+            if election is not None:
+                election.release()
+            self.metrics.leader.set(0)
+            server.shutdown()
+        log.info("tuner stopped")
+        return 1 if self.lost.is_set() else 0
+
+    def stop(self) -> None:
+        """Ask the action in flight to finish or roll back, then stop scheduling."""
+        self.stopping.set()
+        self.actuator.stop_requested.set()
+        threading.Thread(target=self.moderator.stop, daemon=True, name="stop").start()
+
+    def _handle_signals(self) -> None:
+        def on_signal(number: int, _frame: FrameType | None) -> None:
+            log.info("%s: stopping after the action in flight", signal.Signals(number).name)
+            self.stop()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+
+    def _on_lost_lease(self, why: str) -> None:
+        log.error("lost the lease (%s): stopping", why)
+        self.lost.set()
+        self.stop()
+
+    def _on_cycle(self, report: CycleReport, seconds: float) -> None:
+        log_cycle(report, log)
+        if self.dry_run and report.plan is not None:
+            print(render_text(report.plan), flush=True)
+        self.metrics.observe(report, seconds)
+        size = self.kb.size()
+        if size is not None:
+            self.metrics.knowledge.set(size)
+
+    def _snapshot(self) -> None:
+        try:
+            self.history.take()
+        except ServiceError as err:
+            log.warning("cluster snapshot failed: %s", err)
+
+    def _recover(self) -> None:
+        undone: list[str] = self.actuator.recover()
+        for line in undone:
+            log.warning("recovered from an earlier run: %s", line)
+        if not undone:
+            log.info("nothing left over from an earlier run")
+
+    def _wait_for_lease(self, election: LeaderElection) -> bool:
+        """Block until this replica holds the lease (True) or a signal arrives (False)."""
+        log.info(
+            "waiting for lease %s/%s as %s", election.namespace, election.name, election.identity
+        )
+        while not election.try_acquire():
+            self.metrics.touch()  # a standby replica is healthy
+            if self.stopping.wait(election.duration_s / 3):
+                return False
+        log.info("leading as %s", election.identity)
+        return True
+
+
+def _election(api: Any, settings: LeaderSettings) -> LeaderElection | None:
+    if not settings.enabled:
+        return None
+    identity = os.environ.get(settings.identity_env) or socket.gethostname()
+    return LeaderElection(
+        api, settings.namespace, settings.name, identity, settings.lease_duration_s
+    )

@@ -1,0 +1,330 @@
+"""The four actions on a live cluster, each verified, each undoing its temporary changes.
+
+An action reads and checks first (these reads are all a dry run does), then changes the
+cluster, waits (watch) for the outcome, and in a ``finally`` removes what it added for the
+duration (node label, cordon, taint, pod-deletion-cost). It returns a one-line account of
+what happened or raises :class:`~tuner.execute.retry.ActionFailed`.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from collections.abc import Callable
+from typing import Any
+
+from tuner.execute import checks
+from tuner.execute.affinity import has_preference
+from tuner.execute.kube import Kube, now_iso, selector_text
+from tuner.execute.marks import cheapest_pod, drain_node, label_node, undo_node, undo_pod
+from tuner.execute.retry import ActionFailed
+from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
+
+log = logging.getLogger(__name__)
+
+SCALABLE = ("Deployment", "ReplicaSet")
+
+
+def perform(kube: Kube, action: Action, *, dry_run: bool) -> str:
+    """Carry out (or, in a dry run, check and describe) one action."""
+    match action:
+        case Migrate():
+            return migrate(kube, action, dry_run=dry_run)
+        case Add():
+            return add(kube, action, dry_run=dry_run)
+        case Remove():
+            return remove(kube, action, dry_run=dry_run)
+        case RemoveNode():
+            return remove_node(kube, action, dry_run=dry_run)
+
+
+# ------------------------------------------------------------------ reads/checks --
+def _pod(kube: Kube, namespace: str, name: str, node: str | None) -> Any:
+    pod = kube.pod(namespace, name)
+    if pod is None or pod.metadata.deletion_timestamp:
+        raise ActionFailed(f"pod {namespace}/{name} is gone")
+    if node and pod.spec.node_name != node:
+        raise ActionFailed(f"pod {namespace}/{name} is on {pod.spec.node_name}, not {node}")
+    refusal = checks.not_movable(pod)
+    if refusal:
+        raise ActionFailed(refusal)
+    return pod
+
+
+def _workload_of(kube: Kube, pod: Any) -> tuple[Any, str, str]:
+    """(ReplicaSet, kind, name) of the workload that owns a ReplicaSet pod."""
+    namespace = pod.metadata.namespace
+    rs_name = (checks.owner(pod) or ("", ""))[1]
+    rs = kube.replica_set(namespace, rs_name)
+    if rs is None:
+        raise ActionFailed(f"replicaset {namespace}/{rs_name} of pod {pod.metadata.name} is gone")
+    kind, name = checks.owner(rs) or ("ReplicaSet", rs_name)
+    if kind not in SCALABLE:
+        raise ActionFailed(f"replicaset {namespace}/{rs_name} is owned by a {kind}")
+    return rs, kind, name
+
+
+def _scalable(kube: Kube, namespace: str, kind: str, name: str) -> Any:
+    """The Deployment/ReplicaSet to scale; refused when an HPA owns its replica count."""
+    if kind not in SCALABLE:
+        raise ActionFailed(f"cannot add or remove instances of a {kind}")
+    hpa = kube.hpa_scales(namespace, kind, name)
+    if hpa:
+        raise ActionFailed(
+            f"{kind} {namespace}/{name} is scaled by HPA {hpa}: add/remove refused "
+            "(the HPA would revert it)"
+        )
+    read = kube.deployment if kind == "Deployment" else kube.replica_set
+    obj = read(namespace, name)
+    if obj is None:
+        raise ActionFailed(f"{kind} {namespace}/{name} is gone")
+    return obj
+
+
+def _destination(kube: Kube, name: str) -> Any:
+    node = kube.node(name)
+    if node is None:
+        raise ActionFailed(f"node {name} is gone")
+    if node.spec.unschedulable:
+        raise ActionFailed(f"node {name} is cordoned")
+    refusal = checks.node_refusal(node)
+    if refusal:
+        raise ActionFailed(refusal)
+    return node
+
+
+def _affinity(api_obj: Any, kube: Kube) -> dict[str, Any] | None:
+    affinity = api_obj.affinity if api_obj is not None else None
+    if affinity is None:
+        return None
+    serialized: dict[str, Any] = kube.core.api_client.sanitize_for_serialization(affinity)
+    return serialized
+
+
+def _uids(pods: list[Any]) -> frozenset[str]:
+    return frozenset(p.metadata.uid for p in pods)
+
+
+# -------------------------------------------------------------- cleanup helpers --
+def _undo(what: str, fn: Callable[[], object]) -> None:
+    """Undo a temporary change; a failure is logged (``recover`` removes it later)."""
+    try:
+        fn()
+    except ActionFailed as err:
+        log.error("could not undo %s (the next recovery will): %s", what, err)
+
+
+def _undo_node_changes(kube: Kube, node: str) -> None:
+    _undo(
+        f"the changes on node {node}",
+        lambda: kube.patch_node(node, lambda n: undo_node(n, kube.keys)),
+    )
+
+
+def _marked_node(kube: Kube, name: str, build: Callable[[Any], Any]) -> None:
+    def checked(node: Any) -> Any:
+        try:
+            return build(node)
+        except ValueError as err:
+            raise ActionFailed(str(err)) from err
+
+    if kube.patch_node(name, checked) is None:
+        raise ActionFailed(f"node {name} is gone")
+
+
+# ----------------------------------------------------------------------- actions --
+def migrate(kube: Kube, action: Migrate, *, dry_run: bool) -> str:
+    """Label the destination, evict the pod, verify its replacement is Ready there, unlabel."""
+    namespace, target = action.pod.namespace, action.target
+    pod = _pod(kube, namespace, action.pod.name, action.source)
+    rs, _, workload = _workload_of(kube, pod)
+    _destination(kube, target)
+    label = kube.keys.workload_label(namespace, workload)
+    onboarded = has_preference(_affinity(pod.spec, kube), label)
+    note = (
+        ""
+        if onboarded
+        else f" (workload {namespace}/{workload} not onboarded: no placement control)"
+    )
+    if dry_run:
+        return (
+            f"would label node {target} {label}, evict pod {namespace}/{pod.metadata.name}, "
+            f"wait for its replacement to be Ready on {target}, unlabel{note}"
+        )
+    selector = selector_text(rs.spec.selector)
+    before = _uids(kube.pods(namespace, selector))
+    _marked_node(kube, target, lambda n: label_node(n, kube.keys, label))
+    try:
+        kube.evict(pod)
+        verdict = kube.wait_pods(
+            namespace,
+            selector,
+            checks.new_pod_on(before, target, strict=onboarded),
+            what=f"the replacement of {namespace}/{pod.metadata.name} on {target}",
+        )
+    finally:
+        _undo_node_changes(kube, target)
+    if not verdict.ok:
+        raise ActionFailed(verdict.reason)
+    return verdict.reason + note
+
+
+def add(kube: Kube, action: Add, *, dry_run: bool) -> str:
+    """Label the destination, scale +1, verify the new pod is Ready there, unlabel."""
+    wl, target = action.workload, action.target
+    obj = _scalable(kube, wl.namespace, wl.kind, wl.name)
+    _destination(kube, target)
+    label = kube.keys.workload_label(wl.namespace, wl.name)
+    onboarded = has_preference(_affinity(obj.spec.template.spec, kube), label)
+    note = "" if onboarded else f" (workload {wl} not onboarded: no placement control)"
+    replicas = kube.replicas(wl.kind, wl.namespace, wl.name)
+    if dry_run:
+        return (
+            f"would label node {target} {label}, scale {wl} {replicas} -> {replicas + 1}, "
+            f"wait for the new pod to be Ready on {target}, unlabel{note}"
+        )
+    selector = selector_text(obj.spec.selector)
+    before = _uids(kube.pods(wl.namespace, selector))
+    _marked_node(kube, target, lambda n: label_node(n, kube.keys, label))
+    try:
+        kube.scale(wl.kind, wl.namespace, wl.name, replicas, replicas + 1)
+        verdict = kube.wait_pods(
+            wl.namespace,
+            selector,
+            checks.new_pod_on(before, target, strict=onboarded),
+            what=f"a new pod of {wl} on {target}",
+        )
+    finally:
+        _undo_node_changes(kube, target)
+    if not verdict.ok:
+        raise ActionFailed(verdict.reason)
+    return verdict.reason + note
+
+
+def remove(kube: Kube, action: Remove, *, dry_run: bool) -> str:
+    """Give the pod the lowest pod-deletion-cost, scale −1, verify exactly that pod went."""
+    namespace, name = action.pod.namespace, action.pod.name
+    pod = _pod(kube, namespace, name, action.pod.node)
+    _, kind, workload = _workload_of(kube, pod)
+    obj = _scalable(kube, namespace, kind, workload)
+    replicas = kube.replicas(kind, namespace, workload)
+    if dry_run:
+        return (
+            f"would set the lowest pod-deletion-cost on {namespace}/{name}, scale {kind} "
+            f"{namespace}/{workload} {replicas} -> {replicas - 1}, verify exactly that pod went"
+        )
+    selector = selector_text(obj.spec.selector)
+    others = frozenset(
+        p.metadata.uid
+        for p in kube.pods(namespace, selector)
+        if p.metadata.uid != pod.metadata.uid and not p.metadata.deletion_timestamp
+    )
+    if kube.patch_pod(namespace, name, lambda p: cheapest_pod(p, kube.keys)) is None:
+        raise ActionFailed(f"pod {namespace}/{name} is gone")
+    try:
+        kube.scale(kind, namespace, workload, replicas, replicas - 1)
+        verdict = kube.wait_pods(
+            namespace,
+            selector,
+            checks.only_pod_went(pod.metadata.uid, others),
+            what=f"pod {namespace}/{name} to go",
+        )
+    finally:
+        _undo(
+            f"the deletion cost of {namespace}/{name}",
+            lambda: kube.patch_pod(namespace, name, lambda p: undo_pod(p, kube.keys)),
+        )
+    if not verdict.ok:
+        raise ActionFailed(verdict.reason)
+    return f"pod {namespace}/{name} removed ({kind} {namespace}/{workload} at {replicas - 1})"
+
+
+def remove_node(kube: Kube, action: RemoveNode, *, dry_run: bool) -> str:
+    """Cordon and taint, evict what is left (DaemonSet/mirror pods excepted), then remove the
+    node per ``execute.node_removal``; on failure the cordon and taint are undone."""
+    name, mode = action.node, kube.settings.node_removal
+    node = kube.node(name)
+    if node is None:
+        return f"node {name} is already gone"
+    refusal = checks.node_refusal(node)
+    if refusal:
+        raise ActionFailed(refusal)
+    pods = [
+        p
+        for p in kube.pods_on(name)
+        if not checks.follows_node(p) and not p.metadata.deletion_timestamp
+    ]
+    for pod in pods:
+        refusal = checks.not_movable(pod)
+        if refusal:
+            raise ActionFailed(f"node {name} cannot be emptied: {refusal}")
+    if dry_run:
+        return (
+            f"would cordon and taint node {name}, evict {len(pods)} pod(s), then {_disposal(mode)}"
+        )
+    _marked_node(kube, name, lambda n: drain_node(n, kube.keys))
+    handed_over = False
+    try:
+        for pod in pods:
+            kube.evict(pod)
+        verdict = kube.wait_pods_on(name, checks.drained, what=f"node {name} to be emptied")
+        if not verdict.ok:
+            raise ActionFailed(verdict.reason)
+        if mode == "delete-node":
+            kube.delete_node(name)
+            handed_over = True
+            return _gone(kube, name, "deleted")
+        if mode == "command":
+            _run_command(kube, name)
+        _leave_for_removal(kube, name)
+        handed_over = True
+        if mode == "command":
+            return _gone(kube, name, "removed by the provider command")
+        return f"node {name} emptied and left cordoned for the cluster autoscaler"
+    finally:
+        if not handed_over:
+            _undo_node_changes(kube, name)
+
+
+def _disposal(mode: str) -> str:
+    return {
+        "delete-node": "delete the Node object",
+        "autoscaler": "leave it cordoned for the cluster autoscaler",
+        "command": "run the provider command",
+    }[mode]
+
+
+def _gone(kube: Kube, name: str, how: str) -> str:
+    verdict = kube.wait_node_gone(name, kube.settings.verify_timeout_s)
+    if not verdict.ok:
+        raise ActionFailed(verdict.reason)
+    return f"node {name} {how}"
+
+
+def _leave_for_removal(kube: Kube, name: str) -> None:
+    """Drop the taint and markers but keep the cordon: the node is someone else's now
+    (already gone is fine: a provider command may delete it at once)."""
+
+    def build(node: Any) -> Any:
+        patch = undo_node(node, kube.keys, keep_cordon=True) or {"metadata": {"annotations": {}}}
+        patch["metadata"].setdefault("annotations", {})[kube.keys.left_for_removal] = now_iso()
+        return patch
+
+    kube.patch_node(name, build)
+
+
+def _run_command(kube: Kube, node: str) -> None:
+    argv = [*kube.settings.node_removal_command, node]
+    try:
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=kube.settings.verify_timeout_s,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise ActionFailed(f"node removal command {argv[0]}: {err}") from err
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or [""])[-1]
+        raise ActionFailed(f"node removal command exited {done.returncode}: {last}")

@@ -1,0 +1,70 @@
+"""The executor behind the daemon's :class:`tuner.cycle.Actuator` port, on a live cluster."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+
+from kubernetes.client import ApiClient
+
+from tuner.cycle import TransitionResult
+from tuner.errors import ServiceError
+from tuner.execute.journal import Journal
+from tuner.execute.kube import Kube
+from tuner.execute.recover import recover
+from tuner.execute.retry import ActionFailed
+from tuner.execute.runner import describe_transition, run_transition
+from tuner.model.cluster import Cluster
+from tuner.monitor.kube import read_cluster
+from tuner.plan.actions import Action
+from tuner.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class KubeActuator:
+    """Reads the cluster and carries out transitions through the Kubernetes API.
+
+    Set :attr:`stop_requested` (e.g. on SIGTERM) to let the action in flight finish or roll
+    back and start no other. Call :meth:`recover` once at start-up; :meth:`carry_out` also
+    recovers first when a journal shows an interrupted transition.
+    """
+
+    def __init__(
+        self,
+        api: ApiClient,
+        settings: Settings,
+        stop_requested: threading.Event | None = None,
+        echo: Callable[[str], None] | None = None,
+    ) -> None:
+        self.api = api
+        self.stop_requested = stop_requested or threading.Event()
+        self.kube = Kube(api, settings.execute, self.stop_requested)
+        self.echo = echo or (lambda line: log.info("%s", line))
+
+    def read(self) -> Cluster:
+        """The cluster now (reads only)."""
+        return read_cluster(self.api)
+
+    def carry_out(self, actions: Sequence[Action], *, dry_run: bool) -> TransitionResult:
+        """Run the actions in order, verifying each; stop at the first failure."""
+        if dry_run:
+            return describe_transition(self.kube, actions, self.echo)
+        try:
+            if Journal(self.kube).read() is not None:
+                for line in recover(self.kube):
+                    log.warning("recovered before the transition: %s", line)
+        except ActionFailed as err:
+            return TransitionResult((), False, f"cannot check for an interrupted transition: {err}")
+        return run_transition(self.kube, actions)
+
+    def recover(self) -> list[str]:
+        """Undo what an earlier run left behind; one line per thing undone.
+
+        An API server that stays unreachable is a :class:`~tuner.errors.ServiceError`.
+        """
+        try:
+            return recover(self.kube)
+        except ActionFailed as err:
+            raise ServiceError(f"recovery of leftovers failed: {err}") from err

@@ -1,0 +1,94 @@
+"""The journal of the transition in flight: a ConfigMap written before every action and
+deleted when the transition ends, so a run that died mid-transition is visible to the next.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from tuner.execute.kube import MERGE_PATCH, Kube, now_iso
+from tuner.plan.actions import Action, action_json
+
+
+class Journal:
+    """``<prefix>-journal`` in ``execute.journal_namespace``."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self.name = kube.keys.journal
+        self.namespace = kube.settings.journal_namespace
+
+    def read(self) -> dict[str, str] | None:
+        """The journal's data, or None when no transition is in flight."""
+        core = self.kube.core
+        cm = self.kube.get_or_none(
+            f"read journal {self.namespace}/{self.name}",
+            lambda: core.read_namespaced_config_map(self.name, self.namespace),
+        )
+        return dict(cm.data or {}) if cm is not None else None
+
+    def begin(self, actions: Sequence[Action]) -> None:
+        """Record a transition about to start (replacing any earlier record)."""
+        body = {
+            "metadata": {
+                "name": self.name,
+                "labels": {self.kube.keys.managed: "true"},
+            },
+            "data": {
+                "started": now_iso(),
+                "owner": f"{socket.gethostname()}/{os.getpid()}",
+                "actions": json.dumps([action_json(a) for a in actions]),
+                "current": "0",
+            },
+        }
+        core = self.kube.core
+
+        def write() -> None:
+            try:
+                core.create_namespaced_config_map(self.namespace, body)
+            except ApiException as err:
+                if err.status != 409:
+                    raise
+                core.replace_namespaced_config_map(self.name, self.namespace, body)
+
+        self.kube.retry.call(f"write journal {self.namespace}/{self.name}", write)
+
+    def step(self, index: int) -> None:
+        """Record that action ``index`` (0-based) is about to run."""
+        patch = {"data": {"current": str(index), "updated": now_iso()}}
+        core = self.kube.core
+        self.kube.retry.call(
+            f"update journal {self.namespace}/{self.name}",
+            lambda: core.patch_namespaced_config_map(
+                self.name, self.namespace, patch, _content_type=MERGE_PATCH
+            ),
+        )
+
+    def end(self) -> None:
+        """The transition ended (done, stopped or rolled back): drop the record."""
+        core = self.kube.core
+        self.kube.get_or_none(
+            f"delete journal {self.namespace}/{self.name}",
+            lambda: core.delete_namespaced_config_map(self.name, self.namespace),
+        )
+
+
+def interrupted(data: dict[str, str]) -> str:
+    """One line on the transition a journal describes."""
+    try:
+        actions: list[dict[str, Any]] = json.loads(data.get("actions", "[]"))
+        current = int(data.get("current", "0"))
+    except (ValueError, TypeError):
+        return f"an interrupted transition (unreadable journal, started {data.get('started')})"
+    step = actions[current] if 0 <= current < len(actions) else {}
+    what = " ".join(f"{k}={v}" for k, v in step.items())
+    return (
+        f"transition of {len(actions)} actions started {data.get('started')} by "
+        f"{data.get('owner')} was interrupted at action {current + 1} ({what})"
+    )

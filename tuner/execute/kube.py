@@ -1,0 +1,296 @@
+"""The thin adapter between the actions and the Kubernetes API (official client).
+
+Every call retries transient errors (:mod:`tuner.execute.retry`); every write is a merge
+patch built by :mod:`tuner.execute.marks` from a fresh read, so a retry after a conflict
+re-reads first. Every mutating request the tuner makes goes through this class.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+from tuner.execute.marks import Keys, Patch
+from tuner.execute.retry import ActionFailed, Retry, describe
+from tuner.execute.watch import Check, Verdict, wait_until
+from tuner.settings import Execute
+
+MERGE_PATCH = "application/merge-patch+json"
+MAX_EVICTION_DELAY_S = 60.0
+
+
+def selector_text(selector: Any) -> str:
+    """A V1LabelSelector as the ``labelSelector`` query string."""
+    parts = [f"{k}={v}" for k, v in sorted((selector.match_labels or {}).items())]
+    for expr in selector.match_expressions or ():
+        values = ",".join(expr.values or ())
+        match expr.operator:
+            case "In":
+                parts.append(f"{expr.key} in ({values})")
+            case "NotIn":
+                parts.append(f"{expr.key} notin ({values})")
+            case "Exists":
+                parts.append(expr.key)
+            case "DoesNotExist":
+                parts.append(f"!{expr.key}")
+    return ",".join(parts)
+
+
+class Kube:
+    """Reads and writes of the executor, with retries and a stop flag."""
+
+    def __init__(self, api: ApiClient, settings: Execute, stop: threading.Event) -> None:
+        self.settings = settings
+        self.keys = Keys(settings.label_prefix)
+        self.retry = Retry(settings.api_retry_s, stop)
+        # The client's partial type hints (Optional everywhere) add nothing here: Any.
+        self.core: Any = client.CoreV1Api(api)
+        self.apps: Any = client.AppsV1Api(api)
+        self.autoscaling: Any = client.AutoscalingV2Api(api)
+
+    # ------------------------------------------------------------------ reads --
+    def get_or_none(self, what: str, fn: Callable[[], Any]) -> Any | None:
+        """``fn()``, or None on 404."""
+
+        def attempt() -> Any | None:
+            try:
+                return fn()
+            except ApiException as err:
+                if err.status == 404:
+                    return None
+                raise
+
+        return self.retry.call(what, attempt)
+
+    def pod(self, namespace: str, name: str) -> Any | None:
+        """The pod, or None when it is gone."""
+        return self.get_or_none(
+            f"read pod {namespace}/{name}", lambda: self.core.read_namespaced_pod(name, namespace)
+        )
+
+    def node(self, name: str) -> Any | None:
+        """The node, or None when it is gone."""
+        return self.get_or_none(f"read node {name}", lambda: self.core.read_node(name))
+
+    def replica_set(self, namespace: str, name: str) -> Any | None:
+        """The ReplicaSet, or None."""
+        return self.get_or_none(
+            f"read replicaset {namespace}/{name}",
+            lambda: self.apps.read_namespaced_replica_set(name, namespace),
+        )
+
+    def deployment(self, namespace: str, name: str) -> Any | None:
+        """The Deployment, or None."""
+        return self.get_or_none(
+            f"read deployment {namespace}/{name}",
+            lambda: self.apps.read_namespaced_deployment(name, namespace),
+        )
+
+    def pods(self, namespace: str, selector: str) -> list[Any]:
+        """Pods of a namespace matching a label selector."""
+        listing = self.retry.call(
+            f"list pods in {namespace}",
+            lambda: self.core.list_namespaced_pod(namespace, label_selector=selector),
+        )
+        return list(listing.items)
+
+    def pods_on(self, node: str) -> list[Any]:
+        """Pods bound to a node."""
+        listing = self.retry.call(
+            f"list pods on {node}",
+            lambda: self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}"),
+        )
+        return list(listing.items)
+
+    def hpa_scales(self, namespace: str, kind: str, name: str) -> str | None:
+        """The name of an HPA scaling this workload, or None."""
+        listing = self.retry.call(
+            f"list HPAs in {namespace}",
+            lambda: self.autoscaling.list_namespaced_horizontal_pod_autoscaler(namespace),
+        )
+        for hpa in listing.items:
+            ref = hpa.spec.scale_target_ref
+            if ref.kind == kind and ref.name == name:
+                return str(hpa.metadata.name)
+        return None
+
+    # ----------------------------------------------------------------- writes --
+    def patch_node(self, name: str, build: Callable[[Any], Patch | None]) -> Any | None:
+        """Read the node, build a patch from it, apply it; None when the node or patch is absent."""
+
+        def attempt() -> Any | None:
+            try:
+                node = self.core.read_node(name)
+                patch = build(node)
+                if patch is None:
+                    return None
+                return self.core.patch_node(name, patch, _content_type=MERGE_PATCH)
+            except ApiException as err:
+                if err.status == 404:
+                    return None
+                raise
+
+        return self.retry.call(f"patch node {name}", attempt)
+
+    def patch_pod(
+        self, namespace: str, name: str, build: Callable[[Any], Patch | None]
+    ) -> Any | None:
+        """Read the pod, build a patch from it, apply it; None when the pod or patch is absent."""
+
+        def attempt() -> Any | None:
+            try:
+                pod = self.core.read_namespaced_pod(name, namespace)
+                patch = build(pod)
+                if patch is None:
+                    return None
+                return self.core.patch_namespaced_pod(
+                    name, namespace, patch, _content_type=MERGE_PATCH
+                )
+            except ApiException as err:
+                if err.status == 404:
+                    return None
+                raise
+
+        return self.retry.call(f"patch pod {namespace}/{name}", attempt)
+
+    def evict(self, pod: Any) -> None:
+        """Evict a pod through the Eviction API; a PDB's 429 is retried with backoff up to
+        ``eviction_retries`` times, then the action fails. A pod already gone counts as evicted.
+        """
+        namespace, name = pod.metadata.namespace, pod.metadata.name
+        body = client.V1Eviction(
+            metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+            delete_options=client.V1DeleteOptions(
+                preconditions=client.V1Preconditions(uid=pod.metadata.uid)
+            ),
+        )
+        delay = self.settings.eviction_backoff_s
+        for attempt in range(self.settings.eviction_retries + 1):
+            try:
+                self.retry.call(
+                    f"evict pod {namespace}/{name}",
+                    lambda: self._evict_once(name, namespace, body),
+                )
+                return
+            except ActionFailed as failed:
+                cause = failed.__cause__
+                if not (isinstance(cause, ApiException) and cause.status == 429):
+                    raise
+                if attempt == self.settings.eviction_retries:
+                    raise ActionFailed(
+                        f"eviction of {namespace}/{name} refused "
+                        f"{attempt + 1} times (PodDisruptionBudget): {describe(cause)}"
+                    ) from cause
+            if self.retry.stop.wait(delay):
+                raise ActionFailed(f"stop requested while evicting {namespace}/{name}")
+            delay = min(delay * 2, MAX_EVICTION_DELAY_S)
+
+    def _evict_once(self, name: str, namespace: str, body: Any) -> None:
+        try:
+            self.core.create_namespaced_pod_eviction(name, namespace, body)
+        except ApiException as err:
+            # 404: already gone; 409: the uid precondition failed (a different pod now).
+            if err.status == 404 or (err.status == 409 and "precondition" in describe(err).lower()):
+                return
+            if err.status == 429:
+                # A PDB refusal: not for the generic retry, the caller backs off and counts.
+                raise ActionFailed(describe(err)) from err
+            raise
+
+    def scale(self, kind: str, namespace: str, name: str, expected: int, to: int) -> None:
+        """Set replicas from ``expected`` to ``to`` through the scale subresource.
+
+        Each attempt re-reads the scale: already at ``to`` means an earlier attempt (whose
+        answer was lost) applied it; anything but ``expected`` means someone else scaled.
+        """
+        read, patch = self._scale_calls(kind)
+
+        def attempt() -> None:
+            current = read(name, namespace)
+            replicas = current.spec.replicas
+            if replicas == to:
+                return
+            if replicas != expected:
+                raise ActionFailed(
+                    f"{kind} {namespace}/{name} has {replicas} replicas, expected {expected}"
+                )
+            body = {
+                "metadata": {"resourceVersion": current.metadata.resource_version},
+                "spec": {"replicas": to},
+            }
+            patch(name, namespace, body, _content_type=MERGE_PATCH)
+
+        self.retry.call(f"scale {kind} {namespace}/{name} to {to}", attempt)
+
+    def _scale_calls(self, kind: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        if kind == "Deployment":
+            return (
+                self.apps.read_namespaced_deployment_scale,
+                self.apps.patch_namespaced_deployment_scale,
+            )
+        if kind == "ReplicaSet":
+            return (
+                self.apps.read_namespaced_replica_set_scale,
+                self.apps.patch_namespaced_replica_set_scale,
+            )
+        raise ActionFailed(f"cannot scale a {kind}")
+
+    def replicas(self, kind: str, namespace: str, name: str) -> int:
+        """The desired replicas of a Deployment or ReplicaSet."""
+        read, _ = self._scale_calls(kind)
+        scale = self.retry.call(f"read scale of {namespace}/{name}", lambda: read(name, namespace))
+        return int(scale.spec.replicas or 0)
+
+    def delete_node(self, name: str) -> None:
+        """Delete a Node object (gone already is fine)."""
+        self.get_or_none(f"delete node {name}", lambda: self.core.delete_node(name))
+
+    # ------------------------------------------------------------------ waits --
+    def wait_pods(self, namespace: str, selector: str, check: Check, what: str) -> Verdict:
+        """Wait (watch) until ``check`` decides on the pods matching a selector."""
+        return wait_until(
+            self.core.list_namespaced_pod,
+            check,
+            timeout_s=self.settings.verify_timeout_s,
+            retry=self.retry,
+            what=what,
+            namespace=namespace,
+            label_selector=selector,
+        )
+
+    def wait_pods_on(self, node: str, check: Check, what: str) -> Verdict:
+        """Wait (watch) until ``check`` decides on the pods bound to a node."""
+        return wait_until(
+            self.core.list_pod_for_all_namespaces,
+            check,
+            timeout_s=self.settings.verify_timeout_s,
+            retry=self.retry,
+            what=what,
+            field_selector=f"spec.nodeName={node}",
+        )
+
+    def wait_node_gone(self, node: str, timeout_s: float) -> Verdict:
+        """Wait (watch) until the Node object is deleted."""
+
+        def gone(nodes: Mapping[str, Any]) -> Verdict | None:
+            return None if nodes else Verdict(True, f"node {node} deleted")
+
+        return wait_until(
+            self.core.list_node,
+            gone,
+            timeout_s=timeout_s,
+            retry=self.retry,
+            what=f"node {node} to be deleted",
+            field_selector=f"metadata.name={node}",
+        )
+
+
+def now_iso() -> str:
+    """UTC now, RFC 3339 (for annotations)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

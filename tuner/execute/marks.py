@@ -1,0 +1,165 @@
+"""Everything the tuner writes to nodes and pods, as pure patch builders.
+
+Every change carries an ownership marker so a later run can find and undo it after a crash:
+the label ``<prefix>/managed=true`` (found with one label selector) and the annotation
+``<prefix>/changes``, a JSON record of exactly what was changed (labels added, cordon, taint,
+the pod-deletion-cost it replaced). A change and its marker go in one merge patch, so they
+are applied, and undone, atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+LOWEST_COST = str(-(2**31))
+"""The lowest pod-deletion-cost (an int32): this pod goes first on scale-down."""
+
+Patch = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The label, annotation and taint keys under one DNS prefix (``execute.label_prefix``)."""
+
+    prefix: str = "tuner.dev"
+
+    @property
+    def managed(self) -> str:
+        """Label marking an object the tuner has changed."""
+        return f"{self.prefix}/managed"
+
+    @property
+    def changes(self) -> str:
+        """Annotation recording what was changed (JSON)."""
+        return f"{self.prefix}/changes"
+
+    @property
+    def taint(self) -> str:
+        """Key of the NoSchedule taint put on a node being removed."""
+        return f"{self.prefix}/draining"
+
+    @property
+    def left_for_removal(self) -> str:
+        """Annotation on an emptied, cordoned node left for the autoscaler or a provider."""
+        return f"{self.prefix}/left-for-removal"
+
+    @property
+    def onboarded(self) -> str:
+        """Annotation on an onboarded Deployment (its template carries the affinity)."""
+        return f"{self.prefix}/onboarded"
+
+    @property
+    def journal(self) -> str:
+        """Name of the ConfigMap journaling the transition in flight."""
+        return f"{self.prefix.replace('.', '-')}-journal"
+
+    def workload_label(self, namespace: str, name: str) -> str:
+        """The per-workload node label ``<prefix>/<namespace>.<name>`` (name part <= 63 chars)."""
+        part = f"{namespace}.{name}"
+        if len(part) > 63:
+            digest = hashlib.sha256(part.encode()).hexdigest()[:10]
+            part = f"{part[:52].rstrip('.-_')}-{digest}"
+        return f"{self.prefix}/{part}"
+
+
+def recorded(obj: Any, keys: Keys) -> dict[str, Any]:
+    """The changes recorded on a node or pod (client model object), ``{}`` when none."""
+    text = (obj.metadata.annotations or {}).get(keys.changes)
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _marked(keys: Keys, record: dict[str, Any], labels: dict[str, str | None]) -> Patch:
+    return {
+        "metadata": {
+            "labels": {**labels, keys.managed: "true"},
+            "annotations": {keys.changes: json.dumps(record, sort_keys=True)},
+        }
+    }
+
+
+def label_node(node: Any, keys: Keys, label: str) -> Patch:
+    """Add a workload label to a node."""
+    record = recorded(node, keys)
+    if label in (node.metadata.labels or {}) and label not in record.get("labels", []):
+        raise ValueError(f"node {node.metadata.name} already has label {label} set by someone else")
+    record["labels"] = sorted({*record.get("labels", []), label})
+    return _marked(keys, record, {label: "true"})
+
+
+def drain_node(node: Any, keys: Keys) -> Patch:
+    """Cordon a node and add the tuner's NoSchedule taint (each only if not already there)."""
+    record = recorded(node, keys)
+    patch = _marked(keys, record, {})
+    if not node.spec.unschedulable:
+        record["cordoned"] = True
+        patch["spec"] = {"unschedulable": True}
+    taints = [_taint_dict(t) for t in node.spec.taints or ()]
+    if not any(t["key"] == keys.taint for t in taints):
+        record["tainted"] = True
+        taints.append({"key": keys.taint, "value": "true", "effect": "NoSchedule"})
+        patch.setdefault("spec", {})["taints"] = taints
+        # The taint list is replaced whole: fail with 409 if the node changed meanwhile.
+        patch["metadata"]["resourceVersion"] = node.metadata.resource_version
+    patch["metadata"]["annotations"][keys.changes] = json.dumps(record, sort_keys=True)
+    return patch
+
+
+def undo_node(node: Any, keys: Keys, *, keep_cordon: bool = False) -> Patch | None:
+    """Undo every recorded change and the marker; None when the node carries none."""
+    labels = node.metadata.labels or {}
+    record = recorded(node, keys)
+    if keys.managed not in labels and not record:
+        return None
+    patch: Patch = {
+        "metadata": {
+            "labels": dict.fromkeys([keys.managed, *record.get("labels", [])]),
+            "annotations": {keys.changes: None},
+        }
+    }
+    if record.get("cordoned") and not keep_cordon:
+        patch["spec"] = {"unschedulable": False}
+    if record.get("tainted"):
+        taints = [_taint_dict(t) for t in node.spec.taints or () if t.key != keys.taint]
+        patch.setdefault("spec", {})["taints"] = taints or None
+        patch["metadata"]["resourceVersion"] = node.metadata.resource_version
+    return patch
+
+
+def cheapest_pod(pod: Any, keys: Keys) -> Patch:
+    """Make a pod the first to go on scale-down, recording the cost it had."""
+    annotations = pod.metadata.annotations or {}
+    record = recorded(pod, keys)
+    record.setdefault("deletion_cost", annotations.get(DELETION_COST))
+    patch = _marked(keys, record, {})
+    patch["metadata"]["annotations"][DELETION_COST] = LOWEST_COST
+    return patch
+
+
+def undo_pod(pod: Any, keys: Keys) -> Patch | None:
+    """Restore a pod's deletion cost and drop the marker; None when it carries none."""
+    record = recorded(pod, keys)
+    if keys.managed not in (pod.metadata.labels or {}) and not record:
+        return None
+    annotations: dict[str, str | None] = {keys.changes: None}
+    if "deletion_cost" in record:
+        annotations[DELETION_COST] = record["deletion_cost"]
+    return {"metadata": {"labels": {keys.managed: None}, "annotations": annotations}}
+
+
+def _taint_dict(taint: Any) -> dict[str, Any]:
+    entry = {"key": taint.key, "effect": taint.effect}
+    if taint.value is not None:
+        entry["value"] = taint.value
+    if taint.time_added is not None:
+        entry["timeAdded"] = taint.time_added
+    return entry

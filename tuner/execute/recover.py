@@ -1,0 +1,39 @@
+"""Find and undo what an earlier run left behind (it crashed, was killed or lost the API).
+
+Everything the tuner changes carries the ``<prefix>/managed`` label and a record of the change
+(:mod:`tuner.execute.marks`), so one label selector finds every leftover: node labels, cordons,
+taints and pod-deletion-costs. The journal names the transition that was interrupted.
+"""
+
+from __future__ import annotations
+
+from tuner.execute.journal import Journal, interrupted
+from tuner.execute.kube import Kube
+from tuner.execute.marks import undo_node, undo_pod
+
+
+def recover(kube: Kube) -> list[str]:
+    """Undo every leftover; one line per thing undone."""
+    undone: list[str] = []
+    journal = Journal(kube)
+    data = journal.read()
+    if data is not None:
+        undone.append(interrupted(data))
+    selector = kube.keys.managed
+    nodes = kube.retry.call(
+        "list marked nodes", lambda: kube.core.list_node(label_selector=selector)
+    )
+    for node in nodes.items:
+        name = node.metadata.name
+        if kube.patch_node(name, lambda n: undo_node(n, kube.keys)) is not None:
+            undone.append(f"node {name}: removed the tuner's labels, cordon and taint")
+    pods = kube.retry.call(
+        "list marked pods", lambda: kube.core.list_pod_for_all_namespaces(label_selector=selector)
+    )
+    for pod in pods.items:
+        namespace, name = pod.metadata.namespace, pod.metadata.name
+        if kube.patch_pod(namespace, name, lambda p: undo_pod(p, kube.keys)) is not None:
+            undone.append(f"pod {namespace}/{name}: restored its pod-deletion-cost")
+    if data is not None:
+        journal.end()
+    return undone

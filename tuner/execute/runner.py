@@ -1,0 +1,72 @@
+"""The transition runner: a plan's actions in order, each verified; the first failure stops
+the transition (the failing action has already undone its temporary changes).
+
+A set stop flag (SIGTERM) is checked between actions and inside every wait: the action in
+flight finishes or rolls back, and no further action starts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from tuner.cycle import TransitionResult
+from tuner.execute.actions import perform
+from tuner.execute.journal import Journal
+from tuner.execute.kube import Kube
+from tuner.execute.printer import describe
+from tuner.execute.retry import ActionFailed
+from tuner.plan.actions import Action
+
+log = logging.getLogger(__name__)
+
+
+def run_transition(kube: Kube, actions: Sequence[Action]) -> TransitionResult:
+    """Carry out the actions, journaled; never raises for a failed action."""
+    journal = Journal(kube)
+    done: list[Action] = []
+    try:
+        journal.begin(actions)
+    except ActionFailed as err:
+        return TransitionResult((), False, f"journal not written, nothing done: {err}")
+    try:
+        for index, action in enumerate(actions):
+            label = f"action {index + 1}/{len(actions)} ({describe(action)})"
+            if kube.retry.stop.is_set():
+                return TransitionResult(tuple(done), False, f"stop requested before {label}")
+            try:
+                journal.step(index)
+                outcome = perform(kube, action, dry_run=False)
+            except ActionFailed as err:
+                log.error("%s failed: %s", label, err)
+                return TransitionResult(tuple(done), False, f"{label} failed: {err}")
+            except Exception as err:  # a bug or an unexpected answer: fail, never crash
+                log.exception("%s failed unexpectedly", label)
+                reason = f"{label} failed: {type(err).__name__}: {err}"
+                return TransitionResult(tuple(done), False, reason)
+            log.info("%s done: %s", label, outcome)
+            done.append(action)
+        return TransitionResult(tuple(done), True, f"{len(done)} actions done and verified")
+    finally:
+        try:
+            journal.end()
+        except ActionFailed as err:
+            log.error("journal not removed (the next recovery will): %s", err)
+
+
+def describe_transition(
+    kube: Kube, actions: Sequence[Action], echo: Callable[[str], None]
+) -> TransitionResult:
+    """Check and describe every action with reads only; nothing is changed."""
+    refused = 0
+    for index, action in enumerate(actions):
+        label = f"dry run: action {index + 1}/{len(actions)} ({describe(action)})"
+        try:
+            echo(f"{label}: {perform(kube, action, dry_run=True)}")
+        except ActionFailed as err:
+            refused += 1
+            echo(f"{label}: would fail: {err}")
+    reason = f"dry run: {len(actions)} actions described, none carried out"
+    if refused:
+        reason += f"; {refused} would fail now"
+    return TransitionResult((), refused == 0, reason)

@@ -1,0 +1,201 @@
+"""``tuner demo``: the tuner's real moderator loop on a simulated cluster, in accelerated time.
+
+Nothing to install or configure: the cluster is a :class:`~tuner.sim.engine.Simulation` (HPAs,
+kube-scheduler, the Cluster Autoscaler), the knowledge base is the embedded one in a temporary
+file, and the loop is :class:`~tuner.moderator.Moderator` with the default settings, running
+``--speed`` times faster than the wall clock. Each cycle prints the window's verdict, the
+decision with its reason and, when it acts, the planned transitions (the ``--dry-run`` table).
+
+The cycle's ports are :mod:`tuner.sim.ports` (the same the evaluation runs the cycle through)
+and :class:`FileKnowledge`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from knowledge.embedded import EmbeddedKnowledgeBase
+from knowledge.records import Execution
+from tuner.cycle import CycleReport, Outcome, Ports
+from tuner.execute.printer import render_text
+from tuner.moderator import Moderator
+from tuner.settings import Analyse, Pricing, Settings
+from tuner.sim.engine import Simulation
+from tuner.sim.ports import SimActuator, SimObserver
+from tuner.sim.scenarios import scenario
+
+DEFAULT_SCENARIO = "demo"
+T = TypeVar("T")
+
+
+class FileKnowledge:
+    """The embedded knowledge base, opened for each call: the moderator runs cycles on worker
+    threads, and a SQLite connection may only be used on the thread that opened it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _call(self, use: Callable[[EmbeddedKnowledgeBase], T]) -> T:
+        with EmbeddedKnowledgeBase(self.path) as kb:
+            return use(kb)
+
+    def record(self, execution: Execution) -> None:
+        """Store a stable deployment."""
+        self._call(lambda kb: kb.record(execution))
+
+    def find_by_load(self, load: float, delta: float) -> list[Execution]:
+        """Entries for this load, cheapest first."""
+        return self._call(lambda kb: kb.find_by_load(load, delta))
+
+    def get(self, execution_id: str) -> Execution | None:
+        """One entry."""
+        return self._call(lambda kb: kb.get(execution_id))
+
+    def delete(self, execution_id: str) -> bool:
+        """Forget an entry."""
+        return self._call(lambda kb: kb.delete(execution_id))
+
+    def list(self, limit: int | None = None) -> list[Execution]:
+        """Entries, newest first."""
+        return self._call(lambda kb: kb.list(limit))
+
+    def prune(self, *, older_than: float | None = None, keep: int | None = None) -> int:
+        """Delete old entries."""
+        return self._call(lambda kb: kb.prune(older_than=older_than, keep=keep))
+
+    def close(self) -> None:
+        """Nothing stays open."""
+
+    def __enter__(self) -> FileKnowledge:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def demo_settings(sim: Simulation, knowledge: Path, seed: int) -> Settings:
+    """The default settings, priced by the scenario's node type, with the given knowledge file."""
+    node_type = sim.scenario.autoscaler.node_type
+    defaults = Settings()
+    return replace(
+        defaults,
+        pricing=Pricing(node_types={node_type.name: node_type.price}, currency=node_type.currency),
+        analyse=Analyse(seed=seed),
+        knowledge=replace(defaults.knowledge, backend="embedded", path=str(knowledge)),
+    )
+
+
+def clock(seconds: float) -> str:
+    """Simulated time as ``t+H:MM``."""
+    minutes = max(int(seconds // 60), 0)
+    return f"t+{minutes // 60}:{minutes % 60:02d}"
+
+
+def describe(report: CycleReport, sim: Simulation) -> str:
+    """What one cycle saw and decided, for a person watching."""
+    nodes = len(sim.cluster_state.nodes)
+    head = f"[{clock(report.end)}] {nodes} nodes, {report.outcome.value}"
+    if report.outcome in (Outcome.UNSTABLE, Outcome.UNKNOWN, Outcome.WAITING, Outcome.ERROR):
+        return f"{head}: {report.reason}"
+    load = "" if report.load is None else f", load {report.load:.1f} req/s"
+    if report.plan is None or not report.plan.actions:
+        return f"{head}{load}: {report.reason}"
+    lines = [f"{head}{load}", *("  " + line for line in render_text(report.plan).splitlines())]
+    if report.result is not None and not report.result.completed:
+        lines.append(f"  stopped: {report.result.reason}")
+    return "\n".join(lines)
+
+
+def run_demo(name: str, hours: float, speed: float, seed: int) -> int:
+    """Run the moderator over ``hours`` of simulated time; print every cycle."""
+    sim = Simulation(scenario(name, hours), seed)
+    sim.advance(sim.scenario.warmup)
+    end = sim.now + hours * 3600
+    node_type = sim.scenario.autoscaler.node_type
+    say(
+        f"tuner demo: {sim.scenario.title}; {node_type.name} nodes at "
+        f"{node_type.price:g} {node_type.currency}/h; HPAs and the Cluster Autoscaler run in the "
+        f"simulator, the tuner's moderator at {speed:g}x ({hours:g} simulated h)"
+    )
+    with tempfile.TemporaryDirectory(prefix="tuner-demo-") as tmp:
+        knowledge_path = Path(tmp) / "knowledge.sqlite"
+        settings = demo_settings(sim, knowledge_path, seed)
+        actuator = SimActuator(sim, settings.execute.node_removal)
+        counts: dict[str, int] = {}
+        knowledge = FileKnowledge(knowledge_path)
+        ports = Ports(SimObserver(sim), actuator, knowledge)
+        moderator: Moderator
+
+        def on_cycle(report: CycleReport, _seconds: float) -> None:
+            counts[report.outcome.value] = counts.get(report.outcome.value, 0) + 1
+            if not say(describe(report, sim)) or report.end >= end:
+                threading.Thread(target=moderator.stop, daemon=True).start()
+
+        for logger in ("apscheduler", "tuner.cycle"):  # the printed cycles say it all
+            logging.getLogger(logger).setLevel(logging.WARNING)
+        moderator = Moderator(settings, ports, on_cycle=on_cycle, speed=speed, start_time=sim.now)
+        moderator.run_forever()
+        stored = len(knowledge.list())
+    summary = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+    say(
+        f"done: {sum(counts.values())} cycles ({summary}); {actuator.actions} actions carried "
+        f"out; {stored} stable deployments in the knowledge base; "
+        f"{len(sim.cluster_state.nodes)} nodes at the end"
+    )
+    return 0
+
+
+def say(text: str) -> bool:
+    """Print a line; False when nobody reads any more (a closed pipe): the demo then stops."""
+    try:
+        print(text, flush=True)
+    except OSError:
+        return False
+    return True
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, not {text!r}")
+    return value
+
+
+def add_demo_parser(commands: Any) -> None:
+    """Register ``demo`` on the CLI's subparsers."""
+    demo = commands.add_parser(
+        "demo",
+        help="watch the tuner's loop on a simulated cluster (no cluster or database needed)",
+        description=(
+            "Run the tuner's real moderator loop, with the default settings and an embedded "
+            "knowledge base in a temporary file, against a simulated cluster (HPAs, "
+            "kube-scheduler, Cluster Autoscaler) in accelerated time, printing every cycle's "
+            "decision and planned transitions."
+        ),
+    )
+    demo.add_argument(
+        "--scenario", default=DEFAULT_SCENARIO, help="simulator scenario name or file"
+    )
+    demo.add_argument("--hours", type=_positive, default=2.0, help="simulated hours")
+    demo.add_argument(
+        "--speed", type=_positive, default=400.0, help="simulated seconds per wall second"
+    )
+    demo.add_argument("--seed", type=int, default=1)
+    demo.set_defaults(run=lambda a: run_demo(a.scenario, a.hours, a.speed, a.seed))

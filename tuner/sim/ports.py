@@ -1,0 +1,73 @@
+"""The daemon cycle's ports (:class:`tuner.cycle.Ports`) over a simulation, so that the tuner's
+real cycle (:func:`tuner.cycle.run_cycle`) runs unchanged against the simulated cluster: in the
+evaluation (``strategies.tuner``) and in ``tuner demo`` (through the moderator).
+
+- :class:`SimObserver` (the monitor): advances the simulation to the window's end if it is not
+  there yet and judges the window as the monitor does (node set and per-workload pod counts
+  unchanged, no pending pod); the load is the mean load served over the window.
+- :class:`SimActuator`: reads the simulated cluster and carries actions out through the
+  simulated executor, verified, stopping at the first failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tuner.cycle import TransitionResult
+from tuner.model.cluster import Cluster
+from tuner.monitor.load import Load
+from tuner.monitor.observe import WindowReport
+from tuner.monitor.stability import Verdict
+from tuner.plan.actions import Action
+from tuner.sim.engine import Simulation
+
+SOURCE = "simulator"
+
+
+class SimObserver:
+    """The monitor port over a simulation."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+
+    def observe(self, start: float, end: float) -> WindowReport:
+        """Stable when the node set and pod counts did not change over [start, end]."""
+        if end > self.sim.now:
+            self.sim.advance(end - self.sim.now)
+        window = self.sim.window(end - start)
+        if not window.stable:
+            reason = (
+                f"{window.pending} pods pending"
+                if window.pending
+                else f"nodes or pod counts changed {end - window.changed:.0f} s before its end"
+            )
+            return WindowReport(Verdict.UNSTABLE, reason, None, start, end, start, source=SOURCE)
+        reason = f"nodes and pod counts unchanged for {end - start:.0f} s, no pod pending"
+        load = Load.scalar(window.load)
+        return WindowReport(Verdict.STABLE, reason, load, start, end, start, source=SOURCE)
+
+
+class SimActuator:
+    """The actuator port over a simulation."""
+
+    def __init__(self, sim: Simulation, node_removal: str) -> None:
+        self.sim = sim
+        self.node_removal = node_removal
+        self.actions = 0
+        """Actions carried out and verified."""
+
+    def read(self) -> Cluster:
+        """The simulated cluster now."""
+        return self.sim.cluster()
+
+    def carry_out(self, actions: Sequence[Action], *, dry_run: bool) -> TransitionResult:
+        """Run the actions through the simulated executor (verified, stopping at a failure)."""
+        if dry_run:
+            return TransitionResult((), True, "dry run")
+        results = self.sim.apply(actions, self.node_removal)
+        done = tuple(r.action for r in results if r.verified)
+        self.actions += len(done)
+        failed = next((r for r in results if not r.verified), None)
+        if failed is not None:
+            return TransitionResult(done, False, failed.detail)
+        return TransitionResult(done, True)
