@@ -1,9 +1,9 @@
-# Two commands for a newcomer: `make example` and `make test` (see README.md).
+# Two commands for a newcomer: `make demo` and `make test` (see README.md).
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: venv example test bench bench-kb lint evaluate
+.PHONY: venv demo example test bench bench-kb lint evaluate
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,6 +12,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+demo: venv
+	$(VENV)/bin/tuner demo
 
 example: venv
 	$(VENV)/bin/tuner plan --snapshot examples/cluster-dump.json --settings settings/example.json

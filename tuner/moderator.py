@@ -106,9 +106,20 @@ class Moderator:
         )
 
     def _tick(self, max_cycles: int | None) -> None:
+        delay = self.settings.windows.retry_s
+        try:
+            delay = self._cycle()
+        finally:  # even when on_cycle itself raised: the loop must go on
+            if max_cycles is not None and self.cycles >= max_cycles:
+                threading.Thread(target=self.stop, daemon=True).start()
+            elif self._scheduler.running:
+                self._schedule(delay / self.speed, max_cycles)
+
+    def _cycle(self) -> float:
+        """One cycle, a failure reported as an ERROR cycle; the seconds until the next."""
         started = time.monotonic()
         try:
-            delay = self.run_once().next_in
+            return self.run_once().next_in
         except Exception as err:
             delay = self.settings.windows.retry_s
             if isinstance(err, ServiceError):
@@ -116,10 +127,7 @@ class Moderator:
             else:
                 log.exception("cycle failed, retrying in %.0f s", delay)
             now = self.now()
-            report = CycleReport(Outcome.ERROR, now, now, str(err), delay)
-            self.on_cycle(report, time.monotonic() - started)
-        if max_cycles is not None and self.cycles >= max_cycles:
-            threading.Thread(target=self.stop, daemon=True).start()
-            return
-        if self._scheduler.running:
-            self._schedule(delay / self.speed, max_cycles)
+            self.on_cycle(
+                CycleReport(Outcome.ERROR, now, now, str(err), delay), time.monotonic() - started
+            )
+            return delay

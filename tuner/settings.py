@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,8 @@ from tuner.model.quantity import cpu_millis, memory_bytes
 
 log = logging.getLogger(__name__)
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "settings" / "settings.schema.json"
+SCHEMA = resources.files("tuner") / "settings.schema.json"
+"""settings/settings.schema.json, shipped inside the package (a link in the source tree)."""
 
 LEGACY_KEYS: dict[str, tuple[str, str]] = {
     "measure_window": ("windows", "measure_s"),
@@ -186,7 +188,7 @@ class Settings:
 
 @cache
 def _validator() -> jsonschema.Draft202012Validator:
-    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
     return jsonschema.Draft202012Validator(schema)
 
 

@@ -85,6 +85,21 @@ def test_a_cycle_that_raises_is_reported_as_an_error_and_retried(tmp_path: Path)
     assert reports[0].next_in == 0.01
 
 
+def test_the_loop_goes_on_when_reporting_a_failed_cycle_fails(tmp_path: Path) -> None:
+    settings = Settings(windows=Windows(measure_s=600, retry_s=0.01))
+    seen: list[Outcome] = []
+
+    def broken_reporter(report: CycleReport, _seconds: float) -> None:
+        seen.append(report.outcome)
+        raise RuntimeError("metrics exporter broke")
+
+    with EmbeddedKnowledgeBase(tmp_path / "kb.sqlite") as kb:
+        ports = Ports(Failing(), None, kb)  # type: ignore[arg-type]
+        moderator = Moderator(settings, ports, on_cycle=broken_reporter)
+        moderator.run_forever(max_cycles=3)
+    assert seen == [Outcome.ERROR] * 3
+
+
 def test_a_cycle_logs_window_verdict_load_costs_decision_and_each_action(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
