@@ -13,7 +13,8 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-demo: venv
+# The offline plan on the shipped dump, then the daemon's loop on a simulated cluster.
+demo: example
 	$(VENV)/bin/tuner demo
 
 example: venv
