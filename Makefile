@@ -29,13 +29,13 @@ lint: venv
 	$(VENV)/bin/mypy
 
 bench: venv
-	$(VENV)/bin/python bench/plan_scale.py
-	$(VENV)/bin/python bench/packing_quality.py
+	$(VENV)/bin/python -m bench.plan_scale
+	$(VENV)/bin/python -m bench.packing_quality
 
 # The knowledge graph at scale on a private Neo4j (about half an hour, most of it loading).
 bench-kb: venv
 	bash scripts/neo4j.sh install
-	$(VENV)/bin/python bench/kb_lookup.py
+	$(VENV)/bin/python -m bench.kb_lookup
 
 evaluate: venv
 	$(VENV)/bin/tuner simulate --scenario all --output docs/evaluation --readme README.md

@@ -1,6 +1,6 @@
 """How good is the node-removal heuristic? Compared with exact MILP answers on small clusters.
 
-Run: .venv/bin/python bench/packing_quality.py [instances]
+Run: .venv/bin/python -m bench.packing_quality [instances]
 
 Reports, over random small clusters (3-8 nodes, up to ~40 pods, mixed shapes, taints and
 node selectors, StatefulSets and DaemonSets):

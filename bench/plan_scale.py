@@ -1,6 +1,6 @@
 """Scale benchmark: dump parsing and analyse+plan on clusters of 100, 1,000 and 5,000 nodes.
 
-Run: .venv/bin/python bench/plan_scale.py [--sizes 100,1000,5000] [--repeat 5]
+Run: .venv/bin/python -m bench.plan_scale [--sizes 100,1000,5000] [--repeat 5]
 
 Clusters come from tuner.synthetic.random_cluster (~30 pods per node, mixed node types, many
 Deployments with HPAs and PDBs, StatefulSets, two DaemonSets). Parsing (JSON text to the domain

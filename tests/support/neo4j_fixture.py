@@ -34,10 +34,10 @@ from neo4j import Driver, GraphDatabase
 from knowledge.neo4j_store import Neo4jKnowledgeBase
 from tuner.settings import Knowledge
 
+from .scripts import run_script
+
 __all__ = ["Neo4jServer", "neo4j", "neo4j_server"]
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = REPO_ROOT / "scripts" / "neo4j.sh"
 PASSWORD = "tuner-test-pw"
 PASSWORD_ENV = "TUNER_NEO4J_PASSWORD"
 
@@ -72,21 +72,7 @@ class Neo4jServer:
             "NEO4J_STATE_DIR": str(self.state_dir),
             **self.env,
         }
-        proc = subprocess.run(
-            ["bash", str(SCRIPT), *args],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(
-                f"scripts/neo4j.sh {' '.join(args)} exited {proc.returncode}:\n"
-                f"{proc.stdout}{proc.stderr}"
-            )
-        return proc.stdout + proc.stderr
+        return run_script("neo4j.sh", args, env, timeout)
 
     def start(self) -> None:
         """Start (or keep) the server; returns once Bolt and HTTP answer."""

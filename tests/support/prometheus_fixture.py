@@ -29,7 +29,6 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import time
 import urllib.error
 import urllib.parse
@@ -41,11 +40,10 @@ from typing import Any
 import pytest
 
 from .exporter import GENERATION_METRIC, SCRAPE_SEQ_METRIC, TestExporter
+from .scripts import run_script
 
 __all__ = ["PrometheusHarness", "prometheus", "prometheus_harness"]
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = REPO_ROOT / "scripts" / "prometheus.sh"
 JOB = "tuner-test-exporter"
 SCRAPE_INTERVAL_S = 1.0
 #: Prometheus' service discovery hands new targets to the scraper only every 5 s, so the
@@ -98,21 +96,7 @@ class PrometheusHarness:
         }
 
     def _script(self, *args: str, timeout: float = 120.0) -> str:
-        proc = subprocess.run(
-            ["bash", str(SCRIPT), *args],
-            env=self.script_env(),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(
-                f"scripts/prometheus.sh {' '.join(args)} exited {proc.returncode}:\n"
-                f"{proc.stdout}{proc.stderr}"
-            )
-        return proc.stdout + proc.stderr
+        return run_script("prometheus.sh", args, self.script_env(), timeout)
 
     def start_prometheus(self, wait_for_scrape: bool = True) -> None:
         """Start (or keep) Prometheus; by default wait until it has ingested a scrape."""
