@@ -8,14 +8,21 @@ server to use (its password in ``$NEO4J_PASSWORD``; the bench deletes everything
 
 Executions get loads spread uniformly over [1,000, 1,000 + executions) (about one per load
 unit), 20 nodes of three shapes, each running 3 to 6 of 60 workload types. They are written
-with ``Neo4jKnowledgeBase.record_many`` (one UNWIND transaction per batch). Then
-``find_by_load`` runs at random loads with a delta chosen so the band holds about 5, 50, 200
-and 1,000 executions (``--band-entries``): the lookup is an index seek, so its time follows
-the number of executions in the band (each returned with its full deployment), not the size
-of the graph.
+with ``Neo4jKnowledgeBase.record_many`` (one UNWIND transaction per batch). Then lookups run
+at random loads with a delta chosen so the band holds about 5, 50, 200 and 1,000 executions
+(``--band-entries``), two at each load:
+
+- ``daemon``: what the cycle asks for (:func:`tuner.cycle.previous_candidates`): the default
+  ``knowledge.lookup_limit`` cheapest executions that cost less than the cluster now. The
+  "cluster now" is dearer than every recorded deployment (one node more than they have, all
+  of the dearest shape), so every execution in the band qualifies and each answer holds the
+  full limit: the worst case.
+- ``unbounded``: every execution in the band with its full deployment (``--no-unbounded``
+  skips it), for comparison: its time follows the size of the band.
 
 Prints medians and 95th percentiles in milliseconds and checks every answer: in the band,
-cheapest first. ``--uri URI --reuse`` measures again on a graph an earlier run loaded.
+cheaper than asked, cheapest first, and the daemon's answer is the head of the unbounded one.
+``--uri URI --reuse`` measures again on a graph an earlier run loaded.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +46,7 @@ from knowledge.base import load_band
 from knowledge.neo4j_store import Neo4jKnowledgeBase
 from knowledge.records import Execution, NodeState, WorkloadType
 from tests.support.neo4j_fixture import Neo4jServer
+from tuner.settings import Knowledge
 
 SHAPES = [("e2-standard-4", 4000, 16 * 2**30, 0.134), ("e2-standard-8", 8000, 32 * 2**30, 0.268)]
 SHAPES.append(("e2-highmem-4", 4000, 32 * 2**30, 0.181))
@@ -91,23 +99,45 @@ def batches(items: Iterator[Execution], size: int) -> Iterator[list[Execution]]:
         yield batch
 
 
+LOOKUP_LIMIT = Knowledge().lookup_limit
+Lookup = Callable[[Neo4jKnowledgeBase, float, float, float], list[Execution]]
+"""One way of asking for a band: (store, load, delta, cost of the cluster now) -> executions."""
+LOOKUPS: dict[str, Lookup] = {
+    "daemon": lambda kb, load, delta, now: kb.find_by_load(
+        load, delta, cheaper_than=now, limit=LOOKUP_LIMIT
+    ),
+    "unbounded": lambda kb, load, delta, _: kb.find_by_load(load, delta),
+}
+
+
+def check(found: list[Execution], load: float, delta: float, cheaper_than: float | None) -> None:
+    """An answer is in the band, cheapest first, and (bounded) cheaper and within the limit."""
+    low, high = load_band(load, delta)
+    assert all(low <= e.load <= high for e in found)
+    assert [e.rank for e in found] == sorted(e.rank for e in found)
+    assert all(len(e.nodes) > 0 for e in found)
+    if cheaper_than is not None:
+        assert len(found) <= LOOKUP_LIMIT and all(e.cost < cheaper_than for e in found)
+
+
 def timed_lookups(
-    kb: Neo4jKnowledgeBase, bands: list[tuple[float, float]]
-) -> tuple[list[float], list[int]]:
-    """Milliseconds per lookup and entries found; every answer is checked."""
-    times, sizes = [], []
+    kb: Neo4jKnowledgeBase, bands: list[Band], kinds: list[str], now: float
+) -> dict[str, tuple[list[float], list[int]]]:
+    """Per kind of lookup: milliseconds per lookup and executions found, each answer checked;
+    ``now`` is the cost of the cluster the daemon compares with."""
+    timings: dict[str, tuple[list[float], list[int]]] = {kind: ([], []) for kind in kinds}
     for load, delta in bands:
-        t0 = time.perf_counter()
-        found = kb.find_by_load(load, delta)
-        times.append((time.perf_counter() - t0) * 1000)
-        sizes.append(len(found))
-        low, high = load_band(load, delta)
-        assert all(low <= e.load <= high for e in found)
-        assert [(e.cost, e.cpu_ratio) for e in found] == sorted(
-            (e.cost, e.cpu_ratio) for e in found
-        )
-        assert all(len(e.nodes) > 0 for e in found)
-    return times, sizes
+        answers = {}
+        for kind in kinds:
+            t0 = time.perf_counter()
+            found = LOOKUPS[kind](kb, load, delta, now)
+            timings[kind][0].append((time.perf_counter() - t0) * 1000)
+            timings[kind][1].append(len(found))
+            check(found, load, delta, now if kind == "daemon" else None)
+            answers[kind] = found
+        if len(answers) == len(LOOKUPS):
+            assert answers["daemon"] == answers["unbounded"][:LOOKUP_LIMIT]
+    return timings
 
 
 def summary(times: list[float], sizes: list[int]) -> dict[str, float]:
@@ -153,12 +183,15 @@ def load_history(kb: Neo4jKnowledgeBase, args: argparse.Namespace) -> float:
 def measure(kb: Neo4jKnowledgeBase, args: argparse.Namespace) -> dict[str, Any]:
     """Lookups for every band size of ``--band-entries``."""
     rng = random.Random(1)
-    timed_lookups(kb, bands(args.executions, 5, 20, rng))  # warm the page cache and plans
+    kinds = list(LOOKUPS) if args.unbounded else ["daemon"]
+    now = (args.nodes + 1) * max(price for *_, price in SHAPES)  # dearer than every execution
+    timed_lookups(kb, bands(args.executions, 5, 20, rng), kinds, now)  # warm caches and plans
     results = {}
     for entries in args.band_entries:
         count = max(20, min(args.lookups, 20_000 // entries))
-        found = bands(args.executions, entries, count, rng)
-        results[f"band_{entries}"] = summary(*timed_lookups(kb, found))
+        timings = timed_lookups(kb, bands(args.executions, entries, count, rng), kinds, now)
+        results[f"band_{entries}"] = {kind: summary(*timings[kind]) for kind in kinds}
+        print(f"  band of {entries}: {json.dumps(results[f'band_{entries}'])}", flush=True)
     return results
 
 
@@ -174,6 +207,12 @@ def main() -> int:
         default=[5, 50, 200, 1000],
         help="executions a looked-up band holds, comma-separated (default 5,50,200,1000)",
     )
+    ap.add_argument(
+        "--unbounded",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also time the unbounded lookup at each load (default: yes)",
+    )
     ap.add_argument("--heap", default="2g")
     ap.add_argument("--pagecache", default="1g")
     ap.add_argument(
@@ -184,7 +223,11 @@ def main() -> int:
     )
     args = ap.parse_args()
 
-    results: dict[str, Any] = {"executions": args.executions, "nodes": args.nodes}
+    results: dict[str, Any] = {
+        "executions": args.executions,
+        "nodes": args.nodes,
+        "lookup_limit": LOOKUP_LIMIT,
+    }
     with tempfile.TemporaryDirectory(prefix="kb-bench-") as state:
         server = None
         if args.uri:

@@ -19,8 +19,21 @@ class KnowledgeBase(Protocol):
     def record(self, execution: Execution) -> None:
         """Store an execution; recording the same id again changes nothing (idempotent)."""
 
-    def find_by_load(self, load: float, delta: float) -> list[Execution]:
-        """Executions with load in ``load*(1±delta)``, cheapest first, ties by lower cpu_ratio."""
+    def find_by_load(
+        self,
+        load: float,
+        delta: float,
+        *,
+        cheaper_than: float | None = None,
+        limit: int | None = None,
+    ) -> list[Execution]:
+        """Executions with load in ``load*(1±delta)`` (and, given ``cheaper_than``, a cost
+        below it), cheapest first, ties by lower cpu_ratio, then id (:attr:`Execution.rank`).
+
+        Only the first ``limit`` are read in full (the order and the limit apply in the store,
+        before the deployments are read); an unreadable one among them is skipped, so fewer
+        may come back. Raises ValueError for a negative ``limit``.
+        """
 
     def get(self, execution_id: str) -> Execution | None:
         """One execution with its full deployment, or None."""
@@ -51,3 +64,17 @@ class KnowledgeBase(Protocol):
 def load_band(load: float, delta: float) -> tuple[float, float]:
     """The inclusive load range that counts as the same load."""
     return load * (1 - delta), load * (1 + delta)
+
+
+EVERY = 1 << 62
+"""A row limit no store reaches: "no limit" as a number that SQL and Cypher both take."""
+
+
+def row_limit(limit: int | None) -> int:
+    """``limit`` as the number a query takes (None: :data:`EVERY`); raises ValueError when
+    it is negative (SQLite would read that as "no limit", Cypher as an error)."""
+    if limit is None:
+        return EVERY
+    if limit < 0:
+        raise ValueError(f"limit must be >= 0, not {limit}")
+    return limit

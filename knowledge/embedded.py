@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 from types import TracebackType
 
-from knowledge.base import KnowledgeError, load_band
+from knowledge.base import KnowledgeError, load_band, row_limit
 from knowledge.records import Execution
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,8 @@ class EmbeddedKnowledgeBase:
 
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
         """Open (and create, unless ``read_only``) the store at ``path``."""
+        if read_only and not path.exists():
+            raise KnowledgeError(f"no knowledge store at {path} (nothing recorded yet)")
         try:
             if read_only:
                 self._db = sqlite3.connect(
@@ -71,13 +73,22 @@ class EmbeddedKnowledgeBase:
             ),
         )
 
-    def find_by_load(self, load: float, delta: float) -> Executions:
-        """Executions in the load band, cheapest first, ties by lower cpu_ratio."""
+    def find_by_load(
+        self,
+        load: float,
+        delta: float,
+        *,
+        cheaper_than: float | None = None,
+        limit: int | None = None,
+    ) -> Executions:
+        """Executions in the load band (cheaper than ``cheaper_than``), cheapest first, ties by
+        lower cpu_ratio; only the first ``limit`` are decoded."""
         low, high = load_band(load, delta)
         return self._read(
-            f"SELECT {_COLUMNS} FROM executions WHERE load BETWEEN ? AND ? "
-            "ORDER BY cost, cpu_ratio, id",
-            (low, high),
+            f"SELECT {_COLUMNS} FROM executions WHERE load BETWEEN :low AND :high "
+            "AND (:cheaper_than IS NULL OR cost < :cheaper_than) "
+            "ORDER BY cost, cpu_ratio, id LIMIT :limit",
+            {"low": low, "high": high, "cheaper_than": cheaper_than, "limit": row_limit(limit)},
         )
 
     def get(self, execution_id: str) -> Execution | None:
@@ -93,7 +104,7 @@ class EmbeddedKnowledgeBase:
         """Newest first."""
         return self._read(
             f"SELECT {_COLUMNS} FROM executions ORDER BY end_ DESC, id LIMIT ?",
-            (-1 if limit is None else limit,),
+            (row_limit(limit),),
         )
 
     def prune(self, *, older_than: float | None = None, keep: int | None = None) -> int:
@@ -131,7 +142,7 @@ class EmbeddedKnowledgeBase:
         except sqlite3.Error as err:
             raise KnowledgeError(f"knowledge store write failed: {err}") from err
 
-    def _read(self, sql: str, params: tuple[object, ...]) -> Executions:
+    def _read(self, sql: str, params: tuple[object, ...] | dict[str, object]) -> Executions:
         try:
             rows = self._db.execute(sql, params).fetchall()
         except sqlite3.Error as err:

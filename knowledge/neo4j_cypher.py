@@ -167,9 +167,12 @@ time of a lookup.
 
 FIND_BY_LOAD = (
     "MATCH (e:Execution) WHERE e.load >= $low AND e.load <= $high\n"
-    "WITH e ORDER BY e.cost, e.cpu_ratio, e.id" + _DEPLOYMENT
+    "  AND ($cheaper_than IS NULL OR e.cost < $cheaper_than)\n"
+    "WITH e ORDER BY e.cost, e.cpu_ratio, e.id LIMIT $limit" + _DEPLOYMENT
 )
-"""The analyse step's lookup: a range seek on the ``Execution.load`` index."""
+"""The analyse step's lookup: a range seek on the ``Execution.load`` index, the cost filter
+and a top-``$limit`` sort on the executions' own properties, and only then the deployments
+of the few that are left (reading and sending those is what a lookup spends its time on)."""
 
 GET = "MATCH (e:Execution {id: $id})" + _DEPLOYMENT
 

@@ -17,7 +17,7 @@ import neo4j
 from neo4j import Driver, GraphDatabase, ManagedTransaction
 
 from knowledge import neo4j_cypher as cypher
-from knowledge.base import KnowledgeError, load_band
+from knowledge.base import KnowledgeError, load_band, row_limit
 from knowledge.neo4j_decode import decode_rows, pod_refs
 from knowledge.neo4j_errors import translated
 from knowledge.neo4j_schema import ensure_schema
@@ -90,25 +90,37 @@ class Neo4jKnowledgeBase:
         if not encoded:
             return
         pods = {pod["key"]: pod for x in encoded for pod in x["pods"]}
-        params = {
-            "executions": [
-                {"id": x["id"], "props": x["props"], "nodes": x["nodes"]} for x in encoded
-            ],
-            "pods": [pods[key] for key in sorted(pods)],
-        }
+        # Each statement gets only what it reads: the driver packs parameters in Python, and
+        # packing the whole batch for all three was half the time of a bulk load.
+        vertices = [{"id": x["id"], "props": x["props"]} for x in encoded]
+        deployments = [{"id": x["id"], "nodes": x["nodes"]} for x in encoded]
 
         def write(tx: ManagedTransaction) -> None:
-            tx.run(cypher.UPSERT_EXECUTIONS, params).consume()
-            tx.run(cypher.MERGE_PODS, params).consume()
-            tx.run(cypher.CREATE_NODES, params).consume()
+            tx.run(cypher.UPSERT_EXECUTIONS, executions=vertices).consume()
+            tx.run(cypher.MERGE_PODS, pods=[pods[key] for key in sorted(pods)]).consume()
+            tx.run(cypher.CREATE_NODES, executions=deployments).consume()
 
         self._write("record", write)
 
-    def find_by_load(self, load: float, delta: float) -> Executions:
-        """Executions with load in ``load*(1±delta)``, cheapest first, ties by cpu_ratio."""
+    def find_by_load(
+        self,
+        load: float,
+        delta: float,
+        *,
+        cheaper_than: float | None = None,
+        limit: int | None = None,
+    ) -> Executions:
+        """Executions with load in ``load*(1±delta)`` (cheaper than ``cheaper_than``), cheapest
+        first, ties by cpu_ratio; the server sorts and reads only the first ``limit`` in full."""
         low, high = load_band(load, delta)
-        found = self._read("find_by_load", cypher.FIND_BY_LOAD, low=low, high=high)
-        return sorted(found, key=lambda e: (e.cost, e.cpu_ratio, e.id))
+        return self._read(
+            "find_by_load",
+            cypher.FIND_BY_LOAD,
+            low=low,
+            high=high,
+            cheaper_than=cheaper_than,
+            limit=row_limit(limit),
+        )
 
     def get(self, execution_id: str) -> Execution | None:
         """One execution with its full deployment, or None."""
@@ -121,7 +133,7 @@ class Neo4jKnowledgeBase:
 
     def list(self, limit: int | None = None) -> Executions:
         """Executions, newest (by end of window) first."""
-        return self._read("list", cypher.LIST, limit=(1 << 62) if limit is None else limit)
+        return self._read("list", cypher.LIST, limit=row_limit(limit))
 
     def prune(self, *, older_than: float | None = None, keep: int | None = None) -> int:
         """Delete executions that ended before ``older_than``, then all but the newest

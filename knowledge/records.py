@@ -62,6 +62,11 @@ class Execution:
     nodes: tuple[NodeState, ...]
     workloads: tuple[WorkloadType, ...]
 
+    @property
+    def rank(self) -> tuple[float, float, str]:
+        """The order of a lookup: cheapest first, ties by lower cpu_ratio, then by id."""
+        return (self.cost, self.cpu_ratio, self.id)
+
     def to_json(self) -> dict[str, Any]:
         """A plain JSON-able form (export, embedded storage)."""
         return {

@@ -15,6 +15,7 @@ from knowledge.base import KnowledgeError
 from knowledge.open import open_knowledge
 from knowledge.records import Execution
 from tuner.analyse.decision import analyse
+from tuner.cycle import previous_candidates
 from tuner.daemon.run import add_run_parser
 from tuner.errors import InputError, ServiceError
 from tuner.execute.onboard import add_onboard_parsers
@@ -96,7 +97,7 @@ def _plan(args: argparse.Namespace) -> int:
     cluster = _cluster(args, settings)
     history: list[Execution] = []
     if args.load is not None:
-        history = _history(settings, args.load)
+        history = _history(cluster, settings, args.load)
     rng = random.Random(settings.analyse.seed)
     report = build_report(cluster, settings, analyse(cluster, settings, history, rng))
     if args.format == "json":
@@ -106,13 +107,13 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _history(settings: Settings, load: float) -> list[Execution]:
-    """Knowledge-base entries for this load; an unreachable store skips the option."""
+def _history(cluster: Cluster, settings: Settings, load: float) -> list[Execution]:
+    """The entries the daemon would read for this load; an unreachable store skips the option."""
     if settings.knowledge.backend == "embedded" and not Path(settings.knowledge.path).exists():
         return []
     try:
         with open_knowledge(settings.knowledge, read_only=True) as kb:
-            return kb.find_by_load(load, settings.load.delta)
+            return previous_candidates(kb, cluster, settings, load)
     except KnowledgeError as err:
         log.warning("previous-deployment option skipped: %s", err)
         return []

@@ -11,9 +11,11 @@ Rules (thesis §3.2, DESIGN §1): act only on a window that was stable as a whol
 unknown window is retried after ``windows.retry_s`` (the sliding window); after any change the
 next window starts a warm-up after the change ended; a chosen previous deployment is deleted
 from the knowledge base and comes back when the next window proves the deployment stable;
-unattainable entries are deleted; candidate-delay timers live across cycles. A knowledge base
-that cannot be reached skips the previous-deployment option for that window, nothing else. A
-dry run reads the knowledge base but writes nothing to it, and carries nothing out.
+the option reads only the cheapest ``knowledge.lookup_limit`` entries that cost less than the
+cluster now (:func:`previous_candidates`), and those found unattainable are deleted;
+candidate-delay timers live across cycles. A knowledge base that cannot be reached skips the
+previous-deployment option for that window, nothing else. A dry run reads the knowledge base
+but writes nothing to it, and carries nothing out.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from knowledge.base import KnowledgeBase, KnowledgeError
 from knowledge.records import Execution, execution_of
+from tuner.analyse.cost import nodes_cost
 from tuner.analyse.decision import Choice, analyse
 from tuner.analyse.removal import CandidateTimers
 from tuner.model.cluster import Cluster
@@ -149,7 +152,7 @@ def run_cycle(
         return CycleReport(outcome, start, now, window.reason, windows.retry_s, window), state
     cluster = ports.actuator.read()
     load = window.load.total
-    history = _history(ports.knowledge, load, settings.load.delta)
+    history = _history(ports.knowledge, cluster, settings, load)
     analysis = analyse(cluster, settings, history, rng, state.timers, now)
     recorded = None
     if not dry_run:
@@ -210,9 +213,29 @@ def _record(kb: KnowledgeBase, execution: Execution, awaiting: str | None) -> st
     return execution.id
 
 
-def _history(kb: KnowledgeBase, load: float, delta: float) -> list[Execution]:
+def previous_candidates(
+    kb: KnowledgeBase, cluster: Cluster, settings: Settings, load: float
+) -> list[Execution]:
+    """The knowledge-base entries the previous-deployment option may choose from: for this load,
+    cheaper than the cluster now, the cheapest ``knowledge.lookup_limit`` of them.
+
+    The analysis takes the first attainable one and never looks at a dearer entry, so nothing
+    beyond these could change its answer unless all of them are unattainable. Those are
+    deleted after the analysis (not in a dry run), so the next window reads the next ones.
+    """
+    return kb.find_by_load(
+        load,
+        settings.load.delta,
+        cheaper_than=nodes_cost(cluster.nodes, settings.pricing),
+        limit=settings.knowledge.lookup_limit,
+    )
+
+
+def _history(
+    kb: KnowledgeBase, cluster: Cluster, settings: Settings, load: float
+) -> list[Execution]:
     try:
-        return kb.find_by_load(load, delta)
+        return previous_candidates(kb, cluster, settings, load)
     except KnowledgeError as err:
         log.warning("previous-deployment option skipped this window: %s", err)
         return []

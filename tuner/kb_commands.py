@@ -89,9 +89,15 @@ def add_kb_parser(
     browse.add_argument("--http", help="Browser base URL (default: http://<uri host>:7474)")
 
 
-def _with_kb(args: argparse.Namespace, action: Callable[[KnowledgeBase, Settings], int]) -> int:
+def _with_kb(
+    args: argparse.Namespace,
+    action: Callable[[KnowledgeBase, Settings], int],
+    *,
+    read_only: bool = False,
+) -> int:
+    """Run ``action`` on the configured knowledge base (``read_only``: creates nothing)."""
     settings = load_settings(args.settings)
-    with open_knowledge(settings.knowledge) as kb:
+    with open_knowledge(settings.knowledge, read_only=read_only) as kb:
         return action(kb, settings)
 
 
@@ -123,7 +129,7 @@ def _list(args: argparse.Namespace) -> int:
             )
         return 0
 
-    return _with_kb(args, run)
+    return _with_kb(args, run, read_only=True)
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -134,7 +140,7 @@ def _show(args: argparse.Namespace) -> int:
         print(json.dumps(execution.to_json(), indent=2))
         return 0
 
-    return _with_kb(args, run)
+    return _with_kb(args, run, read_only=True)
 
 
 def _delete(args: argparse.Namespace) -> int:
@@ -157,7 +163,7 @@ def _export(args: argparse.Namespace) -> int:
             print(f"exported to {args.output}", file=sys.stderr)
         return 0
 
-    return _with_kb(args, run)
+    return _with_kb(args, run, read_only=True)
 
 
 def _import(args: argparse.Namespace) -> int:

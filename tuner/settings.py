@@ -114,6 +114,8 @@ class Knowledge:
     user: str = "neo4j"
     database: str = "neo4j"
     password_env: str = "TUNER_NEO4J_PASSWORD"
+    lookup_limit: int = 10
+    """Executions a lookup reads in full: the cheapest that cost less than the cluster now."""
 
 
 @dataclass(frozen=True)

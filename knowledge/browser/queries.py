@@ -48,7 +48,7 @@ def ready_queries(load: float, delta: float, workload: str) -> list[Query]:
             history_query(load, delta),
         ),
         Query(
-            "What the analyse step sees for that load: cheapest first, ties by CPU ratio",
+            "What the analyse step chooses from for that load: cheapest first, ties by CPU ratio",
             f"MATCH (e:Execution) WHERE {low!r} <= e.load <= {high!r} "
             "RETURN e.id AS id, e.load AS load, e.cost AS cost_per_hour, "
             "e.cpu_ratio AS cpu_ratio, COUNT { (e)-[:HAS_NODE]->() } AS nodes "

@@ -13,31 +13,25 @@ from tuner.execute.plan_file import actions_from_json
 from tuner.monitor.kube import read_cluster
 
 
-def test_a_live_plan_empties_a_node_and_removes_it(kube: ClusterHarness, tmp_path: Path) -> None:
-    nodes = [kube.add_node(f"{kube.namespace}-n{i}") for i in (1, 2, 3)]
-    kube.deployment("web", 3)
-    settings = tmp_path / "settings.json"
+def _plan_live(kube: ClusterHarness, tmp_path: Path, *args: str) -> str:
+    """``tuner plan --live ARGS`` on the test cluster (no candidate delay): its stdout."""
     document = kube.settings_doc()
     document["analyse"] = {"candidate_delay_s": 0, "excluded_namespaces": ["kube-system"]}
+    settings = tmp_path / "settings.json"
     settings.write_text(json.dumps(document), encoding="utf-8")
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tuner.cli",
-            "plan",
-            "--live",
-            "--settings",
-            str(settings),
-            "--format",
-            "json",
-        ],
+    return subprocess.run(
+        [sys.executable, "-m", "tuner.cli", "plan", "--live", "--settings", str(settings), *args],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    plan = json.loads(out)
+
+
+def test_a_live_plan_empties_a_node_and_removes_it(kube: ClusterHarness, tmp_path: Path) -> None:
+    nodes = [kube.add_node(f"{kube.namespace}-n{i}") for i in (1, 2, 3)]
+    kube.deployment("web", 3)
+    plan = json.loads(_plan_live(kube, tmp_path, "--format", "json"))
     assert plan["decision"] == "remove_nodes"
     (removed,) = plan["removed_nodes"]
     actions = actions_from_json(plan["actions"], read_cluster(kube.api))
@@ -51,3 +45,28 @@ def test_a_live_plan_empties_a_node_and_removes_it(kube: ClusterHarness, tmp_pat
     kube.wait_available("web", 3)
     assert set(kube.placement("app=web").values()) <= set(nodes) - {removed}
     assert kube.leftovers() == []
+
+
+def test_a_live_plan_says_which_moves_are_eviction_only(
+    kube: ClusterHarness, tmp_path: Path
+) -> None:
+    """The pods start on one big node; a smaller one joins: removing the big one saves most."""
+    big = kube.add_node(f"{kube.namespace}-big", cpu="8", memory="16Gi")
+    kube.deployment("web", 1)
+    kube.deployment("plain", 1, onboarded=False)
+    kube.add_node(f"{kube.namespace}-small")
+
+    plan = json.loads(_plan_live(kube, tmp_path, "--format", "json"))
+    table = _plan_live(kube, tmp_path).splitlines()
+
+    assert plan["removed_nodes"] == [big]
+    placements = {
+        a["workload"].rsplit("/", 1)[1]: a["placement"]
+        for a in plan["actions"]
+        if a["op"] == "migrate"
+    }
+    assert placements == {"web": "node label", "plain": "eviction only (not onboarded)"}
+    (plain,) = [row for row in table if "/plain-" in row]
+    (web,) = [row for row in table if "/web-" in row]
+    assert plain.endswith("eviction only (not onboarded)")
+    assert "onboarded" not in web

@@ -69,6 +69,13 @@ class Scene:
     def settled(self, replicas: int, timeout_s: float = 60) -> State:
         return wait_for(f"{replicas} ready pods", lambda: settled(self.kube, replicas), timeout_s)
 
+    def event_reasons(self, namespace: str, kind: str) -> set[str]:
+        """The reasons of the tuner's Kubernetes Events about objects of a kind."""
+        events = self.kube.core.list_namespaced_event(
+            namespace, field_selector=f"involvedObject.kind={kind}"
+        ).items
+        return {e.reason for e in events if e.reporting_component == "tuner.dev/deployment-tuner"}
+
     def leftovers(self) -> list[str]:
         """Every trace of the tuner: labels, annotations, taints, cordons, its journal."""
         return self.kube.leftovers() + (["journal"] if journal_left(self.kube) else [])
@@ -177,6 +184,14 @@ def test_stable_window_recorded_node_removed_then_the_cheaper_previous_deploymen
     done = scene.mutations()
     assert any(m.startswith("create pods/eviction") for m in done)
     assert sum(m.startswith("delete nodes") for m in done) == 1
+    # ... each explained by Events: the cycle's decision, each action (RBAC allows them)
+    wait_for(
+        "the cycle's Event",
+        lambda: "RemovedNodes" in scene.event_reasons(NAMESPACE, "Lease") or None,
+        30,
+    )
+    assert "Migrated" in scene.event_reasons(scene.kube.namespace, "Pod")
+    assert "NodeRemoved" in scene.event_reasons("default", "Node")
 
     # The load rises: the autoscalers add two nodes and seven replicas; the tuner records it
     # and cannot remove a node (10 of 12 cores would be over the threshold).

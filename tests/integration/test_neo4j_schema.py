@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from knowledge import neo4j_cypher, neo4j_schema
-from knowledge.base import KnowledgeError
+from knowledge.base import EVERY, KnowledgeError
 from knowledge.neo4j_store import Neo4jKnowledgeBase
 from tests.integration.test_neo4j_store import synthetic
 from tests.support.neo4j_fixture import Neo4jServer
@@ -31,15 +33,50 @@ def test_opening_sets_up_constraints_indexes_and_the_version(neo4j: Neo4jServer)
         assert indexes.get(name) == "ONLINE", (name, indexes)
 
 
-def test_the_load_lookup_is_an_index_seek(neo4j: Neo4jServer) -> None:
+def name(operator: dict[str, Any]) -> str:
+    """An operator's name without its database (``Top@neo4j`` -> ``Top``)."""
+    return str(operator["operatorType"]).split("@")[0]
+
+
+def below(plan: dict[str, Any]) -> list[str]:
+    """The names of an operator and of every operator under it."""
+    return [name(plan), *(n for child in plan.get("children", []) for n in below(child))]
+
+
+def find(plan: dict[str, Any], operator: str) -> dict[str, Any] | None:
+    """The first operator of that name, depth first."""
+    if name(plan) == operator:
+        return plan
+    found = (find(child, operator) for child in plan.get("children", []))
+    return next((tree for tree in found if tree is not None), None)
+
+
+@pytest.mark.parametrize(("cheaper_than", "limit"), [(2.5, 10), (None, EVERY)])
+def test_the_load_lookup_is_an_index_seek(
+    neo4j: Neo4jServer, cheaper_than: float | None, limit: int
+) -> None:
+    """The band is a range seek on the load index; the cost filter and the top-``limit`` sort
+    run on the executions alone, and only what is left is expanded into deployments."""
     with neo4j.open() as kb:
         kb.record(synthetic("a", 1))
     with neo4j.driver() as driver:
         result = driver.execute_query(
-            "EXPLAIN " + neo4j_cypher.FIND_BY_LOAD, low=90.0, high=110.0, database_="neo4j"
+            "EXPLAIN " + neo4j_cypher.FIND_BY_LOAD,
+            low=90.0,
+            high=110.0,
+            cheaper_than=cheaper_than,
+            limit=limit,
+            database_="neo4j",
         )
-    plan = result.summary.plan["args"]["string-representation"]
-    assert "NodeIndexSeekByRange" in plan and "RANGE INDEX e:Execution(load)" in plan, plan
+    plan = result.summary.plan
+    text = plan["args"]["string-representation"]
+    assert "NodeIndexSeekByRange" in text and "RANGE INDEX e:Execution(load)" in text, text
+    top = find(plan, "Top")  # the sort with its limit, and what it sorts
+    assert top is not None, text
+    sorting = below(top)
+    assert sorting[-1] == "NodeIndexSeekByRange", text
+    assert not [op for op in sorting if op.startswith("Expand") or op == "RollUpApply"], text
+    assert "RollUpApply" in below(plan), text  # the deployments, read after the sort
 
 
 def test_a_duplicate_id_cannot_be_created_behind_the_tuners_back(neo4j: Neo4jServer) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from knowledge.base import KnowledgeBase
 from knowledge.records import Execution, NodeState, WorkloadType
 
@@ -64,6 +66,53 @@ def test_find_by_load_uses_the_relative_band_cheapest_first(kb: KnowledgeBase) -
         kb.record(e)
     found = [e.id for e in kb.find_by_load(100.0, 0.1)]
     assert found == ["in-high", "tie-b", "tie-a", "in-low"]
+
+
+def band_with_ties(kb: KnowledgeBase) -> list[Execution]:
+    """Seven executions in the band of load 100 ± 10 % (one outside), recorded out of order;
+    returns them cheapest first: by cost, then cpu_ratio, then id."""
+    ranked = [
+        execution("c1", 95.0, 1.0),
+        execution("c2-low-ratio", 105.0, 2.0, cpu_ratio=0.3),
+        execution("c2-tie-a", 100.0, 2.0, cpu_ratio=0.6),
+        execution("c2-tie-b", 92.0, 2.0, cpu_ratio=0.6),
+        execution("c3", 108.0, 3.0),
+        execution("c4", 100.0, 4.0, cpu_ratio=0.1),
+        execution("c5", 91.0, 5.0),
+    ]
+    for e in [*reversed(ranked), execution("outside", 120.0, 0.1)]:
+        kb.record(e)
+    return ranked
+
+
+def test_find_by_load_reads_only_the_cheapest_limit_in_full(kb: KnowledgeBase) -> None:
+    ranked = band_with_ties(kb)
+    assert kb.find_by_load(100.0, 0.1, limit=3) == ranked[:3]  # whole deployments
+    assert [e.id for e in kb.find_by_load(100.0, 0.1, limit=4)] == [e.id for e in ranked[:4]]
+    assert kb.find_by_load(100.0, 0.1, limit=0) == []
+    assert [e.id for e in kb.find_by_load(100.0, 0.1, limit=50)] == [e.id for e in ranked]
+
+
+def test_find_by_load_cheaper_than_is_a_strict_bound(kb: KnowledgeBase) -> None:
+    ranked = band_with_ties(kb)
+    assert [e.id for e in kb.find_by_load(100.0, 0.1, cheaper_than=2.0)] == ["c1"]
+    cheaper = kb.find_by_load(100.0, 0.1, cheaper_than=3.5)
+    assert [e.id for e in cheaper] == [e.id for e in ranked[:5]]
+    assert kb.find_by_load(100.0, 0.1, cheaper_than=1.0) == []
+
+
+def test_find_by_load_bound_and_limit_together_keep_the_tie_break(kb: KnowledgeBase) -> None:
+    band_with_ties(kb)
+    # the limit falls between two executions of equal cost and cpu_ratio: the lower id wins
+    found = kb.find_by_load(100.0, 0.1, cheaper_than=2.5, limit=3)
+    assert [e.id for e in found] == ["c1", "c2-low-ratio", "c2-tie-a"]
+    assert [e.id for e in kb.find_by_load(120.0, 0.01, cheaper_than=1.0, limit=1)] == ["outside"]
+
+
+def test_find_by_load_refuses_a_negative_limit(kb: KnowledgeBase) -> None:
+    kb.record(execution("a", 100.0, 1.5))
+    with pytest.raises(ValueError, match="limit must be >= 0"):
+        kb.find_by_load(100.0, 0.1, limit=-1)
 
 
 def test_delete_and_readd(kb: KnowledgeBase) -> None:

@@ -59,7 +59,10 @@ def test_plan_json_follows_the_contract(tmp_path: Path) -> None:
     assert ops[-len(plan["removed_nodes"]) :] == ["remove_node"] * len(plan["removed_nodes"])
     for action in plan["actions"]:
         if action["op"] == "migrate":
-            assert set(action) == {"op", "pod", "workload", "from", "to"}
+            # the contract's fields, and how the new pod is placed (no Deployment in the
+            # example dump is onboarded)
+            assert set(action) == {"op", "pod", "workload", "from", "to", "placement"}
+            assert action["placement"] == "eviction only (not onboarded)"
             assert (
                 action["from"] in plan["removed_nodes"]
                 and action["to"] not in plan["removed_nodes"]

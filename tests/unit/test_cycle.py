@@ -12,14 +12,21 @@ import pytest
 from knowledge.embedded import EmbeddedKnowledgeBase
 from knowledge.records import execution_of
 from tests.support.builders import cluster, node, pod
-from tuner.cycle import CycleState, Outcome, Ports, TransitionResult, run_cycle
+from tuner.cycle import (
+    CycleState,
+    Outcome,
+    Ports,
+    TransitionResult,
+    previous_candidates,
+    run_cycle,
+)
 from tuner.model.cluster import Cluster
 from tuner.model.movability import Policy, assess
 from tuner.monitor.load import Load
 from tuner.monitor.observe import WindowReport
 from tuner.monitor.stability import Verdict
 from tuner.plan.actions import Action, RemoveNode
-from tuner.settings import Analyse, Execute, Pricing, Settings, Windows
+from tuner.settings import Analyse, Execute, Knowledge, Pricing, Settings, Windows
 
 WINDOW = 600.0
 
@@ -191,6 +198,42 @@ def test_unattainable_entries_are_deleted(kb: EmbeddedKnowledgeBase) -> None:
         1000, CycleState(stable_since=0), s, Script([STABLE]), Recorder(two_half_empty_nodes()), kb
     )
     assert kb.get(alien.id) is None
+
+
+def test_the_lookup_reads_only_the_cheapest_entries_cheaper_than_now(
+    kb: EmbeddedKnowledgeBase,
+) -> None:
+    now = two_half_empty_nodes()
+    s = replace(settings(), knowledge=Knowledge(lookup_limit=2))
+    recorded = execution_of(now, assess(now, Policy(frozenset())), s.pricing, 100.0, 0, 600)
+    current = recorded.cost
+    for i, cost in enumerate([0.25, 0.5, 0.75, 1.0, 1.0, 2.0]):
+        kb.record(replace(recorded, id=f"e{i}", cost=current * cost))
+    found = previous_candidates(kb, now, s, 100.0)
+    assert [e.id for e in found] == ["e0", "e1"]
+    s = replace(s, knowledge=Knowledge(lookup_limit=10))
+    assert [e.id for e in previous_candidates(kb, now, s, 100.0)] == ["e0", "e1", "e2"]
+
+
+def test_when_every_entry_read_is_unattainable_the_next_window_reads_the_next(
+    kb: EmbeddedKnowledgeBase,
+) -> None:
+    then = cluster([node("x")], [pod("w-1", "x"), pod("w-2", "x")])
+    s = replace(settings(remove_nodes=False), knowledge=Knowledge(lookup_limit=2))
+    reachable = execution_of(then, assess(then, Policy(frozenset())), s.pricing, 100.0, 0, 600)
+    alien = cluster([node("z", "4", "8Gi", instance_type="m5.xlarge")], [pod("w-1", "z")])
+    alien_entry = execution_of(alien, assess(alien, Policy(frozenset())), s.pricing, 100.0, 0, 60)
+    aliens = [replace(alien_entry, id=f"alien-{i}", cost=reachable.cost * i / 4) for i in (1, 2)]
+    for entry in [reachable, *aliens]:
+        kb.record(entry)
+    actuator = Recorder(cluster([node("x"), node("y")], [pod("w-1", "x"), pod("w-2", "y")]))
+    first, state = cycle(1000, CycleState(stable_since=0), s, Script([STABLE]), actuator, kb)
+    assert first.outcome is Outcome.STAYED
+    assert "2 cheaper deployment(s) for this load are unattainable" in first.reason
+    assert [kb.get(e.id) for e in aliens] == [None, None]
+    second, state = cycle(1600, state, s, Script([STABLE]), actuator, kb)
+    assert second.outcome is Outcome.ACTED
+    assert state.awaiting == reachable.id
 
 
 def test_an_unreachable_kb_skips_only_the_previous_option(kb: EmbeddedKnowledgeBase) -> None:

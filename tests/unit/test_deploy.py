@@ -73,6 +73,7 @@ CALLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "replace_namespaced_config_map": ("", "configmaps", ("update",)),
     "patch_namespaced_config_map": ("", "configmaps", ("patch",)),
     "delete_namespaced_config_map": ("", "configmaps", ("delete",)),
+    "create_namespaced_event": ("events.k8s.io", "events", ("create",)),
 }
 NOT_THE_DAEMON = {"tuner/execute/onboard.py"}
 """Commands a person runs with their own credentials (``tuner onboard`` rolls a Deployment

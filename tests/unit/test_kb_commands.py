@@ -187,3 +187,16 @@ def test_browser_url_and_durations() -> None:
     ]
     with pytest.raises(argparse.ArgumentTypeError):
         duration("soon")
+
+
+@pytest.mark.parametrize("command", [("list",), ("show", "some-id"), ("export",)])
+def test_reading_commands_never_create_a_store(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, settings: Path, command: tuple[str, ...]
+) -> None:
+    status, out, err = tuner(capsys, "kb", *command, "--settings", str(settings))
+    assert status == 1
+    assert err.strip().splitlines() == [
+        f"tuner: error: no knowledge store at {tmp_path / 'kb.sqlite'} (nothing recorded yet)"
+    ]
+    assert out == ""
+    assert list(tmp_path.iterdir()) == [settings]

@@ -17,6 +17,7 @@ def test_defaults_without_a_file() -> None:
     settings = load_settings(None)
     assert settings == Settings()
     assert settings.knowledge.backend == "embedded"
+    assert settings.knowledge.lookup_limit == 10
     assert settings.analyse.thresholds.cpu is None
 
 
@@ -61,6 +62,10 @@ def test_legacy_flat_keys_are_mapped_with_a_warning(caplog: pytest.LogCaptureFix
             "pricing.node_types.x: -1 is less than the minimum of 0",
         ),
         ({"knowledge": {"backend": "mysql"}}, "knowledge.backend: 'mysql' is not one of"),
+        (
+            {"knowledge": {"lookup_limit": 0}},
+            "knowledge.lookup_limit: 0 is less than the minimum of 1",
+        ),
         ({"load": {"delta": "0.1"}}, "load.delta: '0.1' is not of type 'number'"),
         (
             {"analyse": {"usability": {"min_cpu": "fast"}}},

@@ -58,7 +58,7 @@ def find_previous(
 ) -> PreviousResult:
     """The cheapest entry of ``history`` (already in the load band) that can be reached."""
     unattainable: list[tuple[str, str]] = []
-    for execution in sorted(history, key=lambda e: (e.cost, e.cpu_ratio, e.id)):
+    for execution in sorted(history, key=lambda e: e.rank):
         if execution.cost >= current_cost:
             break
         try:

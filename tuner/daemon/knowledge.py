@@ -42,8 +42,17 @@ class LazyKnowledge:
         self._call(lambda kb: kb.record(execution))
         self._count(+1)
 
-    def find_by_load(self, load: float, delta: float) -> list[Execution]:
-        return self._call(lambda kb: kb.find_by_load(load, delta))
+    def find_by_load(
+        self,
+        load: float,
+        delta: float,
+        *,
+        cheaper_than: float | None = None,
+        limit: int | None = None,
+    ) -> list[Execution]:
+        return self._call(
+            lambda kb: kb.find_by_load(load, delta, cheaper_than=cheaper_than, limit=limit)
+        )
 
     def get(self, execution_id: str) -> Execution | None:
         return self._call(lambda kb: kb.get(execution_id))

@@ -3,7 +3,9 @@
 Wires the adapters into the cycle's ports — the monitor over Prometheus (with API snapshots of
 the cluster when kube-state-metrics is not scraped), the Kubernetes actuator and the knowledge
 base — and runs the moderator. On start it undoes what a crashed run left behind (never in a dry
-run). With leader election it waits for the Lease first and stops when it loses it.
+run). With leader election it waits for the Lease first and stops when it loses it. Each cycle
+is logged, counted in the metrics and, unless in a dry run, recorded as a Kubernetes Event
+(:mod:`tuner.daemon.cycle_events`).
 
 SIGTERM or SIGINT: the actuator is asked to stop, so the action in flight is finished or rolled
 back and no further action starts; the scheduler shuts down after the cycle; exit status 0.
@@ -27,9 +29,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
-import socket
 import threading
 from pathlib import Path
 from types import FrameType
@@ -38,11 +38,13 @@ from typing import Any
 from knowledge.open import open_knowledge
 from tuner.cycle import CycleReport, Outcome, Ports
 from tuner.daemon import logs
+from tuner.daemon.cycle_events import cycle_event
 from tuner.daemon.cycle_log import log_cycle
 from tuner.daemon.knowledge import LazyKnowledge
 from tuner.daemon.leader import LeaderElection
 from tuner.daemon.metrics import Metrics
 from tuner.errors import ServiceError
+from tuner.execute.events import identity
 from tuner.execute.printer import render_text
 from tuner.moderator import Moderator
 from tuner.monitor.observe import WindowReport, observe_window
@@ -206,6 +208,8 @@ class Daemon:
         log_cycle(report, log)
         if self.dry_run and report.plan is not None:
             print(render_text(report.plan), flush=True)
+        if not self.dry_run:
+            self.actuator.events.record(cycle_event(report, self.settings.daemon.leader_election))
         self.metrics.observe(report, seconds)
         size = self.kb.size()
         if size is not None:
@@ -240,7 +244,10 @@ class Daemon:
 def _election(api: Any, settings: LeaderSettings) -> LeaderElection | None:
     if not settings.enabled:
         return None
-    identity = os.environ.get(settings.identity_env) or socket.gethostname()
     return LeaderElection(
-        api, settings.namespace, settings.name, identity, settings.lease_duration_s
+        api,
+        settings.namespace,
+        settings.name,
+        identity(settings.identity_env),
+        settings.lease_duration_s,
     )

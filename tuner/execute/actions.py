@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import subprocess
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from tuner.execute import checks
@@ -18,6 +19,7 @@ from tuner.execute.affinity import has_preference
 from tuner.execute.kube import Kube, now_iso, selector_text
 from tuner.execute.marks import cheapest_pod, drain_node, label_node, undo_node, undo_pod
 from tuner.execute.retry import ActionFailed
+from tuner.execute.watch import Verdict
 from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
 
 log = logging.getLogger(__name__)
@@ -170,7 +172,8 @@ def migrate(kube: Kube, action: Migrate, *, dry_run: bool) -> str:
 
 
 def add(kube: Kube, action: Add, *, dry_run: bool) -> str:
-    """Label the destination, scale +1, verify the new pod is Ready there, unlabel."""
+    """Label the destination, scale +1, verify the new pod is Ready there, unlabel; when the
+    verification fails, scale back taking the new pod."""
     wl, target = action.workload, action.target
     obj = _scalable(kube, wl.namespace, wl.kind, wl.name)
     _destination(kube, target)
@@ -183,26 +186,27 @@ def add(kube: Kube, action: Add, *, dry_run: bool) -> str:
             f"would label node {target} {label}, scale {wl} {replicas} -> {replicas + 1}, "
             f"wait for the new pod to be Ready on {target}, unlabel{note}"
         )
-    selector = selector_text(obj.spec.selector)
-    before = _uids(kube.pods(wl.namespace, selector))
+    scaled = _Scaled(wl.kind, wl.namespace, wl.name, selector_text(obj.spec.selector))
+    before = _uids(kube.pods(wl.namespace, scaled.selector))
     _marked_node(kube, target, lambda n: label_node(n, kube.keys, label))
     try:
-        kube.scale(wl.kind, wl.namespace, wl.name, replicas, replicas + 1)
+        scaled.scale(kube, replicas, replicas + 1)
         verdict = kube.wait_pods(
             wl.namespace,
-            selector,
+            scaled.selector,
             checks.new_pod_on(before, target, strict=onboarded),
             what=f"a new pod of {wl} on {target}",
         )
     finally:
         _undo_node_changes(kube, target)
     if not verdict.ok:
-        raise ActionFailed(verdict.reason)
+        raise ActionFailed(f"{verdict.reason}; {_withdraw(kube, scaled, before, replicas)}")
     return verdict.reason + note
 
 
 def remove(kube: Kube, action: Remove, *, dry_run: bool) -> str:
-    """Give the pod the lowest pod-deletion-cost, scale −1, verify exactly that pod went."""
+    """Give the pod the lowest pod-deletion-cost, scale −1, verify exactly that pod went; when
+    another pod went instead (or none), scale back."""
     namespace, name = action.pod.namespace, action.pod.name
     pod = _pod(kube, namespace, name, action.pod.node)
     _, kind, workload = _workload_of(kube, pod)
@@ -213,30 +217,96 @@ def remove(kube: Kube, action: Remove, *, dry_run: bool) -> str:
             f"would set the lowest pod-deletion-cost on {namespace}/{name}, scale {kind} "
             f"{namespace}/{workload} {replicas} -> {replicas - 1}, verify exactly that pod went"
         )
-    selector = selector_text(obj.spec.selector)
+    scaled = _Scaled(kind, namespace, workload, selector_text(obj.spec.selector))
+    verdict = _take(kube, scaled, pod, replicas, rollback=False)
+    if not verdict.ok:
+        raise ActionFailed(f"{verdict.reason}; {_restore(kube, scaled, replicas)}")
+    return f"pod {namespace}/{name} removed ({scaled} at {replicas - 1})"
+
+
+@dataclass(frozen=True)
+class _Scaled:
+    """The Deployment or ReplicaSet an add or remove scales, and its pods' label selector."""
+
+    kind: str
+    namespace: str
+    name: str
+    selector: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+    def scale(self, kube: Kube, expected: int, to: int) -> None:
+        """Replicas from ``expected`` to ``to`` (see :meth:`Kube.scale`)."""
+        kube.scale(self.kind, self.namespace, self.name, expected, to)
+
+
+def _take(kube: Kube, scaled: _Scaled, pod: Any, replicas: int, *, rollback: bool) -> Verdict:
+    """Scale ``replicas`` -> ``replicas - 1`` with ``pod`` the cheapest to delete: whether
+    exactly that pod went. Its deletion cost is restored whatever happens; raises when the
+    scale-down was not made."""
+    namespace, name, uid = pod.metadata.namespace, pod.metadata.name, pod.metadata.uid
     others = frozenset(
         p.metadata.uid
-        for p in kube.pods(namespace, selector)
-        if p.metadata.uid != pod.metadata.uid and not p.metadata.deletion_timestamp
+        for p in kube.pods(namespace, scaled.selector)
+        if p.metadata.uid != uid and not p.metadata.deletion_timestamp
     )
     if kube.patch_pod(namespace, name, lambda p: cheapest_pod(p, kube.keys)) is None:
         raise ActionFailed(f"pod {namespace}/{name} is gone")
     try:
-        kube.scale(kind, namespace, workload, replicas, replicas - 1)
-        verdict = kube.wait_pods(
+        scaled.scale(kube, replicas, replicas - 1)
+        return kube.wait_pods(
             namespace,
-            selector,
-            checks.only_pod_went(pod.metadata.uid, others),
+            scaled.selector,
+            checks.only_pod_went(uid, others),
             what=f"pod {namespace}/{name} to go",
+            rollback=rollback,
         )
     finally:
         _undo(
             f"the deletion cost of {namespace}/{name}",
             lambda: kube.patch_pod(namespace, name, lambda p: undo_pod(p, kube.keys)),
         )
+
+
+def _withdraw(kube: Kube, scaled: _Scaled, before: frozenset[str], replicas: int) -> str:
+    """Undo a failed add: back to ``replicas``, taking the pod the add created (the newest
+    one not in ``before``). One line on how that went."""
+    try:
+        new = [
+            p
+            for p in kube.pods(scaled.namespace, scaled.selector)
+            if p.metadata.uid not in before and not p.metadata.deletion_timestamp
+        ]
+        if not new:
+            scaled.scale(kube, replicas + 1, replicas)
+            return f"scaled {scaled} back to {replicas} (no new pod had been created)"
+        pod = max(new, key=lambda p: p.metadata.creation_timestamp)
+        verdict = _take(kube, scaled, pod, replicas + 1, rollback=True)
+    except ActionFailed as err:
+        return f"not scaled back, {scaled} may keep an extra replica: {err}"
+    back = f"scaled {scaled} back to {replicas}"
     if not verdict.ok:
-        raise ActionFailed(verdict.reason)
-    return f"pod {namespace}/{name} removed ({kind} {namespace}/{workload} at {replicas - 1})"
+        return f"{back}, but not by removing the new pod {pod.metadata.name}: {verdict.reason}"
+    return f"{back}, removing the new pod {pod.metadata.name}"
+
+
+def _restore(kube: Kube, scaled: _Scaled, replicas: int) -> str:
+    """Undo a failed remove: back to ``replicas`` (a replacement for a pod that went goes
+    where the scheduler puts it). One line on how that went."""
+    try:
+        scaled.scale(kube, replicas - 1, replicas)
+    except ActionFailed as err:
+        return f"not scaled back, {scaled} may miss a replica: {err}"
+    verdict = kube.wait_pods(
+        scaled.namespace,
+        scaled.selector,
+        checks.live_count(replicas),
+        what=f"{replicas} pods of {scaled}",
+        rollback=True,
+    )
+    back = f"scaled {scaled} back to {replicas}"
+    return back if verdict.ok else f"{back}, but {verdict.reason}"
 
 
 def remove_node(kube: Kube, action: RemoveNode, *, dry_run: bool) -> str:

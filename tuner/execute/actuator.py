@@ -10,6 +10,7 @@ from kubernetes.client import ApiClient
 
 from tuner.cycle import TransitionResult
 from tuner.errors import ServiceError
+from tuner.execute.events import Recorder, identity
 from tuner.execute.journal import Journal
 from tuner.execute.kube import Kube
 from tuner.execute.recover import recover
@@ -28,7 +29,8 @@ class KubeActuator:
 
     Set :attr:`stop_requested` (e.g. on SIGTERM) to let the action in flight finish or roll
     back and start no other. Call :meth:`recover` once at start-up; :meth:`carry_out` also
-    recovers first when a journal shows an interrupted transition.
+    recovers first when a journal shows an interrupted transition. :attr:`events` records the
+    Kubernetes Events of the actions carried out (never in a dry run) and of the daemon's cycles.
     """
 
     def __init__(
@@ -41,6 +43,8 @@ class KubeActuator:
         self.api = api
         self.stop_requested = stop_requested or threading.Event()
         self.kube = Kube(api, settings.execute, self.stop_requested)
+        instance = identity(settings.daemon.leader_election.identity_env)
+        self.events = Recorder(api, self.kube.keys.controller, instance)
         self.echo = echo or (lambda line: log.info("%s", line))
 
     def read(self) -> Cluster:
@@ -57,7 +61,7 @@ class KubeActuator:
                     log.warning("recovered before the transition: %s", line)
         except ActionFailed as err:
             return TransitionResult((), False, f"cannot check for an interrupted transition: {err}")
-        return run_transition(self.kube, actions)
+        return run_transition(self.kube, actions, self.events)
 
     def recover(self) -> list[str]:
         """Undo what an earlier run left behind; one line per thing undone.

@@ -10,8 +10,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from tuner.model.onboarding import PREFERRED, preferred_labels
+
 WEIGHT = 100
-PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 
 def _term(label: str) -> dict[str, Any]:
@@ -28,8 +29,7 @@ def _is_ours(term: Any, label: str) -> bool:
 
 def has_preference(affinity: dict[str, Any] | None, label: str) -> bool:
     """The affinity prefers nodes with ``label``."""
-    terms = ((affinity or {}).get("nodeAffinity") or {}).get(PREFERRED) or []
-    return any(_is_ours(t, label) for t in terms)
+    return label in preferred_labels(affinity)
 
 
 def with_preference(affinity: dict[str, Any] | None, label: str) -> dict[str, Any]:

@@ -112,6 +112,16 @@ def only_pod_went(uid: str, others: frozenset[str]) -> Check:
     return check
 
 
+def live_count(count: int) -> Check:
+    """Check: at least ``count`` pods that are not terminating (a scale-up's pods exist)."""
+
+    def check(pods: Mapping[str, Any]) -> Verdict | None:
+        live = _live(pods.values(), frozenset())
+        return Verdict(True, f"{len(live)} pods") if len(live) >= count else None
+
+    return check
+
+
 def drained(pods: Mapping[str, Any]) -> Verdict | None:
     """Check: only DaemonSet and mirror pods are left on the node."""
     left = [p for p in pods.values() if not follows_node(p)]

@@ -2,7 +2,8 @@
 
 Every call retries transient errors (:mod:`tuner.execute.retry`); every write is a merge
 patch built by :mod:`tuner.execute.marks` from a fresh read, so a retry after a conflict
-re-reads first. Every mutating request the tuner makes goes through this class.
+re-reads first. Every mutating request the executor makes goes through this class, except
+its Kubernetes Events (:mod:`tuner.execute.events`: best effort, never retried).
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ class Kube:
         self.settings = settings
         self.keys = Keys(settings.label_prefix)
         self.retry = Retry(settings.api_retry_s, stop)
+        self.rollback_retry = Retry(settings.api_retry_s)
+        """For the waits of a rollback: it finishes after a stop request too (each wait is
+        bounded by ``verify_timeout_s``)."""
         # The client's partial type hints (Optional everywhere) add nothing here: Any.
         self.core: Any = client.CoreV1Api(api)
         self.apps: Any = client.AppsV1Api(api)
@@ -252,13 +256,16 @@ class Kube:
         self.get_or_none(f"delete node {name}", lambda: self.core.delete_node(name))
 
     # ------------------------------------------------------------------ waits --
-    def wait_pods(self, namespace: str, selector: str, check: Check, what: str) -> Verdict:
-        """Wait (watch) until ``check`` decides on the pods matching a selector."""
+    def wait_pods(
+        self, namespace: str, selector: str, check: Check, what: str, *, rollback: bool = False
+    ) -> Verdict:
+        """Wait (watch) until ``check`` decides on the pods matching a selector; a
+        ``rollback`` wait ignores the stop flag."""
         return wait_until(
             self.core.list_namespaced_pod,
             check,
             timeout_s=self.settings.verify_timeout_s,
-            retry=self.retry,
+            retry=self.rollback_retry if rollback else self.retry,
             what=what,
             namespace=namespace,
             label_selector=selector,

@@ -9,10 +9,11 @@ are applied, and undone, atomically.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
+
+from tuner.model.onboarding import workload_label
 
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 LOWEST_COST = str(-(2**31))
@@ -53,17 +54,18 @@ class Keys:
         return f"{self.prefix}/onboarded"
 
     @property
+    def controller(self) -> str:
+        """The ``reportingController`` of the tuner's Kubernetes Events."""
+        return f"{self.prefix}/deployment-tuner"
+
+    @property
     def journal(self) -> str:
         """Name of the ConfigMap journaling the transition in flight."""
         return f"{self.prefix.replace('.', '-')}-journal"
 
     def workload_label(self, namespace: str, name: str) -> str:
         """The per-workload node label ``<prefix>/<namespace>.<name>`` (name part <= 63 chars)."""
-        part = f"{namespace}.{name}"
-        if len(part) > 63:
-            digest = hashlib.sha256(part.encode()).hexdigest()[:10]
-            part = f"{part[:52].rstrip('.-_')}-{digest}"
-        return f"{self.prefix}/{part}"
+        return workload_label(self.prefix, namespace, name)
 
 
 def recorded(obj: Any, keys: Keys) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tuner.analyse.usable import Utilization
+from tuner.model.onboarding import Placement
 from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
 from tuner.plan.report import PlanReport
 
@@ -30,6 +31,11 @@ def _describe(action: Action) -> tuple[str, str, str, str]:
             return ("remove_node", node, node, "")
 
 
+def _note(placement: Placement | None) -> str:
+    """Only the exception is worth a note: a new pod the tuner cannot steer."""
+    return placement.value if placement is Placement.EVICTION_ONLY else ""
+
+
 def describe(action: Action) -> str:
     """One line: ``migrate ns/pod node-1 -> node-2``, ``remove_node node-3``, ..."""
     op, obj, source, target = _describe(action)
@@ -55,10 +61,10 @@ def render_text(report: PlanReport) -> str:
     if not report.actions:
         lines.append("actions:  none")
         return "\n".join(lines)
-    rows = [("#", "action", "object", "from", "to")] + [
-        (str(i), *_describe(a)) for i, a in enumerate(report.actions, 1)
+    rows = [("#", "action", "object", "from", "to", "note")] + [
+        (str(i), *_describe(a), _note(report.placement(a))) for i, a in enumerate(report.actions, 1)
     ]
-    widths = [max(len(r[c]) for r in rows) for c in range(5)]
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     lines.append("actions:")
     for row in rows:
         lines.append(

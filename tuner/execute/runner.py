@@ -1,5 +1,6 @@
 """The transition runner: a plan's actions in order, each verified; the first failure stops
-the transition (the failing action has already undone its temporary changes).
+the transition (the failing action has already undone its temporary changes). Each action
+carried out or failed is recorded as a Kubernetes Event (:mod:`.action_events`).
 
 A set stop flag (SIGTERM) is checked between actions and inside every wait: the action in
 flight finishes or rolls back, and no further action starts.
@@ -11,7 +12,9 @@ import logging
 from collections.abc import Callable, Sequence
 
 from tuner.cycle import TransitionResult
+from tuner.execute.action_events import action_event, identified, subject
 from tuner.execute.actions import perform
+from tuner.execute.events import Recorder
 from tuner.execute.journal import Journal
 from tuner.execute.kube import Kube
 from tuner.execute.printer import describe
@@ -21,7 +24,7 @@ from tuner.plan.actions import Action
 log = logging.getLogger(__name__)
 
 
-def run_transition(kube: Kube, actions: Sequence[Action]) -> TransitionResult:
+def run_transition(kube: Kube, actions: Sequence[Action], events: Recorder) -> TransitionResult:
     """Carry out the actions, journaled; never raises for a failed action."""
     journal = Journal(kube)
     done: list[Action] = []
@@ -34,17 +37,22 @@ def run_transition(kube: Kube, actions: Sequence[Action]) -> TransitionResult:
             label = f"action {index + 1}/{len(actions)} ({describe(action)})"
             if kube.retry.stop.is_set():
                 return TransitionResult(tuple(done), False, f"stop requested before {label}")
+            regarding = subject(action)
             try:
+                regarding = identified(kube, regarding)
                 journal.step(index)
                 outcome = perform(kube, action, dry_run=False)
             except ActionFailed as err:
                 log.error("%s failed: %s", label, err)
+                events.record(action_event(action, regarding, str(err), ok=False))
                 return TransitionResult(tuple(done), False, f"{label} failed: {err}")
             except Exception as err:  # a bug or an unexpected answer: fail, never crash
                 log.exception("%s failed unexpectedly", label)
-                reason = f"{label} failed: {type(err).__name__}: {err}"
-                return TransitionResult(tuple(done), False, reason)
+                reason = f"{type(err).__name__}: {err}"
+                events.record(action_event(action, regarding, reason, ok=False))
+                return TransitionResult(tuple(done), False, f"{label} failed: {reason}")
             log.info("%s done: %s", label, outcome)
+            events.record(action_event(action, regarding, outcome, ok=True))
             done.append(action)
         return TransitionResult(tuple(done), True, f"{len(done)} actions done and verified")
     finally:

@@ -1,4 +1,4 @@
-"""Immutable values for a cluster: nodes, pods, workloads, PDBs and HPAs."""
+"""Immutable values for a cluster: nodes, pods, workloads, PDBs, HPAs and pod templates."""
 
 from __future__ import annotations
 
@@ -16,6 +16,10 @@ EMPTY: Mapping[str, str] = MappingProxyType({})
 
 def _no_labels() -> Mapping[str, str]:
     return EMPTY
+
+
+def _no_templates() -> Mapping[Workload, frozenset[str]]:
+    return MappingProxyType({})
 
 
 INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
@@ -127,6 +131,9 @@ class Cluster:
     pods: tuple[Pod, ...]
     pdbs: tuple[Pdb, ...] = ()
     hpas: tuple[Hpa, ...] = ()
+    preferred_labels: Mapping[Workload, frozenset[str]] = field(default_factory=_no_templates)
+    """For each Deployment and ReplicaSet whose object the source holds, the node label keys
+    its pod template's preferred node affinity selects on (a workload missing here: unknown)."""
 
     @cached_property
     def node_by_name(self) -> Mapping[str, Node]:

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from tuner.errors import InputError
 from tuner.model.cluster import Cluster, Hpa, Node, Pdb, Pod, Workload
+from tuner.model.onboarding import preferred_labels
 from tuner.model.quantity import cpu_millis, memory_bytes
 from tuner.model.resources import Resources
 from tuner.model.scheduling import (
@@ -68,7 +69,14 @@ def cluster_from_objects(items: Iterable[Obj]) -> Cluster:
             raise InputError(f"pod {pod.key} is on unknown node {pod.node!r}")
     pdbs = tuple(_parsed(_pdb, by_kind.get("PodDisruptionBudget", [])))
     hpas = tuple(_parsed(_hpa, by_kind.get("HorizontalPodAutoscaler", [])))
-    return Cluster(nodes=nodes, pods=pods, pdbs=pdbs, hpas=hpas)
+    templates = by_kind.get("Deployment", []) + by_kind.get("ReplicaSet", [])
+    return Cluster(
+        nodes=nodes,
+        pods=pods,
+        pdbs=pdbs,
+        hpas=hpas,
+        preferred_labels=MappingProxyType(dict(_parsed(_template, templates))),
+    )
 
 
 def _parsed(parse: Callable[[Obj], T], objects: list[Obj]) -> Iterable[T]:
@@ -250,6 +258,14 @@ def _constraints(spec: Obj, namespace: str) -> Constraints:
             if term.get("topologyKey") == HOSTNAME_KEY
         ),
     )
+
+
+def _template(obj: Obj) -> tuple[Workload, frozenset[str]]:
+    """A Deployment or ReplicaSet and the node labels its pod template prefers."""
+    meta = obj["metadata"]
+    template = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+    workload = Workload(meta.get("namespace", "default"), obj["kind"], meta["name"])
+    return workload, preferred_labels(template.get("affinity"))
 
 
 def _pdb(obj: Obj) -> Pdb:

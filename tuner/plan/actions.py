@@ -48,6 +48,17 @@ class RemoveNode:
 Action = Migrate | Add | Remove | RemoveNode
 
 
+def placed_workload(action: Action) -> Workload | None:
+    """The workload whose new pod a migrate or add places on its target; None otherwise."""
+    match action:
+        case Migrate(pod=pod):
+            return pod.workload
+        case Add(workload=workload):
+            return workload
+        case Remove() | RemoveNode():
+            return None
+
+
 def action_json(action: Action) -> dict[str, Any]:
     """The action as in the plan output contract."""
     match action:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from types import MappingProxyType
 from typing import Any
 
 from tuner.analyse.decision import Analysis
 from tuner.analyse.usable import Utilization
-from tuner.model.cluster import Cluster
-from tuner.plan.actions import Action, action_json
+from tuner.model.cluster import Cluster, Workload
+from tuner.model.onboarding import Placement, placement
+from tuner.plan.actions import Action, action_json, placed_workload
 from tuner.plan.planner import plan
 from tuner.plan.replay import replay
 from tuner.settings import Settings
@@ -24,9 +27,18 @@ class PlanReport:
     before: Utilization
     after: Utilization
     currency: str
+    placements: Mapping[Workload, Placement]
+    """How the new pods of the migrated and added workloads are placed, where the source
+    holds their pod templates."""
+
+    def placement(self, action: Action) -> Placement | None:
+        """How a migrate or add places its new pod; None for other actions or when unknown."""
+        workload = placed_workload(action)
+        return None if workload is None else self.placements.get(workload)
 
     def to_json(self) -> dict[str, Any]:
-        """The plan output contract (DESIGN §8), plus the option costs and skipped entries."""
+        """The plan output contract (DESIGN §8), plus the option costs, skipped entries and
+        each migrate/add action's ``placement`` (where known)."""
         analysis = self.analysis
         return {
             "decision": analysis.decision.value,
@@ -52,8 +64,15 @@ class PlanReport:
             "unattainable": [
                 {"id": entry, "reason": why} for entry, why in analysis.previous.unattainable
             ],
-            "actions": [action_json(a) for a in self.actions],
+            "actions": [self._action_json(a) for a in self.actions],
         }
+
+    def _action_json(self, action: Action) -> dict[str, Any]:
+        entry = action_json(action)
+        how = self.placement(action)
+        if how is not None:
+            entry["placement"] = how.value
+        return entry
 
 
 def _finite(value: float) -> float | None:
@@ -61,7 +80,8 @@ def _finite(value: float) -> float | None:
 
 
 def build_report(cluster: Cluster, settings: Settings, analysis: Analysis) -> PlanReport:
-    """Plan the analysis' change and measure utilization before and after it."""
+    """Plan the analysis' change, measure utilization before and after it, and say how each
+    new pod is placed (``execute.label_prefix`` names the onboarding labels)."""
     usability = settings.analyse.usability
     actions = plan(cluster, analysis.change)
     final = replay(cluster, actions)
@@ -76,4 +96,9 @@ def build_report(cluster: Cluster, settings: Settings, analysis: Analysis) -> Pl
         ),
         usability,
     )
-    return PlanReport(analysis, actions, before, after, settings.pricing.currency)
+    prefix = settings.execute.label_prefix
+    placed = {w for a in actions if (w := placed_workload(a)) is not None}
+    placements = {w: how for w in placed if (how := placement(cluster, w, prefix)) is not None}
+    return PlanReport(
+        analysis, actions, before, after, settings.pricing.currency, MappingProxyType(placements)
+    )

@@ -52,9 +52,18 @@ class FileKnowledge:
         """Store a stable deployment."""
         self._call(lambda kb: kb.record(execution))
 
-    def find_by_load(self, load: float, delta: float) -> list[Execution]:
+    def find_by_load(
+        self,
+        load: float,
+        delta: float,
+        *,
+        cheaper_than: float | None = None,
+        limit: int | None = None,
+    ) -> list[Execution]:
         """Entries for this load, cheapest first."""
-        return self._call(lambda kb: kb.find_by_load(load, delta))
+        return self._call(
+            lambda kb: kb.find_by_load(load, delta, cheaper_than=cheaper_than, limit=limit)
+        )
 
     def get(self, execution_id: str) -> Execution | None:
         """One entry."""

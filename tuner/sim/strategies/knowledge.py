@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from knowledge.base import load_band
+from knowledge.base import load_band, row_limit
 from knowledge.records import Execution
 
 
@@ -23,12 +23,23 @@ class MemoryKnowledge:
         """Store a stable deployment (idempotent by id)."""
         self.entries[execution.id] = execution
 
-    def find_by_load(self, load: float, delta: float) -> list[Execution]:
-        """Entries with load in ``load * (1 +- delta)``, cheapest first, ties by lower
-        cpu_ratio."""
+    def find_by_load(
+        self,
+        load: float,
+        delta: float,
+        *,
+        cheaper_than: float | None = None,
+        limit: int | None = None,
+    ) -> list[Execution]:
+        """Entries with load in ``load * (1 +- delta)`` (cheaper than ``cheaper_than``),
+        cheapest first, ties by lower cpu_ratio; the first ``limit``."""
         low, high = load_band(load, delta)
-        found = [e for e in self.entries.values() if low <= e.load <= high]
-        return sorted(found, key=lambda e: (e.cost, e.cpu_ratio, e.id))
+        found = [
+            e
+            for e in self.entries.values()
+            if low <= e.load <= high and (cheaper_than is None or e.cost < cheaper_than)
+        ]
+        return sorted(found, key=lambda e: e.rank)[: row_limit(limit)]
 
     def get(self, execution_id: str) -> Execution | None:
         """One entry, or None."""
@@ -41,7 +52,7 @@ class MemoryKnowledge:
     def list(self, limit: int | None = None) -> list[Execution]:
         """Entries, newest first."""
         newest = sorted(self.entries.values(), key=lambda e: (-e.end, e.id))
-        return newest if limit is None else newest[:limit]
+        return newest[: row_limit(limit)]
 
     def prune(self, *, older_than: float | None = None, keep: int | None = None) -> int:
         """Delete entries older than ``older_than`` and all but the newest ``keep``."""

@@ -1,0 +1,72 @@
+"""The Event for each action the executor carried out, or that failed (:mod:`.events`).
+
+It is about what the action acts on: the pod a migrate or remove moves or takes away, the
+Deployment or ReplicaSet an add scales, the node a remove_node empties; a migrate's or add's
+destination node is the related object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from tuner.execute.events import Event, Ref
+from tuner.execute.kube import Kube
+from tuner.execute.printer import describe
+from tuner.execute.retry import ActionFailed
+from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
+
+
+@dataclass(frozen=True)
+class _Reasons:
+    action: str
+    done: str
+    failed: str
+
+
+REASONS: dict[type, _Reasons] = {
+    Migrate: _Reasons("Migrate", "Migrated", "MigrationFailed"),
+    Add: _Reasons("Add", "Added", "AddFailed"),
+    Remove: _Reasons("Remove", "Removed", "RemoveFailed"),
+    RemoveNode: _Reasons("RemoveNode", "NodeRemoved", "NodeRemovalFailed"),
+}
+
+
+def subject(action: Action) -> Ref:
+    """What the action acts on (without its uid)."""
+    match action:
+        case Migrate(pod=pod) | Remove(pod=pod):
+            return Ref("v1", "Pod", pod.name, pod.namespace)
+        case Add(workload=workload):
+            return Ref("apps/v1", workload.kind, workload.name, workload.namespace)
+        case RemoveNode(node=node):
+            return Ref.node(node)
+
+
+def identified(kube: Kube, ref: Ref) -> Ref:
+    """``ref`` with the uid of the live object (``kubectl describe`` matches on it), read
+    before the action changes it; unchanged when it cannot be read."""
+    if ref.uid:
+        return ref
+    reads = {"Pod": kube.pod, "Deployment": kube.deployment, "ReplicaSet": kube.replica_set}
+    read = reads.get(ref.kind)
+    if read is None:
+        return ref
+    try:
+        obj = read(ref.namespace, ref.name)
+    except ActionFailed:
+        return ref
+    return ref if obj is None else replace(ref, uid=str(obj.metadata.uid))
+
+
+def action_event(action: Action, regarding: Ref, outcome: str, *, ok: bool) -> Event:
+    """The Event on an action that was verified (``ok``) or failed, ``outcome`` saying how."""
+    reasons = REASONS[type(action)]
+    related = Ref.node(action.target) if isinstance(action, Migrate | Add) else None
+    return Event(
+        regarding,
+        reasons.action,
+        reasons.done if ok else reasons.failed,
+        f"{describe(action)}: {outcome}",
+        warning=not ok,
+        related=related,
+    )

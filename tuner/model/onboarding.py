@@ -1,0 +1,56 @@
+"""Onboarding in domain terms: can the executor steer a workload's new pods to a node?
+
+An onboarded workload's pod template prefers (preferred node affinity) nodes carrying its own
+label, ``<prefix>/<namespace>.<name>``: the executor steers a new pod by labelling the
+destination. Any other workload is moved by eviction alone and the scheduler picks the node.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any
+
+from tuner.model.cluster import Cluster, Workload
+
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+class Placement(StrEnum):
+    """How a migrated or added pod reaches its destination."""
+
+    LABEL = "node label"
+    """Onboarded: the destination is labelled and the new pod prefers it."""
+    EVICTION_ONLY = "eviction only (not onboarded)"
+    """Not onboarded: the scheduler alone picks the node."""
+
+
+def workload_label(prefix: str, namespace: str, name: str) -> str:
+    """The per-workload node label ``<prefix>/<namespace>.<name>`` (name part <= 63 chars)."""
+    part = f"{namespace}.{name}"
+    if len(part) > 63:
+        digest = hashlib.sha256(part.encode()).hexdigest()[:10]
+        part = f"{part[:52].rstrip('.-_')}-{digest}"
+    return f"{prefix}/{part}"
+
+
+def preferred_labels(affinity: Mapping[str, Any] | None) -> frozenset[str]:
+    """The node label keys the preferred node affinity terms of an ``affinity`` (API JSON
+    form) select on."""
+    terms = ((affinity or {}).get("nodeAffinity") or {}).get(PREFERRED) or ()
+    return frozenset(
+        expression.get("key", "")
+        for term in terms
+        for expression in (term.get("preference") or {}).get("matchExpressions") or ()
+    )
+
+
+def placement(cluster: Cluster, workload: Workload, prefix: str) -> Placement | None:
+    """How the executor would place a new pod of ``workload``; None when the cluster source
+    holds no pod template for it."""
+    labels = cluster.preferred_labels.get(workload)
+    if labels is None:
+        return None
+    label = workload_label(prefix, workload.namespace, workload.name)
+    return Placement.LABEL if label in labels else Placement.EVICTION_ONLY
