@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import threading
 from pathlib import Path
 from types import TracebackType
 
@@ -35,16 +36,24 @@ class EmbeddedKnowledgeBase:
     """Executions in a SQLite file; each write is one transaction."""
 
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
-        """Open (and create, unless ``read_only``) the store at ``path``."""
+        """Open (and create, unless ``read_only``) the store at ``path``. The store may be used
+        from any thread, one call at a time (the daemon's cycles run on scheduler threads)."""
+        self._lock = threading.Lock()
         if read_only and not path.exists():
             raise KnowledgeError(f"no knowledge store at {path} (nothing recorded yet)")
         try:
             if read_only:
                 self._db = sqlite3.connect(
-                    f"file:{path}?mode=ro", uri=True, timeout=30, isolation_level=None
+                    f"file:{path}?mode=ro",
+                    uri=True,
+                    timeout=30,
+                    isolation_level=None,
+                    check_same_thread=False,
                 )
             else:
-                self._db = sqlite3.connect(path, timeout=30, isolation_level=None)
+                self._db = sqlite3.connect(
+                    path, timeout=30, isolation_level=None, check_same_thread=False
+                )
                 self._db.execute("PRAGMA journal_mode=WAL")
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
@@ -137,14 +146,15 @@ class EmbeddedKnowledgeBase:
 
     def _write(self, sql: str, params: tuple[object, ...]) -> int:
         try:
-            with self._db:
+            with self._lock, self._db:
                 return self._db.execute(sql, params).rowcount
         except sqlite3.Error as err:
             raise KnowledgeError(f"knowledge store write failed: {err}") from err
 
     def _read(self, sql: str, params: tuple[object, ...] | dict[str, object]) -> Executions:
         try:
-            rows = self._db.execute(sql, params).fetchall()
+            with self._lock:
+                rows = self._db.execute(sql, params).fetchall()
         except sqlite3.Error as err:
             raise KnowledgeError(f"knowledge store read failed: {err}") from err
         found: Executions = []

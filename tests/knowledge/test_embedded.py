@@ -1,6 +1,7 @@
 """Embedded-store specifics: read-only opening, foreign rows, schema version."""
 
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -39,3 +40,15 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     db.close()
     with pytest.raises(KnowledgeError, match="newer than this tuner"):
         EmbeddedKnowledgeBase(path)
+
+
+def test_a_store_opened_on_one_thread_serves_calls_from_others(tmp_path: Path) -> None:
+    """The daemon opens the store in one cycle and uses it in later ones, each on whichever
+    scheduler worker thread runs it."""
+    with EmbeddedKnowledgeBase(tmp_path / "kb.sqlite") as kb:
+        kb.record(execution("main", 100.0, 1.0))
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            ids = [f"worker-{i}" for i in range(8)]
+            list(pool.map(lambda i: kb.record(execution(i, 100.0, 2.0)), ids))
+            found = pool.submit(kb.find_by_load, 100.0, 0.1).result()
+    assert [e.id for e in found] == ["main", *sorted(ids)]

@@ -7,7 +7,7 @@ file, and the loop is :class:`~tuner.moderator.Moderator` with the default setti
 decision with its reason and, when it acts, the planned transitions (the ``--dry-run`` table).
 
 The cycle's ports are :mod:`tuner.sim.ports` (the same the evaluation runs the cycle through)
-and :class:`FileKnowledge`.
+and the daemon's :class:`~tuner.daemon.knowledge.LazyKnowledge` on the embedded store.
 """
 
 from __future__ import annotations
@@ -17,15 +17,13 @@ import logging
 import math
 import tempfile
 import threading
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TypeVar
 
 from knowledge.embedded import EmbeddedKnowledgeBase
-from knowledge.records import Execution
 from tuner.cycle import CycleReport, Outcome, Ports
+from tuner.daemon.knowledge import LazyKnowledge
 from tuner.execute.printer import render_text
 from tuner.moderator import Moderator
 from tuner.settings import Analyse, Pricing, Settings
@@ -35,65 +33,6 @@ from tuner.sim.scenarios import scenario
 
 DEFAULT_SCENARIO = "demo"
 T = TypeVar("T")
-
-
-class FileKnowledge:
-    """The embedded knowledge base, opened for each call: the moderator runs cycles on worker
-    threads, and a SQLite connection may only be used on the thread that opened it."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def _call(self, use: Callable[[EmbeddedKnowledgeBase], T]) -> T:
-        with EmbeddedKnowledgeBase(self.path) as kb:
-            return use(kb)
-
-    def record(self, execution: Execution) -> None:
-        """Store a stable deployment."""
-        self._call(lambda kb: kb.record(execution))
-
-    def find_by_load(
-        self,
-        load: float,
-        delta: float,
-        *,
-        cheaper_than: float | None = None,
-        limit: int | None = None,
-    ) -> list[Execution]:
-        """Entries for this load, cheapest first."""
-        return self._call(
-            lambda kb: kb.find_by_load(load, delta, cheaper_than=cheaper_than, limit=limit)
-        )
-
-    def get(self, execution_id: str) -> Execution | None:
-        """One entry."""
-        return self._call(lambda kb: kb.get(execution_id))
-
-    def delete(self, execution_id: str) -> bool:
-        """Forget an entry."""
-        return self._call(lambda kb: kb.delete(execution_id))
-
-    def list(self, limit: int | None = None) -> list[Execution]:
-        """Entries, newest first."""
-        return self._call(lambda kb: kb.list(limit))
-
-    def prune(self, *, older_than: float | None = None, keep: int | None = None) -> int:
-        """Delete old entries."""
-        return self._call(lambda kb: kb.prune(older_than=older_than, keep=keep))
-
-    def close(self) -> None:
-        """Nothing stays open."""
-
-    def __enter__(self) -> FileKnowledge:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def demo_settings(sim: Simulation, knowledge: Path, seed: int) -> Settings:
@@ -145,7 +84,7 @@ def run_demo(name: str, hours: float, speed: float, seed: int) -> int:
         settings = demo_settings(sim, knowledge_path, seed)
         actuator = SimActuator(sim, settings.execute.node_removal)
         counts: dict[str, int] = {}
-        knowledge = FileKnowledge(knowledge_path)
+        knowledge = LazyKnowledge(lambda: EmbeddedKnowledgeBase(knowledge_path))
         ports = Ports(SimObserver(sim), actuator, knowledge)
         moderator: Moderator
 
@@ -157,8 +96,9 @@ def run_demo(name: str, hours: float, speed: float, seed: int) -> int:
         for logger in ("apscheduler", "tuner.cycle"):  # the printed cycles say it all
             logging.getLogger(logger).setLevel(logging.WARNING)
         moderator = Moderator(settings, ports, on_cycle=on_cycle, speed=speed, start_time=sim.now)
-        moderator.run_forever()
-        stored = len(knowledge.list())
+        with knowledge:
+            moderator.run_forever()
+            stored = len(knowledge.list())
     summary = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
     say(
         f"done: {sum(counts.values())} cycles ({summary}); {actuator.actions} actions carried "
