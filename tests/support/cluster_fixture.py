@@ -23,7 +23,6 @@ import itertools
 import os
 import shutil
 import socket
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,8 +36,9 @@ from kubernetes.client.exceptions import ApiException
 from tuner.execute.affinity import with_preference
 from tuner.execute.marks import Keys
 
+from .scripts import run_script
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = REPO_ROOT / "scripts" / "cluster.sh"
 PORTS = ("APISERVER", "ETCD", "ETCD_PEER", "KCM", "SCHEDULER", "KWOK")
 T = TypeVar("T")
 
@@ -88,18 +88,8 @@ class ClusterHarness:
 
     # ------------------------------------------------------------ lifecycle --
     def script(self, *args: str, timeout: float = 1800) -> str:
-        """Run ``scripts/cluster.sh ARGS`` for this cluster; its stdout."""
-        done = subprocess.run(
-            [str(SCRIPT), *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"cluster.sh {' '.join(args)} failed:\n{done.stderr[-3000:]}")
-        return done.stdout
+        """Run ``scripts/cluster.sh ARGS`` for this cluster; its output."""
+        return run_script("cluster.sh", args, self.env, timeout)
 
     def start(self) -> None:
         """``up``, then read the exported environment (KUBECONFIG, TUNER_AUDIT_LOG, ...)."""
