@@ -13,7 +13,9 @@ next window starts a warm-up after the change ended; a chosen previous deploymen
 from the knowledge base and comes back when the next window proves the deployment stable;
 the option reads only the cheapest ``knowledge.lookup_limit`` entries that cost less than the
 cluster now (:func:`previous_candidates`), and those found unattainable are deleted;
-candidate-delay timers live across cycles. A knowledge base that cannot be reached skips the
+candidate-delay timers live across cycles. Unless in a dry run, a cycle first takes back the
+nodes an autoscaler did not remove (:meth:`Actuator.reclaim_unremoved`) and keeps them from
+removal for :data:`KEEP_S`. A knowledge base that cannot be reached skips the
 previous-deployment option for that window, nothing else. A dry run reads the knowledge base
 but writes nothing to it, and carries nothing out.
 """
@@ -71,6 +73,10 @@ class Actuator(Protocol):
     def carry_out(self, actions: Sequence[Action], *, dry_run: bool) -> TransitionResult:
         """Run the actions in order, verifying each; stop at the first failure."""
 
+    def reclaim_unremoved(self, now: float) -> tuple[str, ...]:
+        """Take back the nodes left for an autoscaler that did not remove them in time; their
+        names."""
+
 
 class Outcome(StrEnum):
     """How a cycle ended (also the label of the cycles metric)."""
@@ -89,6 +95,10 @@ class Outcome(StrEnum):
     """The cycle raised (a service failed); the moderator retries after the retry window."""
 
 
+KEEP_S = 24 * 3600.0
+"""How long a node taken back from the autoscaler is not removed again."""
+
+
 @dataclass(frozen=True)
 class CycleState:
     """What the daemon remembers between cycles."""
@@ -99,6 +109,14 @@ class CycleState:
     timers: CandidateTimers = field(default_factory=CandidateTimers)
     awaiting: str | None = None
     """Id of the previous deployment chosen last cycle, until a stable window re-adds it."""
+    kept: tuple[tuple[str, float], ...] = ()
+    """Nodes taken back from an autoscaler that did not remove them, and when: the analysis
+    does not remove them for :data:`KEEP_S` (removing them again would only repeat that)."""
+
+    def keep(self, nodes: Sequence[str], now: float) -> CycleState:
+        """Remember the nodes taken back at ``now``; forget those kept :data:`KEEP_S`."""
+        kept = {n: t for n, t in self.kept if now - t < KEEP_S} | dict.fromkeys(nodes, now)
+        return replace(self, kept=tuple(sorted(kept.items())))
 
 
 @dataclass(frozen=True)
@@ -142,6 +160,8 @@ def run_cycle(
     """Run one cycle at time ``now``."""
     windows = settings.windows
     start = now - windows.measure_s
+    if not dry_run:
+        state = state.keep(ports.actuator.reclaim_unremoved(now), now)
     if start < state.stable_since:
         wait = state.stable_since + windows.measure_s - now
         reason = f"a full window has not passed since the last change ({wait:.0f} s to go)"
@@ -153,7 +173,8 @@ def run_cycle(
     cluster = ports.actuator.read()
     load = window.load.total
     history = _history(ports.knowledge, cluster, settings, load)
-    analysis = analyse(cluster, settings, history, rng, state.timers, now)
+    kept = frozenset(n for n, _ in state.kept)
+    analysis = analyse(cluster, settings, history, rng, state.timers, now, kept)
     recorded = None
     if not dry_run:
         execution = execution_of(cluster, analysis.movability, settings.pricing, load, start, now)

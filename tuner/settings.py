@@ -150,6 +150,9 @@ class Execute:
     eviction_backoff_s: float = 2.0
     api_retry_s: float = 60.0
     journal_namespace: str = "default"
+    autoscaler_grace_s: float = 1800.0
+    """How long a node left for the autoscaler may stay before the tuner takes it back (0: for
+    ever)."""
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from tests.cluster.conftest import make_actuator, model_pod
 from tests.support.cluster_fixture import ClusterHarness
 from tuner.execute.actuator import KubeActuator
@@ -125,6 +127,30 @@ def test_remove_node_left_for_the_autoscaler_stays_cordoned(kube: ClusterHarness
     assert victim not in kube.placement("app=web").values()
     assert actuator.recover() == []  # the autoscaler's node now: not uncordoned
     assert kube.core.read_node(victim).spec.unschedulable
+
+
+def test_a_node_the_autoscaler_did_not_remove_is_taken_back_after_the_grace(
+    kube: ClusterHarness,
+) -> None:
+    old, young, _ = _three_nodes(kube)
+    actuator = make_actuator(kube, node_removal="autoscaler", autoscaler_grace_s=600)
+    result = actuator.carry_out([RemoveNode(old), RemoveNode(young)], dry_run=False)
+    assert result.completed, result.reason
+    an_hour_ago = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3600))
+    kube.core.patch_node(old, {"metadata": {"annotations": {KEYS.left_for_removal: an_hour_ago}}})
+
+    taken = actuator.reclaim_unremoved(time.time())
+
+    assert taken == (old,)
+    assert [f for f in kube.leftovers() if f.startswith(f"{old} ")] == []
+    events = kube.core.list_namespaced_event(
+        "default", field_selector=f"involvedObject.name={old},reason=NodeNotRemoved"
+    ).items
+    assert [(e.type, e.involved_object.kind) for e in events] == [("Warning", "Node")]
+    left = kube.core.read_node(young)
+    assert left.spec.unschedulable
+    assert KEYS.left_for_removal in left.metadata.annotations
+    assert actuator.reclaim_unremoved(time.time()) == ()
 
 
 def test_remove_node_by_a_provider_command(kube: ClusterHarness) -> None:

@@ -134,13 +134,76 @@ def test_sigkill_mid_action_then_recover_undoes_the_leftovers(
     _pdb(kube, "web")
     name, source = next(iter(kube.placement("app=web").items()))
     target = next(n for n in nodes if n != source)
-    settings = tmp_path / "settings.json"
-    settings.write_text(
-        json.dumps(kube.settings_doc(eviction_retries=1000, eviction_backoff_s=0.5)),
-        encoding="utf-8",
-    )
     args = [name, target] if op == "migrate" else [source]
-    child = subprocess.Popen(
+    marked = target if op == "migrate" else source
+    _kill_child_when(
+        lambda: KEYS.managed in (kube.core.read_node(marked).metadata.labels or {}),
+        f"the child to mark {marked}",
+        _transition_child(kube, tmp_path, op, *args, eviction_retries=1000, eviction_backoff_s=0.5),
+    )
+    assert kube.leftovers() != []
+
+    undone = make_actuator(kube).recover()
+
+    assert any("interrupted at action 1" in line for line in undone)
+    assert any(f"node {marked}" in line for line in undone)
+    assert kube.leftovers() == []
+    assert make_actuator(kube).recover() == []
+
+
+def test_sigkill_after_an_adds_scaling_then_recover_restores_the_replicas(
+    kube: ClusterHarness, tmp_path: Path
+) -> None:
+    before = _killed_after_adding(kube, tmp_path)
+
+    undone = make_actuator(kube).recover()
+
+    assert any("scaled Deployment" in line and "back to 2" in line for line in undone), undone
+    assert _replicas(kube, "web") == 2
+    kube.wait_available("web", 2)
+    assert _uids(kube, "app=web") == before
+    assert kube.leftovers() == []
+
+
+def test_recover_leaves_a_replica_count_someone_changed_after_the_crash(
+    kube: ClusterHarness, tmp_path: Path
+) -> None:
+    _killed_after_adding(kube, tmp_path)
+    kube.apps.patch_namespaced_deployment_scale("web", kube.namespace, {"spec": {"replicas": 4}})
+
+    undone = make_actuator(kube).recover()
+
+    assert any("left at 4 replicas" in line for line in undone), undone
+    assert _replicas(kube, "web") == 4
+    assert kube.leftovers() == []
+
+
+def _killed_after_adding(kube: ClusterHarness, tmp_path: Path) -> dict[str, tuple[str, str]]:
+    """A child adding a pod of ``web`` (2 replicas filling the only node) SIGKILLed after
+    scaling to 3, while it verifies: the full node keeps the new pod Pending. The pods before."""
+    node = kube.add_node(f"{kube.namespace}-n1", cpu="1")
+    kube.deployment("web", 2)  # 2 x 500m
+    before = _uids(kube, "app=web")
+    _kill_child_when(
+        lambda: len(_uids(kube, "app=web")) == 3,
+        "the child to scale web to 3 (the new pod Pending)",
+        _transition_child(kube, tmp_path, "add", "web", node, verify_timeout_s=300),
+    )
+    assert _replicas(kube, "web") == 3
+    return before
+
+
+def _replicas(kube: ClusterHarness, name: str) -> int:
+    return int(kube.apps.read_namespaced_deployment(name, kube.namespace).spec.replicas)
+
+
+def _transition_child(
+    kube: ClusterHarness, tmp_path: Path, op: str, *args: str, **execute: Any
+) -> subprocess.Popen[bytes]:
+    """``tests.cluster.transition_child`` running ``op args`` with extra ``execute`` settings."""
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps(kube.settings_doc(**execute)), encoding="utf-8")
+    return subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -155,23 +218,15 @@ def test_sigkill_mid_action_then_recover_undoes_the_leftovers(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    marked = target if op == "migrate" else source
+
+
+def _kill_child_when(probe: Any, what: str, child: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the child as soon as ``probe()`` holds (and in any case)."""
     try:
-        eventually(
-            lambda: KEYS.managed in (kube.core.read_node(marked).metadata.labels or {}),
-            what=f"the child to mark {marked}",
-        )
+        eventually(probe, what=what)
     finally:
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
-    assert kube.leftovers() != []
-
-    undone = make_actuator(kube).recover()
-
-    assert any("interrupted at action 1" in line for line in undone)
-    assert any(f"node {marked}" in line for line in undone)
-    assert kube.leftovers() == []
-    assert make_actuator(kube).recover() == []
 
 
 def test_recover_restores_a_pod_deletion_cost(kube: ClusterHarness, actuator: KubeActuator) -> None:

@@ -1,7 +1,7 @@
 """Run one transition in a separate process, so that a test can SIGKILL it mid-action.
 
 Usage: python -m tests.cluster.transition_child SETTINGS.json NAMESPACE OP ARG [TARGET]
-with OP ``migrate POD TARGET`` or ``remove_node NODE``.
+with OP ``migrate POD TARGET``, ``add DEPLOYMENT TARGET`` or ``remove_node NODE``.
 """
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ import sys
 from pathlib import Path
 
 from tuner.execute.actuator import KubeActuator
+from tuner.model.cluster import Workload
+from tuner.model.resources import Resources
 from tuner.monitor.kube import api_client, read_cluster
-from tuner.plan.actions import Action, Migrate, RemoveNode
+from tuner.plan.actions import Action, Add, Migrate, RemoveNode
 from tuner.settings import load_settings
 
 
@@ -23,6 +25,8 @@ def main(argv: list[str]) -> int:
     if op == "migrate":
         pod = next(p for p in read_cluster(api).pods if p.key == f"{namespace}/{arg}")
         action = Migrate(pod, argv[4])
+    elif op == "add":
+        action = Add(Workload(namespace, "Deployment", arg), argv[4], Resources(500, 0))
     else:
         action = RemoveNode(arg)
     result = KubeActuator(api, settings).carry_out([action], dry_run=False)

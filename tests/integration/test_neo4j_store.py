@@ -269,6 +269,9 @@ class Fixed:
         self.calls.append(tuple(actions))
         return TransitionResult(tuple(actions), True)
 
+    def reclaim_unremoved(self, now: float) -> tuple[str, ...]:
+        return ()
+
 
 def test_the_cycle_keeps_running_through_an_outage_and_recovers(
     restarts: Neo4jServer, caplog: pytest.LogCaptureFixture

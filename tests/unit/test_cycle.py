@@ -13,6 +13,7 @@ from knowledge.embedded import EmbeddedKnowledgeBase
 from knowledge.records import execution_of
 from tests.support.builders import cluster, node, pod
 from tuner.cycle import (
+    KEEP_S,
     CycleState,
     Outcome,
     Ports,
@@ -60,6 +61,9 @@ class Recorder:
     cluster: Cluster
     fail_at: int | None = None
     calls: list[tuple[tuple[Action, ...], bool]] = field(default_factory=list)
+    unremoved: tuple[str, ...] = ()
+    """Nodes ``reclaim_unremoved`` takes back."""
+    reclaims: int = 0
 
     def read(self) -> Cluster:
         return self.cluster
@@ -71,6 +75,10 @@ class Recorder:
                 tuple(actions[: self.fail_at]), False, "pod landed on the wrong node"
             )
         return TransitionResult(tuple(actions), True)
+
+    def reclaim_unremoved(self, now: float) -> tuple[str, ...]:
+        self.reclaims += 1
+        return self.unremoved
 
 
 STABLE = Seen(Verdict.STABLE, "nothing changed", Load.scalar(100.0))
@@ -284,3 +292,29 @@ def test_after_a_change_the_next_window_starts_a_warm_up_later(kb: EmbeddedKnowl
     assert waiting.outcome is Outcome.WAITING
     assert waiting.next_in == pytest.approx(120)
     assert observer.windows == []  # the window would have held the change's warm-up
+
+
+def test_nodes_taken_back_from_the_autoscaler_are_not_removed_for_a_day(
+    kb: EmbeddedKnowledgeBase,
+) -> None:
+    actuator = Recorder(two_half_empty_nodes(), unremoved=("a", "b"))
+    report, state = cycle(
+        1000, CycleState(stable_since=0), settings(), Script([STABLE]), actuator, kb
+    )
+    assert report.outcome is Outcome.STAYED, report.reason
+    assert actuator.calls == []
+    assert dict(state.kept) == {"a": 1000, "b": 1000}
+    actuator.unremoved = ()
+    later, state = cycle(1000 + KEEP_S - 1, state, settings(), Script([STABLE]), actuator, kb)
+    assert later.outcome is Outcome.STAYED
+    day, state = cycle(1000 + KEEP_S, state, settings(), Script([STABLE]), actuator, kb)
+    assert day.outcome is Outcome.ACTED
+    assert state.kept == ()
+
+
+def test_a_dry_run_takes_no_node_back(kb: EmbeddedKnowledgeBase) -> None:
+    actuator = Recorder(two_half_empty_nodes(), unremoved=("a",))
+    cycle(
+        1000, CycleState(stable_since=0), settings(), Script([STABLE]), actuator, kb, dry_run=True
+    )
+    assert actuator.reclaims == 0

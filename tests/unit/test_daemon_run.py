@@ -73,11 +73,18 @@ class Failing:
         raise ServiceError("prometheus: connection refused")
 
 
+class NothingLeft:
+    """An actuator used for nothing but the cycle's first step: no node to take back."""
+
+    def reclaim_unremoved(self, now: float) -> tuple[str, ...]:
+        return ()
+
+
 def test_a_cycle_that_raises_is_reported_as_an_error_and_retried(tmp_path: Path) -> None:
     settings = Settings(windows=Windows(measure_s=600, retry_s=0.01))
     reports: list[CycleReport] = []
     with EmbeddedKnowledgeBase(tmp_path / "kb.sqlite") as kb:
-        ports = Ports(Failing(), None, kb)  # type: ignore[arg-type]
+        ports = Ports(Failing(), NothingLeft(), kb)  # type: ignore[arg-type]
         moderator = Moderator(settings, ports, on_cycle=lambda r, _s: reports.append(r))
         moderator.run_forever(max_cycles=2)
     assert [r.outcome for r in reports] == [Outcome.ERROR, Outcome.ERROR]
@@ -94,7 +101,7 @@ def test_the_loop_goes_on_when_reporting_a_failed_cycle_fails(tmp_path: Path) ->
         raise RuntimeError("metrics exporter broke")
 
     with EmbeddedKnowledgeBase(tmp_path / "kb.sqlite") as kb:
-        ports = Ports(Failing(), None, kb)  # type: ignore[arg-type]
+        ports = Ports(Failing(), NothingLeft(), kb)  # type: ignore[arg-type]
         moderator = Moderator(settings, ports, on_cycle=broken_reporter)
         moderator.run_forever(max_cycles=3)
     assert seen == [Outcome.ERROR] * 3

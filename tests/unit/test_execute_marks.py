@@ -17,11 +17,14 @@ from tuner.execute.marks import (
     Keys,
     cheapest_pod,
     drain_node,
+    hand_over,
     label_node,
+    reclaim,
     undo_node,
     undo_pod,
 )
 from tuner.execute.plan_file import actions_from_json
+from tuner.execute.reclaim import overdue
 from tuner.model.cluster import Cluster, Pod, Workload
 from tuner.model.resources import Resources
 from tuner.plan.actions import Add, Migrate, Remove, RemoveNode
@@ -86,6 +89,51 @@ def test_a_cordon_the_tuner_set_is_undone_unless_the_node_is_handed_over() -> No
     kept = apply(drained, lambda n: undo_node(n, KEYS, keep_cordon=True))
     assert kept["spec"]["unschedulable"] is True
     assert "taints" not in kept["spec"]
+
+
+def test_a_node_handed_over_then_reclaimed_is_as_it_was() -> None:
+    before = node()
+    drained = apply(before, lambda n: drain_node(n, KEYS))
+    handed = apply(drained, lambda n: hand_over(n, KEYS, "2026-01-01T00:00:00Z"))
+    assert handed["spec"]["unschedulable"] is True
+    assert "taints" not in handed["spec"]
+    assert KEYS.managed not in handed["metadata"]["labels"]  # recover() leaves it alone
+    assert handed["metadata"]["annotations"][KEYS.left_for_removal] == "2026-01-01T00:00:00Z"
+    again = apply(apply(handed, lambda n: drain_node(n, KEYS)), lambda n: hand_over(n, KEYS, "z"))
+    assert again["metadata"]["annotations"][KEYS.left_for_removal] == "2026-01-01T00:00:00Z"
+    reclaimed = apply(again, lambda n: reclaim(n, KEYS))
+    assert reclaimed["spec"].get("unschedulable") is False
+    assert reclaimed["metadata"]["labels"] == before["metadata"]["labels"]
+    assert reclaimed["metadata"]["annotations"] == {}
+
+
+def test_a_reclaim_keeps_a_cordon_someone_else_set() -> None:
+    drained = apply(node(unschedulable=True), lambda n: drain_node(n, KEYS))
+    handed = apply(drained, lambda n: hand_over(n, KEYS, "2026-01-01T00:00:00Z"))
+    reclaimed = apply(handed, lambda n: reclaim(n, KEYS))
+    assert reclaimed["spec"]["unschedulable"] is True
+    assert reclaimed["metadata"]["annotations"] == {}
+    assert reclaim(client.V1Node.from_dict(node()), KEYS) is None
+
+
+@pytest.mark.parametrize(
+    ("stamp", "grace", "after", "due"),
+    [
+        ("2026-01-01T00:00:00Z", 1800, 1799, False),
+        ("2026-01-01T00:00:00Z", 1800, 1800, True),
+        ("2026-01-01T00:00:00Z", 0, 10**9, False),  # 0: wait for ever
+        ("yesterday", 1800, 0, True),  # unreadable: not pinned for ever
+        (None, 1800, 10**9, False),  # not handed over
+    ],
+)
+def test_a_handed_over_node_is_overdue_after_the_grace(
+    stamp: str | None, grace: float, after: float, due: bool
+) -> None:
+    obj = node()
+    if stamp is not None:
+        obj["metadata"]["annotations"] = {KEYS.left_for_removal: stamp}
+    handed_at = 1767225600.0  # 2026-01-01T00:00:00Z
+    assert overdue(client.V1Node.from_dict(obj), KEYS, grace, handed_at + after) is due
 
 
 def test_a_label_someone_else_set_is_not_taken_over() -> None:

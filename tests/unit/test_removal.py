@@ -118,6 +118,17 @@ def test_unmovable_pods_and_protected_nodes_block_removal() -> None:
     assert result.removal is not None and result.removal.nodes == ("free",)
 
 
+def test_a_cordoned_node_is_left_to_whoever_cordoned_it() -> None:
+    # Empty and cheapest to remove, but cordoned: someone drains it (maintenance), or the tuner
+    # already left it for the Cluster Autoscaler; removing it again every window is churn.
+    nodes = [node("a"), node("b"), node("left", unschedulable=True)]
+    c = cluster(nodes, [pod("w-1", "a", "500m")])
+    movability = assess(c, Policy(frozenset()))
+    assert movability.node_reasons["left"].startswith("cordoned")
+    result = run(c, settings(max_parallel_removals=3))
+    assert result.removal is not None and "left" not in result.removal.nodes
+
+
 def test_daemonset_pods_vanish_with_their_node() -> None:
     nodes = [node("a", "1", "1Gi"), node("b", "1", "1Gi")]
     pods = [

@@ -68,10 +68,12 @@ def analyse(
     rng: random.Random,
     timers: CandidateTimers | None = None,
     now: float = 0.0,
+    kept: frozenset[str] = frozenset(),
 ) -> Analysis:
     """Analyse one stable window. ``history`` holds the knowledge-base entries for this load;
-    ``timers`` (with ``now``) track the candidate delay across windows (see find_removal)."""
-    movability = assess(cluster, Policy(settings.analyse.excluded_namespaces))
+    ``timers`` (with ``now``) track the candidate delay across windows (see find_removal);
+    the ``kept`` nodes are not removed."""
+    movability = assess(cluster, Policy(settings.analyse.excluded_namespaces, kept))
     current = nodes_cost(cluster.nodes, settings.pricing)
     removal = find_removal(cluster, settings, movability, timers, now)
     previous = find_previous(cluster, movability, settings.pricing, history, current)

@@ -3,9 +3,10 @@
 Wires the adapters into the cycle's ports — the monitor over Prometheus (with API snapshots of
 the cluster when kube-state-metrics is not scraped), the Kubernetes actuator and the knowledge
 base — and runs the moderator. On start it undoes what a crashed run left behind (never in a dry
-run). With leader election it waits for the Lease first and stops when it loses it. Each cycle
-is logged, counted in the metrics and, unless in a dry run, recorded as a Kubernetes Event
-(:mod:`tuner.daemon.cycle_events`).
+run); each cycle first takes back the nodes left for an autoscaler that did not remove them
+(``execute.autoscaler_grace_s``, never in a dry run). With leader election it waits for the
+Lease first and stops when it loses it. Each cycle is logged, counted in the metrics and,
+unless in a dry run, recorded as a Kubernetes Event (:mod:`tuner.daemon.cycle_events`).
 
 SIGTERM or SIGINT: the actuator is asked to stop, so the action in flight is finished or rolled
 back and no further action starts; the scheduler shuts down after the cycle; exit status 0.

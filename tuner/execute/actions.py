@@ -3,11 +3,13 @@
 An action reads and checks first (these reads are all a dry run does), then changes the
 cluster, waits (watch) for the outcome, and in a ``finally`` removes what it added for the
 duration (node label, cordon, taint, pod-deletion-cost). It returns a one-line account of
-what happened or raises :class:`~tuner.execute.retry.ActionFailed`.
+what happened or raises :class:`~tuner.execute.retry.ActionFailed`. An add or remove journals
+its replica change before scaling (:func:`undo_scale` restores it after a crash).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 from collections.abc import Callable
@@ -16,8 +18,16 @@ from typing import Any
 
 from tuner.execute import checks
 from tuner.execute.affinity import has_preference
+from tuner.execute.journal import Journal
 from tuner.execute.kube import Kube, now_iso, selector_text
-from tuner.execute.marks import cheapest_pod, drain_node, label_node, undo_node, undo_pod
+from tuner.execute.marks import (
+    cheapest_pod,
+    drain_node,
+    hand_over,
+    label_node,
+    undo_node,
+    undo_pod,
+)
 from tuner.execute.retry import ActionFailed
 from tuner.execute.watch import Verdict
 from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
@@ -188,6 +198,7 @@ def add(kube: Kube, action: Add, *, dry_run: bool) -> str:
         )
     scaled = _Scaled(wl.kind, wl.namespace, wl.name, selector_text(obj.spec.selector))
     before = _uids(kube.pods(wl.namespace, scaled.selector))
+    scaled.journal(kube, replicas, replicas + 1, before)
     _marked_node(kube, target, lambda n: label_node(n, kube.keys, label))
     try:
         scaled.scale(kube, replicas, replicas + 1)
@@ -201,6 +212,7 @@ def add(kube: Kube, action: Add, *, dry_run: bool) -> str:
         _undo_node_changes(kube, target)
     if not verdict.ok:
         raise ActionFailed(f"{verdict.reason}; {_withdraw(kube, scaled, before, replicas)}")
+    _settled(kube)
     return verdict.reason + note
 
 
@@ -218,9 +230,11 @@ def remove(kube: Kube, action: Remove, *, dry_run: bool) -> str:
             f"{namespace}/{workload} {replicas} -> {replicas - 1}, verify exactly that pod went"
         )
     scaled = _Scaled(kind, namespace, workload, selector_text(obj.spec.selector))
+    scaled.journal(kube, replicas, replicas - 1)
     verdict = _take(kube, scaled, pod, replicas, rollback=False)
     if not verdict.ok:
         raise ActionFailed(f"{verdict.reason}; {_restore(kube, scaled, replicas)}")
+    _settled(kube)
     return f"pod {namespace}/{name} removed ({scaled} at {replicas - 1})"
 
 
@@ -239,6 +253,59 @@ class _Scaled:
     def scale(self, kube: Kube, expected: int, to: int) -> None:
         """Replicas from ``expected`` to ``to`` (see :meth:`Kube.scale`)."""
         kube.scale(self.kind, self.namespace, self.name, expected, to)
+
+    def journal(
+        self, kube: Kube, replicas: int, to: int, pods: frozenset[str] = frozenset()
+    ) -> None:
+        """Journal the change ``replicas`` -> ``to`` about to be made (``pods``: the uids of the
+        pods before an add), so that :func:`undo_scale` can restore ``replicas`` after a crash."""
+        record = {
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "selector": self.selector,
+            "replicas": replicas,
+            "to": to,
+            "pods": sorted(pods),
+        }
+        Journal(kube).scaling(record)
+
+
+def _settled(kube: Kube) -> None:
+    """The scaling was verified: off the journal (a failure is only logged: the end of the
+    transition drops the journal anyway)."""
+    try:
+        Journal(kube).settled()
+    except ActionFailed as err:
+        log.warning("the journal still records a verified scaling: %s", err)
+
+
+def undo_scale(kube: Kube, text: str) -> str:
+    """Restore the replica count an add or remove journaled (:meth:`_Scaled.journal`) before a
+    crash interrupted it, as its own rollback does, but only when the count is still the one
+    it set (nobody, e.g. an HPA or a user, changed it since). One line on how that went."""
+    try:
+        record = json.loads(text)
+        scaled = _Scaled(record["kind"], record["namespace"], record["name"], record["selector"])
+        replicas, to, pods = int(record["replicas"]), int(record["to"]), frozenset(record["pods"])
+    except (ValueError, TypeError, KeyError) as err:
+        return f"the interrupted scaling's record is unreadable, nothing restored: {err!r}"
+    try:
+        current = kube.replicas(scaled.kind, scaled.namespace, scaled.name)
+    except ActionFailed as err:
+        return f"{scaled} not restored to {replicas} replicas: {err}"
+    if current == replicas:
+        return f"{scaled} is at {replicas} replicas, as before the interrupted scaling"
+    if current != to:
+        return (
+            f"{scaled} left at {current} replicas: the interrupted scaling set {to} (from "
+            f"{replicas}) and someone has changed it since"
+        )
+    return (
+        _withdraw(kube, scaled, pods, replicas)
+        if to > replicas
+        else _restore(kube, scaled, replicas)
+    )
 
 
 def _take(kube: Kube, scaled: _Scaled, pod: Any, replicas: int, *, rollback: bool) -> Verdict:
@@ -372,15 +439,10 @@ def _gone(kube: Kube, name: str, how: str) -> str:
 
 
 def _leave_for_removal(kube: Kube, name: str) -> None:
-    """Drop the taint and markers but keep the cordon: the node is someone else's now
-    (already gone is fine: a provider command may delete it at once)."""
-
-    def build(node: Any) -> Any:
-        patch = undo_node(node, kube.keys, keep_cordon=True) or {"metadata": {"annotations": {}}}
-        patch["metadata"].setdefault("annotations", {})[kube.keys.left_for_removal] = now_iso()
-        return patch
-
-    kube.patch_node(name, build)
+    """Hand the cordoned node over (:func:`~tuner.execute.marks.hand_over`): it is someone
+    else's now (already gone is fine: a provider command may delete it at once)."""
+    when = now_iso()
+    kube.patch_node(name, lambda n: hand_over(n, kube.keys, when))
 
 
 def _run_command(kube: Kube, node: str) -> None:

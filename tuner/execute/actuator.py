@@ -13,6 +13,7 @@ from tuner.errors import ServiceError
 from tuner.execute.events import Recorder, identity
 from tuner.execute.journal import Journal
 from tuner.execute.kube import Kube
+from tuner.execute.reclaim import reclaim_unremoved
 from tuner.execute.recover import recover
 from tuner.execute.retry import ActionFailed
 from tuner.execute.runner import describe_transition, run_transition
@@ -29,7 +30,8 @@ class KubeActuator:
 
     Set :attr:`stop_requested` (e.g. on SIGTERM) to let the action in flight finish or roll
     back and start no other. Call :meth:`recover` once at start-up; :meth:`carry_out` also
-    recovers first when a journal shows an interrupted transition. :attr:`events` records the
+    recovers first when a journal shows an interrupted transition. Each acting cycle calls
+    :meth:`reclaim_unremoved` first. :attr:`events` records the
     Kubernetes Events of the actions carried out (never in a dry run) and of the daemon's cycles.
     """
 
@@ -62,6 +64,15 @@ class KubeActuator:
         except ActionFailed as err:
             return TransitionResult((), False, f"cannot check for an interrupted transition: {err}")
         return run_transition(self.kube, actions, self.events)
+
+    def reclaim_unremoved(self, now: float) -> tuple[str, ...]:
+        """Take back the nodes left for an autoscaler that did not remove them within
+        ``execute.autoscaler_grace_s``; their names (none when the API fails: logged)."""
+        try:
+            return reclaim_unremoved(self.kube, self.events, now)
+        except ActionFailed as err:
+            log.error("nodes left for the autoscaler not checked: %s", err)
+            return ()
 
     def recover(self) -> list[str]:
         """Undo what an earlier run left behind; one line per thing undone.

@@ -52,12 +52,17 @@ def not_movable(pod: Any) -> str | None:
 def node_refusal(node: Any) -> str | None:
     """Why the tuner must leave a node alone (another autoscaler is acting on it), or None."""
     name = node.metadata.name
-    for taint in node.spec.taints or ():
-        if taint.key in AUTOSCALER_TAINTS:
-            return f"node {name} carries {taint.key}: another autoscaler is acting on it"
+    taint = autoscaler_taint(node)
+    if taint is not None:
+        return f"node {name} carries {taint}: another autoscaler is acting on it"
     if (node.metadata.annotations or {}).get(DO_NOT_DISRUPT) == "true":
         return f"node {name} is annotated {DO_NOT_DISRUPT}=true"
     return None
+
+
+def autoscaler_taint(node: Any) -> str | None:
+    """The Cluster Autoscaler's or Karpenter's deletion taint on a node, or None."""
+    return next((t.key for t in node.spec.taints or () if t.key in AUTOSCALER_TAINTS), None)
 
 
 def ready(pod: Any) -> bool:

@@ -1,5 +1,7 @@
 """The journal of the transition in flight: a ConfigMap written before every action and
 deleted when the transition ends, so a run that died mid-transition is visible to the next.
+Before an add or remove scales, it also records the workload and its replica count before and
+after the change (``scaled``), so that recovery can restore the count.
 """
 
 from __future__ import annotations
@@ -7,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -61,7 +63,19 @@ class Journal:
 
     def step(self, index: int) -> None:
         """Record that action ``index`` (0-based) is about to run."""
-        patch = {"data": {"current": str(index), "updated": now_iso()}}
+        self._patch({"current": str(index)})
+
+    def scaling(self, record: Mapping[str, object]) -> None:
+        """Record the replica change an add or remove is about to make (what to restore after
+        a crash), until :meth:`settled`."""
+        self._patch({"scaled": json.dumps(record, sort_keys=True)})
+
+    def settled(self) -> None:
+        """The replica change recorded by :meth:`scaling` was verified: drop it."""
+        self._patch({"scaled": None})
+
+    def _patch(self, data: Mapping[str, str | None]) -> None:
+        patch = {"data": {**data, "updated": now_iso()}}
         core = self.kube.core
         self.kube.retry.call(
             f"update journal {self.namespace}/{self.name}",

@@ -137,6 +137,31 @@ def undo_node(node: Any, keys: Keys, *, keep_cordon: bool = False) -> Patch | No
     return patch
 
 
+def hand_over(node: Any, keys: Keys, when: str) -> Patch:
+    """Leave an emptied node to the autoscaler: drop the taint and the ``managed`` label (so
+    :func:`~tuner.execute.recover.recover` leaves it alone) but keep the cordon, stamped
+    ``<prefix>/left-for-removal=<when>`` and recorded, so that :func:`reclaim` can undo it if
+    no autoscaler removes the node. A node handed over before keeps its first stamp."""
+    record = recorded(node, keys)
+    patch = undo_node(node, keys, keep_cordon=True) or {"metadata": {"annotations": {}}}
+    annotations = patch["metadata"].setdefault("annotations", {})
+    stamp = (node.metadata.annotations or {}).get(keys.left_for_removal)
+    annotations[keys.left_for_removal] = stamp or when
+    if record.get("cordoned"):
+        annotations[keys.changes] = json.dumps({"cordoned": True})
+    return patch
+
+
+def reclaim(node: Any, keys: Keys) -> Patch | None:
+    """Take back a node handed over (:func:`hand_over`): undo its recorded cordon and drop the
+    stamp; None when the node carries no stamp."""
+    if keys.left_for_removal not in (node.metadata.annotations or {}):
+        return None
+    patch = undo_node(node, keys) or {"metadata": {"annotations": {}}}
+    patch["metadata"].setdefault("annotations", {})[keys.left_for_removal] = None
+    return patch
+
+
 def cheapest_pod(pod: Any, keys: Keys) -> Patch:
     """Make a pod the first to go on scale-down, recording the cost it had."""
     annotations = pod.metadata.annotations or {}

@@ -2,11 +2,14 @@
 
 Everything the tuner changes carries the ``<prefix>/managed`` label and a record of the change
 (:mod:`tuner.execute.marks`), so one label selector finds every leftover: node labels, cordons,
-taints and pod-deletion-costs. The journal names the transition that was interrupted.
+taints and pod-deletion-costs. The journal names the transition that was interrupted and, when
+an add or remove was interrupted after its scaling, the replica count to restore
+(:func:`~tuner.execute.actions.undo_scale`: only when nobody has changed it since, verified).
 """
 
 from __future__ import annotations
 
+from tuner.execute.actions import undo_scale
 from tuner.execute.journal import Journal, interrupted
 from tuner.execute.kube import Kube
 from tuner.execute.marks import undo_node, undo_pod
@@ -35,5 +38,7 @@ def recover(kube: Kube) -> list[str]:
         if kube.patch_pod(namespace, name, lambda p: undo_pod(p, kube.keys)) is not None:
             undone.append(f"pod {namespace}/{name}: restored its pod-deletion-cost")
     if data is not None:
+        if data.get("scaled"):
+            undone.append(undo_scale(kube, data["scaled"]))
         journal.end()
     return undone

@@ -25,6 +25,8 @@ class Policy:
     """Operator choices that restrict what the tuner touches."""
 
     excluded_namespaces: frozenset[str] = frozenset({"kube-system"})
+    kept_nodes: frozenset[str] = frozenset()
+    """Nodes not to remove: taken back from an autoscaler that did not remove them."""
 
 
 def pod_blocker(
@@ -52,6 +54,8 @@ def node_blocker(node: Node) -> str | None:
     """Why the node itself must not be removed (its pods aside), or None."""
     if any(key in node.labels for key in CONTROL_PLANE_LABELS):
         return "control-plane node"
+    if node.unschedulable:
+        return "cordoned: someone is draining it, or it is already left for removal"
     if node.annotations.get(SCALE_DOWN_DISABLED) == "true":
         return f"annotated {SCALE_DOWN_DISABLED}=true"
     if node.annotations.get(DO_NOT_DISRUPT) == "true":
@@ -97,6 +101,8 @@ def assess(cluster: Cluster, policy: Policy) -> Movability:
     node_reasons: dict[str, str] = {}
     for node in cluster.nodes:
         reason = node_blocker(node)
+        if reason is None and node.name in policy.kept_nodes:
+            reason = "left for the autoscaler earlier and not removed: kept"
         if reason is None:
             stuck = next((p for p in cluster.pods_by_node[node.name] if p.key in pod_reasons), None)
             if stuck is not None:

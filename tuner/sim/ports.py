@@ -71,3 +71,7 @@ class SimActuator:
         if failed is not None:
             return TransitionResult(done, False, failed.detail)
         return TransitionResult(done, True)
+
+    def reclaim_unremoved(self, now: float) -> tuple[str, ...]:
+        """None: the simulation does not model taking a node back from its autoscaler."""
+        return ()

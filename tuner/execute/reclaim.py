@@ -1,0 +1,72 @@
+"""Take back the nodes left for an autoscaler that did not remove them.
+
+With ``execute.node_removal: autoscaler`` an emptied node is handed over cordoned and stamped
+``<prefix>/left-for-removal=<time>`` (:func:`~tuner.execute.marks.hand_over`). When no
+autoscaler deletes it within ``execute.autoscaler_grace_s`` (a node group at its minimum size,
+scale-down disabled, consolidation off), :func:`reclaim_unremoved` undoes the tuner's cordon and
+stamp so the node is paid for and usable again, and says so in a ``NodeNotRemoved`` Warning
+Event and the log. A node an autoscaler has started deleting (its deletion taint) is left alone.
+"""
+
+from __future__ import annotations
+
+import calendar
+import logging
+import time
+from typing import Any
+
+from tuner.execute.checks import autoscaler_taint
+from tuner.execute.events import Event, Recorder, Ref
+from tuner.execute.kube import Kube
+from tuner.execute.marks import Keys, reclaim
+
+log = logging.getLogger(__name__)
+
+
+def _left_since(node: Any, keys: Keys) -> float | None:
+    """When the node was handed over (epoch seconds); None when it was not, ``-inf`` when its
+    stamp cannot be read (it is overdue: a stale stamp must not pin a node for ever)."""
+    stamp = (node.metadata.annotations or {}).get(keys.left_for_removal)
+    if stamp is None:
+        return None
+    try:
+        return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
+    except ValueError:
+        return float("-inf")
+
+
+def overdue(node: Any, keys: Keys, grace_s: float, now: float) -> bool:
+    """The node was handed over at least ``grace_s`` seconds before ``now`` (0: never)."""
+    since = _left_since(node, keys)
+    return grace_s > 0 and since is not None and now - since >= grace_s
+
+
+def reclaim_unremoved(kube: Kube, events: Recorder, now: float) -> tuple[str, ...]:
+    """Take back every node handed over ``execute.autoscaler_grace_s`` or more before ``now``
+    and still there; their names."""
+    keys, grace = kube.keys, kube.settings.autoscaler_grace_s
+    if grace <= 0:
+        return ()
+    nodes = kube.retry.call("list nodes", kube.core.list_node)
+    taken: list[str] = []
+    for node in nodes.items:
+        if not overdue(node, keys, grace, now):
+            continue
+        name = node.metadata.name
+
+        def build(live: Any) -> Any:
+            if autoscaler_taint(live) or not overdue(live, keys, grace, now):
+                return None
+            return reclaim(live, keys)
+
+        if kube.patch_node(name, build) is None:
+            continue
+        note = (
+            f"node {name} was left for the autoscaler at "
+            f"{node.metadata.annotations[keys.left_for_removal]} and not removed within "
+            f"{grace:g} s: the tuner's cordon is undone, the node is in use again"
+        )
+        log.warning("%s", note)
+        events.record(Event(Ref.node(name), "Reclaim", "NodeNotRemoved", note, warning=True))
+        taken.append(name)
+    return tuple(taken)
