@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Protocol
 
 from knowledge.records import Execution
 from tuner.errors import ServiceError
+from tuner.monitor.load import dimensions_outside
 
 
 class KnowledgeError(ServiceError):
@@ -26,9 +28,16 @@ class KnowledgeBase(Protocol):
         *,
         cheaper_than: float | None = None,
         limit: int | None = None,
+        vector: Mapping[str, float] | None = None,
     ) -> list[Execution]:
         """Executions with load in ``load*(1±delta)`` (and, given ``cheaper_than``, a cost
         below it), cheapest first, ties by lower cpu_ratio, then id (:attr:`Execution.rank`).
+
+        Given ``vector`` (the load per dimension, ``load`` being its total; ``{"": load}``
+        for a scalar load), only executions that served the same load per dimension
+        (:func:`serves`) count, and ``limit`` counts only those. A scalar query never matches
+        an execution recorded with a vector, nor the other way round (unless the dimensions
+        they lack are 0).
 
         Only the first ``limit`` are read in full (the order and the limit apply in the store,
         before the deployments are read); an unreadable one among them is skipped, so fewer
@@ -59,6 +68,15 @@ class KnowledgeBase(Protocol):
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None: ...
+
+
+def serves(execution: Execution, vector: Mapping[str, float] | None, delta: float) -> bool:
+    """True when ``execution`` served the load ``vector`` (None: any load), within ``delta``
+    per dimension: :meth:`tuner.monitor.load.Load.within`, a missing dimension being 0.
+
+    Within per dimension implies the total within ``delta`` of ``vector``'s total, so the
+    load band (:func:`load_band`) stays a valid first narrowing."""
+    return vector is None or not dimensions_outside(vector, execution.served, delta)
 
 
 def load_band(load: float, delta: float) -> tuple[float, float]:

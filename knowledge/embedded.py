@@ -6,10 +6,13 @@ import json
 import logging
 import sqlite3
 import threading
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import islice
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
-from knowledge.base import KnowledgeError, load_band, row_limit
+from knowledge.base import EVERY, KnowledgeError, load_band, row_limit, serves
 from knowledge.records import Execution
 
 log = logging.getLogger(__name__)
@@ -30,6 +33,7 @@ CREATE INDEX IF NOT EXISTS executions_end ON executions (end_);
 """
 _COLUMNS = "id, start, end_, load, cost, cpu_ratio, body"
 Executions = list[Execution]
+Rows = list[Any]
 
 
 class EmbeddedKnowledgeBase:
@@ -89,16 +93,26 @@ class EmbeddedKnowledgeBase:
         *,
         cheaper_than: float | None = None,
         limit: int | None = None,
+        vector: Mapping[str, float] | None = None,
     ) -> Executions:
         """Executions in the load band (cheaper than ``cheaper_than``), cheapest first, ties by
-        lower cpu_ratio; only the first ``limit`` are decoded."""
+        lower cpu_ratio; only the first ``limit`` are decoded. Given ``vector`` (kept in the
+        body), the band is decoded in that order until ``limit`` of them served it."""
         low, high = load_band(load, delta)
-        return self._read(
+        wanted = row_limit(limit)
+        rows = self._rows(
             f"SELECT {_COLUMNS} FROM executions WHERE load BETWEEN :low AND :high "
             "AND (:cheaper_than IS NULL OR cost < :cheaper_than) "
             "ORDER BY cost, cpu_ratio, id LIMIT :limit",
-            {"low": low, "high": high, "cheaper_than": cheaper_than, "limit": row_limit(limit)},
+            {
+                "low": low,
+                "high": high,
+                "cheaper_than": cheaper_than,
+                "limit": wanted if vector is None else EVERY,
+            },
         )
+        found = (e for e in _decoded(rows) if serves(e, vector, delta))
+        return list(islice(found, wanted))
 
     def get(self, execution_id: str) -> Execution | None:
         """One execution or None."""
@@ -152,17 +166,21 @@ class EmbeddedKnowledgeBase:
             raise KnowledgeError(f"knowledge store write failed: {err}") from err
 
     def _read(self, sql: str, params: tuple[object, ...] | dict[str, object]) -> Executions:
+        return list(_decoded(self._rows(sql, params)))
+
+    def _rows(self, sql: str, params: tuple[object, ...] | dict[str, object]) -> Rows:
         try:
             with self._lock:
-                rows = self._db.execute(sql, params).fetchall()
+                return self._db.execute(sql, params).fetchall()
         except sqlite3.Error as err:
             raise KnowledgeError(f"knowledge store read failed: {err}") from err
-        found: Executions = []
-        for row in rows:
-            try:
-                found.append(Execution.from_json(json.loads(row[6])))
-            except (ValueError, KeyError, TypeError, AttributeError) as err:
-                log.warning(
-                    "skipping malformed execution %s in the knowledge store: %s", row[0], err
-                )
-        return found
+
+
+def _decoded(rows: Iterable[Any]) -> Iterator[Execution]:
+    """The executions of ``rows`` (one at a time, as they are asked for); malformed ones are
+    logged and skipped."""
+    for row in rows:
+        try:
+            yield Execution.from_json(json.loads(row[6]))
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            log.warning("skipping malformed execution %s in the knowledge store: %s", row[0], err)

@@ -2,7 +2,7 @@
 
 The thesis' onion (pod types in the core, node states around them, executions outside)::
 
-    (:Execution {id, start, end, load, cost, cpu_ratio})
+    (:Execution {id, start, end, load, cost, cpu_ratio[, load_keys, load_values]})
         -[:HAS_NODE {position}]->(:Node {name, cpu, memory, type, price})
         -[:RAN {count}]->(:Pod {key, workload, namespace, kind, name, cpu, memory, movable})
 
@@ -14,14 +14,13 @@ The thesis' onion (pod types in the core, node states around them, executions ou
 - Times are epoch seconds, CPU millicores, memory bytes, prices per hour: the units of
   :mod:`knowledge.records`.
 
-Adding a per-workload load vector later (schema version 2): one vertex per load series (the
-monitor's label set, e.g. ``{service="web"}``) and one edge per series an execution served,
-``(:Execution)-[:SERVED {rate}]->(:LoadSeries {key})``, with the scalar ``load`` kept as
-their total (what :attr:`tuner.monitor.load.Load.total` records today). The range index on
-``load`` still narrows a lookup to a band first; the vector distance then only ranks the few
-executions in it, so the lookup stays an index seek. Executions recorded before have no
-``SERVED`` edges and match on the scalar alone, so the migration step adds the
-``LoadSeries.key`` constraint and bumps the version.
+An execution of a load vector also holds its dimensions as two parallel list properties,
+``load_keys`` (the monitor's label sets, e.g. ``{service="web"}``, sorted) and
+``load_values``; ``load`` is their total. An execution of a scalar load (and every one
+recorded before vectors were kept) has neither and served ``{"": load}``. A lookup for a
+vector seeks the band of its total on the ``Execution.load`` index as before (the same load
+in every dimension implies the same total), then keeps the executions that served it in
+every dimension, before the sort and the limit.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from knowledge.records import Execution, WorkloadType
+from tuner.monitor.load import TOLERANCE
 
 
 def pod_key(workload: WorkloadType) -> str:
@@ -78,6 +78,14 @@ def encode(execution: Execution) -> dict[str, Any]:
                 "pods": [{"key": keys[w], "count": count} for w, count in node.pods],
             }
         )
+    vector = (
+        {
+            "load_keys": [k for k, _ in execution.load_vector],
+            "load_values": [v for _, v in execution.load_vector],
+        }
+        if execution.load_vector
+        else {}
+    )
     return {
         "id": execution.id,
         "props": {
@@ -87,6 +95,7 @@ def encode(execution: Execution) -> dict[str, Any]:
             "load": execution.load,
             "cost": execution.cost,
             "cpu_ratio": execution.cpu_ratio,
+            **vector,
         },
         "nodes": nodes,
         "pods": [_pod_properties(w) for w in execution.workloads],
@@ -165,14 +174,43 @@ pod types: sent with every RAN edge as maps, they were most of the bytes and mos
 time of a lookup.
 """
 
+_SERVED = """
+WITH e, coalesce(e.load_keys, ['']) AS dims, coalesce(e.load_values, [e.load]) AS rates
+WHERE $vector IS NULL OR CASE
+  WHEN (e.load_keys IS NULL) = (e.load_values IS NULL)
+   AND dims IS :: LIST<STRING NOT NULL>
+   AND (rates IS :: LIST<FLOAT NOT NULL> OR rates IS :: LIST<INTEGER NOT NULL>)
+   AND size(dims) = size(rates) AND size(dims) > 0
+   AND all(rate IN rates WHERE 0 <= rate <= 1.7976931348623157e308)
+   AND all(i IN range(0, size(dims) - 1) WHERE NOT dims[i] IN dims[i + 1..])
+  THEN all(i IN range(0, size(dims) - 1) WHERE
+           abs(rates[i] - coalesce($vector[dims[i]], 0.0))
+           <= $delta * coalesce($vector[dims[i]], 0.0) * $slack)
+   AND all(k IN keys($vector) WHERE
+           k IN dims OR abs(0.0 - $vector[k]) <= $delta * $vector[k] * $slack)
+  ELSE true
+END
+"""
+"""Given ``$vector`` (dimension -> load), the executions that served it within ``$delta``
+in every dimension, a dimension one side lacks being 0 there: the predicate of
+:func:`tuner.monitor.load.dimensions_outside`, term for term (``$slack`` is its
+``1 + TOLERANCE``). An execution without ``load_keys``/``load_values`` served
+``{"": load}``. Malformed ones pass, so that reading them skips them with a warning."""
+
 FIND_BY_LOAD = (
     "MATCH (e:Execution) WHERE e.load >= $low AND e.load <= $high\n"
-    "  AND ($cheaper_than IS NULL OR e.cost < $cheaper_than)\n"
-    "WITH e ORDER BY e.cost, e.cpu_ratio, e.id LIMIT $limit" + _DEPLOYMENT
+    "  AND ($cheaper_than IS NULL OR e.cost < $cheaper_than)"
+    + _SERVED
+    + "WITH e ORDER BY e.cost, e.cpu_ratio, e.id LIMIT $limit"
+    + _DEPLOYMENT
 )
-"""The analyse step's lookup: a range seek on the ``Execution.load`` index, the cost filter
-and a top-``$limit`` sort on the executions' own properties, and only then the deployments
-of the few that are left (reading and sending those is what a lookup spends its time on)."""
+"""The analyse step's lookup: a range seek on the ``Execution.load`` index, the cost and load
+vector filters and a top-``$limit`` sort on the executions' own properties, and only then the
+deployments of the few that are left (reading and sending those is what a lookup spends its
+time on)."""
+
+SLACK = 1 + TOLERANCE
+"""``$slack`` of :data:`FIND_BY_LOAD`."""
 
 GET = "MATCH (e:Execution {id: $id})" + _DEPLOYMENT
 

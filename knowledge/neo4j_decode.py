@@ -16,7 +16,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from knowledge.records import Execution, NodeState, WorkloadType
+from knowledge.records import Execution, LoadVector, NodeState, WorkloadType, load_vector
+from tuner.monitor.load import Load
 
 log = logging.getLogger(__name__)
 
@@ -127,11 +128,31 @@ def decode(
         start=_number(execution.get("start"), where, "start"),
         end=_number(execution.get("end"), where, "end"),
         load=_number(execution.get("load"), where, "load"),
+        load_vector=_load_vector(execution, where),
         cost=_number(execution.get("cost"), where, "cost"),
         cpu_ratio=_number(execution.get("cpu_ratio"), where, "cpu_ratio"),
         nodes=states,
         workloads=tuple(sorted(types.values(), key=lambda w: w.workload)),
     )
+
+
+def _load_vector(execution: Mapping[str, Any], where: Where) -> LoadVector:
+    """``load_keys`` and ``load_values`` of an Execution vertex: both absent (a scalar load),
+    or as many distinct strings as finite numbers >= 0."""
+    keys, values = execution.get("load_keys"), execution.get("load_values")
+    if keys is None and values is None:
+        return ()
+    if type(keys) is not list or not all(type(key) is str for key in keys):
+        raise _bad(where, "load_keys", keys, "a list of strings")
+    if len(set(keys)) != len(keys):
+        raise _bad(where, "load_keys", keys, "distinct")
+    if type(values) is not list or len(values) != len(keys):
+        raise _bad(where, "load_values", values, f"a list of {len(keys)} numbers")
+    numbers = [_number(value, where, "load_values") for value in values]
+    try:
+        return load_vector(Load.vector(dict(zip(keys, numbers, strict=True))))
+    except ValueError as err:
+        raise Malformed(f"{where[0]} {where[1]!r}: {err}") from None
 
 
 def pod_refs(rows: Iterable[Mapping[str, Any]]) -> list[str]:

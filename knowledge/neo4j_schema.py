@@ -4,8 +4,10 @@ The version lives in one ``(:TunerSchema {id: 'tuner', version: N})`` vertex. On
 read-write tuner runs every migration from the stored version up to :data:`SCHEMA_VERSION`
 (each is idempotent), then records the new version; a graph with a *newer* version is refused,
 so an old tuner never writes into a layout it does not understand. A read-only tuner only
-checks the version. A later release adds its step to :data:`MIGRATIONS` (e.g. 2: add a
-per-workload load vector, see :mod:`knowledge.neo4j_cypher`) and raises SCHEMA_VERSION.
+checks the version. A later release adds its step to :data:`MIGRATIONS` and raises
+SCHEMA_VERSION. Optional properties read only after the index seek need none: the load
+vector (``Execution.load_keys``, ``load_values``, see :mod:`knowledge.neo4j_cypher`) came
+without a version, since executions without it are scalar loads.
 
 Version 1:
 

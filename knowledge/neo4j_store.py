@@ -9,7 +9,7 @@ The driver reconnects by itself once the server is back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any, LiteralString
 
@@ -109,9 +109,11 @@ class Neo4jKnowledgeBase:
         *,
         cheaper_than: float | None = None,
         limit: int | None = None,
+        vector: Mapping[str, float] | None = None,
     ) -> Executions:
-        """Executions with load in ``load*(1±delta)`` (cheaper than ``cheaper_than``), cheapest
-        first, ties by cpu_ratio; the server sorts and reads only the first ``limit`` in full."""
+        """Executions with load in ``load*(1±delta)`` (cheaper than ``cheaper_than``; given
+        ``vector``, the same load per dimension), cheapest first, ties by cpu_ratio; the
+        server filters, sorts and reads only the first ``limit`` in full."""
         low, high = load_band(load, delta)
         return self._read(
             "find_by_load",
@@ -120,6 +122,9 @@ class Neo4jKnowledgeBase:
             high=high,
             cheaper_than=cheaper_than,
             limit=row_limit(limit),
+            vector=None if vector is None else dict(vector),
+            delta=delta,
+            slack=cypher.SLACK,
         )
 
     def get(self, execution_id: str) -> Execution | None:

@@ -5,13 +5,24 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from tuner.analyse.cost import node_price
 from tuner.model.cluster import Cluster, Workload
 from tuner.model.movability import Movability
+from tuner.monitor.load import SCALAR, Load, load_from_json
 from tuner.settings import Pricing
+
+LoadVector = tuple[tuple[str, float], ...]
+"""A load per dimension, sorted by key; empty for a scalar load."""
+
+
+def load_vector(load: Load) -> LoadVector:
+    """What an execution keeps of the load it served besides the total: ``()`` for a scalar
+    load, every dimension (sorted) for a vector."""
+    return () if load.is_scalar else tuple(sorted(load.values.items()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +72,15 @@ class Execution:
     """Average over nodes of requested/allocatable CPU (tie-break: lower is more resilient)."""
     nodes: tuple[NodeState, ...]
     workloads: tuple[WorkloadType, ...]
+    load_vector: LoadVector = ()
+    """The load per dimension when the monitor measured a vector (sorted by key, ``load`` is
+    its total); empty when the load was a scalar, which then is ``load`` itself. Executions
+    recorded before vectors were kept have none: they served a scalar load."""
+
+    @property
+    def served(self) -> Mapping[str, float]:
+        """The load served per dimension: ``{"": load}`` for a scalar load."""
+        return dict(self.load_vector) if self.load_vector else {SCALAR: self.load}
 
     @property
     def rank(self) -> tuple[float, float, str]:
@@ -68,12 +88,15 @@ class Execution:
         return (self.cost, self.cpu_ratio, self.id)
 
     def to_json(self) -> dict[str, Any]:
-        """A plain JSON-able form (export, embedded storage)."""
+        """A plain JSON-able form (export, embedded storage); ``load_vector`` (an object, one
+        number per dimension) only for a vector load."""
+        vector = {"load_vector": dict(self.load_vector)} if self.load_vector else {}
         return {
             "id": self.id,
             "start": self.start,
             "end": self.end,
             "load": self.load,
+            **vector,
             "cost": self.cost,
             "cpu_ratio": self.cpu_ratio,
             "nodes": [
@@ -101,6 +124,7 @@ class Execution:
             start=float(data["start"]),
             end=float(data["end"]),
             load=float(data["load"]),
+            load_vector=_load_vector_from_json(data.get("load_vector")),
             cost=float(data["cost"]),
             cpu_ratio=float(data["cpu_ratio"]),
             nodes=tuple(
@@ -123,15 +147,30 @@ class Execution:
         )
 
 
+def _load_vector_from_json(data: Any) -> LoadVector:
+    """``load_vector`` of :meth:`Execution.to_json` (absent: a scalar load)."""
+    if data is None:
+        return ()
+    if not isinstance(data, Mapping):
+        raise TypeError(f"load_vector is {data!r}, not an object")
+    return load_vector(load_from_json(data))
+
+
 def execution_of(
     cluster: Cluster,
     movability: Movability,
     pricing: Pricing,
-    load: float,
+    load: Load | float,
     start: float,
     end: float,
 ) -> Execution:
-    """Describe a stable cluster as an execution; its id is a hash of its content."""
+    """Describe a stable cluster as an execution; its id is a hash of its content.
+
+    A number is a scalar load. The id covers the load vector only when there is one, so an
+    execution of a scalar load gets the id it got before load vectors were kept.
+    """
+    served = load if isinstance(load, Load) else Load.scalar(load)
+    vector = load_vector(served)
     nodes = []
     types: dict[Workload, WorkloadType] = {}
     ratios = []
@@ -159,15 +198,17 @@ def execution_of(
     body = {
         "start": start,
         "end": end,
-        "load": load,
+        "load": served.total,
         "nodes": [(n.name, n.pods) for n in nodes],
+        **({"load_vector": dict(vector)} if vector else {}),
     }
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
     return Execution(
         id=digest,
         start=start,
         end=end,
-        load=load,
+        load=served.total,
+        load_vector=vector,
         cost=sum(n.price for n in nodes),
         cpu_ratio=sum(ratios) / len(ratios) if ratios else 0.0,
         nodes=tuple(nodes),

@@ -24,6 +24,7 @@ from tuner.kb_commands import add_kb_parser
 from tuner.model.cluster import Cluster
 from tuner.monitor.command import run_monitor, window_seconds
 from tuner.monitor.dump import load_dump
+from tuner.monitor.load import Load
 from tuner.plan.report import build_report
 from tuner.settings import Settings, load_settings
 from tuner.sim.command import add_simulate_parser
@@ -58,7 +59,9 @@ def _parser() -> argparse.ArgumentParser:
         "--live", action="store_true", help="read the cluster of settings.kubernetes (read-only)"
     )
     plan.add_argument("--settings", type=Path, help="settings.json (default: built-in defaults)")
-    plan.add_argument("--load", type=_load, help="load served now (enables previous deployments)")
+    plan.add_argument(
+        "--load", type=_load, help="scalar load served now (enables previous deployments)"
+    )
     plan.add_argument("--format", choices=("text", "json"), default="text")
     plan.set_defaults(run=_plan)
 
@@ -108,12 +111,13 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _history(cluster: Cluster, settings: Settings, load: float) -> list[Execution]:
-    """The entries the daemon would read for this load; an unreachable store skips the option."""
+    """The entries the daemon would read for this scalar load (executions recorded with a load
+    vector do not match it); an unreachable store skips the option."""
     if settings.knowledge.backend == "embedded" and not Path(settings.knowledge.path).exists():
         return []
     try:
         with open_knowledge(settings.knowledge, read_only=True) as kb:
-            return previous_candidates(kb, cluster, settings, load)
+            return previous_candidates(kb, cluster, settings, Load.scalar(load))
     except KnowledgeError as err:
         log.warning("previous-deployment option skipped: %s", err)
         return []

@@ -36,6 +36,7 @@ from tuner.analyse.cost import nodes_cost
 from tuner.analyse.decision import Choice, analyse
 from tuner.analyse.removal import CandidateTimers
 from tuner.model.cluster import Cluster
+from tuner.monitor.load import Load
 from tuner.monitor.stability import Verdict
 from tuner.plan.actions import Action
 from tuner.plan.report import PlanReport, build_report
@@ -171,7 +172,7 @@ def run_cycle(
         outcome = Outcome.UNSTABLE if window.verdict is Verdict.UNSTABLE else Outcome.UNKNOWN
         return CycleReport(outcome, start, now, window.reason, windows.retry_s, window), state
     cluster = ports.actuator.read()
-    load = window.load.total
+    load = window.load
     history = _history(ports.knowledge, cluster, settings, load)
     kept = frozenset(n for n, _ in state.kept)
     analysis = analyse(cluster, settings, history, rng, state.timers, now, kept)
@@ -189,7 +190,7 @@ def run_cycle(
         analysis.reason,
         windows.measure_s,
         window,
-        load,
+        load.total,
         plan,
         recorded=recorded,
     )
@@ -235,25 +236,27 @@ def _record(kb: KnowledgeBase, execution: Execution, awaiting: str | None) -> st
 
 
 def previous_candidates(
-    kb: KnowledgeBase, cluster: Cluster, settings: Settings, load: float
+    kb: KnowledgeBase, cluster: Cluster, settings: Settings, load: Load
 ) -> list[Execution]:
-    """The knowledge-base entries the previous-deployment option may choose from: for this load,
-    cheaper than the cluster now, the cheapest ``knowledge.lookup_limit`` of them.
+    """The knowledge-base entries the previous-deployment option may choose from: for this load
+    (within ``load.delta`` in every dimension), cheaper than the cluster now, the cheapest
+    ``knowledge.lookup_limit`` of them.
 
     The analysis takes the first attainable one and never looks at a dearer entry, so nothing
     beyond these could change its answer unless all of them are unattainable. Those are
     deleted after the analysis (not in a dry run), so the next window reads the next ones.
     """
     return kb.find_by_load(
-        load,
+        load.total,
         settings.load.delta,
         cheaper_than=nodes_cost(cluster.nodes, settings.pricing),
         limit=settings.knowledge.lookup_limit,
+        vector=load.values,
     )
 
 
 def _history(
-    kb: KnowledgeBase, cluster: Cluster, settings: Settings, load: float
+    kb: KnowledgeBase, cluster: Cluster, settings: Settings, load: Load
 ) -> list[Execution]:
     try:
         return previous_candidates(kb, cluster, settings, load)

@@ -46,6 +46,22 @@ BROKEN = {
     "numeric-id": "MATCH (e:Execution {id: $id}) SET e.id = 42",
 }
 
+BROKEN_LOAD_VECTORS = {
+    f"load-vector-{case}": f"MATCH (e:Execution {{id: $id}}) SET {sets}"
+    for case, sets in {
+        "text-keys": "e.load_keys = 'web', e.load_values = [100.0]",
+        "no-keys": "e.load_values = [100.0]",
+        "no-values": "e.load_keys = ['web']",
+        "short-values": "e.load_keys = ['web', 'db'], e.load_values = [100.0]",
+        "text-values": "e.load_keys = ['web'], e.load_values = ['100']",
+        "nan-value": "e.load_keys = ['web'], e.load_values = [0.0 / 0.0]",
+        "negative-value": "e.load_keys = ['web', 'db'], e.load_values = [150.0, -50.0]",
+        "duplicate-keys": "e.load_keys = ['web', 'web'], e.load_values = [50.0, 50.0]",
+        "empty": "e.load_keys = [], e.load_values = []",
+    }.items()
+}
+"""Load vectors (``load_keys``, ``load_values``) broken in every way a hand edit could."""
+
 FOREIGN = """
 CREATE (:Execution {name: 'a batch job', load: 100.0})
 CREATE (:Execution {id: 'text-load', load: '100', start: 0.0, end: 1.0, cost: 0.1,
@@ -86,6 +102,23 @@ def test_malformed_executions_are_skipped_with_a_warning(
     assert "skipping malformed execution 42" in caplog.text
     warned = [r for r in caplog.records if "skipping malformed" in r.getMessage()]
     assert all(r.levelname == "WARNING" and "\n" not in r.getMessage() for r in warned)
+
+
+def test_malformed_load_vectors_are_skipped_with_a_warning_by_a_vector_lookup(
+    neo4j: Neo4jServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A lookup by load vector passes malformed vectors on to be read, so they are warned
+    about like any other malformed execution instead of vanishing (or failing the query)."""
+    with neo4j.open() as kb:
+        kb.record(synthetic("good", 1))
+    for case, breaks in BROKEN_LOAD_VECTORS.items():
+        neo4j.run(GOOD, id=case)
+        neo4j.run(breaks, id=case)
+    with neo4j.open() as kb:
+        assert [e.id for e in kb.find_by_load(100.0, 0.1, vector={"": 100.0})] == ["good"]
+        assert kb.find_by_load(100.0, 0.1, vector={"web": 100.0}) == []
+    for case in BROKEN_LOAD_VECTORS:
+        assert f"skipping malformed execution {case!r}" in caplog.text, case
 
 
 def test_a_plan_on_a_graph_with_foreign_data_still_decides(

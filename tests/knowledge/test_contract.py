@@ -7,7 +7,8 @@ from dataclasses import replace
 import pytest
 
 from knowledge.base import KnowledgeBase
-from knowledge.records import Execution, NodeState, WorkloadType
+from knowledge.records import Execution, NodeState, WorkloadType, load_vector
+from tuner.monitor.load import Load
 
 
 def execution(
@@ -113,6 +114,73 @@ def test_find_by_load_refuses_a_negative_limit(kb: KnowledgeBase) -> None:
     kb.record(execution("a", 100.0, 1.5))
     with pytest.raises(ValueError, match="limit must be >= 0"):
         kb.find_by_load(100.0, 0.1, limit=-1)
+
+
+def served(id: str, load: dict[str, float], cost: float) -> Execution:
+    """An execution that served ``load``, one value per dimension."""
+    vector = Load.vector(load)
+    return replace(execution(id, vector.total, cost), load_vector=load_vector(vector))
+
+
+MIX = {'{service="web"}': 60.0, '{service="db"}': 40.0}
+
+
+def test_a_load_vector_is_stored_with_its_total(kb: KnowledgeBase) -> None:
+    e = served("v", MIX, 1.0)
+    kb.record(e)
+    assert kb.get("v") == e
+    assert e.load == 100.0 and e.served == MIX
+
+
+def test_a_vector_lookup_skips_another_mix_of_the_same_total(kb: KnowledgeBase) -> None:
+    for e in [
+        served("other-mix", {'{service="web"}': 40.0, '{service="db"}': 60.0}, 1.0),
+        served("same", MIX, 2.0),
+        served("near", {'{service="web"}': 65.0, '{service="db"}': 37.0}, 3.0),
+        served("one-out", {'{service="web"}': 55.0, '{service="db"}': 45.0}, 4.0),
+    ]:
+        kb.record(e)
+    assert [e.id for e in kb.find_by_load(100.0, 0.1)] == ["other-mix", "same", "near", "one-out"]
+    found = kb.find_by_load(100.0, 0.1, vector=MIX)
+    assert [e.id for e in found] == ["same", "near"]
+    assert found[0] == served("same", MIX, 2.0)  # the whole deployment, its vector too
+    assert [e.id for e in kb.find_by_load(100.0, 0.1, vector=MIX, cheaper_than=3.0)] == ["same"]
+
+
+def test_the_limit_counts_only_executions_that_served_the_vector(kb: KnowledgeBase) -> None:
+    for i in range(3):
+        kb.record(served(f"other-{i}", {'{service="web"}': 100.0}, 0.5 + i / 10))
+    for i in range(3):
+        kb.record(served(f"same-{i}", MIX, 2.0 + i))
+    found = kb.find_by_load(100.0, 0.1, vector=MIX, limit=2)
+    assert [e.id for e in found] == ["same-0", "same-1"]
+    assert kb.find_by_load(100.0, 0.1, vector=MIX, limit=0) == []
+
+
+def test_scalar_records_match_a_scalar_query_only(kb: KnowledgeBase) -> None:
+    kb.record(execution("scalar", 100.0, 1.0))  # as recorded before load vectors were kept
+    kb.record(served("vector", MIX, 2.0))
+    assert [e.id for e in kb.find_by_load(100.0, 0.1, vector={"": 95.0})] == ["scalar"]
+    assert [e.id for e in kb.find_by_load(100.0, 0.1, vector=MIX)] == ["vector"]
+    assert kb.find_by_load(100.0, 0.01, vector={"": 95.0}) == []
+
+
+def test_a_dimension_one_side_lacks_counts_as_zero(kb: KnowledgeBase) -> None:
+    web, db = '{service="web"}', '{service="db"}'
+    kb.record(served("web-only", {web: 100.0}, 1.0))
+    kb.record(served("web-and-idle-db", {web: 100.0, db: 0.0}, 2.0))
+    kb.record(served("web-and-some-db", {web: 95.0, db: 5.0}, 3.0))
+    assert [e.id for e in kb.find_by_load(100.0, 0.1, vector={web: 100.0})] == [
+        "web-only",
+        "web-and-idle-db",
+    ]
+    assert [e.id for e in kb.find_by_load(100.0, 0.1, vector={web: 100.0, db: 0.0})] == [
+        "web-only",
+        "web-and-idle-db",
+    ]
+    assert [e.id for e in kb.find_by_load(100.0, 0.1, vector={web: 97.0, db: 5.0})] == [
+        "web-and-some-db"
+    ]
 
 
 def test_delete_and_readd(kb: KnowledgeBase) -> None:

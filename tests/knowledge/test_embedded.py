@@ -1,5 +1,6 @@
 """Embedded-store specifics: read-only opening, foreign rows, schema version."""
 
+import json
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,6 +31,23 @@ def test_malformed_rows_are_skipped_with_a_warning(
     db.close()
     with EmbeddedKnowledgeBase(path, read_only=True) as kb:
         assert [e.id for e in kb.find_by_load(100.0, 0.1)] == ["good"]
+    assert "skipping malformed execution bad" in caplog.text
+
+
+@pytest.mark.parametrize("vector", [{"web": -1.0}, {}, ["web", 100.0], {"web": "lots"}], ids=repr)
+def test_malformed_load_vectors_are_skipped_by_a_vector_lookup(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, vector: object
+) -> None:
+    path = tmp_path / "kb.sqlite"
+    with EmbeddedKnowledgeBase(path) as kb:
+        kb.record(execution("good", 100.0, 1.0))
+    body = {**execution("bad", 100.0, 0.5).to_json(), "load_vector": vector}
+    db = sqlite3.connect(path)
+    db.execute("INSERT INTO executions VALUES ('bad', 0, 1, 100, 0.5, 0.1, ?)", (json.dumps(body),))
+    db.commit()
+    db.close()
+    with EmbeddedKnowledgeBase(path, read_only=True) as kb:
+        assert [e.id for e in kb.find_by_load(100.0, 0.1, vector={"": 100.0}, limit=1)] == ["good"]
     assert "skipping malformed execution bad" in caplog.text
 
 

@@ -177,6 +177,34 @@ def test_a_load_vector_is_recorded_under_its_total(kb: EmbeddedKnowledgeBase) ->
     )
     assert report.load == 100.0
     assert [e.load for e in kb.list()] == [100.0]
+    assert [e.load_vector for e in kb.list()] == [
+        (('{service="a"}', 60.0), ('{service="b"}', 40.0))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("then_served", "chosen"),
+    [
+        ({'{service="a"}': 62, '{service="b"}': 38}, True),  # every dimension within 10 %
+        ({'{service="a"}': 40, '{service="b"}': 60}, False),  # the same total, another mix
+        ({"": 100}, False),  # a scalar load of the same total
+    ],
+)
+def test_the_previous_deployment_is_looked_up_by_the_load_vector(
+    kb: EmbeddedKnowledgeBase, then_served: dict[str, float], chosen: bool
+) -> None:
+    then = cluster([node("x")], [pod("w-1", "x"), pod("w-2", "x")])
+    s = settings(remove_nodes=False)
+    entry = execution_of(
+        then, assess(then, Policy(frozenset())), s.pricing, Load.vector(then_served), 0, 600
+    )
+    kb.record(entry)
+    now = Seen(Verdict.STABLE, "stable", Load.vector({'{service="a"}': 60, '{service="b"}': 40}))
+    actuator = Recorder(cluster([node("x"), node("y")], [pod("w-1", "x"), pod("w-2", "y")]))
+    report, state = cycle(1000, CycleState(stable_since=0), s, Script([now]), actuator, kb)
+    assert (report.outcome is Outcome.ACTED) is chosen
+    assert (state.awaiting == entry.id) is chosen
+    assert (kb.get(entry.id) is None) is chosen  # a chosen entry leaves until proven stable
 
 
 def test_a_chosen_previous_deployment_leaves_the_kb_until_it_proves_stable(
@@ -217,10 +245,10 @@ def test_the_lookup_reads_only_the_cheapest_entries_cheaper_than_now(
     current = recorded.cost
     for i, cost in enumerate([0.25, 0.5, 0.75, 1.0, 1.0, 2.0]):
         kb.record(replace(recorded, id=f"e{i}", cost=current * cost))
-    found = previous_candidates(kb, now, s, 100.0)
+    found = previous_candidates(kb, now, s, Load.scalar(100.0))
     assert [e.id for e in found] == ["e0", "e1"]
     s = replace(s, knowledge=Knowledge(lookup_limit=10))
-    assert [e.id for e in previous_candidates(kb, now, s, 100.0)] == ["e0", "e1", "e2"]
+    assert [e.id for e in previous_candidates(kb, now, s, Load.scalar(100.0))] == ["e0", "e1", "e2"]
 
 
 def test_when_every_entry_read_is_unattainable_the_next_window_reads_the_next(

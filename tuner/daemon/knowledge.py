@@ -10,7 +10,7 @@ counted once per connection and then followed through this daemon's own writes.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TypeVar
 
@@ -49,9 +49,12 @@ class LazyKnowledge:
         *,
         cheaper_than: float | None = None,
         limit: int | None = None,
+        vector: Mapping[str, float] | None = None,
     ) -> list[Execution]:
         return self._call(
-            lambda kb: kb.find_by_load(load, delta, cheaper_than=cheaper_than, limit=limit)
+            lambda kb: kb.find_by_load(
+                load, delta, cheaper_than=cheaper_than, limit=limit, vector=vector
+            )
         )
 
     def get(self, execution_id: str) -> Execution | None:

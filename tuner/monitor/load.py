@@ -28,6 +28,8 @@ from tuner.settings import Load as LoadSettings
 WINDOW_TOKEN = "$window"
 SCALAR = ""
 """The key of the only dimension of a scalar load."""
+TOLERANCE = 1e-12
+"""Relative slack on a band's edge, so a load exactly on it is within (float rounding)."""
 
 _RE2_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
 
@@ -106,13 +108,7 @@ class Load:
 
     def outside(self, other: Load, delta: float) -> tuple[str, ...]:
         """The dimensions where ``other`` is not within ``delta`` of this load."""
-        keys = sorted(set(self.values) | set(other.values))
-        return tuple(
-            key
-            for key in keys
-            if abs(other.values.get(key, 0.0) - (mine := self.values.get(key, 0.0)))
-            > delta * mine * (1 + 1e-12)
-        )
+        return dimensions_outside(self.values, other.values, delta)
 
     def to_json(self) -> float | dict[str, float]:
         """A number for a scalar load, ``{dimension: value}`` for a vector."""
@@ -122,6 +118,23 @@ class Load:
         if self.is_scalar:
             return f"{self.values[SCALAR]:.6g}"
         return ", ".join(f"{key} {value:.6g}" for key, value in self.values.items())
+
+
+def dimensions_outside(
+    current: Mapping[str, float], other: Mapping[str, float], delta: float
+) -> tuple[str, ...]:
+    """The dimensions where ``other`` is not within ``delta`` of ``current``, sorted:
+    ``|other - current| > delta * current``, a dimension one of them lacks being 0 there.
+
+    :meth:`Load.outside` on plain mappings, for loads read back from a store.
+    """
+    keys = sorted(set(current) | set(other))
+    return tuple(
+        key
+        for key in keys
+        if abs(other.get(key, 0.0) - (mine := current.get(key, 0.0)))
+        > delta * mine * (1 + TOLERANCE)
+    )
 
 
 def load_from_scalar(value: float) -> Load:

@@ -7,9 +7,10 @@ multi-hour simulation does not touch a disk.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import TracebackType
 
-from knowledge.base import load_band, row_limit
+from knowledge.base import load_band, row_limit, serves
 from knowledge.records import Execution
 
 
@@ -30,14 +31,18 @@ class MemoryKnowledge:
         *,
         cheaper_than: float | None = None,
         limit: int | None = None,
+        vector: Mapping[str, float] | None = None,
     ) -> list[Execution]:
-        """Entries with load in ``load * (1 +- delta)`` (cheaper than ``cheaper_than``),
-        cheapest first, ties by lower cpu_ratio; the first ``limit``."""
+        """Entries with load in ``load * (1 +- delta)`` (cheaper than ``cheaper_than``; given
+        ``vector``, the same load per dimension), cheapest first, ties by lower cpu_ratio; the
+        first ``limit``."""
         low, high = load_band(load, delta)
         found = [
             e
             for e in self.entries.values()
-            if low <= e.load <= high and (cheaper_than is None or e.cost < cheaper_than)
+            if low <= e.load <= high
+            and (cheaper_than is None or e.cost < cheaper_than)
+            and serves(e, vector, delta)
         ]
         return sorted(found, key=lambda e: e.rank)[: row_limit(limit)]
 
