@@ -33,7 +33,6 @@ CREATE INDEX IF NOT EXISTS executions_end ON executions (end_);
 """
 _COLUMNS = "id, start, end_, load, cost, cpu_ratio, body"
 Executions = list[Execution]
-Rows = list[Any]
 
 
 class EmbeddedKnowledgeBase:
@@ -100,19 +99,24 @@ class EmbeddedKnowledgeBase:
         body), the band is decoded in that order until ``limit`` of them served it."""
         low, high = load_band(load, delta)
         wanted = row_limit(limit)
-        rows = self._rows(
+        sql = (
             f"SELECT {_COLUMNS} FROM executions WHERE load BETWEEN :low AND :high "
             "AND (:cheaper_than IS NULL OR cost < :cheaper_than) "
-            "ORDER BY cost, cpu_ratio, id LIMIT :limit",
-            {
-                "low": low,
-                "high": high,
-                "cheaper_than": cheaper_than,
-                "limit": wanted if vector is None else EVERY,
-            },
+            "ORDER BY cost, cpu_ratio, id LIMIT :limit"
         )
-        found = (e for e in _decoded(rows) if serves(e, vector, delta))
-        return list(islice(found, wanted))
+        params: dict[str, object] = {
+            "low": low,
+            "high": high,
+            "cheaper_than": cheaper_than,
+            "limit": wanted if vector is None else EVERY,
+        }
+        try:
+            with self._lock:  # the cursor is read only as far as the first ``wanted`` matches
+                rows = self._db.execute(sql, params)
+                found = (e for e in _decoded(rows) if serves(e, vector, delta))
+                return list(islice(found, wanted))
+        except sqlite3.Error as err:
+            raise KnowledgeError(f"knowledge store read failed: {err}") from err
 
     def get(self, execution_id: str) -> Execution | None:
         """One execution or None."""
@@ -165,15 +169,13 @@ class EmbeddedKnowledgeBase:
         except sqlite3.Error as err:
             raise KnowledgeError(f"knowledge store write failed: {err}") from err
 
-    def _read(self, sql: str, params: tuple[object, ...] | dict[str, object]) -> Executions:
-        return list(_decoded(self._rows(sql, params)))
-
-    def _rows(self, sql: str, params: tuple[object, ...] | dict[str, object]) -> Rows:
+    def _read(self, sql: str, params: tuple[object, ...]) -> Executions:
         try:
             with self._lock:
-                return self._db.execute(sql, params).fetchall()
+                rows = self._db.execute(sql, params).fetchall()
         except sqlite3.Error as err:
             raise KnowledgeError(f"knowledge store read failed: {err}") from err
+        return list(_decoded(rows))
 
 
 def _decoded(rows: Iterable[Any]) -> Iterator[Execution]:
