@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import random
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from knowledge.base import KnowledgeError
 from knowledge.open import open_knowledge
 from knowledge.records import Execution
+from tuner import arguments
 from tuner.analyse.decision import analyse
 from tuner.cycle import previous_candidates
 from tuner.daemon.run import add_run_parser
@@ -22,7 +23,7 @@ from tuner.execute.onboard import add_onboard_parsers
 from tuner.execute.printer import render_text
 from tuner.kb_commands import add_kb_parser
 from tuner.model.cluster import Cluster
-from tuner.monitor.command import run_monitor, window_seconds
+from tuner.monitor.command import run_monitor
 from tuner.monitor.dump import load_dump
 from tuner.monitor.load import Load
 from tuner.plan.report import build_report
@@ -33,18 +34,24 @@ from tuner.sim.demo import add_demo_parser
 log = logging.getLogger("tuner")
 
 
-def _load(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"load must be a number, not {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"load must be a finite number >= 0, not {text!r}")
-    return value
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments are one line (``tuner: error: ...``) and exit status 2, like any bad input;
+    ``--help`` still shows the usage."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("tuner").strip()
+        _fail(f"{command}: {message}" if command else message)
+        sys.exit(2)
+
+
+def _fail(message: object) -> None:
+    """The one line a failure prints: control characters of the message cannot break it."""
+    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(message))
+    print(f"tuner: error: {line}", file=sys.stderr)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tuner", description="Deployment tuner for Kubernetes: fewer, fuller nodes."
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
@@ -60,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     plan.add_argument("--settings", type=Path, help="settings.json (default: built-in defaults)")
     plan.add_argument(
-        "--load", type=_load, help="scalar load served now (enables previous deployments)"
+        "--load", type=arguments.load, help="scalar load served now (enables previous deployments)"
     )
     plan.add_argument("--format", choices=("text", "json"), default="text")
     plan.set_defaults(run=_plan)
@@ -70,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     monitor.add_argument("--settings", type=Path, help="settings.json (load query, Prometheus)")
     monitor.add_argument(
-        "--window", type=window_seconds, help="window length in seconds (default: measure_s)"
+        "--window", type=arguments.seconds, help="window length in seconds (default: measure_s)"
     )
     monitor.add_argument("--format", choices=("text", "json"), default="text")
     monitor.set_defaults(run=lambda a: run_monitor(a.settings, a.window, a.format))
@@ -81,14 +88,14 @@ def _parser() -> argparse.ArgumentParser:
     add_onboard_parsers(commands)
     add_demo_parser(commands)
 
-    add_kb_parser(commands, _load)
+    add_kb_parser(commands)
     return parser
 
 
 def _cluster(args: argparse.Namespace, settings: Settings) -> Cluster:
     """The cluster from a dump file or, with ``--live``, from the API server."""
     if args.snapshot is not None:
-        return load_dump(args.snapshot)
+        return load_dump(args.snapshot, settings.pricing.price_annotation)
     from tuner.monitor.kube import api_client, read_cluster
 
     with api_client(settings.kubernetes) as api:
@@ -137,10 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except InputError as err:
-        print(f"tuner: error: {err}", file=sys.stderr)
+        _fail(err)
         return 2
     except ServiceError as err:
-        print(f"tuner: error: {err}", file=sys.stderr)
+        _fail(err)
         return 1
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -20,38 +19,17 @@ from knowledge.neo4j_store import Neo4jKnowledgeBase
 from knowledge.open import open_knowledge
 from knowledge.records import execution_of
 from knowledge.transfer import copy_history, export_document, read_document, record_all
+from tuner import arguments
 from tuner.errors import InputError
 from tuner.model.movability import Policy, assess
 from tuner.monitor.dump import load_dump
 from tuner.settings import Settings, load_settings
 
 BACKENDS = ("embedded", "neo4j")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
-def duration(text: str) -> float:
-    """``90``, ``3600s``, ``30m``, ``12h``, ``30d``, ``2w`` -> seconds."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
-    if not match:
-        raise argparse.ArgumentTypeError(f"a duration is like 30d, 12h or 3600s, not {text!r}")
-    return float(match[1]) * _UNITS[match[2] or "s"]
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, not {text!r}")
-    return value
-
-
-def add_kb_parser(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    load_type: Callable[[str], float],
-) -> None:
-    """Register ``tuner kb`` and its subcommands (``load_type`` parses a load argument)."""
+def add_kb_parser(commands: argparse._SubParsersAction[Any]) -> None:
+    """Register ``tuner kb`` and its subcommands."""
     kb = commands.add_parser("kb", help="inspect and edit the knowledge base")
     sub = kb.add_subparsers(dest="kb_command", required=True)
 
@@ -63,10 +41,12 @@ def add_kb_parser(
 
     record = command("record", "store a dump as a stable deployment", _record)
     record.add_argument("--snapshot", type=Path, required=True)
-    record.add_argument("--load", type=load_type, required=True)
-    record.add_argument("--window", type=float, default=None, help="seconds it was stable")
+    record.add_argument("--load", type=arguments.load, required=True)
+    record.add_argument(
+        "--window", type=arguments.seconds, default=None, help="seconds it was stable"
+    )
     listing = command("list", "stored deployments, newest first", _list)
-    listing.add_argument("--limit", type=_count, default=50)
+    listing.add_argument("--limit", type=arguments.count, default=50)
     listing.add_argument("--format", choices=("text", "json"), default="text")
     command("show", "one stored deployment in full (JSON)", _show).add_argument("id")
     command("delete", "remove a stored deployment", _delete).add_argument("id")
@@ -75,8 +55,8 @@ def add_kb_parser(
     load = command("import", "record the deployments of an export (idempotent)", _import)
     load.add_argument("file", type=Path, help="export document or JSON list ('-': stdin)")
     prune = command("prune", "delete old deployments", _prune)
-    prune.add_argument("--older-than", type=duration, help="e.g. 30d: ended longer ago")
-    prune.add_argument("--keep", type=_count, help="keep only the newest N")
+    prune.add_argument("--older-than", type=arguments.duration, help="e.g. 30d: ended longer ago")
+    prune.add_argument("--keep", type=arguments.count, help="keep only the newest N")
     prune.add_argument(
         "--orphans", action="store_true", help="Neo4j: also drop pod types no execution uses"
     )
@@ -84,7 +64,7 @@ def add_kb_parser(
     migrate.add_argument("--from", dest="source", choices=BACKENDS, required=True)
     migrate.add_argument("--to", dest="target", choices=BACKENDS, required=True)
     browse = command("browse", "Neo4j Browser URL, style and ready queries", _browse)
-    browse.add_argument("--load", type=load_type, help="load band to show (default: newest)")
+    browse.add_argument("--load", type=arguments.load, help="load band to show (default: newest)")
     browse.add_argument("--workload", help="namespace/Kind/name (default: from the newest)")
     browse.add_argument("--http", help="Browser base URL (default: http://<uri host>:7474)")
 
@@ -103,7 +83,7 @@ def _with_kb(
 
 def _record(args: argparse.Namespace) -> int:
     settings = load_settings(args.settings)
-    cluster = load_dump(args.snapshot)
+    cluster = load_dump(args.snapshot, settings.pricing.price_annotation)
     end = time.time()
     window = settings.windows.measure_s if args.window is None else args.window
     movability = assess(cluster, Policy(settings.analyse.excluded_namespaces))

@@ -18,12 +18,16 @@ from typing import Any
 import jsonschema
 
 from tuner.errors import InputError
+from tuner.json_input import read_json
 from tuner.model.quantity import cpu_millis, memory_bytes
 
 log = logging.getLogger(__name__)
 
 SCHEMA = resources.files("tuner") / "settings.schema.json"
 """settings/settings.schema.json, shipped inside the package (a link in the source tree)."""
+
+PRICE_ANNOTATION = "tuner.dev/price-per-hour"
+"""The default node annotation that holds a node's price per hour."""
 
 LEGACY_KEYS: dict[str, tuple[str, str]] = {
     "measure_window": ("windows", "measure_s"),
@@ -47,7 +51,7 @@ class Pricing:
     price_per_core: float = 0.0316
     price_per_gb: float = 0.0042
     node_types: dict[str, float] = field(default_factory=dict)
-    price_annotation: str = "tuner.dev/price-per-hour"
+    price_annotation: str = PRICE_ANNOTATION
     currency: str = "USD"
 
 
@@ -201,14 +205,7 @@ def load_settings(path: Path | None) -> Settings:
     """Read and validate a settings file; None gives the documented defaults."""
     if path is None:
         return Settings()
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise InputError(f"cannot read settings {path}: {err.strerror}") from err
-    except json.JSONDecodeError as err:
-        raise InputError(
-            f"settings {path} is not valid JSON: {err.msg} at line {err.lineno}"
-        ) from err
+    document = read_json(path, "settings")
     try:
         return settings_from_dict(document)
     except InputError as err:

@@ -209,11 +209,11 @@ def test_pods_on_unknown_nodes_are_rejected() -> None:
 def test_malformed_objects_are_named() -> None:
     bad = _node("n1")
     bad["status"]["capacity"]["cpu"] = "lots"
-    with pytest.raises(InputError, match=r"node n1: invalid quantity 'lots'"):
+    with pytest.raises(InputError, match=r"node 'n1': invalid quantity 'lots'"):
         cluster_from_objects([bad])
-    with pytest.raises(InputError, match=r"node n2: status.capacity lacks cpu or memory"):
+    with pytest.raises(InputError, match=r"node 'n2': status.capacity lacks cpu or memory"):
         cluster_from_objects([{"kind": "Node", "metadata": {"name": "n2"}, "status": {}}])
-    with pytest.raises(InputError, match=r"dump item 0 has no 'kind'"):
+    with pytest.raises(InputError, match=r"item 0 has no 'kind'"):
         cluster_from_objects([{"metadata": {}}])
 
 

@@ -12,8 +12,9 @@ import pytest
 from knowledge.embedded import EmbeddedKnowledgeBase
 from knowledge.transfer import FORMAT
 from tests.knowledge.test_contract import execution
+from tuner.arguments import duration
 from tuner.cli import main
-from tuner.kb_commands import browser_url, duration
+from tuner.kb_commands import browser_url
 
 Run = tuple[int, str, str]
 

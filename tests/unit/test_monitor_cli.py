@@ -78,7 +78,7 @@ def test_bad_settings_are_one_line_and_exit_2(
 def test_a_non_positive_window_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     result = tuner(capsys, "monitor", "--window", "0")
     assert result.returncode == 2
-    assert "window must be > 0 seconds" in result.stderr
+    assert "window must be > 0 and <= 316224000 seconds" in result.stderr
 
 
 def test_prometheus_down_gives_an_unknown_verdict_naming_the_query(

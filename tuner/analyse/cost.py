@@ -5,6 +5,7 @@ Cost uses capacity (what you pay for); fitting uses allocatable.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from tuner.model.cluster import Node
@@ -13,13 +14,20 @@ from tuner.settings import Pricing
 
 
 def node_price(node: Node, pricing: Pricing) -> float:
-    """Price of a node per hour."""
+    """Price of a node per hour.
+
+    The annotation is checked where nodes are read (:func:`tuner.monitor.dump.cluster_from_objects`
+    refuses a node whose annotation is not a finite price >= 0); one that slips through here
+    (a custom ``pricing.price_annotation`` on a live node) is ignored, never planned with.
+    """
     explicit = node.annotations.get(pricing.price_annotation)
     if explicit is not None:
         try:
-            return float(explicit)
+            price = float(explicit)
         except ValueError:
-            pass
+            price = math.nan
+        if math.isfinite(price) and price >= 0:
+            return price
     if node.instance_type in pricing.node_types:
         return pricing.node_types[node.instance_type]
     cores = node.capacity.cpu / 1000

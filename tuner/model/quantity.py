@@ -23,11 +23,22 @@ _DECIMAL = {
     "E": Fraction(10**18),
 }
 _QUANTITY = re.compile(
-    r"^(?P<num>[+-]?(?:\d+\.?\d*|\.\d+))"
-    r"(?:(?P<exp>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$"
+    r"^(?P<num>[+-]?(?:\d{1,40}\.?\d{0,40}|\.\d{1,40}))"
+    r"(?:(?P<exp>[eE][+-]?\d{1,3})|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$"
 )
+"""Kubernetes' quantity syntax, with at most 40 digits either side of the point and a
+three-digit exponent, so that no text makes a giant number."""
 
 GIB = 2**30
+MAX_EXPONENT = 30
+"""Largest decimal exponent taken (``1e30``); 2**63, Kubernetes' own bound, is below 1e19."""
+MAX_CPU_MILLIS = 4096 * 1000
+MAX_MEMORY_BYTES = 64 * 2**40
+"""The largest CPU and memory a quantity may give: 4,096 cores and 64 TiB, above the largest
+machine sold (AWS EC2 High Memory ``u7in-32tb.224xlarge``: 896 vCPUs, 32 TiB), so a request
+beyond them is a mistake, not a node that exists."""
+MAX_COUNT = 1_000_000
+"""The largest count a quantity may give (pods per node: the kubelet's default is 110)."""
 
 
 def parse_quantity(text: str | int | float) -> Fraction:
@@ -45,21 +56,39 @@ def parse_quantity(text: str | int | float) -> Fraction:
         raise InputError(f"invalid quantity {text!r}")
     number = Fraction(match["num"])
     if match["exp"]:
-        return number * Fraction(10) ** int(match["exp"][1:])
+        exponent = int(match["exp"][1:])
+        if abs(exponent) > MAX_EXPONENT:
+            raise InputError(f"quantity {text!r}: exponent beyond ±{MAX_EXPONENT}")
+        return number * Fraction(10) ** exponent
     suffix = match["suffix"] or ""
     return number * (_BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix])
 
 
+def _bounded(text: str | int | float, scale: int, most: int, unit: str) -> int:
+    """``text`` times ``scale``, rounded up as Kubernetes does, within ``0..most``."""
+    if isinstance(text, int) and not isinstance(text, bool) and not 0 <= text <= most:
+        raise InputError(f"quantity {text!r} is outside 0..{most} {unit}")
+    value = math.ceil(parse_quantity(text) * scale)
+    if not 0 <= value <= most:
+        raise InputError(f"quantity {text!r} is outside 0..{most} {unit}")
+    return value
+
+
 @lru_cache(maxsize=8192, typed=True)
 def cpu_millis(text: str | int | float) -> int:
-    """CPU quantity in millicores, rounded up as Kubernetes does."""
-    return math.ceil(parse_quantity(text) * 1000)
+    """CPU quantity in millicores (at most :data:`MAX_CPU_MILLIS`)."""
+    return _bounded(text, 1000, MAX_CPU_MILLIS, "millicores")
 
 
 @lru_cache(maxsize=8192, typed=True)
 def memory_bytes(text: str | int | float) -> int:
-    """Memory (or any count) quantity in whole units, rounded up as Kubernetes does."""
-    return math.ceil(parse_quantity(text))
+    """Memory quantity in bytes (at most :data:`MAX_MEMORY_BYTES`)."""
+    return _bounded(text, 1, MAX_MEMORY_BYTES, "bytes")
+
+
+def count(text: str | int | float) -> int:
+    """A count given as a quantity, e.g. a node's ``pods`` (at most :data:`MAX_COUNT`)."""
+    return _bounded(text, 1, MAX_COUNT, "")
 
 
 def format_cpu(millis: int) -> str:

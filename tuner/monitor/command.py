@@ -3,9 +3,7 @@ query before letting the tuner act. Reads only."""
 
 from __future__ import annotations
 
-import argparse
 import json
-import math
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -16,19 +14,6 @@ from tuner.settings import load_settings
 
 if TYPE_CHECKING:
     from tuner.monitor.observe import WindowReport
-
-
-def window_seconds(text: str) -> float:
-    """argparse type of ``--window``: seconds > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"window must be a number of seconds, not {text!r}"
-        ) from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"window must be > 0 seconds, not {text!r}")
-    return value
 
 
 def run_monitor(settings_path: Path | None, window_s: float | None, output: str) -> int:

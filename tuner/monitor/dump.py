@@ -7,16 +7,18 @@ objects to the same dictionaries, so both go through :func:`cluster_from_objects
 
 from __future__ import annotations
 
-import json
+import logging
+import math
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
 from tuner.errors import InputError
+from tuner.json_input import read_json
 from tuner.model.cluster import Cluster, Hpa, Node, Pdb, Pod, Workload
 from tuner.model.onboarding import preferred_labels
-from tuner.model.quantity import cpu_millis, memory_bytes
+from tuner.model.quantity import MAX_COUNT, count, cpu_millis, memory_bytes
 from tuner.model.resources import Resources
 from tuner.model.scheduling import (
     HOSTNAME_KEY,
@@ -28,6 +30,9 @@ from tuner.model.scheduling import (
     Toleration,
     freeze_labels,
 )
+from tuner.settings import PRICE_ANNOTATION
+
+log = logging.getLogger(__name__)
 
 Obj = Mapping[str, Any]
 T = TypeVar("T")
@@ -36,58 +41,94 @@ MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 FINISHED_PHASES = ("Succeeded", "Failed")
 
 
-def load_dump(path: Path) -> Cluster:
+def load_dump(path: Path, price_annotation: str = PRICE_ANNOTATION) -> Cluster:
     """Read a dump file; any problem becomes an :class:`InputError` naming it."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise InputError(f"cannot read dump {path}: {err.strerror}") from err
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(f"dump {path} is not valid JSON: {err.msg} at line {err.lineno}") from err
+    document = read_json(path, "dump")
     if not isinstance(document, dict) or not isinstance(document.get("items"), list):
         raise InputError(f"dump {path} is not a Kubernetes List (no 'items' array)")
-    return cluster_from_objects(document["items"])
+    try:
+        return cluster_from_objects(document["items"], price_annotation=price_annotation)
+    except InputError as err:
+        raise InputError(f"dump {path}: {err}") from None
 
 
-def cluster_from_objects(items: Iterable[Obj]) -> Cluster:
-    """Build a cluster from API objects (dicts in the JSON form of the API)."""
+def cluster_from_objects(
+    items: Iterable[Obj], *, strict: bool = True, price_annotation: str = PRICE_ANNOTATION
+) -> Cluster:
+    """Build a cluster from API objects (dicts in the JSON form of the API).
+
+    ``strict`` (a dump): the first unusable object is an :class:`InputError` naming it.
+    Otherwise (live objects) it is skipped with a warning naming it, and so are pods of the
+    nodes skipped. Duplicates (two nodes, or two pods of a namespace, of one name) are
+    unusable. A node's ``price_annotation`` must be a finite price >= 0.
+    """
+    refuse = _refusal(strict)
     by_kind: dict[str, list[Obj]] = {}
     for index, item in enumerate(items):
         if not isinstance(item, Mapping) or not isinstance(item.get("kind"), str):
-            raise InputError(f"dump item {index} has no 'kind'")
+            refuse(f"item {index} has no 'kind'")
+            continue
         by_kind.setdefault(item["kind"], []).append(item)
-    nodes = tuple(_parsed(_node, by_kind.get("Node", [])))
-    owners = _controllers(by_kind.get("ReplicaSet", []) + by_kind.get("Job", []))
-    pods = tuple(
-        pod for pod in _parsed(lambda o: _pod(o, owners), by_kind.get("Pod", [])) if pod is not None
+    nodes = _unique(
+        _parsed(lambda o: _node(o, price_annotation), by_kind.get("Node", []), refuse),
+        lambda n: n.name,
+        "node",
+        refuse,
     )
+    owners = dict(_parsed(_controller_of, by_kind.get("ReplicaSet", []), refuse))
+    owners.update(_parsed(_controller_of, by_kind.get("Job", []), refuse))
     known = {n.name for n in nodes}
-    for pod in pods:
-        if pod.node is not None and pod.node not in known:
-            raise InputError(f"pod {pod.key} is on unknown node {pod.node!r}")
-    pdbs = tuple(_parsed(_pdb, by_kind.get("PodDisruptionBudget", [])))
-    hpas = tuple(_parsed(_hpa, by_kind.get("HorizontalPodAutoscaler", [])))
+    pods = []
+    for pod in _parsed(lambda o: _pod(o, owners), by_kind.get("Pod", []), refuse):
+        if pod is not None and pod.node is not None and pod.node not in known:
+            refuse(f"pod {pod.key} is on unknown node {pod.node!r}")
+        elif pod is not None:
+            pods.append(pod)
     templates = by_kind.get("Deployment", []) + by_kind.get("ReplicaSet", [])
     return Cluster(
         nodes=nodes,
-        pods=pods,
-        pdbs=pdbs,
-        hpas=hpas,
-        preferred_labels=MappingProxyType(dict(_parsed(_template, templates))),
+        pods=_unique(pods, lambda p: p.key, "pod", refuse),
+        pdbs=tuple(_parsed(_pdb, by_kind.get("PodDisruptionBudget", []), refuse)),
+        hpas=tuple(_parsed(_hpa, by_kind.get("HorizontalPodAutoscaler", []), refuse)),
+        preferred_labels=MappingProxyType(dict(_parsed(_template, templates, refuse))),
     )
 
 
-def _parsed(parse: Callable[[Obj], T], objects: list[Obj]) -> Iterable[T]:
-    """Parse each object, turning malformed ones into an InputError naming the object."""
+def _refusal(strict: bool) -> Callable[[str], None]:
+    """What happens to an unusable object: an InputError, or (live) a warning."""
+
+    def refuse(message: str) -> None:
+        if strict:
+            raise InputError(message)
+        log.warning("skipping %s", message)
+
+    return refuse
+
+
+def _unique(
+    values: Iterable[T], key: Callable[[T], object], what: str, refuse: Callable[[str], None]
+) -> tuple[T, ...]:
+    """``values`` without a second one of the same ``key`` (refused)."""
+    seen: dict[object, T] = {}
+    for value in values:
+        if key(value) in seen:
+            refuse(f"{what} {key(value)} appears twice")
+        else:
+            seen[key(value)] = value
+    return tuple(seen.values())
+
+
+def _parsed(
+    parse: Callable[[Obj], T], objects: list[Obj], refuse: Callable[[str], None]
+) -> Iterable[T]:
+    """Each object parsed; a malformed one is refused, naming the object."""
     for obj in objects:
         try:
             yield parse(obj)
         except InputError as err:
-            raise InputError(f"{_describe(obj)}: {err}") from err
+            refuse(f"{_describe(obj)}: {err}")
         except (KeyError, TypeError, ValueError, AttributeError) as err:
-            raise InputError(f"{_describe(obj)}: malformed ({type(err).__name__}: {err})") from err
+            refuse(f"{_describe(obj)}: malformed ({type(err).__name__}: {err})")
 
 
 def _describe(obj: Obj) -> str:
@@ -95,34 +136,78 @@ def _describe(obj: Obj) -> str:
     name = meta.get("name", "?") if isinstance(meta, Mapping) else "?"
     namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
     where = f"{namespace}/{name}" if namespace else str(name)
-    return f"{str(obj.get('kind', '?')).lower()} {where}"
+    return f"{str(obj.get('kind', '?')).lower()} {where!r}"
 
 
-def _frozen(mapping: Mapping[str, str] | None) -> Mapping[str, str]:
-    return MappingProxyType(dict(mapping or {}))
+def _metadata(obj: Obj) -> tuple[Obj, str]:
+    """The object's ``metadata`` and its name, both checked."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        raise InputError("metadata is missing or not an object")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise InputError(f"metadata.name is {name!r}, not a name")
+    namespace = meta.get("namespace", "default")
+    if not isinstance(namespace, str):
+        raise InputError(f"metadata.namespace is {namespace!r}, not a name")
+    return meta, name
 
 
-def _resources(values: Mapping[str, Any] | None) -> Resources:
+def _whole(value: Any, field: str, most: int = MAX_COUNT) -> int:
+    """A whole number in 0..most (a count in an object)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= most:
+        raise InputError(f"{field} is {value!r}, not a whole number in 0..{most}")
+    return value
+
+
+def _price(annotations: Mapping[str, str], key: str) -> None:
+    """A price annotation must hold a finite price >= 0 (else a plan would count on it)."""
+    text = annotations.get(key)
+    if text is None:
+        return
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise InputError(f"annotation {key} is {text!r}, not a price >= 0")
+
+
+def _frozen(mapping: Any, field: str = "labels") -> Mapping[str, str]:
+    """Labels or annotations: strings to strings."""
+    mapping = mapping or {}
+    if not isinstance(mapping, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in mapping.items()
+    ):
+        raise InputError(f"metadata.{field} is not a map of strings")
+    return MappingProxyType(dict(mapping))
+
+
+def _resources(values: Any) -> Resources:
     values = values or {}
+    if not isinstance(values, Mapping):
+        raise InputError(f"resources {values!r} are not a map")
     return Resources(
         cpu_millis(values["cpu"]) if "cpu" in values else 0,
         memory_bytes(values["memory"]) if "memory" in values else 0,
     )
 
 
-def _node(obj: Obj) -> Node:
-    meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+def _node(obj: Obj, price_annotation: str = PRICE_ANNOTATION) -> Node:
+    (meta, name), spec, status = _metadata(obj), obj.get("spec") or {}, obj.get("status") or {}
     capacity = status.get("capacity") or {}
     allocatable = status.get("allocatable") or capacity
     if "cpu" not in capacity or "memory" not in capacity:
         raise InputError("status.capacity lacks cpu or memory")
+    annotations = _frozen(meta.get("annotations"), "annotations")
+    _price(annotations, price_annotation)
     return Node(
-        name=meta["name"],
+        name=name,
         capacity=_resources(capacity),
         allocatable=_resources(allocatable),
-        max_pods=memory_bytes(allocatable.get("pods", capacity.get("pods", 110))),
+        max_pods=count(allocatable.get("pods", capacity.get("pods", 110))),
         labels=_frozen(meta.get("labels")),
-        annotations=_frozen(meta.get("annotations")),
+        annotations=annotations,
         taints=tuple(
             Taint(t["key"], t.get("value", ""), t.get("effect", "NoSchedule"))
             for t in spec.get("taints") or ()
@@ -132,24 +217,26 @@ def _node(obj: Obj) -> Node:
 
 
 def _controller(meta: Obj) -> tuple[str, str] | None:
-    refs = meta.get("ownerReferences") or ()
+    refs = meta.get("ownerReferences") or []
+    if not isinstance(refs, list) or not all(
+        isinstance(r, Mapping) and isinstance(r.get("kind"), str) and isinstance(r.get("name"), str)
+        for r in refs
+    ):
+        raise InputError("metadata.ownerReferences is not a list of references (kind, name)")
     ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
     return (ref["kind"], ref["name"]) if ref else None
 
 
-def _controllers(objects: list[Obj]) -> dict[tuple[str, str, str], tuple[str, str] | None]:
-    """(namespace, kind, name) of ReplicaSets/Jobs -> their own controller."""
-    return {
-        (o["metadata"].get("namespace", "default"), o["kind"], o["metadata"]["name"]): _controller(
-            o["metadata"]
-        )
-        for o in objects
-    }
+Owners = Mapping[tuple[str, str, str], tuple[str, str] | None]
 
 
-def _workload(
-    namespace: str, meta: Obj, owners: Mapping[tuple[str, str, str], tuple[str, str] | None]
-) -> tuple[Workload, str]:
+def _controller_of(obj: Obj) -> tuple[tuple[str, str, str], tuple[str, str] | None]:
+    """A ReplicaSet's or Job's (namespace, kind, name) and its own controller."""
+    meta, name = _metadata(obj)
+    return (meta.get("namespace", "default"), obj["kind"], name), _controller(meta)
+
+
+def _workload(namespace: str, meta: Obj, owners: Owners) -> tuple[Workload, str]:
     """The pod's workload and the kind of its controller, following ReplicaSet -> Deployment."""
     if MIRROR_ANNOTATION in (meta.get("annotations") or {}):
         return Workload(namespace, "Node", meta["name"]), "Node"
@@ -188,23 +275,26 @@ def effective_requests(spec: Obj) -> Resources:
     return peak + _resources(spec.get("overhead"))
 
 
-def _pod(obj: Obj, owners: Mapping[tuple[str, str, str], tuple[str, str] | None]) -> Pod | None:
-    meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+def _pod(obj: Obj, owners: Owners) -> Pod | None:
+    (meta, name), spec, status = _metadata(obj), obj.get("spec") or {}, obj.get("status") or {}
     phase = status.get("phase", "Pending")
     if phase in FINISHED_PHASES or meta.get("deletionTimestamp"):
         return None
     namespace = meta.get("namespace", "default")
     workload, owner_kind = _workload(namespace, meta, owners)
     conditions = status.get("conditions") or ()
+    node = spec.get("nodeName") or None
+    if node is not None and not isinstance(node, str):
+        raise InputError(f"spec.nodeName is {node!r}, not a name")
     return Pod(
         namespace=namespace,
-        name=meta["name"],
-        node=spec.get("nodeName") or None,
+        name=name,
+        node=node,
         requests=effective_requests(spec),
         workload=workload,
         owner_kind=owner_kind,
         labels=_frozen(meta.get("labels")),
-        annotations=_frozen(meta.get("annotations")),
+        annotations=_frozen(meta.get("annotations"), "annotations"),
         constraints=_constraints(spec, namespace),
         phase=phase,
         ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
@@ -262,30 +352,36 @@ def _constraints(spec: Obj, namespace: str) -> Constraints:
 
 def _template(obj: Obj) -> tuple[Workload, frozenset[str]]:
     """A Deployment or ReplicaSet and the node labels its pod template prefers."""
-    meta = obj["metadata"]
+    meta, name = _metadata(obj)
     template = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
-    workload = Workload(meta.get("namespace", "default"), obj["kind"], meta["name"])
+    workload = Workload(meta.get("namespace", "default"), obj["kind"], name)
     return workload, preferred_labels(template.get("affinity"))
 
 
 def _pdb(obj: Obj) -> Pdb:
-    meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    (meta, name), spec, status = _metadata(obj), obj.get("spec") or {}, obj.get("status") or {}
     return Pdb(
         namespace=meta.get("namespace", "default"),
-        name=meta["name"],
+        name=name,
         selector=label_selector(spec.get("selector")),
-        disruptions_allowed=int(status.get("disruptionsAllowed", 0)),
+        disruptions_allowed=_whole(
+            status.get("disruptionsAllowed", 0), "status.disruptionsAllowed"
+        ),
     )
 
 
 def _hpa(obj: Obj) -> Hpa:
-    meta, spec = obj["metadata"], obj.get("spec") or {}
+    (meta, name), spec = _metadata(obj), obj.get("spec") or {}
     namespace = meta.get("namespace", "default")
     target = spec["scaleTargetRef"]
+    low = _whole(spec.get("minReplicas", 1), "spec.minReplicas")
+    high = _whole(spec.get("maxReplicas"), "spec.maxReplicas")
+    if low > high:
+        raise InputError(f"spec.minReplicas {low} is above spec.maxReplicas {high}")
     return Hpa(
         namespace=namespace,
-        name=meta["name"],
-        target=Workload(namespace, target["kind"], target["name"]),
-        min_replicas=int(spec.get("minReplicas", 1)),
-        max_replicas=int(spec["maxReplicas"]),
+        name=name,
+        target=Workload(namespace, str(target["kind"]), str(target["name"])),
+        min_replicas=low,
+        max_replicas=high,
     )

@@ -78,4 +78,4 @@ def read_cluster(api: ApiClient) -> Cluster:
     except (urllib3.exceptions.HTTPError, OSError) as err:
         host = api.configuration.host
         raise ServiceError(f"kubernetes API unreachable at {host}: {err}") from err
-    return cluster_from_objects(objects)
+    return cluster_from_objects(objects, strict=False)  # unusable objects: skipped, warned

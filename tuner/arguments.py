@@ -1,0 +1,64 @@
+"""Numbers on the command line: each parser takes only finite values within sane bounds, or
+raises the ``argparse`` error that the CLI prints as one line with exit status 2."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+MAX_LOAD = 1e12
+"""Largest load (requests per second, or any rate a load query returns)."""
+MAX_SECONDS = 10 * 366 * 86400
+"""Longest window or age: ten years."""
+MAX_COUNT = 1_000_000
+"""Largest count (``--limit``, ``--keep``)."""
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def _number(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{what} must be a number, not {text!r}") from None
+    return value
+
+
+def load(text: str) -> float:
+    """A load: a finite number in 0..:data:`MAX_LOAD`."""
+    value = _number(text, "load")
+    if not 0 <= value <= MAX_LOAD:
+        raise argparse.ArgumentTypeError(
+            f"load must be a finite number >= 0 and <= {MAX_LOAD:g}, not {text!r}"
+        )
+    return value
+
+
+def seconds(text: str) -> float:
+    """A length of time in seconds: > 0 and at most :data:`MAX_SECONDS`."""
+    value = _number(text, "window")
+    if not 0 < value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"window must be > 0 and <= {MAX_SECONDS} seconds, not {text!r}"
+        )
+    return value
+
+
+def duration(text: str) -> float:
+    """``90``, ``3600s``, ``30m``, ``12h``, ``30d``, ``2w`` -> seconds (at most ten years)."""
+    match = re.fullmatch(r"\s*(\d{1,12}(?:\.\d{1,6})?)\s*([smhdw]?)\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"a duration is like 30d, 12h or 3600s, not {text!r}")
+    value = float(match[1]) * _UNITS[match[2] or "s"]
+    if value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"a duration is at most ten years, not {text!r}")
+    return value
+
+
+def count(text: str) -> int:
+    """A whole number in 0..:data:`MAX_COUNT`."""
+    digits = text.strip()
+    whole = digits.isascii() and digits.isdigit() and len(digits) <= 7
+    value = int(digits) if whole else -1
+    if not 0 <= value <= MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"expected a whole number in 0..{MAX_COUNT}, not {text!r}")
+    return value
