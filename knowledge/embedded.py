@@ -32,6 +32,7 @@ CREATE INDEX IF NOT EXISTS executions_load ON executions (load);
 CREATE INDEX IF NOT EXISTS executions_end ON executions (end_);
 """
 _COLUMNS = "id, start, end_, load, cost, cpu_ratio, body"
+_OWN_NAMES = {"executions", "executions_load", "executions_end"}
 Executions = list[Execution]
 
 
@@ -40,50 +41,92 @@ class EmbeddedKnowledgeBase:
 
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
         """Open (and create, unless ``read_only``) the store at ``path``. The store may be used
-        from any thread, one call at a time (the daemon's cycles run on scheduler threads)."""
+        from any thread, one call at a time (the daemon's cycles run on scheduler threads).
+
+        A SQLite file with tables of its own is another program's and is refused before
+        anything is written. ``read_only`` opens the file read-only: it changes nothing and
+        creates no file. The store keeps SQLite's rollback journal (no ``-wal``/``-shm`` files
+        beside it); one left in WAL mode by an older release is switched back on the next
+        write.
+        """
         self._lock = threading.Lock()
         if read_only and not path.exists():
             raise KnowledgeError(f"no knowledge store at {path} (nothing recorded yet)")
+        if path.is_dir():
+            raise KnowledgeError(f"knowledge store {path} is a folder")
+        mode = "ro" if read_only else "rwc"
         try:
-            if read_only:
-                self._db = sqlite3.connect(
-                    f"file:{path}?mode=ro",
-                    uri=True,
-                    timeout=30,
-                    isolation_level=None,
-                    check_same_thread=False,
-                )
-            else:
-                self._db = sqlite3.connect(
-                    path, timeout=30, isolation_level=None, check_same_thread=False
-                )
-                self._db.execute("PRAGMA journal_mode=WAL")
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise KnowledgeError(
-                    f"knowledge store {path} has schema {version}, newer than this tuner's"
-                )
-            if not read_only:
-                self._db.executescript(_SCHEMA)
-                self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            self._db = sqlite3.connect(
+                f"{path.absolute().as_uri()}?mode={mode}",
+                uri=True,
+                timeout=30,
+                isolation_level=None,
+                check_same_thread=False,
+            )
         except sqlite3.Error as err:
             raise KnowledgeError(f"cannot open knowledge store {path}: {err}") from err
+        try:
+            version = self._check(path)
+            if not read_only:
+                self._db.execute("PRAGMA journal_mode=DELETE")
+                if version < SCHEMA_VERSION:
+                    self._db.executescript(_SCHEMA)
+                    self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except sqlite3.Error as err:
+            self._db.close()
+            raise KnowledgeError(f"cannot open knowledge store {path}: {err}") from err
+        except KnowledgeError:
+            self._db.close()
+            raise
+
+    def _check(self, path: Path) -> int:
+        """The store's schema version; refuses a newer schema, or a file that holds tables
+        this store does not make."""
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise KnowledgeError(
+                f"knowledge store {path} has schema {version}, newer than this tuner's"
+            )
+        names = {
+            row[0]
+            for row in self._db.execute(
+                "SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
+            )
+        }
+        foreign = sorted(names - _OWN_NAMES)
+        if foreign:
+            raise KnowledgeError(
+                f"{path} is not a tuner knowledge store (it holds {foreign[0]!r}); refusing it"
+            )
+        return int(version)
 
     def record(self, execution: Execution) -> None:
         """Store an execution (idempotent by id)."""
-        body = json.dumps(execution.to_json(), sort_keys=True)
-        self._write(
-            f"INSERT OR REPLACE INTO executions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        self.record_many([execution])
+
+    def record_many(self, executions: Iterable[Execution]) -> None:
+        """Store executions in one transaction: all of them or, on any failure, none."""
+        rows = [
             (
-                execution.id,
-                execution.start,
-                execution.end,
-                execution.load,
-                execution.cost,
-                execution.cpu_ratio,
-                body,
-            ),
-        )
+                e.id,
+                e.start,
+                e.end,
+                e.load,
+                e.cost,
+                e.cpu_ratio,
+                json.dumps(e.to_json(), sort_keys=True),
+            )
+            for e in executions
+        ]
+        try:
+            with self._lock, self._db:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.executemany(
+                    f"INSERT OR REPLACE INTO executions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+        except sqlite3.Error as err:
+            raise KnowledgeError(f"knowledge store write failed: {err}") from err
 
     def find_by_load(
         self,
@@ -137,14 +180,21 @@ class EmbeddedKnowledgeBase:
     def prune(self, *, older_than: float | None = None, keep: int | None = None) -> int:
         """Delete old executions and all but the newest ``keep``."""
         removed = 0
-        if older_than is not None:
-            removed += self._write("DELETE FROM executions WHERE end_ < ?", (older_than,))
-        if keep is not None:
-            removed += self._write(
-                "DELETE FROM executions WHERE id NOT IN "
-                "(SELECT id FROM executions ORDER BY end_ DESC, id LIMIT ?)",
-                (keep,),
-            )
+        try:
+            with self._lock, self._db:
+                self._db.execute("BEGIN IMMEDIATE")
+                if older_than is not None:
+                    removed += self._db.execute(
+                        "DELETE FROM executions WHERE end_ < ?", (older_than,)
+                    ).rowcount
+                if keep is not None:
+                    removed += self._db.execute(
+                        "DELETE FROM executions WHERE id NOT IN "
+                        "(SELECT id FROM executions ORDER BY end_ DESC, id LIMIT ?)",
+                        (keep,),
+                    ).rowcount
+        except sqlite3.Error as err:
+            raise KnowledgeError(f"knowledge store write failed: {err}") from err
         return removed
 
     def close(self) -> None:

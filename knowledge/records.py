@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,6 +15,12 @@ from tuner.model.cluster import Cluster, Workload
 from tuner.model.movability import Movability
 from tuner.monitor.load import SCALAR, Load, load_from_json
 from tuner.settings import Pricing
+
+MAX_NUMBER = 1e15
+"""Largest time, load, cost or ratio an execution may hold (epoch seconds reach 1e15 in
+about 30 million years)."""
+MAX_WHOLE = 2**63 - 1
+"""Largest CPU, memory or count (the integers Neo4j and SQLite hold)."""
 
 LoadVector = tuple[tuple[str, float], ...]
 """A load per dimension, sorted by key; empty for a scalar load."""
@@ -117,34 +124,95 @@ class Execution:
         }
 
     @staticmethod
-    def from_json(data: dict[str, Any]) -> Execution:
-        """Inverse of :meth:`to_json`; raises ValueError/KeyError/TypeError on malformed data."""
+    def from_json(data: Any) -> Execution:
+        """Inverse of :meth:`to_json`, strictly: raises ValueError naming the first field that
+        is missing or wrong (a number that is not finite and >= 0, a window that ends before
+        it starts, a workload that is not ``namespace/Kind/name``, a count that is not a whole
+        number, ``movable`` that is not a boolean)."""
+        data = _object(data, "execution")
+        start, end = _number(data, "start"), _number(data, "end")
+        if end < start:
+            raise ValueError(f"end {end!r} is before start {start!r}")
         return Execution(
-            id=str(data["id"]),
-            start=float(data["start"]),
-            end=float(data["end"]),
-            load=float(data["load"]),
+            id=_text(data, "id"),
+            start=start,
+            end=end,
+            load=_number(data, "load"),
             load_vector=_load_vector_from_json(data.get("load_vector")),
-            cost=float(data["cost"]),
-            cpu_ratio=float(data["cpu_ratio"]),
-            nodes=tuple(
-                NodeState(
-                    name=str(n["name"]),
-                    cpu=int(n["cpu"]),
-                    memory=int(n["memory"]),
-                    instance_type=str(n.get("type", "")),
-                    price=float(n["price"]),
-                    pods=tuple(sorted((str(w), int(c)) for w, c in n["pods"].items())),
-                )
-                for n in data["nodes"]
-            ),
-            workloads=tuple(
-                WorkloadType(
-                    str(w["workload"]), int(w["cpu"]), int(w["memory"]), bool(w["movable"])
-                )
-                for w in data["workloads"]
-            ),
+            cost=_number(data, "cost"),
+            cpu_ratio=_number(data, "cpu_ratio"),
+            nodes=tuple(_node_state(n) for n in _array(data, "nodes")),
+            workloads=tuple(_workload_type(w) for w in _array(data, "workloads")),
         )
+
+
+def _object(data: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{what} is {data!r}, not an object")
+    return data
+
+
+def _array(data: Mapping[str, Any], key: str) -> list[Any]:
+    value = data.get(key)
+    if not isinstance(value, list):
+        raise ValueError(f"{key} is {value!r}, not a list")
+    return value
+
+
+def _text(data: Mapping[str, Any], key: str, default: str | None = None) -> str:
+    value = data.get(key, default)
+    if not isinstance(value, str) or "\n" in value or "\r" in value:
+        raise ValueError(f"{key} is {value!r}, not a one-line string")
+    return value
+
+
+def _number(data: Mapping[str, Any], key: str) -> float:
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{key} is {value!r}, not a number")
+    if not (math.isfinite(value) and 0 <= value <= MAX_NUMBER):
+        raise ValueError(f"{key} is {value!r}, not a number in 0..{MAX_NUMBER:g}")
+    return float(value)
+
+
+def _whole(value: Any, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_WHOLE:
+        raise ValueError(f"{key} is {value!r}, not a whole number in 0..{MAX_WHOLE}")
+    return value
+
+
+def _workload_key(value: Any, key: str) -> str:
+    if not isinstance(value, str) or value.count("/") < 2 or not all(value.split("/", 2)):
+        raise ValueError(f"{key} is {value!r}, not namespace/Kind/name")
+    return value
+
+
+def _node_state(data: Any) -> NodeState:
+    data = _object(data, "node")
+    pods = _object(data.get("pods"), "pods")
+    return NodeState(
+        name=_text(data, "name"),
+        cpu=_whole(data.get("cpu"), "cpu"),
+        memory=_whole(data.get("memory"), "memory"),
+        instance_type=_text(data, "type", ""),
+        price=_number(data, "price"),
+        pods=tuple(
+            sorted((_workload_key(w, "pods"), _whole(c, f"pods[{w!r}]")) for w, c in pods.items())
+        ),
+    )
+
+
+def _workload_type(data: Any) -> WorkloadType:
+    data = _object(data, "workload")
+    movable = data.get("movable")
+    if not isinstance(movable, bool):
+        raise ValueError(f"movable is {movable!r}, not true or false")
+    return WorkloadType(
+        _workload_key(data.get("workload"), "workload"),
+        _whole(data.get("cpu"), "cpu"),
+        _whole(data.get("memory"), "memory"),
+        movable,
+    )
 
 
 def _load_vector_from_json(data: Any) -> LoadVector:

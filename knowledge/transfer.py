@@ -7,7 +7,7 @@ or copying twice changes nothing the second time.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from knowledge.base import KnowledgeBase
 from knowledge.records import Execution
@@ -44,17 +44,28 @@ def read_document(data: Any) -> list[Execution]:
             executions.append(Execution.from_json(entry))
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             name = entry.get("id") if isinstance(entry, dict) else None
-            raise ValueError(f"execution #{index} ({name!r}) is malformed: {err!r}") from err
+            raise ValueError(f"execution #{index} ({name!r}) is malformed: {err}") from err
     return executions
 
 
+@runtime_checkable
+class BatchStore(Protocol):
+    """A store that records many executions in one transaction (both real backends)."""
+
+    def record_many(self, executions: Iterable[Execution]) -> None:
+        """Store every execution, or (on any failure) none of them."""
+
+
 def record_all(target: KnowledgeBase, executions: Iterable[Execution]) -> int:
-    """Record every execution in ``target``; returns how many."""
-    count = 0
-    for execution in executions:
-        target.record(execution)
-        count += 1
-    return count
+    """Record every execution in ``target`` (all or nothing where the store can batch);
+    returns how many."""
+    batch = list(executions)
+    if isinstance(target, BatchStore):
+        target.record_many(batch)
+    else:
+        for execution in batch:
+            target.record(execution)
+    return len(batch)
 
 
 def copy_history(source: KnowledgeBase, target: KnowledgeBase) -> int:

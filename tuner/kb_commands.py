@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -18,9 +20,10 @@ from knowledge.browser.style import style_command
 from knowledge.neo4j_store import Neo4jKnowledgeBase
 from knowledge.open import open_knowledge
 from knowledge.records import execution_of
-from knowledge.transfer import copy_history, export_document, read_document, record_all
+from knowledge.transfer import FORMAT, copy_history, export_document, read_document, record_all
 from tuner import arguments
 from tuner.errors import InputError
+from tuner.json_input import read_json
 from tuner.model.movability import Policy, assess
 from tuner.monitor.dump import load_dump
 from tuner.settings import Settings, load_settings
@@ -52,6 +55,9 @@ def add_kb_parser(commands: argparse._SubParsersAction[Any]) -> None:
     command("delete", "remove a stored deployment", _delete).add_argument("id")
     export = command("export", "every stored deployment as one JSON document", _export)
     export.add_argument("--output", "-o", type=Path, help="file to write (default: stdout)")
+    export.add_argument(
+        "--force", action="store_true", help="overwrite an --output that is not an export"
+    )
     load = command("import", "record the deployments of an export (idempotent)", _import)
     load.add_argument("file", type=Path, help="export document or JSON list ('-': stdin)")
     prune = command("prune", "delete old deployments", _prune)
@@ -134,25 +140,66 @@ def _delete(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    settings = load_settings(args.settings)
+    if args.output is not None:
+        export_target(args.output, settings, force=args.force)
+
     def run(kb: KnowledgeBase, _: Settings) -> int:
         text = json.dumps(export_document(kb), indent=2)
         if args.output is None:
             print(text)
         else:
-            args.output.write_text(text + "\n", encoding="utf-8")
+            write_replacing(args.output, text + "\n")
             print(f"exported to {args.output}", file=sys.stderr)
         return 0
 
     return _with_kb(args, run, read_only=True)
 
 
-def _import(args: argparse.Namespace) -> int:
+def export_target(path: Path, settings: Settings, *, force: bool) -> None:
+    """Refuse an export's ``--output`` that would destroy something: the knowledge store
+    itself (always), a folder, a missing folder, or (without ``force``) an existing file that
+    is not a previous export."""
+    store = Path(settings.knowledge.path)
+    embedded = settings.knowledge.backend == "embedded"
+    if embedded and store.exists() and path.exists() and path.samefile(store):
+        raise InputError(f"--output {path} is the knowledge store itself")
+    if path.is_dir():
+        raise InputError(f"--output {path} is a folder")
+    if not path.parent.is_dir():
+        raise InputError(f"--output {path}: folder {path.parent} does not exist")
+    if path.exists() and not force:
+        try:
+            previous = read_json(path, "file")
+        except InputError:
+            previous = None
+        if not (isinstance(previous, dict) and previous.get("format") == FORMAT):
+            raise InputError(f"--output {path} exists and is not an export (--force overwrites)")
+
+
+def write_replacing(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``: a
+    failure leaves ``path`` as it was."""
+    temporary: Path | None = None
     try:
-        text = sys.stdin.read() if str(args.file) == "-" else args.file.read_text("utf-8")
-        executions = read_document(json.loads(text))
+        with tempfile.NamedTemporaryFile(
+            "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", delete=False
+        ) as file:
+            temporary = Path(file.name)
+            file.write(text)
+        os.replace(temporary, path)
     except OSError as err:
-        raise InputError(f"cannot read {args.file}: {err.strerror}") from err
-    except ValueError as err:  # json.JSONDecodeError is a ValueError
+        if temporary is not None:
+            temporary.unlink(missing_ok=True)
+        raise InputError(f"cannot write {path}: {err.strerror or err}") from err
+
+
+def _import(args: argparse.Namespace) -> int:
+    stdin = str(args.file) == "-"
+    document = read_json(args.file, "export", sys.stdin.buffer if stdin else None)
+    try:
+        executions = read_document(document)
+    except ValueError as err:
         raise InputError(f"{args.file}: {err}") from err
 
     def run(kb: KnowledgeBase, _: Settings) -> int:
@@ -165,13 +212,13 @@ def _import(args: argparse.Namespace) -> int:
 def _prune(args: argparse.Namespace) -> int:
     if args.older_than is None and args.keep is None and not args.orphans:
         raise InputError("kb prune needs --older-than, --keep or --orphans")
+    if args.orphans and load_settings(args.settings).knowledge.backend != "neo4j":
+        raise InputError("--orphans applies to the neo4j backend only")
 
     def run(kb: KnowledgeBase, _: Settings) -> int:
         cutoff = None if args.older_than is None else time.time() - args.older_than
         print(f"pruned {kb.prune(older_than=cutoff, keep=args.keep)} executions")
-        if args.orphans:
-            if not isinstance(kb, Neo4jKnowledgeBase):
-                raise InputError("--orphans applies to the neo4j backend only")
+        if args.orphans and isinstance(kb, Neo4jKnowledgeBase):
             print(f"removed {kb.remove_orphan_pods()} unused pod types")
         return 0
 

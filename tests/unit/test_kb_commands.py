@@ -116,7 +116,7 @@ def test_a_bad_import_is_one_line_and_writes_nothing(
 
 def test_import_of_a_missing_file(capsys: pytest.CaptureFixture[str], settings: Path) -> None:
     status, _, err = tuner(capsys, "kb", "import", "/nonexistent.json", "--settings", str(settings))
-    assert status == 2 and "cannot read /nonexistent.json" in err
+    assert status == 2 and "cannot read export /nonexistent.json" in err
 
 
 def test_prune_by_age_then_count(capsys: pytest.CaptureFixture[str], stored: Path) -> None:
