@@ -22,6 +22,7 @@ from knowledge.neo4j_decode import decode_rows, pod_refs
 from knowledge.neo4j_errors import translated
 from knowledge.neo4j_schema import ensure_schema
 from knowledge.records import Execution
+from tuner.redact import redact_url
 
 Executions = list[Execution]
 Ids = list[str]
@@ -49,7 +50,7 @@ class Neo4jKnowledgeBase:
 
         Raises KnowledgeError when the server cannot be reached or holds a newer schema.
         """
-        self.server = f"Neo4j at {uri} (database {database})"
+        self.server = f"Neo4j at {redact_url(uri)} (database {database})"
         self._database = database
         self._read_only = read_only
         self._timeout = query_timeout_s

@@ -9,6 +9,7 @@ from knowledge.base import KnowledgeBase, KnowledgeError
 from knowledge.embedded import EmbeddedKnowledgeBase
 from knowledge.neo4j_store import Neo4jKnowledgeBase
 from tuner.errors import InputError
+from tuner.redact import redact_url
 from tuner.settings import Knowledge
 
 
@@ -17,7 +18,7 @@ def neo4j_password(settings: Knowledge) -> str:
     password = os.environ.get(settings.password_env)
     if not password:
         raise KnowledgeError(
-            f"Neo4j at {settings.uri}: the password variable {settings.password_env} "
+            f"Neo4j at {redact_url(settings.uri)}: the password variable {settings.password_env} "
             "(knowledge.password_env) is not set"
         )
     return password

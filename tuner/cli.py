@@ -27,6 +27,7 @@ from tuner.monitor.command import run_monitor
 from tuner.monitor.dump import load_dump
 from tuner.monitor.load import Load
 from tuner.plan.report import build_report
+from tuner.redact import RedactingFilter, redact_url
 from tuner.settings import Settings, load_settings
 from tuner.sim.command import add_simulate_parser
 from tuner.sim.demo import add_demo_parser
@@ -46,7 +47,8 @@ class _Parser(argparse.ArgumentParser):
 
 def _fail(message: object) -> None:
     """The one line a failure prints: control characters of the message cannot break it."""
-    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(message))
+    text = redact_url(str(message))
+    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     print(f"tuner: error: {line}", file=sys.stderr)
 
 
@@ -141,6 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if not args.verbose:
         logging.getLogger("urllib3").setLevel(logging.ERROR)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactingFilter())
     try:
         return int(args.run(args))
     except InputError as err:

@@ -23,7 +23,19 @@ class Query:
 
 
 def _quoted(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    """``text`` as a Cypher string literal that stays on one line and cannot end early:
+    backslashes and quotes escaped, every character that is not printable (a newline, a line
+    separator, a control character) as a ``\\uXXXX`` (or ``\\UXXXXXXXX``) escape."""
+    return "'" + "".join(_escaped(c) for c in text) + "'"
+
+
+def _escaped(char: str) -> str:
+    if char in "\\'\"":
+        return "\\" + char
+    if char.isprintable():
+        return char
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def history_query(load: float, delta: float, limit: int = 25) -> str:
@@ -60,7 +72,7 @@ def ready_queries(load: float, delta: float, workload: str) -> list[Query]:
             " e.load AS load, e.cost AS cost_per_hour, e.cpu_ratio AS cpu_ratio ORDER BY ended",
         ),
         Query(
-            f"Executions that ran {workload}",
+            f"Executions that ran {_quoted(workload)}",
             f"MATCH p = (e:Execution)-[:HAS_NODE]->(:Node)-[:RAN]->(w:Pod) "
             f"WHERE w.workload = {_quoted(workload)} RETURN p",
         ),

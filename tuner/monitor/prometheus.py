@@ -28,6 +28,7 @@ from urllib3.util.retry import Retry
 
 from tuner.errors import InputError
 from tuner.monitor.series import Point, Series
+from tuner.redact import redact_url
 from tuner.settings import Prometheus as PrometheusSettings
 
 InstantResult = tuple[Series, ...] | float
@@ -64,9 +65,10 @@ class PrometheusClient:
         url = settings.url.rstrip("/")
         parsed = urlparse(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise InputError(f"prometheus.url: not an http(s) URL: {settings.url!r}")
+            raise InputError(f"prometheus.url: not an http(s) URL: {redact_url(settings.url)!r}")
         token = environ.get(settings.token_env, "").strip()
-        self.url = url
+        self.url = redact_url(url)
+        """The URL without credentials: the one messages show."""
         self.timeout_s = settings.timeout_s
         self._connect = PrometheusConnect(
             url=url,
