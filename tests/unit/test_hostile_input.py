@@ -207,3 +207,23 @@ def test_hostile_numbers_on_the_command_line(
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and len(err.splitlines()) == 1
     assert err.startswith("tuner: error:") and fragment in err
+
+
+@pytest.mark.parametrize(
+    ("kubeconfig", "fragment"),
+    [("not: [yaml", "is not valid YAML"), ("clusters: 5", "is malformed"), ("- a", "is malformed")],
+)
+@pytest.mark.parametrize("argv", [["plan", "--live"], ["onboard", "--dry-run"], ["run"]])
+def test_a_malformed_kubeconfig(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    kubeconfig: str,
+    fragment: str,
+    argv: list[str],
+) -> None:
+    config = tmp_path / "kubeconfig"
+    config.write_text(kubeconfig)
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"kubernetes": {"kubeconfig": str(config)}}))
+    status, line = _run(capsys, *argv, "--settings", str(settings))
+    assert status == 2 and fragment in line

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import urllib3
+import yaml  # type: ignore[import-untyped]
 from kubernetes import client, config
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
@@ -35,9 +36,19 @@ def api_client(settings: Kubernetes) -> ApiClient:
             )
     except (ConfigException, OSError) as err:
         raise InputError(f"kubernetes: cannot load configuration: {err}") from err
+    except yaml.YAMLError as err:
+        where = settings.kubeconfig or "the kubeconfig"
+        raise InputError(f"kubernetes: {where} is not valid YAML: {_first_line(err)}") from None
+    except (TypeError, AttributeError, KeyError, ValueError) as err:
+        where = settings.kubeconfig or "the kubeconfig"
+        raise InputError(f"kubernetes: {where} is malformed ({_first_line(err)})") from None
     if settings.api_server:
         configuration.host = settings.api_server
     return ApiClient(configuration)
+
+
+def _first_line(err: Exception) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
 
 
 # (kind, how to list it across namespaces)
