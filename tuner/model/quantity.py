@@ -34,9 +34,9 @@ MAX_EXPONENT = 30
 """Largest decimal exponent taken (``1e30``); 2**63, Kubernetes' own bound, is below 1e19."""
 MAX_CPU_MILLIS = 4096 * 1000
 MAX_MEMORY_BYTES = 64 * 2**40
-"""The largest CPU and memory a quantity may give: 4,096 cores and 64 TiB, above the largest
-machine sold (AWS EC2 High Memory ``u7in-32tb.224xlarge``: 896 vCPUs, 32 TiB), so a request
-beyond them is a mistake, not a node that exists."""
+"""The largest CPU and memory a quantity may give: 4,096 cores and 64 TiB. AWS's largest
+High Memory instances have 24 TiB (AWS EC2 user guide, "Memory optimized instances"); the CPU
+bound is a generous ceiling to match. A request beyond them is a mistake, not a real node."""
 MAX_COUNT = 1_000_000
 """The largest count a quantity may give (pods per node: the kubelet's default is 110)."""
 
