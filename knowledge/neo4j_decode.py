@@ -34,11 +34,11 @@ def _bad(where: Where, key: str, value: object, expected: str) -> Malformed:
 
 
 def _number(value: Any, where: Where, key: str) -> float:
-    if type(value) is float and math.isfinite(value):
+    if type(value) is float and math.isfinite(value) and value >= 0:
         return value
-    if type(value) is int:
+    if type(value) is int and value >= 0:
         return float(value)
-    raise _bad(where, key, value, "a number")
+    raise _bad(where, key, value, "a finite number >= 0")
 
 
 def _integer(value: Any, where: Where, key: str) -> int:

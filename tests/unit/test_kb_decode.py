@@ -34,8 +34,9 @@ def test_a_well_formed_row_decodes_in_node_order() -> None:
 @pytest.mark.parametrize(
     ("execution", "nodes", "message"),
     [
-        ({**EXECUTION, "load": True}, [], "load is True, not a number"),
-        ({**EXECUTION, "cost": math.nan}, [], "cost is nan, not a number"),
+        ({**EXECUTION, "load": True}, [], "load is True, not a finite number >= 0"),
+        ({**EXECUTION, "cost": math.nan}, [], "cost is nan, not a finite number >= 0"),
+        ({**EXECUTION, "cost": -5.0}, [], "cost is -5.0, not a finite number >= 0"),
         ({**EXECUTION, "id": 7}, [], "id is 7, not a string"),
         (EXECUTION, [node(0, cpu=4000.0)], "Node 'n1': cpu is 4000.0, not a whole number"),
         (EXECUTION, [node(0, name=None)], "Node None: name is None, not a string"),
