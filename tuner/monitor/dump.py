@@ -7,7 +7,6 @@ objects to the same dictionaries, so both go through :func:`cluster_from_objects
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -28,6 +27,7 @@ from tuner.model.scheduling import (
     Toleration,
     freeze_labels,
 )
+from tuner.monitor.decode import MAX_DUMP_BYTES, gc_paused, list_items
 
 Obj = Mapping[str, Any]
 T = TypeVar("T")
@@ -37,18 +37,20 @@ FINISHED_PHASES = ("Succeeded", "Failed")
 
 
 def load_dump(path: Path) -> Cluster:
-    """Read a dump file; any problem becomes an :class:`InputError` naming it."""
+    """Read a dump file; any problem becomes an :class:`InputError` naming it.
+
+    Items are decoded one at a time and pruned (:mod:`tuner.monitor.decode`), so a 200 MB dump
+    never lives as a whole tree of Python objects.
+    """
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as file:
+            data = file.read(MAX_DUMP_BYTES + 1)
     except OSError as err:
         raise InputError(f"cannot read dump {path}: {err.strerror}") from err
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(f"dump {path} is not valid JSON: {err.msg} at line {err.lineno}") from err
-    if not isinstance(document, dict) or not isinstance(document.get("items"), list):
-        raise InputError(f"dump {path} is not a Kubernetes List (no 'items' array)")
-    return cluster_from_objects(document["items"])
+    if len(data) > MAX_DUMP_BYTES:
+        raise InputError(f"dump {path} is larger than {MAX_DUMP_BYTES // 2**20} MiB")
+    with gc_paused():
+        return cluster_from_objects(list_items(data, f"dump {path}"))
 
 
 def cluster_from_objects(items: Iterable[Obj]) -> Cluster:
