@@ -29,7 +29,7 @@ from typing import Any
 
 from kubernetes import client
 
-from tests.support.cluster_fixture import ClusterHarness
+from tests.support.cluster_fixture import ClusterHarness, kwok_node
 
 DUMP_KINDS = (
     "nodes,pods,deployments,replicasets,statefulsets,daemonsets,"
@@ -140,22 +140,9 @@ def _count(core: client.CoreV1Api, selector: str) -> int:
 
 def _node(index: int) -> dict[str, Any]:
     kind, cpu, memory = SHAPES[index % len(SHAPES)]
-    name = f"kwok-{index:05d}"
-    resources = {"cpu": cpu, "memory": memory, "pods": "110"}
-    return {
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "type": "kwok",
-                "node.kubernetes.io/instance-type": kind,
-                "topology.kubernetes.io/zone": f"zone-{index % 3}",
-            },
-            "annotations": {"kwok.x-k8s.io/node": "fake"},
-        },
-        "status": {"capacity": resources, "allocatable": resources},
-    }
+    zone = f"zone-{index % 3}"
+    labels = {"node.kubernetes.io/instance-type": kind, "topology.kubernetes.io/zone": zone}
+    return kwok_node(f"kwok-{index:05d}", cpu, memory, labels=labels)
 
 
 def _template(name: str, cpu: str, memory: str) -> dict[str, Any]:
