@@ -1,5 +1,6 @@
 """The dump decoder: items decoded one at a time and pruned give the stdlib-parsed cluster."""
 
+import gc
 import json
 from pathlib import Path
 from typing import Any
@@ -8,7 +9,7 @@ import pytest
 
 from tuner.errors import InputError
 from tuner.monitor import dump
-from tuner.monitor.decode import list_items
+from tuner.monitor.decode import gc_paused, list_items
 from tuner.monitor.dump import cluster_from_objects, load_dump
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "cluster-dump.json"
@@ -113,3 +114,16 @@ def test_a_dump_over_the_size_limit_is_refused_unread(
     monkeypatch.setattr(dump, "MAX_DUMP_BYTES", 64)
     with pytest.raises(InputError, match=r"dump .*big.json is larger than 0 MiB"):
         load_dump(path)
+
+
+def test_the_collector_is_paused_while_decoding_and_back_after(tmp_path: Path) -> None:
+    path = tmp_path / "dump.json"
+    path.write_text(EXAMPLE.read_text())
+    frozen = gc.get_freeze_count()
+    with gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    load_dump(path)
+    assert gc.isenabled()
+    assert gc.get_freeze_count() > frozen
+    gc.unfreeze()

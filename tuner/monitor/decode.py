@@ -73,12 +73,16 @@ def _item(raw: msgspec.Raw, index: int, name: str) -> Any:
 
 
 @contextmanager
-def gc_paused() -> Iterator[None]:
-    """Run the block without cyclic garbage collection (for building acyclic data in bulk)."""
+def gc_paused(*, keep: bool = False) -> Iterator[None]:
+    """Run the block without cyclic garbage collection (for building acyclic data in bulk);
+    ``keep``: what exists at the end is frozen out of later collections' passes (data that
+    lives until the process ends, such as the cluster a command plans on)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
+        if keep:
+            gc.freeze()
     finally:
         if was_enabled:
             gc.enable()

@@ -40,7 +40,8 @@ def load_dump(path: Path) -> Cluster:
     """Read a dump file; any problem becomes an :class:`InputError` naming it.
 
     Items are decoded one at a time and pruned (:mod:`tuner.monitor.decode`), so a 200 MB dump
-    never lives as a whole tree of Python objects.
+    never lives as a whole tree of Python objects. The cluster is kept out of the garbage
+    collector's later passes: a command plans on it until it ends.
     """
     try:
         with path.open("rb") as file:
@@ -49,7 +50,7 @@ def load_dump(path: Path) -> Cluster:
         raise InputError(f"cannot read dump {path}: {err.strerror}") from err
     if len(data) > MAX_DUMP_BYTES:
         raise InputError(f"dump {path} is larger than {MAX_DUMP_BYTES // 2**20} MiB")
-    with gc_paused():
+    with gc_paused(keep=True):
         return cluster_from_objects(list_items(data, f"dump {path}"))
 
 
