@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo example test bench bench-kb lint evaluate
+.PHONY: venv demo example test bench bench-kb bench-live lint evaluate
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,12 @@ bench: venv
 bench-kb: venv
 	bash scripts/neo4j.sh install
 	$(VENV)/bin/python -m bench.kb_lookup
+
+# The live path on a private control plane with 100 and 1,000 KWOK nodes (about 15 minutes
+# on 2 cores, most of it the controllers creating 30,000 pods; see docs/performance.md).
+bench-live: venv
+	bash scripts/cluster.sh build
+	$(VENV)/bin/python -m bench.live_scale --nodes 100 1000 --repeat 3
 
 evaluate: venv
 	$(VENV)/bin/tuner simulate --scenario all --output docs/evaluation --readme README.md

@@ -1,12 +1,14 @@
-"""Untrusted JSON documents (settings, dumps, knowledge exports) read within fixed limits.
+"""Untrusted JSON documents (settings, knowledge exports) read within fixed limits.
 
-Every JSON file the tuner reads goes through :func:`read_json` (or :func:`parse_json` for text
-already in memory), so the limits below are the only ones a user can hit and they live in one
-place. Any breach is an :class:`~tuner.errors.InputError` naming the file and the limit.
+The limits of every JSON input live here. Settings and exports go through :func:`read_json`;
+cluster dumps, which can be a gigabyte, are split and decoded item by item by
+:mod:`tuner.monitor.decode` within :data:`MAX_DUMP_BYTES`. Any breach is an
+:class:`~tuner.errors.InputError` naming the file and the limit.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 from itertools import accumulate
@@ -16,7 +18,10 @@ from typing import Any, BinaryIO
 from tuner.errors import InputError
 
 MAX_BYTES = 256 * 2**20
-"""Largest JSON document read (256 MiB: a 5,000-node cluster dump is about 100 MiB)."""
+"""Largest settings file or knowledge export read (256 MiB)."""
+MAX_DUMP_BYTES = 2**30
+"""Largest cluster dump read (1 GiB: about 5,000 nodes with 30 pods each, at ~6.5 KB a pod);
+dumps are decoded item by item by :mod:`tuner.monitor.decode`, finite numbers only."""
 MAX_DEPTH = 64
 """Deepest nesting of arrays and objects (a Kubernetes object nests about 15 deep)."""
 
@@ -38,11 +43,21 @@ def read_json(path: Path | str, what: str, stream: BinaryIO | None = None) -> An
         raise InputError(f"cannot read {what} {path}: {err.strerror or err}") from err
     if len(data) > MAX_BYTES:
         raise InputError(f"{what} {path} is larger than {MAX_BYTES // 2**20} MiB")
+    require_utf8(data, f"{what} {path}")
+    return parse_json(data.decode("utf-8"), f"{what} {path}")
+
+
+def require_utf8(data: bytes, name: str) -> None:
+    """Refuse ``data`` unless it is UTF-8 throughout, checked 16 MiB at a time (a dump's
+    decoder skips the fields it does not read without looking at their bytes)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    step = 16 * 2**20
     try:
-        text = data.decode("utf-8")
+        for start in range(0, len(data), step):
+            decoder.decode(data[start : start + step])
+        decoder.decode(b"", final=True)
     except UnicodeDecodeError as err:
-        raise InputError(f"{what} {path} is not UTF-8 (byte {err.start})") from None
-    return parse_json(text, f"{what} {path}")
+        raise InputError(f"{name} is not UTF-8 (byte {start + err.start})") from None
 
 
 def parse_json(text: str, name: str) -> Any:

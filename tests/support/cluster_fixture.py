@@ -42,7 +42,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 PORTS = ("APISERVER", "ETCD", "ETCD_PEER", "KCM", "SCHEDULER", "KWOK")
 T = TypeVar("T")
 
-__all__ = ["ClusterHarness", "kube", "kube_harness"]
+__all__ = ["ClusterHarness", "kube", "kube_harness", "kwok_node"]
 
 
 def _free_ports(count: int) -> list[int]:
@@ -69,6 +69,32 @@ def eventually(probe: Callable[[], T | None], timeout_s: float = 60.0, what: str
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s} s waiting for {what or probe}")
         time.sleep(0.1)
+
+
+def kwok_node(
+    name: str,
+    cpu: str,
+    memory: str,
+    pods: int = 110,
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    """A KWOK fake node's API object with that capacity, labels and taints."""
+    resources = {"cpu": cpu, "memory": memory, "pods": str(pods)}
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "type": "kwok",
+                **(labels or {}),
+            },
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+        },
+        "spec": {"taints": taints or []},
+        "status": {"capacity": resources, "allocatable": resources},
+    }
 
 
 class ClusterHarness:
@@ -155,23 +181,7 @@ class ClusterHarness:
         taints: list[dict[str, str]] | None = None,
     ) -> str:
         """A KWOK fake node with real capacity, labels and taints; waits until it is Ready."""
-        resources = {"cpu": cpu, "memory": memory, "pods": str(pods)}
-        self.core.create_node(
-            {
-                "metadata": {
-                    "name": name,
-                    "labels": {
-                        "kubernetes.io/hostname": name,
-                        "kubernetes.io/os": "linux",
-                        "type": "kwok",
-                        **(labels or {}),
-                    },
-                    "annotations": {"kwok.x-k8s.io/node": "fake"},
-                },
-                "spec": {"taints": taints or []},
-                "status": {"capacity": resources, "allocatable": resources},
-            }
-        )
+        self.core.create_node(kwok_node(name, cpu, memory, pods, labels, taints))
         self.nodes.append(name)
 
         def ready() -> bool:

@@ -25,8 +25,9 @@ SERVICE_ACCOUNT = "deployment-tuner"
 Permission = tuple[str, str, str]
 """(API group, resource, verb)."""
 
-# Every Kubernetes API method the code calls, and the permissions it needs. Nodes and pods are
-# also watched (tuner/execute waits for outcomes with list + watch): both verbs. When code
+# Every Kubernetes API method the code calls, and the permissions it needs. What is listed for
+# all namespaces is also watched (the daemon's cluster cache; tuner/execute waits for outcomes
+# with list + watch on nodes and pods): both verbs. When code
 # calls a method that is not here, test_every_api_call_is_known fails: add it here and to
 # deploy/rbac.yaml.
 CALLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -39,26 +40,26 @@ CALLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "read_namespaced_pod": ("", "pods", ("get",)),
     "patch_namespaced_pod": ("", "pods", ("patch",)),
     "create_namespaced_pod_eviction": ("", "pods/eviction", ("create",)),
-    "list_deployment_for_all_namespaces": ("apps", "deployments", ("list",)),
+    "list_deployment_for_all_namespaces": ("apps", "deployments", ("list", "watch")),
     "read_namespaced_deployment": ("apps", "deployments", ("get",)),
     "read_namespaced_deployment_scale": ("apps", "deployments/scale", ("get",)),
     "patch_namespaced_deployment_scale": ("apps", "deployments/scale", ("patch",)),
-    "list_replica_set_for_all_namespaces": ("apps", "replicasets", ("list",)),
+    "list_replica_set_for_all_namespaces": ("apps", "replicasets", ("list", "watch")),
     "read_namespaced_replica_set": ("apps", "replicasets", ("get",)),
     "read_namespaced_replica_set_scale": ("apps", "replicasets/scale", ("get",)),
     "patch_namespaced_replica_set_scale": ("apps", "replicasets/scale", ("patch",)),
     "list_stateful_set_for_all_namespaces": ("apps", "statefulsets", ("list",)),
     "list_daemon_set_for_all_namespaces": ("apps", "daemonsets", ("list",)),
-    "list_job_for_all_namespaces": ("batch", "jobs", ("list",)),
+    "list_job_for_all_namespaces": ("batch", "jobs", ("list", "watch")),
     "list_pod_disruption_budget_for_all_namespaces": (
         "policy",
         "poddisruptionbudgets",
-        ("list",),
+        ("list", "watch"),
     ),
     "list_horizontal_pod_autoscaler_for_all_namespaces": (
         "autoscaling",
         "horizontalpodautoscalers",
-        ("list",),
+        ("list", "watch"),
     ),
     "list_namespaced_horizontal_pod_autoscaler": (
         "autoscaling",

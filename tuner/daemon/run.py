@@ -5,8 +5,11 @@ the cluster when kube-state-metrics is not scraped), the Kubernetes actuator and
 base — and runs the moderator. On start it undoes what a crashed run left behind (never in a dry
 run); each cycle first takes back the nodes left for an autoscaler that did not remove them
 (``execute.autoscaler_grace_s``, never in a dry run). With leader election it waits for the
-Lease first and stops when it loses it. Each cycle is logged, counted in the metrics and,
-unless in a dry run, recorded as a Kubernetes Event (:mod:`tuner.daemon.cycle_events`).
+Lease first and stops when it loses it. Once it leads, it starts one watch-backed cluster cache
+(:mod:`tuner.monitor.cache`) for the process; the cycles and the snapshots of the stability
+judge read the cluster from it rather than listing every object each time. Each cycle is
+logged, counted in the metrics and, unless in a dry run, recorded as a Kubernetes Event
+(:mod:`tuner.daemon.cycle_events`).
 
 SIGTERM or SIGINT: the actuator is asked to stop, so the action in flight is finished or rolled
 back and no further action starts; the scheduler shuts down after the cycle; exit status 0.
@@ -32,6 +35,7 @@ import argparse
 import logging
 import signal
 import threading
+import time
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -48,6 +52,7 @@ from tuner.errors import ServiceError
 from tuner.execute.events import identity
 from tuner.execute.printer import render_text
 from tuner.moderator import Moderator
+from tuner.monitor.cache import SYNC_TIMEOUT_S, ClusterCache
 from tuner.monitor.observe import WindowReport, observe_window
 from tuner.monitor.prometheus import PrometheusClient, Queries
 from tuner.monitor.snapshots import SnapshotHistory, SnapshotSource
@@ -112,16 +117,21 @@ def run_daemon(args: argparse.Namespace) -> int:
     dry_run: bool = args.dry_run
     api = api_client(settings.kubernetes)
     actuator = KubeActuator(api, settings)
+    actuator.cache = ClusterCache(api)
     kb = LazyKnowledge(lambda: open_knowledge(settings.knowledge, read_only=dry_run))
     with PrometheusClient(settings.prometheus) as prometheus, kb, api:
-        daemon = Daemon(settings, actuator, prometheus, kb, dry_run=dry_run)
+        daemon = Daemon(settings, actuator, prometheus, kb, dry_run=dry_run, cache=actuator.cache)
         if args.once:
             return daemon.once()
         return daemon.serve(api)
 
 
 class Daemon:
-    """The moderator with its ports, metrics, snapshots and signal handling."""
+    """The moderator with its ports, metrics, snapshots, cluster cache and signal handling.
+
+    The ``cache`` (the one the actuator reads) is started once this replica may act: at once
+    with ``--once``, after winning the lease otherwise; it is stopped on the way out.
+    """
 
     def __init__(
         self,
@@ -131,6 +141,7 @@ class Daemon:
         kb: LazyKnowledge,
         *,
         dry_run: bool,
+        cache: ClusterCache | None = None,
     ) -> None:
         windows = settings.windows
         interval = settings.daemon.snapshot_interval_s
@@ -138,6 +149,7 @@ class Daemon:
         self.actuator = actuator
         self.kb = kb
         self.dry_run = dry_run
+        self.cache = cache
         self.history = SnapshotHistory(
             actuator.read,
             max_age_s=2 * interval,
@@ -152,9 +164,13 @@ class Daemon:
     def once(self) -> int:
         """Recover, run one cycle, exit with its status (0 after a signal)."""
         self._handle_signals()
-        if not self.dry_run:
-            self._recover()
-        outcome = self.moderator.run_once().outcome
+        try:
+            self._start_cache()
+            if not self.dry_run:
+                self._recover()
+            outcome = self.moderator.run_once().outcome
+        finally:
+            self._stop_cache()
         return 0 if self.stopping.is_set() else ONCE_EXIT[outcome]
 
     def serve(self, api: Any) -> int:
@@ -171,6 +187,7 @@ class Daemon:
                     return 0
                 election.keep_renewing(self._on_lost_lease)
             self.metrics.leader.set(1)
+            self._start_cache()
             if not self.dry_run:
                 self._recover()
             self.history.take()
@@ -179,6 +196,7 @@ class Daemon:
             log.info("tuner running%s: a window is %.0f s", mode, self.settings.windows.measure_s)
             self.moderator.run_forever()
         finally:
+            self._stop_cache()
             if election is not None:
                 election.release()
             self.metrics.leader.set(0)
@@ -221,6 +239,24 @@ class Daemon:
             self.history.take()
         except ServiceError as err:
             log.warning("cluster snapshot failed: %s", err)
+
+    def _start_cache(self) -> None:
+        """Start the cluster cache and wait (bounded) for its first sync; a cycle that finds it
+        still unsynced fails with a ServiceError saying which kinds are missing."""
+        if self.cache is None:
+            return
+        started = time.monotonic()
+        self.cache.start()
+        while not self.cache.wait_synced(1.0):
+            if self.stopping.is_set() or time.monotonic() - started > SYNC_TIMEOUT_S:
+                log.warning("cluster cache not synced yet: %s", self.cache.why())
+                return
+        objects = sum(count[0] for count in self.cache.counts().values())
+        log.info("cluster cache synced in %.1f s (%d objects)", time.monotonic() - started, objects)
+
+    def _stop_cache(self) -> None:
+        if self.cache is not None:
+            self.cache.stop()
 
     def _recover(self) -> None:
         undone: list[str] = self.actuator.recover()

@@ -18,6 +18,7 @@ from tuner.execute.recover import recover
 from tuner.execute.retry import ActionFailed
 from tuner.execute.runner import describe_transition, run_transition
 from tuner.model.cluster import Cluster
+from tuner.monitor.cache import ClusterCache
 from tuner.monitor.kube import read_cluster
 from tuner.plan.actions import Action
 from tuner.settings import Settings
@@ -33,6 +34,7 @@ class KubeActuator:
     recovers first when a journal shows an interrupted transition. Each acting cycle calls
     :meth:`reclaim_unremoved` first. :attr:`events` records the
     Kubernetes Events of the actions carried out (never in a dry run) and of the daemon's cycles.
+    With a :attr:`cache` (the daemon's), :meth:`read` answers from it instead of listing.
     """
 
     def __init__(
@@ -48,9 +50,12 @@ class KubeActuator:
         instance = identity(settings.daemon.leader_election.identity_env)
         self.events = Recorder(api, self.kube.keys.controller, instance)
         self.echo = echo or (lambda line: log.info("%s", line))
+        self.cache: ClusterCache | None = None
 
     def read(self) -> Cluster:
-        """The cluster now (reads only)."""
+        """The cluster now (reads only): from the cache once synced, else listed."""
+        if self.cache is not None:
+            return self.cache.cluster()
         return read_cluster(self.api)
 
     def carry_out(self, actions: Sequence[Action], *, dry_run: bool) -> TransitionResult:

@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from tuner.errors import InputError
-from tuner.json_input import read_json
+from tuner.json_input import MAX_DUMP_BYTES, require_utf8
 from tuner.model.cluster import Cluster, Hpa, Node, Pdb, Pod, Workload
 from tuner.model.onboarding import preferred_labels
 from tuner.model.quantity import MAX_COUNT, count, cpu_millis, memory_bytes
@@ -30,6 +30,7 @@ from tuner.model.scheduling import (
     Toleration,
     freeze_labels,
 )
+from tuner.monitor.decode import gc_paused, list_items
 from tuner.settings import PRICE_ANNOTATION
 
 log = logging.getLogger(__name__)
@@ -42,14 +43,26 @@ FINISHED_PHASES = ("Succeeded", "Failed")
 
 
 def load_dump(path: Path, price_annotation: str = PRICE_ANNOTATION) -> Cluster:
-    """Read a dump file; any problem becomes an :class:`InputError` naming it."""
-    document = read_json(path, "dump")
-    if not isinstance(document, dict) or not isinstance(document.get("items"), list):
-        raise InputError(f"dump {path} is not a Kubernetes List (no 'items' array)")
+    """Read a dump file; any problem becomes an :class:`InputError` naming it.
+
+    Items are decoded one at a time and pruned (:mod:`tuner.monitor.decode`), so a 200 MB dump
+    never lives as a whole tree of Python objects. The cluster is kept out of the garbage
+    collector's later passes: a command plans on it until it ends.
+    """
     try:
-        return cluster_from_objects(document["items"], price_annotation=price_annotation)
-    except InputError as err:
-        raise InputError(f"dump {path}: {err}") from None
+        with path.open("rb") as file:
+            data = file.read(MAX_DUMP_BYTES + 1)
+    except OSError as err:
+        raise InputError(f"cannot read dump {path}: {err.strerror}") from err
+    if len(data) > MAX_DUMP_BYTES:
+        raise InputError(f"dump {path} is larger than {MAX_DUMP_BYTES // 2**20} MiB")
+    require_utf8(data, f"dump {path}")
+    with gc_paused(keep=True):
+        items = list_items(data, f"dump {path}")
+        try:
+            return cluster_from_objects(items, price_annotation=price_annotation)
+        except InputError as err:
+            raise InputError(f"dump {path}: {err}") from None
 
 
 def cluster_from_objects(

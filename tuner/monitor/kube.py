@@ -1,25 +1,37 @@
 """The live cluster through the official ``kubernetes`` client (kubeconfig, context or in-cluster).
 
-Objects are listed with the typed API, converted to their JSON form and parsed by the same code
-as an offline dump, so both sources always agree.
+Objects are read raw (``_preload_content=False``), decoded with ``orjson`` and pruned to the
+fields the parsers read (:mod:`tuner.monitor.prune`) — the client's generated models cost most
+of the time and memory of a large read. They are then parsed by the same code as an offline dump,
+so both sources always agree. :func:`list_kind` and :func:`watch_kind` are shared with the
+daemon's watch-backed cache (:mod:`tuner.monitor.cache`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import urllib3
 import yaml  # type: ignore[import-untyped]
 from kubernetes import client, config
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
+from kubernetes.watch.watch import iter_resp_lines
 
 from tuner.errors import InputError, ServiceError
 from tuner.model.cluster import Cluster
 from tuner.monitor.dump import cluster_from_objects
+from tuner.monitor.prune import Obj, pruned
 from tuner.settings import Kubernetes
+
+PAGE_LIMIT = 500
+"""Objects per list page: bounds the memory of one decoded response."""
+
+CONNECT_TIMEOUT_S = 10.0
 
 
 def api_client(settings: Kubernetes) -> ApiClient:
@@ -51,42 +63,104 @@ def _first_line(err: Exception) -> str:
     return (str(err).strip().splitlines() or [type(err).__name__])[0]
 
 
-# (kind, how to list it across namespaces)
-_LISTS: tuple[tuple[str, Callable[[ApiClient], Callable[..., Any]]], ...] = (
-    ("Node", lambda c: client.CoreV1Api(c).list_node),
-    ("Pod", lambda c: client.CoreV1Api(c).list_pod_for_all_namespaces),
-    ("Deployment", lambda c: client.AppsV1Api(c).list_deployment_for_all_namespaces),
-    ("ReplicaSet", lambda c: client.AppsV1Api(c).list_replica_set_for_all_namespaces),
-    ("StatefulSet", lambda c: client.AppsV1Api(c).list_stateful_set_for_all_namespaces),
-    ("DaemonSet", lambda c: client.AppsV1Api(c).list_daemon_set_for_all_namespaces),
-    ("Job", lambda c: client.BatchV1Api(c).list_job_for_all_namespaces),
-    (
-        "PodDisruptionBudget",
-        lambda c: client.PolicyV1Api(c).list_pod_disruption_budget_for_all_namespaces,
+_LISTERS: dict[str, Callable[[ApiClient], Callable[..., Any]]] = {
+    "Node": lambda c: client.CoreV1Api(c).list_node,
+    "Pod": lambda c: client.CoreV1Api(c).list_pod_for_all_namespaces,
+    "Deployment": lambda c: client.AppsV1Api(c).list_deployment_for_all_namespaces,
+    "ReplicaSet": lambda c: client.AppsV1Api(c).list_replica_set_for_all_namespaces,
+    "Job": lambda c: client.BatchV1Api(c).list_job_for_all_namespaces,
+    "PodDisruptionBudget": lambda c: (
+        client.PolicyV1Api(c).list_pod_disruption_budget_for_all_namespaces
     ),
-    (
-        "HorizontalPodAutoscaler",
-        lambda c: client.AutoscalingV2Api(c).list_horizontal_pod_autoscaler_for_all_namespaces,
+    "HorizontalPodAutoscaler": lambda c: (
+        client.AutoscalingV2Api(c).list_horizontal_pod_autoscaler_for_all_namespaces
     ),
-)
+}
+
+KINDS: tuple[str, ...] = tuple(_LISTERS)
+"""Every kind the tuner reads (those :func:`~tuner.monitor.dump.cluster_from_objects` parses)."""
 
 
-def list_objects(api: ApiClient) -> Iterable[dict[str, Any]]:
-    """Every object the tuner reads, in JSON form with its ``kind`` (reads only)."""
-    for kind, lister in _LISTS:
-        for item in lister(api)().items:
-            obj: dict[str, Any] = api.sanitize_for_serialization(item)
-            obj["kind"] = kind
-            yield obj
+@dataclass(frozen=True)
+class Listing:
+    """A complete list of one kind: pruned objects and the resourceVersion to watch from."""
+
+    objects: list[Obj]
+    version: str
+
+
+def list_kind(api: ApiClient, kind: str, *, from_cache: bool = True) -> Listing:
+    """Every object of ``kind``, in pages of :data:`PAGE_LIMIT`.
+
+    With ``from_cache`` the first page asks for ``resourceVersion=0`` (``NotOlderThan``), which
+    the API server answers from its watch cache instead of etcd; later pages follow the
+    ``continue`` token. Raises :class:`ApiException` or a connection error.
+    """
+    lister = _LISTERS[kind](api)
+    objects: list[Obj] = []
+    token = ""
+    while True:
+        params: dict[str, Any] = {"limit": PAGE_LIMIT}
+        if token:
+            params["_continue"] = token
+        elif from_cache:
+            params |= {"resource_version": "0", "resource_version_match": "NotOlderThan"}
+        response = lister(**params, _preload_content=False)
+        try:
+            page = orjson.loads(response.data)
+        finally:
+            response.release_conn()
+        objects.extend(pruned(kind, item) for item in page.get("items") or ())
+        meta = page.get("metadata") or {}
+        token = meta.get("continue") or ""
+        if not token:
+            return Listing(objects, str(meta.get("resourceVersion", "")))
+
+
+class WatchStream:
+    """One open watch request of a kind: its decoded events, and a way to end it early."""
+
+    def __init__(self, api: ApiClient, kind: str, version: str, timeout_s: int) -> None:
+        """Open the watch after ``version`` (with bookmarks); the server ends it after
+        ``timeout_s``, a silent connection fails a little later. Raises :class:`ApiException`
+        (e.g. 410 Gone) or a connection error."""
+        self._response = _LISTERS[kind](api)(
+            watch=True,
+            resource_version=version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=timeout_s,
+            _preload_content=False,
+            _request_timeout=(CONNECT_TIMEOUT_S, timeout_s + 30),
+        )
+
+    def events(self) -> Iterator[Obj]:
+        """The watch events as decoded JSON (objects not pruned), until the server ends it."""
+        try:
+            for line in iter_resp_lines(self._response):
+                if line:
+                    yield orjson.loads(line)
+        finally:
+            self._response.release_conn()
+
+    def end(self) -> None:
+        """End the watch from another thread (its reader sees the stream end or fail)."""
+        self._response.shutdown()
+
+
+def list_objects(api: ApiClient) -> list[Obj]:
+    """Every object the tuner reads, pruned, with its ``kind`` (reads only)."""
+    return [obj for kind in KINDS for obj in list_kind(api, kind).objects]
 
 
 def read_cluster(api: ApiClient) -> Cluster:
     """The cluster as it is now; an unreachable or refusing API server is a ServiceError."""
     try:
-        objects = list(list_objects(api))
+        objects = list_objects(api)
     except ApiException as err:
         raise ServiceError(f"kubernetes API: {err.status} {err.reason}") from err
     except (urllib3.exceptions.HTTPError, OSError) as err:
         host = api.configuration.host
         raise ServiceError(f"kubernetes API unreachable at {host}: {err}") from err
+    except orjson.JSONDecodeError as err:
+        raise ServiceError(f"kubernetes API sent invalid JSON: {err}") from err
     return cluster_from_objects(objects, strict=False)  # unusable objects: skipped, warned

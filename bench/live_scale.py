@@ -1,0 +1,298 @@
+"""The live path at scale on the real control plane (``scripts/cluster.sh``, KWOK nodes).
+
+    .venv/bin/python -m bench.live_scale --nodes 100 1000 --repeat 3
+
+For each size: a private control plane (own ports and state dir, ``down`` at the end), N KWOK
+nodes (2/4/8-core, labelled with instance types), ~100 Deployments, 2 DaemonSets, PDBs and HPAs
+giving ~30 pods a node, created by the controllers and the scheduler (their client QPS raised
+with ``TUNER_KUBE_API_QPS``). Then, each in its own process under ``/usr/bin/time`` (wall and
+peak RSS), medians over the repeats: the cache's first sync and a cycle's read + analyse + plan
+on the synced cache, ``tuner run --dry-run --once``, the ``kubectl get … -o json`` dump, ``tuner
+plan --snapshot`` on it and ``tuner plan --live``. Prints a Markdown table with the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from tests.support.cluster_fixture import ClusterHarness, kwok_node
+from tuner.daemon.run import ONCE_EXIT
+
+DUMP_KINDS = (
+    "nodes,pods,deployments,replicasets,statefulsets,daemonsets,"
+    "poddisruptionbudgets,horizontalpodautoscalers"
+)
+SHAPES = (("m5.large", "2", "8Gi"), ("m5.xlarge", "4", "16Gi"), ("m5.2xlarge", "8", "32Gi"))
+REQUESTS = (("50m", "64Mi"), ("100m", "128Mi"), ("150m", "256Mi"))
+DEPLOYMENTS = 100
+NAMESPACES = 10
+PODS_PER_NODE = 30
+DAEMONSETS = 2
+QPS = "1000"
+
+
+@dataclass
+class Run:
+    """One measured command: wall seconds and peak RSS (MB), per repeat."""
+
+    wall: list[float] = field(default_factory=list)
+    status: set[int] = field(default_factory=set)
+    rss: list[float] = field(default_factory=list)
+    load: list[float] = field(default_factory=list)
+
+
+def timed(
+    argv: list[str], env: dict[str, str], stdout: Any = subprocess.DEVNULL, ok: int = 0
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` under /usr/bin/time (exit statuses up to ``ok`` accepted); its stderr's last
+    line is ``wall rss_kb``."""
+    proc = subprocess.run(
+        ["/usr/bin/time", "-f", "%e %M", *argv],
+        env=env,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
+    if not 0 <= proc.returncode <= ok:
+        raise RuntimeError(f"{argv[:4]} exited {proc.returncode}: {proc.stderr[-2000:]}")
+    return proc
+
+
+def record(run: Run, proc: subprocess.CompletedProcess[str], wall: float | None = None) -> None:
+    """Add one repeat to ``run`` from /usr/bin/time's line (``wall`` overrides its wall)."""
+    time_wall, rss_kb = proc.stderr.strip().splitlines()[-1].split()
+    run.wall.append(float(time_wall) if wall is None else wall)
+    run.rss.append(int(rss_kb) / 1024)
+    run.load.append(os.getloadavg()[0])
+    run.status.add(proc.returncode)
+
+
+# ------------------------------------------------------------------- population --
+def populate(harness: ClusterHarness, nodes: int) -> dict[str, float]:
+    """Nodes, workloads and pods; seconds each step took and the pods Running."""
+    api = harness.new_api()
+    api.configuration.connection_pool_maxsize = 32
+    core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda i: core.create_node(_node(i)), range(nodes)))
+    t_nodes = time.monotonic() - t0
+    for n in range(NAMESPACES):
+        core.create_namespace({"metadata": {"name": f"scale-{n}"}})
+    replicas = max(1, (PODS_PER_NODE - DAEMONSETS) * nodes // DEPLOYMENTS)
+    policy = client.PolicyV1Api(api)
+    scaling = client.AutoscalingV2Api(api)
+    for d in range(DEPLOYMENTS):
+        namespace, name = f"scale-{d % NAMESPACES}", f"app-{d}"
+        cpu, memory = REQUESTS[d % len(REQUESTS)]
+        apps.create_namespaced_deployment(namespace, _deployment(name, replicas, cpu, memory))
+        if d % 10 == 0:
+            policy.create_namespaced_pod_disruption_budget(namespace, _pdb(name))
+        if d % 10 == 1:
+            scaling.create_namespaced_horizontal_pod_autoscaler(namespace, _hpa(name, replicas))
+    for d in range(DAEMONSETS):
+        apps.create_namespaced_daemon_set("kube-system", _daemonset(f"agent-{d}"))
+    target = replicas * DEPLOYMENTS + DAEMONSETS * nodes
+    running = _wait_running(core, target)
+    return {
+        "nodes_s": t_nodes,
+        "pods_s": time.monotonic() - t0 - t_nodes,
+        "pods": running,
+        "target": target,
+    }
+
+
+def _wait_running(core: client.CoreV1Api, target: int, stall_s: float = 120.0) -> int:
+    """Until ``target`` pods run, or none more started for ``stall_s``; how many run."""
+    best, since = -1, time.monotonic()
+    while True:
+        running = _count(core, "status.phase=Running")
+        if running > best:
+            best, since = running, time.monotonic()
+        if running >= target or time.monotonic() - since > stall_s:
+            return running
+        time.sleep(5)
+
+
+def _count(core: client.CoreV1Api, selector: str) -> int:
+    total, token = 0, None
+    while True:
+        page = core.list_pod_for_all_namespaces(
+            field_selector=selector, limit=5000, _continue=token, _preload_content=False
+        )
+        body = json.loads(page.data)
+        total += len(body["items"])
+        token = body["metadata"].get("continue")
+        if not token:
+            return total
+
+
+def _node(index: int) -> dict[str, Any]:
+    kind, cpu, memory = SHAPES[index % len(SHAPES)]
+    zone = f"zone-{index % 3}"
+    labels = {"node.kubernetes.io/instance-type": kind, "topology.kubernetes.io/zone": zone}
+    return kwok_node(f"kwok-{index:05d}", cpu, memory, labels=labels)
+
+
+def _template(name: str, cpu: str, memory: str) -> dict[str, Any]:
+    requests = {"cpu": cpu, "memory": memory}
+    container = {"name": "app", "image": "fake", "resources": {"requests": requests}}
+    return {
+        "metadata": {"labels": {"app": name}},
+        "spec": {
+            "containers": [container],
+            "nodeSelector": {"type": "kwok"},
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
+
+
+def _deployment(name: str, replicas: int, cpu: str, memory: str) -> dict[str, Any]:
+    selector = {"matchLabels": {"app": name}}
+    template = _template(name, cpu, memory)
+    return {
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas, "selector": selector, "template": template},
+    }
+
+
+def _daemonset(name: str) -> dict[str, Any]:
+    template = _template(name, "20m", "32Mi")
+    template["spec"]["tolerations"] = [{"operator": "Exists"}]
+    return {
+        "metadata": {"name": name},
+        "spec": {"selector": {"matchLabels": {"app": name}}, "template": template},
+    }
+
+
+def _pdb(name: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": name}}},
+    }
+
+
+def _hpa(name: str, replicas: int) -> dict[str, Any]:
+    target = {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "scaleTargetRef": target,
+            "minReplicas": max(1, replicas // 2),
+            "maxReplicas": replicas * 2,
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {
+                        "name": "cpu",
+                        "target": {"type": "Utilization", "averageUtilization": 70},
+                    },
+                }
+            ],
+        },
+    }
+
+
+# ------------------------------------------------------------------ measurements --
+def measure(harness: ClusterHarness, repeat: int, work: Path) -> dict[str, Run]:
+    """Every measured command, ``repeat`` times each."""
+    env = dict(harness.env)
+    settings = work / "settings.json"
+    settings.write_text(json.dumps(harness.settings_doc()))
+    dump = work / "dump.json"
+    tuner = str(Path(sys.executable).with_name("tuner"))
+    runs = {name: Run() for name in ("sync", "cycle", "once", "dump", "snapshot", "live")}
+    for _ in range(repeat):
+        child = [sys.executable, "-m", "bench.live_scale_child", str(settings), str(repeat)]
+        proc = timed(child, env, stdout=subprocess.PIPE)
+        figures = json.loads(proc.stdout)
+        record(runs["sync"], proc, figures["sync_s"])
+        record(runs["cycle"], proc, statistics.median(figures["cycle_s"]))
+        once = [tuner, "run", "--dry-run", "--once", "--settings", str(settings)]
+        record(runs["once"], timed(once, env, ok=max(ONCE_EXIT.values())))
+        kubectl = ["bash", "scripts/cluster.sh", "kubectl", "get", DUMP_KINDS, "-A", "-o", "json"]
+        with dump.open("w") as out:
+            record(runs["dump"], timed(kubectl, env, stdout=out))
+        snapshot = [tuner, "plan", "--snapshot", str(dump), "--settings", str(settings)]
+        record(runs["snapshot"], timed(snapshot, env))
+        live = [tuner, "plan", "--live", "--settings", str(settings)]
+        record(runs["live"], timed(live, env))
+    runs["dump"].load.append(dump.stat().st_size / 2**20)  # the dump's size rides along
+    return runs
+
+
+LABELS = {
+    "sync": "cache: first sync (list every kind)",
+    "cycle": "cycle on the synced cache (read + analyse + plan)",
+    "once": "`tuner run --dry-run --once`",
+    "dump": "`kubectl get … -o json` (the dump)",
+    "snapshot": "`tuner plan --snapshot` on the dump",
+    "live": "`tuner plan --live`",
+}
+
+
+def table(size: int, population: dict[str, float], runs: dict[str, Run]) -> str:
+    """The Markdown table for one cluster size."""
+    mb = runs["dump"].load.pop()
+    lines = [
+        f"### {size} nodes, {population['pods']:.0f} pods Running (of {population['target']:.0f})",
+        "",
+        f"Created in {population['nodes_s']:.0f} s (nodes) + {population['pods_s']:.0f} s "
+        f"(pods scheduled and Running); dump {mb:.0f} MB.",
+        "",
+        "| step | wall (median) | peak RSS (median) | load (1 min) |",
+        "|---|---:|---:|---:|",
+    ]
+    for key, run in runs.items():
+        status = "" if run.status == {0} else f" (exit {', '.join(map(str, sorted(run.status)))})"
+        lines.append(
+            f"| {LABELS[key]}{status} | {statistics.median(run.wall):.2f} s "
+            f"| {statistics.median(run.rss):.0f} MB "
+            f"| {min(run.load):.1f}–{max(run.load):.1f} |"
+        )
+    lines.append(f"\n(n = {len(runs['sync'].wall)} repeats; cycle = median of its in-process runs)")
+    return "\n".join(lines)
+
+
+def bench_size(size: int, repeat: int) -> str:
+    """Bring up, populate, measure and tear down one cluster of ``size`` nodes."""
+    with tempfile.TemporaryDirectory(prefix=f"live-scale-{size}-") as tmp:
+        work = Path(tmp)
+        harness = ClusterHarness(work / "state", f"scale{size}-{random.randrange(10**6)}")
+        harness.env["TUNER_KUBE_API_QPS"] = QPS
+        try:
+            harness.start()
+            population = populate(harness, size)
+            print(f"populated {size} nodes: {population}", file=sys.stderr, flush=True)
+            return table(size, population, measure(harness, repeat, work))
+        finally:
+            harness.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[100, 1000])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    print(f"machine: {os.cpu_count()} cores; load at start {os.getloadavg()[0]:.1f}\n")
+    for size in args.nodes:
+        print(bench_size(size, args.repeat) + "\n", flush=True)
+
+
+if __name__ == "__main__":
+    main()

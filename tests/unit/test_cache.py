@@ -1,0 +1,282 @@
+"""The pure parts of the watch-backed cache: pruning, event application, relisting.
+
+The cache's threads against a real API server are tested in ``tests/cluster/test_cache.py``;
+the last test here drives them with a scripted list/watch double (fast, and certain to send
+the 410 Gone the real-server test provokes).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from tuner.errors import ServiceError
+from tuner.monitor import cache as cache_module
+from tuner.monitor.cache import ClusterCache, Expired, apply_event, object_key, store_of
+from tuner.monitor.dump import cluster_from_objects
+from tuner.monitor.kube import Listing
+from tuner.monitor.prune import PRUNERS, pruned
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "cluster-dump.json"
+
+MANAGED = [{"manager": "kube-controller-manager", "operation": "Update", "fieldsV1": {"f:x": {}}}]
+
+
+def _live_pod(name: str, node: str = "n1", uid: str | None = None) -> dict[str, Any]:
+    """A pod as the API serves it: the fields the parsers read among many they do not."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "shop",
+            "uid": uid or f"uid-{name}",
+            "resourceVersion": "7",
+            "labels": {"app": "web"},
+            "annotations": {"note": "x"},
+            "managedFields": MANAGED,
+            "ownerReferences": [{"kind": "ReplicaSet", "name": "web-1", "controller": True}],
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "fake",
+                    "env": [{"name": "A", "value": "1"}],
+                    "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}},
+                }
+            ],
+            "initContainers": [
+                {
+                    "name": "proxy",
+                    "restartPolicy": "Always",
+                    "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}},
+                },
+                {"name": "setup", "resources": {"requests": {"cpu": "1", "memory": "16Mi"}}},
+            ],
+            "overhead": {"cpu": "10m"},
+            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "web"}],
+            "nodeSelector": {"disk": "ssd"},
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "zone", "operator": "In", "values": ["a"]}
+                                ]
+                            }
+                        ]
+                    }
+                },
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "labelSelector": {"matchLabels": {"app": "web"}},
+                            "topologyKey": "kubernetes.io/hostname",
+                        }
+                    ]
+                },
+            },
+            "volumes": [{"name": "token", "projected": {"sources": []}}],
+        },
+        "status": {
+            "phase": "Running",
+            "podIP": "10.0.0.1",
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-23T00:00:00Z"},
+            ],
+            "containerStatuses": [{"name": "app", "ready": True, "restartCount": 0}],
+        },
+    }
+
+
+def _live_node(name: str = "n1") -> dict[str, Any]:
+    capacity = {"cpu": "4", "memory": "8Gi", "pods": "110", "ephemeral-storage": "100Gi"}
+    return {
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "labels": {"kubernetes.io/hostname": name, "zone": "a", "disk": "ssd"},
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "managedFields": MANAGED,
+        },
+        "spec": {
+            "taints": [{"key": "dedicated", "value": "web", "effect": "NoSchedule"}],
+            "podCIDR": "10.0.0.0/24",
+        },
+        "status": {
+            "capacity": capacity,
+            "allocatable": {**capacity, "cpu": "3900m"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "images": [{"names": ["fake"], "sizeBytes": 1}],
+            "nodeInfo": {"kubeletVersion": "fake"},
+        },
+    }
+
+
+def _prune_all(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [pruned(item["kind"], item) for item in items if item["kind"] in PRUNERS]
+
+
+def test_a_pruned_dump_parses_to_the_same_cluster() -> None:
+    items = json.loads(EXAMPLE.read_text())["items"]
+    assert cluster_from_objects(_prune_all(items)) == cluster_from_objects(items)
+
+
+def test_a_pruned_live_pod_and_node_parse_to_the_same_values() -> None:
+    live = [
+        _live_node(),
+        _live_pod("web-a"),
+        {
+            "kind": "ReplicaSet",
+            "metadata": {
+                "name": "web-1",
+                "namespace": "shop",
+                "managedFields": MANAGED,
+                "ownerReferences": [{"kind": "Deployment", "name": "web", "controller": True}],
+            },
+            "spec": {"replicas": 1, "template": {"spec": {"affinity": {"nodeAffinity": {}}}}},
+            "status": {"replicas": 1},
+        },
+    ]
+    full = cluster_from_objects(live)
+    small = cluster_from_objects(_prune_all(copy.deepcopy(live)))
+    assert small == full
+    pod = full.pods[0]
+    assert pod.constraints.anti_affinity and pod.constraints.node_affinity and pod.ready
+    assert pod.requests.cpu == 1060  # init step 50m + 1 CPU beats 300m; plus 10m overhead
+
+
+def test_pruning_drops_what_no_parser_reads() -> None:
+    pod = pruned("Pod", _live_pod("web-a"))
+    node = pruned("Node", _live_node())
+    assert "managedFields" not in pod["metadata"] and "managedFields" not in node["metadata"]
+    assert pod["status"] == {
+        "phase": "Running",
+        "conditions": [{"type": "Ready", "status": "True"}],
+    }
+    assert pod["spec"]["containers"] == [
+        {"resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}}
+    ]
+    assert "volumes" not in pod["spec"]
+    assert set(node["status"]) == {"capacity", "allocatable"}
+    assert set(node["spec"]) == {"taints"}
+
+
+def test_pruning_leaves_malformed_fields_for_the_parser_to_report() -> None:
+    broken = {"kind": "Pod", "metadata": {"name": "p"}, "spec": "not an object"}
+    assert pruned("Pod", broken)["spec"] == "not an object"
+    assert "metadata" not in pruned("Node", {"kind": "Node"})
+
+
+def test_events_add_modify_and_delete_objects() -> None:
+    store = store_of([pruned("Pod", _live_pod("a"))])
+    moved = _live_pod("a", node="n2")
+    moved["metadata"]["resourceVersion"] = "9"
+    assert apply_event(store, "Pod", {"type": "MODIFIED", "object": moved}) == "9"
+    assert store[object_key(moved)]["spec"]["nodeName"] == "n2"
+    assert "managedFields" not in store[object_key(moved)]["metadata"]
+    apply_event(store, "Pod", {"type": "ADDED", "object": _live_pod("b")})
+    assert sorted(o["metadata"]["name"] for o in store.values()) == ["a", "b"]
+    apply_event(store, "Pod", {"type": "DELETED", "object": _live_pod("a")})
+    assert [o["metadata"]["name"] for o in store.values()] == ["b"]
+
+
+def test_a_pod_recreated_under_the_same_name_is_a_new_object() -> None:
+    store = store_of([pruned("Pod", _live_pod("a", uid="old"))])
+    apply_event(store, "Pod", {"type": "ADDED", "object": _live_pod("a", node="n2", uid="new")})
+    apply_event(store, "Pod", {"type": "DELETED", "object": _live_pod("a", uid="old")})
+    assert [o["spec"]["nodeName"] for o in store.values()] == ["n2"]
+
+
+def test_a_bookmark_moves_the_version_only() -> None:
+    store = store_of([pruned("Pod", _live_pod("a"))])
+    before = dict(store)
+    bookmark = {
+        "type": "BOOKMARK",
+        "object": {"kind": "Pod", "metadata": {"resourceVersion": "42"}},
+    }
+    assert apply_event(store, "Pod", bookmark) == "42"
+    assert store == before
+
+
+def test_error_events_say_gone_or_fail() -> None:
+    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}
+    with pytest.raises(Expired, match="too old"):
+        apply_event({}, "Pod", gone)
+    other = {"type": "ERROR", "object": {"kind": "Status", "code": 500, "message": "boom"}}
+    with pytest.raises(ApiException):
+        apply_event({}, "Pod", other)
+    with pytest.raises(ValueError, match="without an object"):
+        apply_event({}, "Pod", {"type": "ADDED"})
+
+
+class _Script:
+    """Lists and watches scripted in order; the last watch blocks until the cache stops."""
+
+    def __init__(self, lists: list[list[str]], watches: list[list[dict[str, Any]]]) -> None:
+        self.lists = lists
+        self.watches = watches
+        self.parked = threading.Event()
+
+    def list_kind(self, _api: object, kind: str) -> Listing:
+        names = self.lists.pop(0)
+        return Listing([pruned(kind, _live_pod(n)) for n in names], str(len(self.lists)))
+
+    def stream(self, *_args: object) -> _Stream:
+        return _Stream(self.watches.pop(0) if self.watches else None, self.parked)
+
+
+class _Stream:
+    def __init__(self, events: list[dict[str, Any]] | None, parked: threading.Event) -> None:
+        self._events = events
+        self._parked = parked
+        self._closed = threading.Event()
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        if self._events is None:
+            self._parked.set()
+            self._closed.wait()
+            return
+        yield from self._events
+
+    def end(self) -> None:
+        self._closed.set()
+
+
+def test_a_410_gone_lists_again_and_the_list_replaces_the_store(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}
+    script = _Script(
+        lists=[["a", "b"], ["b", "c"]],
+        watches=[[{"type": "ADDED", "object": _live_pod("x")}, gone]],
+    )
+    monkeypatch.setattr(cache_module, "list_kind", script.list_kind)
+    monkeypatch.setattr(cache_module, "WatchStream", script.stream)
+    cache = ClusterCache(None, ("Pod",))  # type: ignore[arg-type]
+    cache.start()
+    try:
+        assert script.parked.wait(10)
+        names = sorted(o["metadata"]["name"] for o in cache.objects(timeout_s=10))
+    finally:
+        cache.stop()
+    assert names == ["b", "c"]  # "a" deleted and "x" gone while expired: the relist decides
+    assert cache.counts()["Pod"][:2] == (2, 2)
+
+
+def test_an_unsynced_cache_refuses_to_answer() -> None:
+    cache = ClusterCache(None, ("Pod",))  # type: ignore[arg-type]  # never started
+    with pytest.raises(ServiceError, match="not synced after 0 s: Pod not listed yet"):
+        cache.objects(timeout_s=0)

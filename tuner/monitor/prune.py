@@ -1,0 +1,121 @@
+"""API objects cut down to the fields :mod:`tuner.monitor.dump`'s parsers read.
+
+A live Pod or Node is mostly ``managedFields``, status conditions, container statuses and
+images, none of which the domain model uses. Pruning right after decoding keeps the cache (and
+a one-shot live read) small; a pruned object parses to the same domain value as the full one.
+A field of an unexpected type is kept as it is, so that the parser, not the pruning, reports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+Obj = dict[str, Any]
+Pruner = Callable[[Mapping[str, Any]], Obj]
+
+_META = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp", "ownerReferences")
+"""Metadata every kind keeps (labels and annotations are kept where a parser reads them)."""
+
+_CONTAINER = ("resources", "restartPolicy")
+_POD_SPEC = ("nodeName", "overhead", "affinity", "tolerations", "nodeSelector")
+
+
+Part = Callable[[Any], Any]
+"""Prunes the value of one top-level field (``spec`` or ``status``)."""
+
+
+def _pick(value: Any, keys: tuple[str, ...]) -> Any:
+    """``value`` with only ``keys``, or ``value`` itself when it is not an object."""
+    if not isinstance(value, Mapping):
+        return value
+    return {key: value[key] for key in keys if key in value}
+
+
+def _keys(*keys: str) -> Part:
+    return lambda value: _pick(value, keys)
+
+
+def _pod_spec(spec: Any) -> Any:
+    if not isinstance(spec, Mapping):
+        return spec
+    out = _pick(spec, _POD_SPEC)
+    for key in ("containers", "initContainers"):
+        containers = spec.get(key)
+        if containers is not None:
+            out[key] = (
+                [_pick(c, _CONTAINER) for c in containers]
+                if isinstance(containers, list)
+                else containers
+            )
+    return out
+
+
+def _pod_status(status: Any) -> Any:
+    """The phase and the Ready condition."""
+    if not isinstance(status, Mapping):
+        return status
+    out = _pick(status, ("phase",))
+    conditions = status.get("conditions")
+    if isinstance(conditions, list):
+        conditions = [
+            _pick(c, ("type", "status"))
+            for c in conditions
+            if not isinstance(c, Mapping) or c.get("type") == "Ready"
+        ]
+    if conditions is not None:
+        out["conditions"] = conditions
+    return out
+
+
+def _template_spec(spec: Any) -> Any:
+    """Only the pod template's affinity (its preferred node labels)."""
+    if not isinstance(spec, Mapping):
+        return spec
+    template = spec.get("template")
+    if isinstance(template, Mapping):
+        template = {"spec": _pick(template.get("spec"), ("affinity",))}
+    return {} if template is None else {"template": template}
+
+
+def _shape(*, labels: bool, spec: Part | None = None, status: Part | None = None) -> Pruner:
+    """A pruner keeping the metadata (with labels and annotations if ``labels``) and what
+    ``spec`` and ``status`` keep of those fields (nothing when None)."""
+    meta_keys = (*_META, "labels", "annotations") if labels else _META
+
+    def prune(obj: Mapping[str, Any]) -> Obj:
+        out: Obj = {}
+        for key, part in (("metadata", _keys(*meta_keys)), ("spec", spec), ("status", status)):
+            value = part(obj.get(key)) if part is not None else None
+            if value is not None:
+                out[key] = value
+        return out
+
+    return prune
+
+
+PRUNERS: Mapping[str, Pruner] = {
+    "Node": _shape(
+        labels=True,
+        spec=_keys("taints", "unschedulable"),
+        status=_keys("capacity", "allocatable"),
+    ),
+    "Pod": _shape(labels=True, spec=_pod_spec, status=_pod_status),
+    "Deployment": _shape(labels=False, spec=_template_spec),
+    "ReplicaSet": _shape(labels=False, spec=_template_spec),
+    "Job": _shape(labels=False),
+    "PodDisruptionBudget": _shape(
+        labels=False, spec=_keys("selector"), status=_keys("disruptionsAllowed")
+    ),
+    "HorizontalPodAutoscaler": _shape(
+        labels=False, spec=_keys("scaleTargetRef", "minReplicas", "maxReplicas")
+    ),
+}
+"""The kinds the parsers read, each with its pruning."""
+
+
+def pruned(kind: str, obj: Mapping[str, Any]) -> Obj:
+    """``obj`` (of ``kind``) with only what the parsers read, and its ``kind`` set."""
+    out = PRUNERS[kind](obj)
+    out["kind"] = kind
+    return out
