@@ -8,6 +8,8 @@ import copy
 import hashlib
 import json
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -216,3 +218,22 @@ def test_read_only_commands_create_and_change_nothing(
     with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
     db.close()
+
+
+def test_an_import_from_stdin_is_checked_like_a_file(
+    settings: Path, store: Path, tmp_path: Path
+) -> None:
+    """``kb import -`` in a real process: a bad entry on stdin is one line, nothing written."""
+    before = _digest(store)
+    bad = execution("x", 1.0, 1.0).to_json()
+    bad["load"] = -1
+    result = subprocess.run(
+        [sys.executable, "-m", "tuner.cli", "kb", "import", "-", "--settings", str(settings)],
+        input=json.dumps([bad]),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    _one_line_error(result.returncode, result.stderr, "load is -1")
+    assert _digest(store) == before
