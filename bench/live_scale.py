@@ -4,8 +4,8 @@
 
 For each size: a private control plane (own ports and state dir, ``down`` at the end), N KWOK
 nodes (2/4/8-core, labelled with instance types), ~100 Deployments, 2 DaemonSets, PDBs and HPAs
-giving ~30 pods a node, created by the controllers and the scheduler (their client QPS raised
-with ``TUNER_KUBE_API_QPS``). Then, each in its own process under ``/usr/bin/time`` (wall and
+giving ~30 pods a node, created by the controllers, the scheduler and kwok (client rate limits
+off: ``TUNER_DISABLE_QPS_LIMITS``). Then, each in its own process under ``/usr/bin/time`` (wall and
 peak RSS), medians over the repeats: the cache's first sync and a cycle's read + analyse + plan
 on the synced cache, ``tuner run --dry-run --once``, the ``kubectl get … -o json`` dump, ``tuner
 plan --snapshot`` on it and ``tuner plan --live``. Prints a Markdown table with the load average.
@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -42,7 +43,6 @@ DEPLOYMENTS = 100
 NAMESPACES = 10
 PODS_PER_NODE = 30
 DAEMONSETS = 2
-QPS = "1000"
 
 
 @dataclass
@@ -274,7 +274,7 @@ def bench_size(size: int, repeat: int) -> str:
     with tempfile.TemporaryDirectory(prefix=f"live-scale-{size}-") as tmp:
         work = Path(tmp)
         harness = ClusterHarness(work / "state", f"scale{size}-{random.randrange(10**6)}")
-        harness.env["TUNER_KUBE_API_QPS"] = QPS
+        harness.env["TUNER_DISABLE_QPS_LIMITS"] = "true"
         try:
             harness.start()
             population = populate(harness, size)
@@ -289,6 +289,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # tear the cluster down on TERM
     print(f"machine: {os.cpu_count()} cores; load at start {os.getloadavg()[0]:.1f}\n")
     for size in args.nodes:
         print(bench_size(size, args.repeat) + "\n", flush=True)
