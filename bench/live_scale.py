@@ -236,6 +236,8 @@ def measure(harness: ClusterHarness, repeat: int, work: Path) -> dict[str, Run]:
         record(runs["snapshot"], timed(snapshot, env))
         live = [tuner, "plan", "--live", "--settings", str(settings)]
         record(runs["live"], timed(live, env))
+        done = {key: (run.wall[-1], run.rss[-1], run.load[-1]) for key, run in runs.items()}
+        print(f"repeat (wall s, RSS MB, load): {done}", file=sys.stderr, flush=True)
     runs["dump"].load.append(dump.stat().st_size / 2**20)  # the dump's size rides along
     return runs
 
