@@ -217,7 +217,9 @@ def measure(harness: ClusterHarness, repeat: int, work: Path) -> dict[str, Run]:
     """Every measured command, ``repeat`` times each."""
     env = dict(harness.env)
     settings = work / "settings.json"
-    settings.write_text(json.dumps(harness.settings_doc()))
+    # tuner run needs a load query; no Prometheus runs here, so its cycle ends without one
+    doc = {**harness.settings_doc(), "load": {"query": "sum(rate(requests_total[1m]))"}}
+    settings.write_text(json.dumps(doc))
     dump = work / "dump.json"
     tuner = str(Path(sys.executable).with_name("tuner"))
     runs = {name: Run() for name in ("sync", "cycle", "once", "dump", "snapshot", "live")}
