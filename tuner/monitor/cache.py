@@ -181,9 +181,11 @@ class ClusterCache:
     def objects(self, timeout_s: float = SYNC_TIMEOUT_S) -> list[Obj]:
         """A consistent copy of every cached object; a :class:`ServiceError` when the cache
         is not synced within ``timeout_s``."""
-        if not self.wait_synced(timeout_s):
-            raise ServiceError(f"kubernetes cache not synced after {timeout_s:g} s: {self.why()}")
-        with self._changed:
+        with self._changed:  # reentrant: waiting releases it, the copy holds it
+            if not self.wait_synced(timeout_s):
+                raise ServiceError(
+                    f"kubernetes cache not synced after {timeout_s:g} s: {self.why()}"
+                )
             return [obj for state in self._states.values() for obj in state.store.values()]
 
     def cluster(self, timeout_s: float = SYNC_TIMEOUT_S) -> Cluster:
@@ -233,6 +235,11 @@ class ClusterCache:
                 relist = err.status == GONE
                 self._failed(state, f"{err.status} {err.reason}")
             except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
+                self._failed(state, f"{type(err).__name__}: {err}")
+            except Exception as err:
+                # A bug must not leave the kind silently frozen: it turns stale, then relists.
+                log.exception("%s watcher failed", kind)
+                relist = True
                 self._failed(state, f"{type(err).__name__}: {err}")
 
     def _replace(self, state: KindState, listing: Listing) -> None:
