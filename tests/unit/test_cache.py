@@ -230,7 +230,7 @@ class _Script:
         self.watches = watches
         self.parked = threading.Event()
 
-    def list_kind(self, _api: object, kind: str) -> Listing:
+    def list_kind(self, _api: object, kind: str, **_options: object) -> Listing:
         names = self.lists.pop(0)
         return Listing([pruned(kind, _live_pod(n)) for n in names], str(len(self.lists)))
 

@@ -124,12 +124,14 @@ class ClusterCache:
         watch_timeout_s: int = WATCH_TIMEOUT_S,
         backoff_s: float = 1.0,
         stale_after_s: float = 30.0,
+        from_cache: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
         self.watch_timeout_s = watch_timeout_s
         self.backoff_s = backoff_s
         self.stale_after_s = stale_after_s
+        self.from_cache = from_cache
         self._clock = clock
         self._changed = threading.Condition()
         self._stop = threading.Event()
@@ -225,7 +227,7 @@ class ClusterCache:
         while not self._stop.is_set():
             try:
                 if relist:
-                    self._replace(state, list_kind(self.api, kind))
+                    self._replace(state, list_kind(self.api, kind, from_cache=self.from_cache))
                     relist = False
                 self._watch(state)
             except Expired as err:
@@ -280,6 +282,8 @@ class ClusterCache:
             self._changed.notify_all()
 
     def _failed(self, state: KindState, why: str) -> None:
+        if self._stop.is_set():
+            return  # the watch was ended on purpose
         with self._changed:
             if state.failing_since is None:
                 state.failing_since = self._clock()

@@ -9,6 +9,7 @@ daemon's watch-backed cache (:mod:`tuner.monitor.cache`).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -133,7 +134,9 @@ class WatchStream:
 
     def end(self) -> None:
         """End the watch from another thread (its reader sees the stream end or fail)."""
-        self._response.shutdown()
+        with contextlib.suppress(RuntimeError, ValueError, OSError):
+            # The stream may have ended (and its connection gone back to the pool) meanwhile.
+            self._response.shutdown()
 
 
 def list_objects(api: ApiClient) -> list[Obj]:
