@@ -1,10 +1,12 @@
 """A watch-backed cache of the cluster for the daemon: list once, then follow watches.
 
-One daemon thread per kind (:data:`~tuner.monitor.kube.KINDS`) lists the kind (paginated, from
-the API server's watch cache), then watches it from the list's resourceVersion with bookmarks,
-applying each event to its store of pruned objects. A dropped connection or an API server
-restart resumes the watch from the last resourceVersion seen (after a short back-off); a
-``410 Gone`` (the version was compacted away) lists the kind again and replaces its store.
+One daemon thread per kind (:data:`~tuner.monitor.kube.KINDS`) lists the kind (in pages of
+500; ``from_cache=True`` asks the API server's watch cache instead, see
+:func:`~tuner.monitor.kube.list_kind`), then watches it from the list's resourceVersion with
+bookmarks, applying each event to its store of pruned objects. A dropped connection or an API
+server restart resumes the watch from the last resourceVersion seen (after a short back-off); a
+``410 Gone`` (that version is older than the server's watch cache holds, e.g. after a restart)
+lists the kind again and replaces its store.
 
 Usage::
 
@@ -124,7 +126,7 @@ class ClusterCache:
         watch_timeout_s: int = WATCH_TIMEOUT_S,
         backoff_s: float = 1.0,
         stale_after_s: float = 30.0,
-        from_cache: bool = True,
+        from_cache: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
