@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import urllib3
 from kubernetes.client import ApiClient
@@ -73,11 +73,19 @@ def _version(obj: Mapping[str, Any]) -> str | None:
     return str(version) if version else None
 
 
-def apply_event(store: Store, kind: str, event: Mapping[str, Any]) -> str | None:
-    """Apply one watch event (decoded JSON) to ``store``; the resourceVersion it carries.
+class Applied(NamedTuple):
+    """What an event did: the resourceVersion it carries, and whether the store changed."""
 
-    ADDED/MODIFIED put the pruned object, DELETED removes it, BOOKMARK only moves the version.
-    An ERROR event raises :class:`Expired` for 410 Gone, else :class:`ApiException`.
+    version: str | None
+    changed: bool
+
+
+def apply_event(store: Store, kind: str, event: Mapping[str, Any]) -> Applied:
+    """Apply one watch event (decoded JSON) to ``store``.
+
+    ADDED/MODIFIED put the pruned object, DELETED removes it, BOOKMARK only moves the version;
+    an update of fields no parser reads (e.g. a node's heartbeat) changes nothing. An ERROR
+    event raises :class:`Expired` for 410 Gone, else :class:`ApiException`.
     """
     kind_of_event = event.get("type")
     obj = event.get("object")
@@ -88,11 +96,15 @@ def apply_event(store: Store, kind: str, event: Mapping[str, Any]) -> str | None
         if code == GONE:
             raise Expired(str(obj.get("message", "resource version too old")))
         raise ApiException(status=code, reason=str(obj.get("message", "watch error")))
+    key = object_key(obj)
+    changed = False
     if kind_of_event in ("ADDED", "MODIFIED"):
-        store[object_key(obj)] = pruned(kind, obj)
+        new = pruned(kind, obj)
+        changed = store.get(key) != new
+        store[key] = new
     elif kind_of_event == "DELETED":
-        store.pop(object_key(obj), None)
-    return _version(obj)
+        changed = store.pop(key, None) is not None
+    return Applied(_version(obj), changed)
 
 
 def store_of(objects: Iterable[Obj]) -> Store:
@@ -139,6 +151,8 @@ class ClusterCache:
         self._stop = threading.Event()
         self._states = {kind: KindState(kind, {}) for kind in kinds}
         self._threads: list[threading.Thread] = []
+        self._generation = 0  # bumped by every change of a store
+        self._parsed: tuple[int, Cluster] | None = None
 
     # ------------------------------------------------------------ lifecycle --
     def start(self) -> None:
@@ -193,8 +207,17 @@ class ClusterCache:
             return [obj for state in self._states.values() for obj in state.store.values()]
 
     def cluster(self, timeout_s: float = SYNC_TIMEOUT_S) -> Cluster:
-        """The cluster as the cache has it now, parsed like a dump."""
-        return cluster_from_objects(self.objects(timeout_s))
+        """The cluster as the cache has it now, parsed like a dump (the same immutable value
+        again while nothing changed: parsing is most of a read's time)."""
+        with self._changed:
+            objects = self.objects(timeout_s)
+            generation, parsed = self._generation, self._parsed
+        if parsed is not None and parsed[0] == generation:
+            return parsed[1]
+        cluster = cluster_from_objects(objects)
+        with self._changed:
+            self._parsed = (generation, cluster)
+        return cluster
 
     def why(self) -> str:
         """The kinds that are not synced and why (empty when synced)."""
@@ -253,6 +276,7 @@ class ClusterCache:
             state.version = listing.version
             state.listed = True
             state.lists += 1
+            self._generation += 1
             self._recovered(state)
             self._changed.notify_all()
         log.debug("%s listed: %d objects at %s", state.kind, len(store), listing.version)
@@ -270,9 +294,10 @@ class ClusterCache:
                 if self._stop.is_set():
                     return
                 with self._changed:
-                    version = apply_event(state.store, state.kind, event)
-                    state.version = version or state.version
+                    applied = apply_event(state.store, state.kind, event)
+                    state.version = applied.version or state.version
                     state.events += 1
+                    self._generation += applied.changed
         finally:
             with self._changed:
                 state.watch = None
