@@ -4,8 +4,8 @@
 
 For each size: a private control plane (own ports and state dir, ``down`` at the end), N KWOK
 nodes (2/4/8-core, labelled with instance types), ~100 Deployments, 2 DaemonSets, PDBs and HPAs
-giving ~30 pods a node, created by the controllers and the scheduler (their client QPS raised
-with ``TUNER_KUBE_API_QPS``). Then, each in its own process under ``/usr/bin/time`` (wall and
+giving ~30 pods a node, created by the controllers, the scheduler and kwok (client rate limits
+off: ``TUNER_DISABLE_QPS_LIMITS``). Then, each in its own process under ``/usr/bin/time`` (wall and
 peak RSS), medians over the repeats: the cache's first sync and a cycle's read + analyse + plan
 on the synced cache, ``tuner run --dry-run --once``, the ``kubectl get … -o json`` dump, ``tuner
 plan --snapshot`` on it and ``tuner plan --live``. Prints a Markdown table with the load average.
@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -42,7 +43,6 @@ DEPLOYMENTS = 100
 NAMESPACES = 10
 PODS_PER_NODE = 30
 DAEMONSETS = 2
-QPS = "1000"
 
 
 @dataclass
@@ -83,7 +83,7 @@ def record(run: Run, proc: subprocess.CompletedProcess[str], wall: float | None 
 
 
 # ------------------------------------------------------------------- population --
-def populate(harness: ClusterHarness, nodes: int) -> dict[str, float]:
+def populate(harness: ClusterHarness, nodes: int, limit_s: float) -> dict[str, float]:
     """Nodes, workloads and pods; seconds each step took and the pods Running."""
     api = harness.new_api()
     api.configuration.connection_pool_maxsize = 32
@@ -108,7 +108,7 @@ def populate(harness: ClusterHarness, nodes: int) -> dict[str, float]:
     for d in range(DAEMONSETS):
         apps.create_namespaced_daemon_set("kube-system", _daemonset(f"agent-{d}"))
     target = replicas * DEPLOYMENTS + DAEMONSETS * nodes
-    running = _wait_running(core, target)
+    running = _wait_running(core, target, time.monotonic() + limit_s)
     return {
         "nodes_s": t_nodes,
         "pods_s": time.monotonic() - t0 - t_nodes,
@@ -117,14 +117,18 @@ def populate(harness: ClusterHarness, nodes: int) -> dict[str, float]:
     }
 
 
-def _wait_running(core: client.CoreV1Api, target: int, stall_s: float = 120.0) -> int:
-    """Until ``target`` pods run, or none more started for ``stall_s``; how many run."""
+def _wait_running(
+    core: client.CoreV1Api, target: int, deadline: float, stall_s: float = 120.0
+) -> int:
+    """Until ``target`` pods run, none more started for ``stall_s`` or ``deadline`` (monotonic)
+    passed; how many run."""
     best, since = -1, time.monotonic()
     while True:
         running = _count(core, "status.phase=Running")
         if running > best:
             best, since = running, time.monotonic()
-        if running >= target or time.monotonic() - since > stall_s:
+        now = time.monotonic()
+        if running >= target or now - since > stall_s or now > deadline:
             return running
         time.sleep(5)
 
@@ -213,7 +217,9 @@ def measure(harness: ClusterHarness, repeat: int, work: Path) -> dict[str, Run]:
     """Every measured command, ``repeat`` times each."""
     env = dict(harness.env)
     settings = work / "settings.json"
-    settings.write_text(json.dumps(harness.settings_doc()))
+    # tuner run needs a load query; no Prometheus runs here, so its cycle ends without one
+    doc = {**harness.settings_doc(), "load": {"query": "sum(rate(requests_total[1m]))"}}
+    settings.write_text(json.dumps(doc))
     dump = work / "dump.json"
     tuner = str(Path(sys.executable).with_name("tuner"))
     runs = {name: Run() for name in ("sync", "cycle", "once", "dump", "snapshot", "live")}
@@ -232,6 +238,8 @@ def measure(harness: ClusterHarness, repeat: int, work: Path) -> dict[str, Run]:
         record(runs["snapshot"], timed(snapshot, env))
         live = [tuner, "plan", "--live", "--settings", str(settings)]
         record(runs["live"], timed(live, env))
+        done = {key: (run.wall[-1], run.rss[-1], run.load[-1]) for key, run in runs.items()}
+        print(f"repeat (wall s, RSS MB, load): {done}", file=sys.stderr, flush=True)
     runs["dump"].load.append(dump.stat().st_size / 2**20)  # the dump's size rides along
     return runs
 
@@ -269,15 +277,15 @@ def table(size: int, population: dict[str, float], runs: dict[str, Run]) -> str:
     return "\n".join(lines)
 
 
-def bench_size(size: int, repeat: int) -> str:
+def bench_size(size: int, repeat: int, limit_s: float) -> str:
     """Bring up, populate, measure and tear down one cluster of ``size`` nodes."""
     with tempfile.TemporaryDirectory(prefix=f"live-scale-{size}-") as tmp:
         work = Path(tmp)
         harness = ClusterHarness(work / "state", f"scale{size}-{random.randrange(10**6)}")
-        harness.env["TUNER_KUBE_API_QPS"] = QPS
+        harness.env["TUNER_DISABLE_QPS_LIMITS"] = "true"
         try:
             harness.start()
-            population = populate(harness, size)
+            population = populate(harness, size, limit_s)
             print(f"populated {size} nodes: {population}", file=sys.stderr, flush=True)
             return table(size, population, measure(harness, repeat, work))
         finally:
@@ -288,10 +296,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--populate-limit",
+        type=float,
+        default=3600,
+        help="seconds to wait for the pods to run before measuring what is there",
+    )
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # tear the cluster down on TERM
     print(f"machine: {os.cpu_count()} cores; load at start {os.getloadavg()[0]:.1f}\n")
     for size in args.nodes:
-        print(bench_size(size, args.repeat) + "\n", flush=True)
+        print(bench_size(size, args.repeat, args.populate_limit) + "\n", flush=True)
 
 
 if __name__ == "__main__":

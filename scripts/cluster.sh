@@ -52,7 +52,7 @@ KWOK_PORT="${TUNER_KWOK_PORT:-10347}"
 
 UP_TIMEOUT="${TUNER_UP_TIMEOUT:-180}"        # seconds to wait for readiness
 BUILD_JOBS="${TUNER_BUILD_JOBS:-2}"          # go build -p (machine has 2 cores)
-KUBE_API_QPS="${TUNER_KUBE_API_QPS:-}"       # controllers' and scheduler's client QPS (bench)
+NO_QPS_LIMITS="${TUNER_DISABLE_QPS_LIMITS:-false}"  # true: no client rate limits (bench)
 
 # ----------------------------------------------------------------- helpers --
 log() { printf '[cluster.sh] %s\n' "$*" >&2; }
@@ -259,8 +259,6 @@ kubectl_() {
 # kwokctl reads $KWOK_WORKDIR/kwok.yaml by default: everything it needs (runtime,
 # binaries, ports, audit policy) is set there, so it never downloads anything.
 write_kwokctl_config() {
-  local qps=""  # extra args raising the client rate limits (burst: twice the QPS)
-  [[ -n "$KUBE_API_QPS" ]] && qps=$'\n      - {key: kube-api-qps, value: "'"$KUBE_API_QPS"$'"}\n      - {key: kube-api-burst, value: "'"$((KUBE_API_QPS * 2))"'"}'
   mkdir -p "$STATE_DIR"
   cat >"$STATE_DIR/audit-policy.yaml" <<'EOF'
 # Every request, at Metadata level (who, verb, resource, response code).
@@ -286,6 +284,7 @@ options:
   kubeAuditPolicy: $STATE_DIR/audit-policy.yaml
   cacheDir: $STATE_DIR/cache
   quietPull: true
+  disableQPSLimits: $NO_QPS_LIMITS
   etcdBinary: $ETCD_BIN/etcd
   kubeApiserverBinary: $K8S_BIN/kube-apiserver
   kubeControllerManagerBinary: $K8S_BIN/kube-controller-manager
@@ -299,10 +298,10 @@ componentsPatches:
   # instance instead, so they survive restart-apiserver.
   - name: kube-controller-manager
     extraArgs:
-      - {key: leader-elect, value: "false"}$qps
+      - {key: leader-elect, value: "false"}
   - name: kube-scheduler
     extraArgs:
-      - {key: leader-elect, value: "false"}$qps
+      - {key: leader-elect, value: "false"}
   # On SIGTERM the api server otherwise waits up to 60s for open watch streams;
   # with a grace period it ends them and exits within seconds.
   - name: kube-apiserver

@@ -184,13 +184,24 @@ def test_events_add_modify_and_delete_objects() -> None:
     store = store_of([pruned("Pod", _live_pod("a"))])
     moved = _live_pod("a", node="n2")
     moved["metadata"]["resourceVersion"] = "9"
-    assert apply_event(store, "Pod", {"type": "MODIFIED", "object": moved}) == "9"
+    assert apply_event(store, "Pod", {"type": "MODIFIED", "object": moved}) == ("9", True)
     assert store[object_key(moved)]["spec"]["nodeName"] == "n2"
     assert "managedFields" not in store[object_key(moved)]["metadata"]
     apply_event(store, "Pod", {"type": "ADDED", "object": _live_pod("b")})
     assert sorted(o["metadata"]["name"] for o in store.values()) == ["a", "b"]
     apply_event(store, "Pod", {"type": "DELETED", "object": _live_pod("a")})
     assert [o["metadata"]["name"] for o in store.values()] == ["b"]
+
+
+def test_an_update_of_fields_no_parser_reads_changes_nothing() -> None:
+    store = store_of([pruned("Node", _live_node())])
+    heartbeat = _live_node()
+    heartbeat["metadata"]["resourceVersion"] = "12"
+    heartbeat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-11-23T17:00:00Z"
+    assert apply_event(store, "Node", {"type": "MODIFIED", "object": heartbeat}) == ("12", False)
+    tainted = copy.deepcopy(heartbeat)
+    tainted["spec"]["taints"] = []
+    assert apply_event(store, "Node", {"type": "MODIFIED", "object": tainted}).changed
 
 
 def test_a_pod_recreated_under_the_same_name_is_a_new_object() -> None:
@@ -207,7 +218,7 @@ def test_a_bookmark_moves_the_version_only() -> None:
         "type": "BOOKMARK",
         "object": {"kind": "Pod", "metadata": {"resourceVersion": "42"}},
     }
-    assert apply_event(store, "Pod", bookmark) == "42"
+    assert apply_event(store, "Pod", bookmark) == ("42", False)
     assert store == before
 
 
@@ -230,9 +241,9 @@ class _Script:
         self.watches = watches
         self.parked = threading.Event()
 
-    def list_kind(self, _api: object, kind: str) -> Listing:
+    def list_kind(self, _api: object, kind: str, **_options: object) -> Listing:
         names = self.lists.pop(0)
-        return Listing([pruned(kind, _live_pod(n)) for n in names], str(len(self.lists)))
+        return Listing([pruned(kind, _live_pod(n, node="")) for n in names], str(len(self.lists)))
 
     def stream(self, *_args: object) -> _Stream:
         return _Stream(self.watches.pop(0) if self.watches else None, self.parked)
@@ -270,6 +281,8 @@ def test_a_410_gone_lists_again_and_the_list_replaces_the_store(
     try:
         assert script.parked.wait(10)
         names = sorted(o["metadata"]["name"] for o in cache.objects(timeout_s=10))
+        first = cache.cluster(timeout_s=10)
+        assert cache.cluster(timeout_s=10) is first  # nothing changed: not parsed again
     finally:
         cache.stop()
     assert names == ["b", "c"]  # "a" deleted and "x" gone while expired: the relist decides

@@ -1,10 +1,12 @@
 """A watch-backed cache of the cluster for the daemon: list once, then follow watches.
 
-One daemon thread per kind (:data:`~tuner.monitor.kube.KINDS`) lists the kind (paginated, from
-the API server's watch cache), then watches it from the list's resourceVersion with bookmarks,
-applying each event to its store of pruned objects. A dropped connection or an API server
-restart resumes the watch from the last resourceVersion seen (after a short back-off); a
-``410 Gone`` (the version was compacted away) lists the kind again and replaces its store.
+One daemon thread per kind (:data:`~tuner.monitor.kube.KINDS`) lists the kind (in pages of
+500; ``from_cache=True`` asks the API server's watch cache instead, see
+:func:`~tuner.monitor.kube.list_kind`), then watches it from the list's resourceVersion with
+bookmarks, applying each event to its store of pruned objects. A dropped connection or an API
+server restart resumes the watch from the last resourceVersion seen (after a short back-off); a
+``410 Gone`` (that version is older than the server's watch cache holds, e.g. after a restart)
+lists the kind again and replaces its store.
 
 Usage::
 
@@ -27,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import urllib3
 from kubernetes.client import ApiClient
@@ -71,11 +73,19 @@ def _version(obj: Mapping[str, Any]) -> str | None:
     return str(version) if version else None
 
 
-def apply_event(store: Store, kind: str, event: Mapping[str, Any]) -> str | None:
-    """Apply one watch event (decoded JSON) to ``store``; the resourceVersion it carries.
+class Applied(NamedTuple):
+    """What an event did: the resourceVersion it carries, and whether the store changed."""
 
-    ADDED/MODIFIED put the pruned object, DELETED removes it, BOOKMARK only moves the version.
-    An ERROR event raises :class:`Expired` for 410 Gone, else :class:`ApiException`.
+    version: str | None
+    changed: bool
+
+
+def apply_event(store: Store, kind: str, event: Mapping[str, Any]) -> Applied:
+    """Apply one watch event (decoded JSON) to ``store``.
+
+    ADDED/MODIFIED put the pruned object, DELETED removes it, BOOKMARK only moves the version;
+    an update of fields no parser reads (e.g. a node's heartbeat) changes nothing. An ERROR
+    event raises :class:`Expired` for 410 Gone, else :class:`ApiException`.
     """
     kind_of_event = event.get("type")
     obj = event.get("object")
@@ -86,11 +96,15 @@ def apply_event(store: Store, kind: str, event: Mapping[str, Any]) -> str | None
         if code == GONE:
             raise Expired(str(obj.get("message", "resource version too old")))
         raise ApiException(status=code, reason=str(obj.get("message", "watch error")))
+    key = object_key(obj)
+    changed = False
     if kind_of_event in ("ADDED", "MODIFIED"):
-        store[object_key(obj)] = pruned(kind, obj)
+        new = pruned(kind, obj)
+        changed = store.get(key) != new
+        store[key] = new
     elif kind_of_event == "DELETED":
-        store.pop(object_key(obj), None)
-    return _version(obj)
+        changed = store.pop(key, None) is not None
+    return Applied(_version(obj), changed)
 
 
 def store_of(objects: Iterable[Obj]) -> Store:
@@ -124,17 +138,21 @@ class ClusterCache:
         watch_timeout_s: int = WATCH_TIMEOUT_S,
         backoff_s: float = 1.0,
         stale_after_s: float = 30.0,
+        from_cache: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
         self.watch_timeout_s = watch_timeout_s
         self.backoff_s = backoff_s
         self.stale_after_s = stale_after_s
+        self.from_cache = from_cache
         self._clock = clock
         self._changed = threading.Condition()
         self._stop = threading.Event()
         self._states = {kind: KindState(kind, {}) for kind in kinds}
         self._threads: list[threading.Thread] = []
+        self._generation = 0  # bumped by every change of a store
+        self._parsed: tuple[int, Cluster] | None = None
 
     # ------------------------------------------------------------ lifecycle --
     def start(self) -> None:
@@ -181,14 +199,25 @@ class ClusterCache:
     def objects(self, timeout_s: float = SYNC_TIMEOUT_S) -> list[Obj]:
         """A consistent copy of every cached object; a :class:`ServiceError` when the cache
         is not synced within ``timeout_s``."""
-        if not self.wait_synced(timeout_s):
-            raise ServiceError(f"kubernetes cache not synced after {timeout_s:g} s: {self.why()}")
-        with self._changed:
+        with self._changed:  # reentrant: waiting releases it, the copy holds it
+            if not self.wait_synced(timeout_s):
+                raise ServiceError(
+                    f"kubernetes cache not synced after {timeout_s:g} s: {self.why()}"
+                )
             return [obj for state in self._states.values() for obj in state.store.values()]
 
     def cluster(self, timeout_s: float = SYNC_TIMEOUT_S) -> Cluster:
-        """The cluster as the cache has it now, parsed like a dump."""
-        return cluster_from_objects(self.objects(timeout_s), strict=False)  # skip, warn
+        """The cluster as the cache has it now, parsed like a dump (the same immutable value
+        again while nothing changed: parsing is most of a read's time)."""
+        with self._changed:
+            objects = self.objects(timeout_s)
+            generation, parsed = self._generation, self._parsed
+        if parsed is not None and parsed[0] == generation:
+            return parsed[1]
+        cluster = cluster_from_objects(objects, strict=False)  # skip, warn
+        with self._changed:
+            self._parsed = (generation, cluster)
+        return cluster
 
     def why(self) -> str:
         """The kinds that are not synced and why (empty when synced)."""
@@ -223,7 +252,7 @@ class ClusterCache:
         while not self._stop.is_set():
             try:
                 if relist:
-                    self._replace(state, list_kind(self.api, kind))
+                    self._replace(state, list_kind(self.api, kind, from_cache=self.from_cache))
                     relist = False
                 self._watch(state)
             except Expired as err:
@@ -234,6 +263,11 @@ class ClusterCache:
                 self._failed(state, f"{err.status} {err.reason}")
             except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
                 self._failed(state, f"{type(err).__name__}: {err}")
+            except Exception as err:
+                # A bug must not leave the kind silently frozen: it turns stale, then relists.
+                log.exception("%s watcher failed", kind)
+                relist = True
+                self._failed(state, f"{type(err).__name__}: {err}")
 
     def _replace(self, state: KindState, listing: Listing) -> None:
         store = store_of(listing.objects)
@@ -242,6 +276,7 @@ class ClusterCache:
             state.version = listing.version
             state.listed = True
             state.lists += 1
+            self._generation += 1
             self._recovered(state)
             self._changed.notify_all()
         log.debug("%s listed: %d objects at %s", state.kind, len(store), listing.version)
@@ -259,9 +294,10 @@ class ClusterCache:
                 if self._stop.is_set():
                     return
                 with self._changed:
-                    version = apply_event(state.store, state.kind, event)
-                    state.version = version or state.version
+                    applied = apply_event(state.store, state.kind, event)
+                    state.version = applied.version or state.version
                     state.events += 1
+                    self._generation += applied.changed
         finally:
             with self._changed:
                 state.watch = None
@@ -273,6 +309,8 @@ class ClusterCache:
             self._changed.notify_all()
 
     def _failed(self, state: KindState, why: str) -> None:
+        if self._stop.is_set():
+            return  # the watch was ended on purpose
         with self._changed:
             if state.failing_since is None:
                 state.failing_since = self._clock()

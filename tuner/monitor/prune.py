@@ -14,8 +14,9 @@ from typing import Any
 Obj = dict[str, Any]
 Pruner = Callable[[Mapping[str, Any]], Obj]
 
-_META = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp", "ownerReferences")
-"""Metadata every kind keeps (labels and annotations are kept where a parser reads them)."""
+_META = ("name", "namespace", "uid", "deletionTimestamp", "ownerReferences")
+"""Metadata every kind keeps (labels and annotations are kept where a parser reads them). Not
+the resourceVersion: an update that changes nothing the parsers read leaves an equal object."""
 
 _CONTAINER = ("resources", "restartPolicy")
 _POD_SPEC = ("nodeName", "overhead", "affinity", "tolerations", "nodeSelector")
