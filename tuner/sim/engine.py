@@ -52,6 +52,8 @@ class Scenario:
     startup: float = 10.0
     """Seconds from binding until a pod is Ready (serves load, reports metrics)."""
     sources: tuple[str, ...] = ()
+    seed: int | None = None
+    """The scenario file's seed (``tuner simulate --seed`` overrides it)."""
 
     @property
     def currency(self) -> str:
@@ -129,6 +131,7 @@ class Simulation:
                     pool.node_type, self.now, 0.0, pool.name, self.pool_label
                 )
         self._evictions = 0
+        self._loads_now: tuple[float, dict[str, float]] = (math.nan, {})
         self.reconcile()
         self._start_daemons()
 
@@ -217,19 +220,36 @@ class Simulation:
     def _ready(self, pod: SimPod) -> bool:
         return pod.node is not None and self.now >= pod.bound_at + self.scenario.startup
 
+    def _namespace_loads(self) -> dict[str, float]:
+        """Each namespace's load now (computed once per tick)."""
+        if self._loads_now[0] != self.now:
+            loads = {ns: pattern(self.now) for ns, pattern in self.scenario.loads.items()}
+            self._loads_now = (self.now, loads)
+        return self._loads_now[1]
+
     def _demand(self, service: Service) -> float:
-        pattern = self.scenario.loads.get(service.namespace)
-        return service.demand(pattern(self.now)) if pattern is not None else service.fixed_cpu
+        load = self._namespace_loads().get(service.namespace)
+        return service.demand(load) if load is not None else service.fixed_cpu
+
+    def _ready_counts(self) -> dict[Service, int]:
+        """Ready pods per service, in one pass over the pods."""
+        ready: dict[Service, int] = {}
+        startup = self.scenario.startup
+        for pod in self.cluster_state.pods.values():
+            if pod.node is not None and self.now >= pod.bound_at + startup:
+                ready[pod.service] = ready.get(pod.service, 0) + 1
+        return ready
 
     def _sync_hpas(self) -> None:
+        counts = self._ready_counts()
         for service, hpa in self.hpas.items():
-            pods = self.cluster_state.pods_of(service)
-            ready = sum(1 for p in pods if self._ready(p))
+            ready = counts.get(service, 0)
+            count = self.cluster_state.count(service)
             self.replicas[service] = hpa.desired(
                 self.now,
                 self.replicas[service],
                 ready,
-                len(pods) - ready,
+                count - ready,
                 self._demand(service) if ready else 0.0,
                 service.cpu,
             )
@@ -265,7 +285,7 @@ class Simulation:
     def _observe(self) -> None:
         state = self.cluster_state
         now = self.now
-        load = self.scenario.load(now)
+        load = sum(self._namespace_loads().values())
         pending = 0
         cpu = memory = pods = 0
         for pod in state.pods.values():
@@ -289,9 +309,9 @@ class Simulation:
         if now < 0:
             return
         short = 0
+        ready = self._ready_counts()
         for service in self.hpas:
-            ready = sum(1 for p in state.pods_of(service) if self._ready(p))
-            if self._demand(service) > ready * service.cpu:
+            if self._demand(service) > ready.get(service, 0) * service.cpu:
                 short += 1
         s = self.series
         s.time.append(now)
