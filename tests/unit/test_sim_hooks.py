@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from tuner.sim.autoscaler import AutoscalerConfig, ClusterAutoscaler
 from tuner.sim.engine import Autoscaler, Scenario, Simulation
 from tuner.sim.load import Phase, Phases
+from tuner.sim.pools import NodePool
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.state import SimCluster, SimPod
 from tuner.sim.workloads import Service
@@ -22,8 +23,7 @@ def tiny() -> Scenario:
         services=(Service("web", 500, 2**28, replicas=2, namespace="shop"),),
         daemonsets=(),
         loads={"shop": Phases(60, (Phase(600, 1.0),))},
-        autoscaler=AutoscalerConfig(E2, max_nodes=5),
-        initial_nodes=1,
+        pools=(NodePool("pool", E2, max_nodes=5, initial_nodes=1),),
         duration=600,
         warmup=0,
     )

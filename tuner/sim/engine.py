@@ -14,7 +14,7 @@ import math
 import random
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from tuner.model.cluster import Cluster, Hpa
@@ -24,6 +24,7 @@ from tuner.sim.executor import SimulatedExecutor
 from tuner.sim.hpa import SYNC_PERIOD, HorizontalPodAutoscaler
 from tuner.sim.load import LoadPattern
 from tuner.sim.metrics import ActionCounts, ActionResult, Series
+from tuner.sim.pools import POOL_LABELS, NodePool
 from tuner.sim.scheduler import LEAST_ALLOCATED, Scheduler
 from tuner.sim.state import SimCluster, SimPod
 from tuner.sim.workloads import Service
@@ -34,7 +35,7 @@ MAX_WINDOW = 4 * 3600.0
 
 @dataclass(frozen=True)
 class Scenario:
-    """What to simulate: workloads, their load, the node pool and the autoscaler's flags."""
+    """What to simulate: workloads, their load, the node pools and the autoscaler's flags."""
 
     name: str
     title: str
@@ -42,9 +43,11 @@ class Scenario:
     daemonsets: tuple[Service, ...]
     loads: dict[str, LoadPattern]
     """Load pattern per namespace; services in other namespaces see no load."""
-    autoscaler: AutoscalerConfig
-    initial_nodes: int
+    pools: tuple[NodePool, ...]
     duration: float
+    autoscaler: AutoscalerConfig = field(default_factory=AutoscalerConfig)
+    system: str = "gke"
+    """``gke`` or ``eks``: which provider's node-pool label the nodes carry."""
     warmup: float = 1800.0
     startup: float = 10.0
     """Seconds from binding until a pod is Ready (serves load, reports metrics)."""
@@ -53,7 +56,7 @@ class Scenario:
     @property
     def currency(self) -> str:
         """Currency of the node prices."""
-        return self.autoscaler.node_type.currency
+        return self.pools[0].node_type.currency
 
     def load(self, t: float) -> float:
         """Total load over every namespace at ``t``."""
@@ -82,7 +85,9 @@ class Autoscaler(Protocol):
         """Act if due; returns the pods it evicted (now pending)."""
 
 
-def autoscaler_of(scenario: Scenario, strategy: Strategy | None) -> Autoscaler:
+def autoscaler_of(
+    scenario: Scenario, strategy: Strategy | None, rng: random.Random, pool_label: str
+) -> Autoscaler:
     """The strategy's autoscaler: its replacement, else the Cluster Autoscaler with the
     strategy's profile of flags, else with the scenario's."""
     replacement = getattr(strategy, "autoscaler", None)
@@ -91,7 +96,7 @@ def autoscaler_of(scenario: Scenario, strategy: Strategy | None) -> Autoscaler:
         return built
     profile = getattr(strategy, "profile", None)
     config = scenario.autoscaler if profile is None else profile(scenario.autoscaler)
-    return ClusterAutoscaler(config, scenario.daemonsets)
+    return ClusterAutoscaler(config, scenario.pools, scenario.daemonsets, rng, pool_label)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +126,8 @@ class Simulation:
         self.now = -scenario.warmup
         self.cluster_state = SimCluster()
         self.scheduler = Scheduler(self.rng, getattr(strategy, "scoring", LEAST_ALLOCATED))
-        self.autoscaler = autoscaler_of(scenario, strategy)
+        self.pool_label = POOL_LABELS.get(scenario.system, "")
+        self.autoscaler = autoscaler_of(scenario, strategy, self.rng, self.pool_label)
         self.replicas: dict[Service, int] = {s: s.replicas for s in scenario.services}
         self.hpas = {
             s: HorizontalPodAutoscaler(s.hpa) for s in scenario.services if s.hpa is not None
@@ -142,10 +148,12 @@ class Simulation:
         self._signature: tuple[object, ...] = ()
         self._stable_since = self.now
         self._loads: deque[tuple[float, float]] = deque()
-        for _ in range(scenario.initial_nodes):
-            self.cluster_state.add_node(
-                scenario.autoscaler.node_type, self.now, 0.0, scenario.autoscaler.pool
-            )
+        for pool in scenario.pools:
+            for _ in range(pool.initial_nodes):
+                self.cluster_state.add_node(
+                    pool.node_type, self.now, 0.0, pool.name, self.pool_label
+                )
+        self._evictions = 0
         self.reconcile()
         self._start_daemons()
 
@@ -189,6 +197,12 @@ class Simulation:
                 break
         self.actions.count(results)
         return tuple(results)
+
+    def evict(self, pod: SimPod) -> None:
+        """Evict a pod (any actor: the Cluster Autoscaler's drain, the tuner's executor, a
+        descheduler, Karpenter): it is deleted, its ReplicaSet re-creates it, and it counts
+        in the evictions per hour."""
+        self.cluster_state.evict(pod)
 
     # -- one tick ------------------------------------------------------------------------------
 
@@ -295,6 +309,8 @@ class Simulation:
         self._loads.append((now, load))
         while self._loads and self._loads[0][0] < now - MAX_WINDOW:
             self._loads.popleft()
+        evicted = state.evictions - self._evictions
+        self._evictions = state.evictions
         if now < 0:
             return
         short = 0
@@ -312,3 +328,4 @@ class Simulation:
         s.cpu.append(cpu)
         s.memory.append(memory)
         s.pods.append(pods)
+        s.evictions.append(evicted)

@@ -49,6 +49,7 @@ def summary(comparison: Comparison) -> dict[str, Any]:
                 "cost": round(o.cost, 4),
                 "savings_vs_ca": round(comparison.savings(o.strategy), 4),
                 "gap_to_lower_bound": round(comparison.gap(o.strategy), 4),
+                "evictions_per_hour": round(o.evictions_per_hour, 3),
                 "pending_pod_seconds": o.pending_pod_seconds,
                 "seconds_over_cpu": o.short_seconds,
                 "stable_windows": o.windows[0],

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from tuner.errors import InputError
-from tuner.sim.autoscaler import AutoscalerConfig
 from tuner.sim.engine import Scenario
 from tuner.sim.load import (
     HIGH_FREQUENCY,
@@ -46,7 +45,9 @@ from tuner.sim.load import (
     Phases,
     TraceReplay,
     trace_series,
+    trace_step,
 )
+from tuner.sim.pools import NodePool
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.workloads import (
     EKS_DAEMONSETS,
@@ -63,8 +64,10 @@ from tuner.sim.workloads import (
     Service,
 )
 
+DEFAULT_POOL = "pool"
+"""Node names start with their pool's name; single-pool scenarios keep the ``pool-NNNN`` names
+they had before pools existed (the scheduler breaks ties in name order)."""
 DAY = 86400.0
-SAMPLES_PER_DAY = 288
 APPLICATIONS = {
     a.name: a for a in (PHP_APACHE, ONLINE_BOUTIQUE, SOCK_SHOP, ROBOT_SHOP, SOCIAL_NETWORK)
 }
@@ -74,6 +77,11 @@ PATTERNS: dict[str, Phases] = {
     "high-frequency": HIGH_FREQUENCY,
 }
 SYSTEMS = {"gke": (GKE_DAEMONSETS, GKE_SYSTEM), "eks": (EKS_DAEMONSETS, EKS_SYSTEM)}
+
+
+def _pool(node_type: str, initial: int, most: int) -> NodePool:
+    """The one pool of a single-pool scenario (at least one node, as before pools existed)."""
+    return NodePool(DEFAULT_POOL, NODE_TYPES[node_type], 1, most, initial)
 
 
 def _thesis(name: str, pattern: Phases, title: str) -> Callable[[float | None], Scenario]:
@@ -90,8 +98,7 @@ def _thesis(name: str, pattern: Phases, title: str) -> Callable[[float | None], 
             services=services,
             daemonsets=daemons,
             loads={"demo": pattern},
-            autoscaler=AutoscalerConfig(NODE_TYPES["n1-standard-2"], min_nodes=1, max_nodes=8),
-            initial_nodes=2,
+            pools=(_pool("n1-standard-2", 2, 8),),
             duration=pattern.duration if hours is None else hours * 3600,
             sources=("thesis §5.1-5.2.3", "DynamicTopologySelection demo/artillery/new_patterns"),
         )
@@ -104,13 +111,14 @@ def _copies(
 ) -> tuple[tuple[Service, ...], dict[str, LoadPattern]]:
     services: list[Service] = []
     loads: dict[str, LoadPattern] = {}
-    days = len(trace_series(trace)) // SAMPLES_PER_DAY
+    per_day = int(DAY // trace_step(trace))
+    days = len(trace_series(trace)) // per_day
     span_days = int(duration // DAY) + 1
     for i in range(copies):
         namespace = f"{app.name}-{i + 1}"
         day = (first_day + i) % max(days - span_days, 1)
         services += app.in_namespace(namespace)
-        loads[namespace] = TraceReplay.of(trace, day * SAMPLES_PER_DAY, duration, peak)
+        loads[namespace] = TraceReplay.of(trace, day * per_day, duration, peak)
     return tuple(services), loads
 
 
@@ -137,9 +145,9 @@ def _multi(
             services=(*services, *system_services),
             daemonsets=daemons,
             loads=loads,
-            autoscaler=AutoscalerConfig(NODE_TYPES[node_type], max_nodes=max_nodes),
-            initial_nodes=initial_nodes,
+            pools=(_pool(node_type, initial_nodes, max_nodes),),
             duration=duration,
+            system=system,
             sources=(app.name, trace),
         )
 
@@ -163,9 +171,9 @@ def _demo(hours: float | None) -> Scenario:
         services=(*services, *system),
         daemonsets=daemons,
         loads=loads,
-        autoscaler=AutoscalerConfig(NODE_TYPES["e2-standard-2"], max_nodes=20),
-        initial_nodes=6,
+        pools=(_pool("e2-standard-2", 6, 20),),
         duration=duration,
+        system="eks",
         sources=(ONLINE_BOUTIQUE.name, "steady load (demo)"),
     )
 
@@ -291,8 +299,15 @@ def scenario_from_dict(doc: Any, hours: float | None = None) -> Scenario:
             services=tuple(services),
             daemonsets=daemons,
             loads=loads,
-            autoscaler=AutoscalerConfig(node_type, max_nodes=int(doc.get("max_nodes", 100))),
-            initial_nodes=int(doc.get("initial_nodes", 1)),
+            pools=(
+                NodePool(
+                    DEFAULT_POOL,
+                    node_type,
+                    1,
+                    int(doc.get("max_nodes", 100)),
+                    int(doc.get("initial_nodes", 1)),
+                ),
+            ),
             duration=duration,
         )
     except (KeyError, TypeError, ValueError) as err:

@@ -63,6 +63,8 @@ class Service:
     """Millicores of CPU per unit of load."""
     fixed_cpu: float = 0.0
     namespace: str = "default"
+    pdb_max_unavailable: int | None = None
+    """``maxUnavailable`` of its PodDisruptionBudget; None: it has none."""
 
     @property
     def workload(self) -> Workload:
