@@ -25,7 +25,7 @@ from tuner.sim.hpa import SYNC_PERIOD, HorizontalPodAutoscaler
 from tuner.sim.load import LoadPattern
 from tuner.sim.metrics import ActionCounts, ActionResult, Series
 from tuner.sim.pools import POOL_LABELS, NodePool
-from tuner.sim.scheduler import Scheduler
+from tuner.sim.scheduler import LEAST_ALLOCATED, Scheduler
 from tuner.sim.state import SimCluster, SimPod
 from tuner.sim.workloads import Service
 
@@ -66,12 +66,39 @@ class Scenario:
 
 
 class Strategy(Protocol):
-    """What runs next to the autoscalers: nothing, the 2019 tuner, or ours."""
+    """What runs next to the autoscalers: nothing, a peer, the 2019 tuner, or ours.
+
+    Optional hooks, read once when the simulation starts: ``scoring`` (str), the scheduler's
+    NodeResourcesFit strategy (``LeastAllocated`` when absent); ``profile(config)``, the Cluster
+    Autoscaler's flags this strategy runs it with; ``autoscaler(scenario)``, an
+    :class:`Autoscaler` that replaces the Cluster Autoscaler (Karpenter).
+    """
 
     name: str
 
     def on_tick(self, sim: Simulation) -> None:
         """Called once per tick after the autoscalers; may call ``sim.apply``."""
+
+
+class Autoscaler(Protocol):
+    """What adds and removes nodes each tick: the Cluster Autoscaler or a replacement."""
+
+    def step(self, cluster: SimCluster, unschedulable: list[SimPod], now: float) -> list[SimPod]:
+        """Act if due; returns the pods it evicted (now pending)."""
+
+
+def autoscaler_of(
+    scenario: Scenario, strategy: Strategy | None, rng: random.Random, pool_label: str
+) -> Autoscaler:
+    """The strategy's autoscaler: its replacement, else the Cluster Autoscaler with the
+    strategy's profile of flags, else with the scenario's."""
+    replacement = getattr(strategy, "autoscaler", None)
+    if replacement is not None:
+        built: Autoscaler = replacement(scenario)
+        return built
+    profile = getattr(strategy, "profile", None)
+    config = scenario.autoscaler if profile is None else profile(scenario.autoscaler)
+    return ClusterAutoscaler(config, scenario.pools, scenario.daemonsets, rng, pool_label)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,11 +127,9 @@ class Simulation:
         self.rng = random.Random(seed)
         self.now = -scenario.warmup
         self.cluster_state = SimCluster()
-        self.scheduler = Scheduler(self.rng)
+        self.scheduler = Scheduler(self.rng, getattr(strategy, "scoring", LEAST_ALLOCATED))
         self.pool_label = POOL_LABELS.get(scenario.system, "")
-        self.autoscaler = ClusterAutoscaler(
-            scenario.autoscaler, scenario.pools, scenario.daemonsets, self.rng, self.pool_label
-        )
+        self.autoscaler = autoscaler_of(scenario, strategy, self.rng, self.pool_label)
         self.replicas: dict[Service, int] = {s: s.replicas for s in scenario.services}
         self.hpas = {
             s: HorizontalPodAutoscaler(s.hpa) for s in scenario.services if s.hpa is not None

@@ -21,11 +21,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tuner.sim.bound import FluidBound, Mix
+from tuner.sim.command import STRATEGY_NAMES
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.metrics import ActionCounts, Series
 from tuner.sim.strategies import LABELS, STRATEGIES
 
-ORDER = ("autoscaler", "tuner2019", "tuner")
+ORDER = STRATEGY_NAMES
+"""Strategies in table order: the CA alone, its peers, then the tuners."""
 BASELINE = "autoscaler"
 
 
