@@ -157,6 +157,8 @@ class Simulation:
                 )
         self._evictions = 0
         self._loads_now: tuple[float, dict[str, float]] = (math.nan, {})
+        self._counts: tuple[int, tuple[int, ...]] = (-1, ())
+        """Pods per service, as of a state version."""
         self.reconcile()
         self._start_daemons()
 
@@ -257,12 +259,17 @@ class Simulation:
         return service.demand(load) if load is not None else service.fixed_cpu
 
     def _ready_counts(self) -> dict[Service, int]:
-        """Ready pods per service, in one pass over the pods."""
-        ready: dict[Service, int] = {}
+        """Ready pods per service: bound pods less those bound within the startup time (the
+        state's recent bindings, pruned here; a pod deleted or rebound since is skipped)."""
+        state = self.cluster_state
+        recent = state.recent_binds
         startup = self.scenario.startup
-        for pod in self.cluster_state.pods.values():
-            if pod.node is not None and self.now >= pod.bound_at + startup:
-                ready[pod.service] = ready.get(pod.service, 0) + 1
+        while recent and self.now >= recent[0][0] + startup:
+            recent.popleft()
+        ready = dict(state.bound)
+        for bound_at, pod in recent:
+            if pod.node is not None and pod.bound_at == bound_at and pod.uid in state.pods:
+                ready[pod.service] -= 1
         return ready
 
     def _sync_hpas(self) -> None:
@@ -282,8 +289,11 @@ class Simulation:
     def reconcile(self) -> None:
         """ReplicaSet controllers: create or delete pods to match the desired replicas."""
         state = self.cluster_state
+        by_service = state.by_service
         for service, want in self.replicas.items():
-            have = state.count(service)
+            have = len(by_service.get(service, ()))
+            if have == want:
+                continue
             for _ in range(want - have):
                 state.create_pod(service, self.now)
             if have > want:
@@ -311,17 +321,14 @@ class Simulation:
         state = self.cluster_state
         now = self.now
         load = sum(self._namespace_loads().values())
-        pending = 0
-        cpu = memory = pods = 0
-        for pod in state.pods.values():
-            if pod.node is None:
-                pending += 1
-            if not pod.daemon:
-                cpu += pod.service.cpu
-                memory += pod.service.memory
-                pods += 1
+        totals = state.totals
+        pending, cpu, memory, pods = totals.pending, totals.cpu, totals.memory, totals.pods
         registered = tuple(sorted(n.name for n in state.nodes.values() if n.ready(now)))
-        counts = tuple(state.count(s) for s in self.scenario.services)
+        if self._counts[0] != state.version:
+            by_service = state.by_service
+            counts = tuple(len(by_service.get(s, ())) for s in self.scenario.services)
+            self._counts = (state.version, counts)
+        counts = self._counts[1]
         signature = (registered, counts, pending)
         if signature != self._signature:
             self._signature = signature

@@ -16,6 +16,9 @@ from tuner.sim.strategies import LABELS
 
 STYLES: dict[str, dict[str, Any]] = {
     "autoscaler": {"color": "tab:blue", "linewidth": 3.5, "alpha": 0.45},
+    "binpacking": {"color": "tab:purple", "linewidth": 1.0},
+    "descheduler": {"color": "tab:brown", "linewidth": 1.0},
+    "karpenter": {"color": "tab:red", "linewidth": 1.0},
     "tuner2019": {"color": "tab:orange", "linewidth": 1.2},
     "tuner": {"color": "tab:green", "linewidth": 1.4, "linestyle": "--"},
 }

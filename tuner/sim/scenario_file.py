@@ -129,7 +129,7 @@ def _at(doc: Any, path: tuple[str | int, ...]) -> Any:
     return doc
 
 
-def _check_load(where: str, entry: dict[str, Any], duration: float) -> None:
+def _check_load(where: str, entry: dict[str, Any], duration: float, first_day: int = 0) -> None:
     given = [k for k in ("pattern", "trace", "constant") if k in entry]
     if len(given) != 1:
         raise InputError(f"{where}: give exactly one of 'pattern', 'trace' or 'constant'")
@@ -138,9 +138,10 @@ def _check_load(where: str, entry: dict[str, Any], duration: float) -> None:
             raise InputError(f"{where}.peak: a trace needs the load at its peak")
         days = len(trace_series(entry["trace"])) * trace_step(entry["trace"]) / DAY
         span = math.ceil((duration + WARMUP) / DAY) + 1
-        if entry.get("first_day", 0) + span > days:
+        first = entry.get("first_day", first_day)
+        if first + span > days:
             raise InputError(
-                f"{where}.first_day: {entry.get('first_day', 0)} leaves less than the "
+                f"{where}.first_day: {first} leaves less than the "
                 f"{span} days the run needs of trace {entry['trace']} ({days:g} days)"
             )
     elif "peak" in entry or "first_day" in entry:
@@ -169,7 +170,8 @@ def _check_rules(doc: dict[str, Any]) -> None:
         if any(n.startswith(f"{app}-") for n in namespaces):
             raise InputError(f"{where}.app: {app!r} is listed twice (use copies)")
         namespaces |= {f"{app}-{c + 1}" for c in range(entry.get("copies", 1))}
-        _check_load(where, {k: v for k, v in entry.items() if k not in ("app", "copies")}, duration)
+        load = {k: v for k, v in entry.items() if k not in ("app", "copies")}
+        _check_load(where, load, duration, first_day=1)
     seen: set[tuple[str, str]] = set()
     for i, service in enumerate(doc.get("services", ())):
         _check_service(f"services[{i}]", service, seen, namespaces)

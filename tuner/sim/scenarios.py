@@ -16,20 +16,21 @@ For ``tuner demo`` only (not in ``--scenario all``): ``demo``, Online Boutique x
 load on six e2-standard-2 nodes as a peak left them, every node above the Cluster Autoscaler's
 50 % scale-down threshold.
 
-A scenario file is JSON::
+Scenarios that look like real clusters, written as scenario files
+(``tuner/sim/scenario_files``): ``heterogeneous`` (GKE, three pools of different shapes with the
+``least-waste`` expander; shops plus Elasticsearch, Kibana, Logstash, Redis, PostgreSQL and
+ingress-nginx at their Helm charts' default requests), ``diurnal-week`` (EKS, two node groups,
+seven days of the Capital Bikeshare trace: weekday and weekend, day and night) and ``large``
+(GKE, Online Boutique x30 on e2-standard-2, above 100 nodes at the peak).
 
-    {"name": "mine", "node_type": "e2-standard-4", "initial_nodes": 3, "max_nodes": 40,
-     "hours": 24, "system": "gke",
-     "applications": [{"app": "sock-shop", "copies": 4, "trace": "google2019",
-                       "first_day": 1, "peak": 40}]}
-
-where an application may give ``"pattern": "wide-peaks" | "narrow-peaks" | "high-frequency"``
-instead of a trace.
+Any other name is read as a scenario file (:mod:`tuner.sim.scenario_file`, ``docs/scenarios.md``).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 
 from tuner.errors import InputError
@@ -37,7 +38,7 @@ from tuner.sim.engine import Scenario
 from tuner.sim.load import LoadPattern, Phase, Phases
 from tuner.sim.pools import NodePool
 from tuner.sim.prices import NODE_TYPES
-from tuner.sim.scenario_file import APPLICATIONS, PATTERNS, SYSTEMS, copies, read
+from tuner.sim.scenario_file import APPLICATIONS, PATTERNS, SYSTEMS, build, copies, read
 from tuner.sim.workloads import GKE_DAEMONSETS, GKE_SYSTEM, THESIS_MONITORING, Application, Service
 
 PHP_APACHE = APPLICATIONS["php-apache"]
@@ -108,6 +109,16 @@ def _multi(
         )
 
     return build
+
+
+def _packaged(name: str) -> Callable[[float | None], Scenario]:
+    """A scenario shipped as a scenario file in ``tuner/sim/scenario_files``."""
+
+    def build_file(hours: float | None) -> Scenario:
+        text = resources.files("tuner.sim.scenario_files").joinpath(f"{name}.json")
+        return build(json.loads(text.read_text(encoding="utf-8")), hours)
+
+    return build_file
 
 
 def _demo(hours: float | None) -> Scenario:
@@ -202,6 +213,9 @@ SCENARIOS: dict[str, Callable[[float | None], Scenario]] = {
         initial_nodes=4,
         max_nodes=60,
     ),
+    "heterogeneous": _packaged("heterogeneous"),
+    "diurnal-week": _packaged("diurnal-week"),
+    "large": _packaged("large"),
 }
 THESIS_SCENARIOS = ("thesis-wide", "thesis-narrow", "thesis-high-frequency")
 MULTI_SERVICE = ("online-boutique", "sock-shop", "robot-shop", "social-network")
