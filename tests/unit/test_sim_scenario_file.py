@@ -14,6 +14,7 @@ from tuner.cli import main
 from tuner.sim.load import TRACES
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.scenario_file import APPLICATIONS, PATTERNS, build, schema
+from tuner.sim.scenarios import scenario
 
 VALID: dict[str, Any] = {
     "name": "mine",
@@ -191,3 +192,26 @@ def test_the_schema_lists_exactly_what_the_simulator_knows() -> None:
     assert defs["application"]["properties"]["app"]["enum"] == list(APPLICATIONS)
     assert defs["trace"]["enum"] == list(TRACES)
     assert defs["pattern"]["enum"] == list(PATTERNS)
+
+
+def test_the_real_cluster_scenarios_have_their_pools_traces_and_budgets() -> None:
+    het = scenario("heterogeneous")
+    assert [p.node_type.name for p in het.pools] == [
+        "e2-standard-4",
+        "e2-standard-8",
+        "e2-highmem-4",
+    ]
+    assert het.autoscaler.expander == "least-waste"
+    assert any("elastic/elasticsearch" in s for s in het.sources)
+    es = next(s for s in het.services if s.name == "elasticsearch")
+    assert (es.cpu, es.memory, es.replicas, es.pdb_max_unavailable) == (1000, 2 * 2**30, 3, 1)
+    week = scenario("diurnal-week")
+    assert week.duration == 7 * 86400
+    assert week.system == "eks"
+    shop = week.loads["sock-shop-1"]
+    weekday = max(shop(h * 3600.0) for h in range(24))  # Monday
+    weekend = max(shop(h * 3600.0) for h in range(5 * 24, 7 * 24))
+    night = min(shop(h * 3600.0) for h in range(24))
+    assert weekend < 0.8 * weekday
+    assert night < 0.1 * weekday
+    assert scenario("large").pools[0].max_nodes >= 100
