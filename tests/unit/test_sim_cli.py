@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tuner.cli import main
+from tuner.sim.strategies import STRATEGIES
 
 
 def test_simulate_short_run_writes_table_plot_and_results(
@@ -18,13 +19,19 @@ def test_simulate_short_run_writes_table_plot_and_results(
     )
     assert code == 0
     out = capsys.readouterr().out
-    assert "| CA alone |" in out
-    assert "| CA + 2019 tuner |" in out
-    assert "| CA + tuner |" in out
+    for label in (
+        "CA alone",
+        "CA + MostAllocated",
+        "CA + descheduler",
+        "Karpenter",
+        "CA + 2019 tuner",
+        "CA + tuner",
+    ):
+        assert f"| {label} |" in out
     assert "| lower bound |" in out
     assert (tmp_path / "thesis-narrow.png").stat().st_size > 10_000
     (result,) = json.loads((tmp_path / "results.json").read_text())
-    assert set(result["strategies"]) == {"autoscaler", "tuner2019", "tuner"}
+    assert set(result["strategies"]) == set(STRATEGIES)
 
 
 def test_same_seed_gives_the_same_table(capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,10 +3,12 @@ executor (actions land where planned or are reported unverified)."""
 
 from __future__ import annotations
 
+from tuner.model.cluster import Pod
 from tuner.plan.actions import Migrate, RemoveNode
-from tuner.sim.autoscaler import AutoscalerConfig
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.load import Phase, Phases
+from tuner.sim.metrics import ActionResult
+from tuner.sim.pools import NodePool
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.scenarios import scenario
 from tuner.sim.workloads import HpaSpec, Service
@@ -24,8 +26,7 @@ def small(initial_nodes: int = 3, load: float = 10.0) -> Scenario:
         services=(WEB, API),
         daemonsets=(Service("proxy", 100, 0, kind="DaemonSet", namespace="kube-system"),),
         loads={"shop": Phases(60, (Phase(3600, load),))},
-        autoscaler=AutoscalerConfig(E2, max_nodes=10),
-        initial_nodes=initial_nodes,
+        pools=(NodePool("pool", E2, 1, 10, initial_nodes),),
         duration=1800,
         warmup=60,
     )
@@ -49,13 +50,19 @@ def test_window_is_stable_once_nothing_changed_for_its_length() -> None:
     assert window.load == 10.0
 
 
-def test_migration_lands_on_the_labelled_node_and_is_verified() -> None:
-    sim = Simulation(small(), 1)
-    sim.advance(120)
+def migrate_api(sim: Simulation) -> tuple[Pod, str, ActionResult]:
+    """Move the api pod to another node: (the pod, the target, the result)."""
     cluster = sim.cluster()
     pod = next(p for p in cluster.pods if p.workload.name == "api")
     target = next(n.name for n in cluster.nodes if n.name != pod.node)
     (result,) = sim.apply([Migrate(pod, target)])
+    return pod, target, result
+
+
+def test_migration_lands_on_the_labelled_node_and_is_verified() -> None:
+    sim = Simulation(small(), 1)
+    sim.advance(120)
+    pod, target, result = migrate_api(sim)
     assert result.verified, result.detail
     (moved,) = [p for p in sim.cluster().pods if p.workload.name == "api"]
     assert moved.key != pod.key
@@ -113,3 +120,43 @@ def test_replicaset_scale_down_takes_pods_from_the_node_with_most_replicas() -> 
     sim.reconcile()
     assert sorted(p.node or "" for p in state.pods_of(api)) == [first, second]
     assert [p.bound_at for p in state.pods_of(api) if p.node == first] == [0.0]
+
+
+def test_every_eviction_counts_once_in_the_tick_it_happens() -> None:
+    # small(): 3 x web (2100m) need three nodes; the api pod is on one of them.
+    sim = Simulation(small(), 1)
+    sim.advance(120)
+    _pod, target, result = migrate_api(sim)
+    assert result.verified
+    victim = next(n for n in sim.cluster().nodes if n.name != target)
+    on_victim = [p for p in sim.cluster().pods_by_node[victim.name] if not p.follows_node]
+    sim.apply([RemoveNode(victim.name)], node_removal="command")
+    assert sim.cluster_state.evictions == 1 + len(on_victim)
+    sim.advance(sim.tick)
+    assert sum(sim.series.evictions) == 1 + len(on_victim)
+    assert sim.series.evictions[-1] == 1 + len(on_victim)
+
+
+def test_nodes_carry_their_pool_and_the_providers_pool_label() -> None:
+    sim = Simulation(small(), 1)
+    assert {n.pool for n in sim.cluster_state.nodes.values()} == {"pool"}
+    assert all(n.labels["cloud.google.com/gke-nodepool"] == "pool" for n in sim.cluster().nodes)
+
+
+def test_running_totals_and_ready_counts_match_a_recount() -> None:
+    sim = Simulation(scenario("online-boutique", 1.0), 3)
+    for _ in range(12):
+        sim.advance(300)
+        state = sim.cluster_state
+        pods = list(state.pods.values())
+        workload = [p for p in pods if not p.daemon]
+        assert state.totals.pending == sum(1 for p in pods if p.node is None)
+        assert state.totals.pods == len(workload)
+        assert state.totals.cpu == sum(p.service.cpu for p in workload)
+        assert state.totals.memory == sum(p.service.memory for p in workload)
+        ready: dict[object, int] = {}
+        for p in pods:
+            if p.node is not None and sim.now >= p.bound_at + sim.scenario.startup:
+                ready[p.service] = ready.get(p.service, 0) + 1
+        counted = sim._ready_counts()
+        assert {s: n for s, n in counted.items() if n} == ready

@@ -9,7 +9,7 @@ import pytest
 
 from tuner.model.scheduling import Taint
 from tuner.sim.prices import NODE_TYPES
-from tuner.sim.scheduler import Scheduler
+from tuner.sim.scheduler import MOST_ALLOCATED, Scheduler
 from tuner.sim.state import SimCluster, affinity_label
 from tuner.sim.workloads import Service
 
@@ -28,9 +28,9 @@ def cluster_of(*used_cpu: int) -> SimCluster:
     return cluster
 
 
-def place(cluster: SimCluster, service: Service) -> str | None:
+def place(cluster: SimCluster, service: Service, scoring: str = "LeastAllocated") -> str | None:
     pod = cluster.create_pod(service, 0)
-    node = Scheduler(random.Random(0)).choose(cluster, pod, 0)
+    node = Scheduler(random.Random(0), scoring).choose(cluster, pod, 0)
     return None if node is None else node.name
 
 
@@ -88,3 +88,44 @@ def test_scores_match_kube_schedulers_formulas_by_hand() -> None:
     assert scores == pytest.approx(expected)
     # 2000m more is 51 % of the node's CPU; each of the two scores loses half of that
     assert scores[1] - scores[0] == pytest.approx(2 * (2000 / alloc_cpu / 2 * 100))
+
+
+def filled(*used: tuple[int, int]) -> SimCluster:
+    """Nodes with (CPU millicores, memory bytes) already requested."""
+    cluster = SimCluster()
+    for cpu, memory in used:
+        node = cluster.add_node(E2, 0, 0, "n")
+        filler = Service(f"fill-{node.name}", cpu, memory, namespace="shop")
+        cluster.bind(cluster.create_pod(filler, 0), node, 0)
+    return cluster
+
+
+def test_most_allocated_packs_onto_the_fullest_feasible_node() -> None:
+    # each filler asks 1 MiB per millicore (CPU stays the larger share); 3500m leaves 420m,
+    # too little for 500m
+    cluster = filled(*((cpu, cpu * 2**20) for cpu in (2000, 100, 1000, 3500)))
+    assert place(cluster, WEB, MOST_ALLOCATED) == "n-0001"
+    assert place(filled((2000, 2000 * 2**20), (100, 2**20)), WEB) == "n-0002"
+
+
+def test_most_allocated_scores_by_hand() -> None:
+    alloc_cpu, alloc_mem = 3920, 16 * 2**30 - 2791728742 - 100 * 2**20
+    cluster = filled((2000, 2**30), (0, 0))
+    pod = cluster.create_pod(WEB, 0)  # 500m, 256 MiB
+    nodes = [cluster.nodes["n-0001"], cluster.nodes["n-0002"]]
+    scores = Scheduler(random.Random(0), MOST_ALLOCATED).scores(pod, nodes)
+    expected = []
+    for cpu_used, mem_used in ((2000, 2**30), (0, 0)):
+        cpu, mem = (cpu_used + 500) / alloc_cpu, (mem_used + 2**28) / alloc_mem
+        most = (cpu + mem) / 2 * 100  # NodeResourcesFit, MostAllocated, weights 1:1
+        balanced = (1 - abs(cpu - mem) / 2) * 100
+        expected.append(1 * most + 1 * balanced + 3 * 100)
+    assert scores == pytest.approx(expected)
+    # with CPU the larger share, MostAllocated + BalancedAllocation add up to 100 + 100 x the
+    # memory share: the default weights pack by the smaller share
+    assert scores[0] - scores[1] == pytest.approx(2**30 / alloc_mem * 100)
+
+
+def test_an_unknown_scoring_strategy_is_refused() -> None:
+    with pytest.raises(ValueError, match="scoring"):
+        Scheduler(random.Random(0), "RequestedToCapacityRatio")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from tests.support.builders import cluster, node, pod
 from tuner.model.movability import Policy, assess
-from tuner.sim.autoscaler import AutoscalerConfig
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.load import Phase, Phases
+from tuner.sim.pools import NodePool
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.strategies.autoscaler_only import AutoscalerOnly
 from tuner.sim.strategies.thesis2019 import removal_2019
@@ -25,8 +25,7 @@ def fragmented() -> Scenario:
         services=(Service("web", 350, 2**28, replicas=24, namespace="shop"),),
         daemonsets=(Service("proxy", 100, 0, kind="DaemonSet", namespace="kube-system"),),
         loads={"shop": Phases(60, (Phase(7200, 1.0),))},
-        autoscaler=AutoscalerConfig(E2, max_nodes=10),
-        initial_nodes=4,
+        pools=(NodePool("pool", E2, 1, 10, 4),),
         duration=2400,
         warmup=60,
     )

@@ -1,8 +1,10 @@
 """The Cluster Autoscaler, with its default flags.
 
 Scale-up (every scan): pending pods that fit on no ready node are packed first-fit onto the
-free room of nodes already coming up, then onto new template nodes (with their DaemonSet
-pods); that many nodes are requested and become ready after ``provisioning_delay``.
+free room of nodes already coming up; for the rest, each node pool estimates how many of its
+template nodes (allocatable minus the DaemonSet pods) they need, first-fit, capped at the pool's
+maximum; the ``--expander`` picks one pool (:mod:`tuner.sim.expander`) and that many of its
+nodes are requested; they become ready after ``provisioning_delay``.
 
 Scale-down (every scan): a node is *unneeded* when its utilization, max(CPU, memory) requests
 (DaemonSet pods included) over allocatable, is below ``utilization_threshold`` (0.5) and all its
@@ -11,18 +13,21 @@ removable in the same pass are not destinations). It carries the ``PreferNoSched
 ``DeletionCandidateOfClusterAutoscaler`` taint while unneeded. A node unneeded for
 ``unneeded_time`` (10 min) is deleted and its pods are evicted and rescheduled: empty nodes
 up to ``max_empty_bulk_delete`` (10) at once, one node with pods per scan. Nothing is deleted
-within ``delay_after_add`` (10 min) of a scale-up. Nodes running pods of ``kube-system`` that
-are not DaemonSet pods are skipped (``--skip-nodes-with-system-pods=true``), and so are nodes
-with bare pods.
+within ``delay_after_add`` (10 min) of a scale-up, and no pool shrinks below its minimum. Nodes
+running ``kube-system`` pods that are neither DaemonSet pods nor covered by a
+PodDisruptionBudget are skipped (``--skip-nodes-with-system-pods=true``), and so are nodes with
+pods whose PodDisruptionBudget allows too few disruptions.
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 
 from tuner.model.resources import Resources
 from tuner.model.scheduling import Taint
-from tuner.sim.prices import NodeType
+from tuner.sim.expander import Option, choose
+from tuner.sim.pools import NodePool
 from tuner.sim.state import DELETION_CANDIDATE, SimCluster, SimNode, SimPod
 from tuner.sim.workloads import Service
 
@@ -31,11 +36,8 @@ CANDIDATE_TAINT = Taint(DELETION_CANDIDATE, "", "PreferNoSchedule")
 
 @dataclass(frozen=True, slots=True)
 class AutoscalerConfig:
-    """Cluster Autoscaler flags (defaults of the CA) and the node pool."""
+    """Cluster Autoscaler flags (the CA's defaults)."""
 
-    node_type: NodeType
-    min_nodes: int = 1
-    max_nodes: int = 100
     scan_interval: float = 10.0
     provisioning_delay: float = 120.0
     """Seconds from the scale-up decision until the node is Ready (a VM boot and kubelet join;
@@ -45,7 +47,8 @@ class AutoscalerConfig:
     delay_after_add: float = 600.0
     max_empty_bulk_delete: int = 10
     skip_nodes_with_system_pods: bool = True
-    pool: str = "pool"
+    expander: str = "random"
+    """``random`` (the CA's default), ``least-waste`` or ``price`` (:mod:`tuner.sim.expander`)."""
 
 
 @dataclass
@@ -53,7 +56,11 @@ class ClusterAutoscaler:
     """The autoscaler's state between scans."""
 
     config: AutoscalerConfig
+    pools: tuple[NodePool, ...]
     daemonsets: tuple[Service, ...]
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    pool_label: str = ""
+    """The node label naming a node's pool (see :data:`tuner.sim.pools.POOL_LABELS`)."""
     unneeded_since: dict[str, float] = field(default_factory=dict)
     last_scale_up: float = -1e18
     next_scan: float = 0.0
@@ -62,57 +69,100 @@ class ClusterAutoscaler:
 
     # -- scale-up ------------------------------------------------------------------------------
 
-    def _template_free(self) -> Resources:
-        alloc = self.config.node_type.allocatable
+    def template_room(self, pool: NodePool) -> Resources:
+        """What a new node of ``pool`` offers pods: allocatable minus its DaemonSet pods."""
         used = Resources.total([Resources(s.cpu, s.memory) for s in self.daemonsets])
-        return alloc - used
+        return pool.node_type.allocatable - used
+
+    def estimate(self, pool: NodePool, pods: list[SimPod], size: int) -> Option | None:
+        """How many new ``pool`` nodes the pods need, first-fit over template nodes, capped by
+        the pool's maximum; None when no pod fits or the pool is full."""
+        room = self.template_room(pool)
+        slots = pool.node_type.max_pods - len(self.daemonsets)
+        bins: list[list[int]] = []
+        """Per new node: free CPU, free memory, free slots, then the pods' CPU and memory."""
+        for pod in pods:
+            req = pod.requests
+            if not req.fits_in(room) or slots < 1:
+                continue
+            for free in bins:
+                if free[0] >= req.cpu and free[1] >= req.memory and free[2] >= 1:
+                    break
+            else:
+                free = [room.cpu, room.memory, slots, 0, 0]
+                bins.append(free)
+            free[0] -= req.cpu
+            free[1] -= req.memory
+            free[2] -= 1
+            free[3] += req.cpu
+            free[4] += req.memory
+        nodes = min(len(bins), pool.max_nodes - size)
+        if nodes <= 0:
+            return None
+        used = bins[:nodes]
+        count = sum(slots - b[2] for b in used)
+        cpu = sum(b[3] for b in used)
+        memory = sum(b[4] for b in used)
+        return Option(pool, nodes, count, Resources(cpu, memory), room)
 
     def scale_up(self, cluster: SimCluster, unschedulable: list[SimPod], now: float) -> int:
-        """Request nodes for pods that fit nowhere; returns how many."""
+        """Request nodes for pods that fit nowhere, in the pool the expander picks; returns
+        how many."""
         if not unschedulable:
             return 0
-        template = self._template_free()
-        slots = self.config.node_type.max_pods - len(self.daemonsets)
         bins: list[list[int]] = [
             [n.free().cpu, n.free().memory, n.type.max_pods - len(n.pods)]
             for n in cluster.nodes.values()
             if not n.ready(now) and n.registered
         ]
-        upcoming = len(bins)
+        waiting: list[SimPod] = []
         for pod in sorted(unschedulable, key=lambda p: (-p.service.cpu, p.uid)):
             req = pod.requests
-            if not req.fits_in(template):
+            room = next(
+                (b for b in bins if b[0] >= req.cpu and b[1] >= req.memory and b[2] >= 1), None
+            )
+            if room is None:
+                waiting.append(pod)
                 continue
-            for room in bins:
-                if room[0] >= req.cpu and room[1] >= req.memory and room[2] >= 1:
-                    break
-            else:
-                room = [template.cpu, template.memory, slots]
-                bins.append(room)
             room[0] -= req.cpu
             room[1] -= req.memory
             room[2] -= 1
-        wanted = len(bins) - upcoming
-        room_left = self.config.max_nodes - len(cluster.nodes)
-        count = max(min(wanted, room_left), 0)
-        for _ in range(count):
+        if not waiting:
+            return 0
+        estimates = (self.estimate(p, waiting, cluster.pool_size(p.name)) for p in self.pools)
+        options = [o for o in estimates if o is not None]
+        if not options:
+            return 0
+        chosen = choose(self.config.expander, options, self.rng)
+        for _ in range(chosen.nodes):
             cluster.add_node(
-                self.config.node_type, now, self.config.provisioning_delay, self.config.pool
+                chosen.pool.node_type,
+                now,
+                self.config.provisioning_delay,
+                chosen.pool.name,
+                self.pool_label,
             )
-        if count:
-            self.last_scale_up = now
-            self.scale_ups += count
-        return count
+        self.last_scale_up = now
+        self.scale_ups += chosen.nodes
+        return chosen.nodes
 
     # -- scale-down ----------------------------------------------------------------------------
 
     def _blocked(self, cluster: SimCluster, node: SimNode) -> bool:
+        """A pod that may not be drained: a ``kube-system`` pod without a PodDisruptionBudget
+        (under ``--skip-nodes-with-system-pods``), or pods whose budget allows fewer
+        disruptions than the node holds of them."""
+        on_node: dict[Service, int] = {}
         for pod in cluster.pods_on(node):
             if pod.daemon:
                 continue
-            if self.config.skip_nodes_with_system_pods and pod.service.namespace == "kube-system":
-                return True
-        return False
+            service = pod.service
+            if service.pdb_max_unavailable is None:
+                if self.config.skip_nodes_with_system_pods and service.namespace == "kube-system":
+                    return True
+                continue
+            on_node[service] = on_node.get(service, 0) + 1
+        return any((cluster.disruptions_allowed(s) or 0) < n for s, n in on_node.items())
 
     @staticmethod
     def utilization(node: SimNode) -> float:
@@ -184,13 +234,19 @@ class ClusterAutoscaler:
         if now - self.last_scale_up < self.config.delay_after_add:
             return []
         ripe = [n for n in unneeded if now - self.unneeded_since[n] >= self.config.unneeded_time]
-        ready = sum(1 for n in cluster.nodes.values() if n.ready(now))
-        budget = max(ready - self.config.min_nodes, 0)
-        empty = [n for n in ripe if all(cluster.pods[u].daemon for u in cluster.nodes[n].pods)]
-        doomed = empty[: min(self.config.max_empty_bulk_delete, budget)]
-        if not doomed and budget:
-            busy = [n for n in ripe if n not in empty]
-            doomed = busy[:1]
+        budget = {p.name: cluster.pool_size(p.name) - p.min_nodes for p in self.pools}
+        doomed: list[str] = []
+        for name in ripe:  # empty nodes first, in bulk
+            pool = cluster.nodes[name].pool
+            if (
+                len(doomed) < self.config.max_empty_bulk_delete
+                and budget.get(pool, 0) > 0
+                and all(cluster.pods[u].daemon for u in cluster.nodes[name].pods)
+            ):
+                doomed.append(name)
+                budget[pool] -= 1
+        if not doomed:  # else one node with pods
+            doomed = [n for n in ripe if budget.get(cluster.nodes[n].pool, 0) > 0][:1]
         evicted: list[SimPod] = []
         for name in doomed:
             evicted += cluster.delete_node(name)

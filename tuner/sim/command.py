@@ -8,7 +8,14 @@ import math
 from pathlib import Path
 from typing import Any
 
-STRATEGY_NAMES = ("autoscaler", "tuner2019", "tuner")
+STRATEGY_NAMES = (
+    "autoscaler",
+    "binpacking",
+    "descheduler",
+    "karpenter",
+    "tuner2019",
+    "tuner",
+)
 
 
 def _hours(text: str) -> float:
@@ -25,10 +32,11 @@ def add_simulate_parser(commands: Any) -> None:
     """Register ``simulate`` on the CLI's subparsers."""
     simulate = commands.add_parser(
         "simulate",
-        help="compare CA alone, the 2019 tuner and this tuner in the simulator",
+        help="compare the Cluster Autoscaler alone, its peers and the tuners in the simulator",
         description=(
             "Simulate a scenario (a name, 'all', or a scenario JSON file) with the Cluster "
-            "Autoscaler alone, with the 2019 tuner, and with this tuner, on the same load; "
+            "Autoscaler alone, with a bin-packing scheduler, with the descheduler, with "
+            "Karpenter instead, with the 2019 tuner, and with this tuner, on the same load; "
             "print the comparison table and, with --output, write PNG plots and results."
         ),
     )
@@ -40,7 +48,9 @@ def add_simulate_parser(commands: Any) -> None:
         help="strategies to run (repeatable; default: all; the CA alone always runs)",
     )
     simulate.add_argument("--hours", type=_hours, help="simulated hours after the warm-up")
-    simulate.add_argument("--seed", type=int, default=1)
+    simulate.add_argument(
+        "--seed", type=int, help="random seed (default: the scenario file's, else 1)"
+    )
     simulate.add_argument("--output", type=Path, help="directory for the PNGs and results")
     simulate.add_argument(
         "--readme",

@@ -26,8 +26,9 @@ from tuner.cycle import CycleReport, Outcome, Ports
 from tuner.daemon.knowledge import LazyKnowledge
 from tuner.execute.printer import render_text
 from tuner.moderator import Moderator
-from tuner.settings import Analyse, Pricing, Settings
+from tuner.settings import Analyse, Settings
 from tuner.sim.engine import Simulation
+from tuner.sim.pools import pricing
 from tuner.sim.ports import SimActuator, SimObserver
 from tuner.sim.scenarios import scenario
 
@@ -37,11 +38,10 @@ T = TypeVar("T")
 
 def demo_settings(sim: Simulation, knowledge: Path, seed: int) -> Settings:
     """The default settings, priced by the scenario's node type, with the given knowledge file."""
-    node_type = sim.scenario.autoscaler.node_type
     defaults = Settings()
     return replace(
         defaults,
-        pricing=Pricing(node_types={node_type.name: node_type.price}, currency=node_type.currency),
+        pricing=pricing(sim.scenario.pools),
         analyse=Analyse(seed=seed),
         knowledge=replace(defaults.knowledge, backend="embedded", path=str(knowledge)),
     )
@@ -73,7 +73,7 @@ def run_demo(name: str, hours: float, speed: float, seed: int) -> int:
     sim = Simulation(scenario(name, hours), seed)
     sim.advance(sim.scenario.warmup)
     end = sim.now + hours * 3600
-    node_type = sim.scenario.autoscaler.node_type
+    node_type = sim.scenario.pools[0].node_type
     say(
         f"tuner demo: {sim.scenario.title}; {node_type.name} nodes at "
         f"{node_type.price:g} {node_type.currency}/h; HPAs and the Cluster Autoscaler run in the "

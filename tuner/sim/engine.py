@@ -14,7 +14,7 @@ import math
 import random
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from tuner.model.cluster import Cluster, Hpa
@@ -24,7 +24,8 @@ from tuner.sim.executor import SimulatedExecutor
 from tuner.sim.hpa import SYNC_PERIOD, HorizontalPodAutoscaler
 from tuner.sim.load import LoadPattern
 from tuner.sim.metrics import ActionCounts, ActionResult, Series
-from tuner.sim.scheduler import Scheduler
+from tuner.sim.pools import POOL_LABELS, NodePool
+from tuner.sim.scheduler import LEAST_ALLOCATED, Scheduler
 from tuner.sim.state import SimCluster, SimPod
 from tuner.sim.workloads import Service
 
@@ -34,7 +35,7 @@ MAX_WINDOW = 4 * 3600.0
 
 @dataclass(frozen=True)
 class Scenario:
-    """What to simulate: workloads, their load, the node pool and the autoscaler's flags."""
+    """What to simulate: workloads, their load, the node pools and the autoscaler's flags."""
 
     name: str
     title: str
@@ -42,18 +43,22 @@ class Scenario:
     daemonsets: tuple[Service, ...]
     loads: dict[str, LoadPattern]
     """Load pattern per namespace; services in other namespaces see no load."""
-    autoscaler: AutoscalerConfig
-    initial_nodes: int
+    pools: tuple[NodePool, ...]
     duration: float
+    autoscaler: AutoscalerConfig = field(default_factory=AutoscalerConfig)
+    system: str = "gke"
+    """``gke`` or ``eks``: which provider's node-pool label the nodes carry."""
     warmup: float = 1800.0
     startup: float = 10.0
     """Seconds from binding until a pod is Ready (serves load, reports metrics)."""
     sources: tuple[str, ...] = ()
+    seed: int | None = None
+    """The scenario file's seed (``tuner simulate --seed`` overrides it)."""
 
     @property
     def currency(self) -> str:
         """Currency of the node prices."""
-        return self.autoscaler.node_type.currency
+        return self.pools[0].node_type.currency
 
     def load(self, t: float) -> float:
         """Total load over every namespace at ``t``."""
@@ -61,12 +66,39 @@ class Scenario:
 
 
 class Strategy(Protocol):
-    """What runs next to the autoscalers: nothing, the 2019 tuner, or ours."""
+    """What runs next to the autoscalers: nothing, a peer, the 2019 tuner, or ours.
+
+    Optional hooks, read once when the simulation starts: ``scoring`` (str), the scheduler's
+    NodeResourcesFit strategy (``LeastAllocated`` when absent); ``profile(config)``, the Cluster
+    Autoscaler's flags this strategy runs it with; ``autoscaler(scenario)``, an
+    :class:`Autoscaler` that replaces the Cluster Autoscaler (Karpenter).
+    """
 
     name: str
 
     def on_tick(self, sim: Simulation) -> None:
         """Called once per tick after the autoscalers; may call ``sim.apply``."""
+
+
+class Autoscaler(Protocol):
+    """What adds and removes nodes each tick: the Cluster Autoscaler or a replacement."""
+
+    def step(self, cluster: SimCluster, unschedulable: list[SimPod], now: float) -> list[SimPod]:
+        """Act if due; returns the pods it evicted (now pending)."""
+
+
+def autoscaler_of(
+    scenario: Scenario, strategy: Strategy | None, rng: random.Random, pool_label: str
+) -> Autoscaler:
+    """The strategy's autoscaler: its replacement, else the Cluster Autoscaler with the
+    strategy's profile of flags, else with the scenario's."""
+    replacement = getattr(strategy, "autoscaler", None)
+    if replacement is not None:
+        built: Autoscaler = replacement(scenario)
+        return built
+    profile = getattr(strategy, "profile", None)
+    config = scenario.autoscaler if profile is None else profile(scenario.autoscaler)
+    return ClusterAutoscaler(config, scenario.pools, scenario.daemonsets, rng, pool_label)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +127,9 @@ class Simulation:
         self.rng = random.Random(seed)
         self.now = -scenario.warmup
         self.cluster_state = SimCluster()
-        self.scheduler = Scheduler(self.rng)
-        self.autoscaler = ClusterAutoscaler(scenario.autoscaler, scenario.daemonsets)
+        self.scheduler = Scheduler(self.rng, getattr(strategy, "scoring", LEAST_ALLOCATED))
+        self.pool_label = POOL_LABELS.get(scenario.system, "")
+        self.autoscaler = autoscaler_of(scenario, strategy, self.rng, self.pool_label)
         self.replicas: dict[Service, int] = {s: s.replicas for s in scenario.services}
         self.hpas = {
             s: HorizontalPodAutoscaler(s.hpa) for s in scenario.services if s.hpa is not None
@@ -117,10 +150,15 @@ class Simulation:
         self._signature: tuple[object, ...] = ()
         self._stable_since = self.now
         self._loads: deque[tuple[float, float]] = deque()
-        for _ in range(scenario.initial_nodes):
-            self.cluster_state.add_node(
-                scenario.autoscaler.node_type, self.now, 0.0, scenario.autoscaler.pool
-            )
+        for pool in scenario.pools:
+            for _ in range(pool.initial_nodes):
+                self.cluster_state.add_node(
+                    pool.node_type, self.now, 0.0, pool.name, self.pool_label
+                )
+        self._evictions = 0
+        self._loads_now: tuple[float, dict[str, float]] = (math.nan, {})
+        self._counts: tuple[int, tuple[int, ...]] = (-1, ())
+        """Pods per service, as of a state version."""
         self.reconcile()
         self._start_daemons()
 
@@ -165,6 +203,12 @@ class Simulation:
         self.actions.count(results)
         return tuple(results)
 
+    def evict(self, pod: SimPod) -> None:
+        """Evict a pod (any actor: the Cluster Autoscaler's drain, the tuner's executor, a
+        descheduler, Karpenter): it is deleted, its ReplicaSet re-creates it, and it counts
+        in the evictions per hour."""
+        self.cluster_state.evict(pod)
+
     # -- one tick ------------------------------------------------------------------------------
 
     def _step(self) -> None:
@@ -203,19 +247,41 @@ class Simulation:
     def _ready(self, pod: SimPod) -> bool:
         return pod.node is not None and self.now >= pod.bound_at + self.scenario.startup
 
+    def _namespace_loads(self) -> dict[str, float]:
+        """Each namespace's load now (computed once per tick)."""
+        if self._loads_now[0] != self.now:
+            loads = {ns: pattern(self.now) for ns, pattern in self.scenario.loads.items()}
+            self._loads_now = (self.now, loads)
+        return self._loads_now[1]
+
     def _demand(self, service: Service) -> float:
-        pattern = self.scenario.loads.get(service.namespace)
-        return service.demand(pattern(self.now)) if pattern is not None else service.fixed_cpu
+        load = self._namespace_loads().get(service.namespace)
+        return service.demand(load) if load is not None else service.fixed_cpu
+
+    def _ready_counts(self) -> dict[Service, int]:
+        """Ready pods per service: bound pods less those bound within the startup time (the
+        state's recent bindings, pruned here; a pod deleted or rebound since is skipped)."""
+        state = self.cluster_state
+        recent = state.recent_binds
+        startup = self.scenario.startup
+        while recent and self.now >= recent[0][0] + startup:
+            recent.popleft()
+        ready = dict(state.bound)
+        for bound_at, pod in recent:
+            if pod.node is not None and pod.bound_at == bound_at and pod.uid in state.pods:
+                ready[pod.service] -= 1
+        return ready
 
     def _sync_hpas(self) -> None:
+        counts = self._ready_counts()
         for service, hpa in self.hpas.items():
-            pods = self.cluster_state.pods_of(service)
-            ready = sum(1 for p in pods if self._ready(p))
+            ready = counts.get(service, 0)
+            count = self.cluster_state.count(service)
             self.replicas[service] = hpa.desired(
                 self.now,
                 self.replicas[service],
                 ready,
-                len(pods) - ready,
+                count - ready,
                 self._demand(service) if ready else 0.0,
                 service.cpu,
             )
@@ -223,8 +289,11 @@ class Simulation:
     def reconcile(self) -> None:
         """ReplicaSet controllers: create or delete pods to match the desired replicas."""
         state = self.cluster_state
+        by_service = state.by_service
         for service, want in self.replicas.items():
-            have = state.count(service)
+            have = len(by_service.get(service, ()))
+            if have == want:
+                continue
             for _ in range(want - have):
                 state.create_pod(service, self.now)
             if have > want:
@@ -251,18 +320,15 @@ class Simulation:
     def _observe(self) -> None:
         state = self.cluster_state
         now = self.now
-        load = self.scenario.load(now)
-        pending = 0
-        cpu = memory = pods = 0
-        for pod in state.pods.values():
-            if pod.node is None:
-                pending += 1
-            if not pod.daemon:
-                cpu += pod.service.cpu
-                memory += pod.service.memory
-                pods += 1
+        load = sum(self._namespace_loads().values())
+        totals = state.totals
+        pending, cpu, memory, pods = totals.pending, totals.cpu, totals.memory, totals.pods
         registered = tuple(sorted(n.name for n in state.nodes.values() if n.ready(now)))
-        counts = tuple(state.count(s) for s in self.scenario.services)
+        if self._counts[0] != state.version:
+            by_service = state.by_service
+            counts = tuple(len(by_service.get(s, ())) for s in self.scenario.services)
+            self._counts = (state.version, counts)
+        counts = self._counts[1]
         signature = (registered, counts, pending)
         if signature != self._signature:
             self._signature = signature
@@ -270,12 +336,14 @@ class Simulation:
         self._loads.append((now, load))
         while self._loads and self._loads[0][0] < now - MAX_WINDOW:
             self._loads.popleft()
+        evicted = state.evictions - self._evictions
+        self._evictions = state.evictions
         if now < 0:
             return
         short = 0
+        ready = self._ready_counts()
         for service in self.hpas:
-            ready = sum(1 for p in state.pods_of(service) if self._ready(p))
-            if self._demand(service) > ready * service.cpu:
+            if self._demand(service) > ready.get(service, 0) * service.cpu:
                 short += 1
         s = self.series
         s.time.append(now)
@@ -287,3 +355,4 @@ class Simulation:
         s.cpu.append(cpu)
         s.memory.append(memory)
         s.pods.append(pods)
+        s.evictions.append(evicted)

@@ -43,7 +43,7 @@ class SimulatedExecutor:
                 sim_pod = self._find(pod.name, pod.node)
                 if sim_pod is None:
                     return ActionResult(action, False, f"pod {pod.key} is gone")
-                state.delete_pod(sim_pod)
+                self.sim.evict(sim_pod)
                 return self._steer(action, sim_pod.service, target)
             case Add(workload=workload, target=target):
                 added = self.sim.by_workload.get(workload)
@@ -99,7 +99,7 @@ class SimulatedExecutor:
         state.changed()
         for pod in state.pods_on(node):
             if not pod.daemon:
-                state.delete_pod(pod)  # evicted; its ReplicaSet re-creates it elsewhere
+                self.sim.evict(pod)  # its ReplicaSet re-creates it elsewhere
         if mode == "command":
             state.delete_node(name)
             self.sim.with_daemons.discard(name)

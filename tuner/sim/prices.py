@@ -96,6 +96,7 @@ NODE_TYPES: dict[str, NodeType] = {
         NodeType("e2-standard-2", 2000, 8 * GIB, 0.06701, source=CA_GCE),
         NodeType("e2-standard-4", 4000, 16 * GIB, 0.13402, source=CA_GCE),
         NodeType("e2-standard-8", 8000, 32 * GIB, 0.26805, source=CA_GCE),
+        NodeType("e2-highmem-4", 4000, 32 * GIB, 0.18080, source=CA_GCE),
         NodeType("n2-standard-4", 4000, 16 * GIB, 0.1942, source=CA_GCE),
         NodeType("n2-standard-8", 8000, 32 * GIB, 0.3885, source=CA_GCE),
         NodeType("m5.large", 2000, 8 * GIB, 0.096, max_pods=29, source=KARPENTER_AWS),
@@ -103,6 +104,7 @@ NODE_TYPES: dict[str, NodeType] = {
         NodeType("m5.2xlarge", 8000, 32 * GIB, 0.384, max_pods=58, source=KARPENTER_AWS),
         NodeType("c5.xlarge", 4000, 8 * GIB, 0.170, max_pods=58, source=KARPENTER_AWS),
         NodeType("c5.2xlarge", 8000, 16 * GIB, 0.340, max_pods=58, source=KARPENTER_AWS),
+        NodeType("r5.xlarge", 4000, 32 * GIB, 0.252, max_pods=58, source=KARPENTER_AWS),
     )
 }
 """AWS max pods are the VPC CNI's ENI limits for the type (m5.large 29, xlarge/2xlarge 58)."""

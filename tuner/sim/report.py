@@ -6,23 +6,28 @@ bound, pending-pod-seconds (pods waiting for a node), seconds over 100 % CPU dem
 pods), how many of the windows a tuner checked were stable (it acts on no other), and the actions
 taken (failed = verification failed, transition stopped).
 
-The lower bound, per tick, is the cheapest number of nodes of the pool's type that could hold
-the requests of the CA-alone run's pods: max over CPU, memory and pod slots of
-ceil(total / per-node room), where a node's room is its allocatable minus its DaemonSet pods.
-It ignores placement rules and how pods split across nodes, so no strategy can go below it.
+Evictions per hour count every pod any actor evicted (the Cluster Autoscaler's drains and node
+deletions, the tuner's executor, a descheduler, Karpenter) over the simulated hours.
+
+The lower bound (:mod:`tuner.sim.bound`), per tick, is the cheapest *fractional* mix of the
+scenario's pool node types (at least each pool's minimum) whose allocatable, minus each node's
+DaemonSet pods, covers the CA-alone run's non-DaemonSet CPU requests, memory requests and pod
+count. It ignores placement rules and how pods split across nodes, so no strategy can go below it.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tuner.sim.bound import FluidBound, Mix
+from tuner.sim.command import STRATEGY_NAMES
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.metrics import ActionCounts, Series
 from tuner.sim.strategies import LABELS, STRATEGIES
 
-ORDER = ("autoscaler", "tuner2019", "tuner")
+ORDER = STRATEGY_NAMES
+"""Strategies in table order: the CA alone, its peers, then the tuners."""
 BASELINE = "autoscaler"
 
 
@@ -54,6 +59,12 @@ class Outcome:
         return sum(self.series.pending) * self.tick
 
     @property
+    def evictions_per_hour(self) -> float:
+        """Pods evicted per simulated hour, by any actor."""
+        hours = len(self.series.time) * self.tick / 3600
+        return sum(self.series.evictions) / hours if hours else 0.0
+
+    @property
     def short_seconds(self) -> float:
         """Workload-seconds with CPU demand over 100 % of the ready pods' requests."""
         return sum(self.series.short) * self.tick
@@ -68,6 +79,8 @@ class Comparison:
     outcomes: tuple[Outcome, ...]
     lower_bound: tuple[float, ...]
     """Cost per hour of the lower bound at each tick."""
+    lower_bound_nodes: tuple[float, ...] = ()
+    """Nodes (fractional) of the lower bound at each tick."""
 
     @property
     def lower_bound_cost(self) -> float:
@@ -78,8 +91,7 @@ class Comparison:
     @property
     def lower_bound_node_hours(self) -> float:
         """Node-hours of the lower bound."""
-        price = self.scenario.autoscaler.node_type.price
-        return self.lower_bound_cost / price
+        return sum(self.lower_bound_nodes) * self.outcomes[0].tick / 3600
 
     def outcome(self, strategy: str) -> Outcome:
         """The outcome of one strategy."""
@@ -96,24 +108,13 @@ class Comparison:
         return (self.outcome(strategy).cost - bound) / bound if bound else 0.0
 
 
-def lower_bound(scenario: Scenario, series: Series) -> tuple[float, ...]:
-    """Cost per hour of the fewest pool nodes that could hold each tick's requests."""
-    node_type = scenario.autoscaler.node_type
-    alloc = node_type.allocatable
-    daemons = scenario.daemonsets
-    room_cpu = alloc.cpu - sum(d.cpu for d in daemons)
-    room_memory = alloc.memory - sum(d.memory for d in daemons)
-    room_pods = node_type.max_pods - len(daemons)
-    out = []
-    for cpu, memory, pods in zip(series.cpu, series.memory, series.pods, strict=True):
-        nodes = max(
-            math.ceil(cpu / room_cpu),
-            math.ceil(memory / room_memory),
-            math.ceil(pods / room_pods),
-            scenario.autoscaler.min_nodes,
-        )
-        out.append(nodes * node_type.price)
-    return tuple(out)
+def lower_bound(scenario: Scenario, series: Series) -> tuple[Mix, ...]:
+    """The cheapest fractional node mix holding each tick's requests."""
+    bound = FluidBound(scenario.pools, scenario.daemonsets)
+    return tuple(
+        bound(cpu, memory, pods)
+        for cpu, memory, pods in zip(series.cpu, series.memory, series.pods, strict=True)
+    )
 
 
 def run(
@@ -148,7 +149,9 @@ def compare(
     names = [BASELINE, *(s for s in strategies if s != BASELINE)]
     outcomes = tuple(run(scenario, name, seed, progress) for name in names)
     bound = lower_bound(scenario, outcomes[0].series)
-    return Comparison(scenario, seed, outcomes, bound)
+    return Comparison(
+        scenario, seed, outcomes, tuple(m.cost for m in bound), tuple(m.nodes for m in bound)
+    )
 
 
 def _actions(counts: ActionCounts) -> str:
@@ -173,8 +176,8 @@ def table(comparison: Comparison) -> str:
     currency = comparison.scenario.currency
     rows = [
         "| strategy | node-hours | cost | savings vs CA | gap to lower bound "
-        "| pending pod-s | s over 100 % CPU | stable windows | actions |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| evictions/h | pending pod-s | s over 100 % CPU | stable windows | actions |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for outcome in comparison.outcomes:
         name = outcome.strategy
@@ -184,13 +187,14 @@ def table(comparison: Comparison) -> str:
         rows.append(
             f"| {LABELS[name]} | {outcome.node_hours:.2f} | {outcome.cost:.3f} {currency} "
             f"| {savings} | {comparison.gap(name) * 100:+.1f} % "
-            f"| {outcome.pending_pod_seconds:.0f} | {outcome.short_seconds:.0f} "
+            f"| {outcome.evictions_per_hour:.1f} | {outcome.pending_pod_seconds:.0f} "
+            f"| {outcome.short_seconds:.0f} "
             f"| {windows} | {_actions(outcome.actions)} |"
         )
     rows.append(
         f"| lower bound | {comparison.lower_bound_node_hours:.2f} "
         f"| {comparison.lower_bound_cost:.3f} {currency} "
         f"| {(1 - comparison.lower_bound_cost / comparison.outcome(BASELINE).cost) * 100:+.1f} % "
-        "| — | — | — | — | — |"
+        "| — | — | — | — | — | — |"
     )
     return "\n".join(rows)

@@ -4,10 +4,14 @@ Filters: node registered and ready, not cordoned, taints tolerated (``NoSchedule
 ``NoExecute``), free CPU, memory and a pod slot. Scores, with kube-scheduler's default plugin
 weights:
 
-- NodeResourcesFit, ``LeastAllocated`` (weight 1): the mean over CPU and memory of
-  ``(allocatable - requested - pod) / allocatable * 100``. It prefers the emptiest node, which
-  spreads pods and is what fragments real clusters. Pods with no request count as 100m / 200Mi
-  here (kube-scheduler's non-zero defaults for scoring).
+- NodeResourcesFit (weight 1), by its scoring strategy: ``LeastAllocated`` (the default), the
+  mean over CPU and memory of ``(allocatable - requested - pod) / allocatable * 100``, prefers
+  the emptiest node, which spreads pods and is what fragments real clusters; ``MostAllocated``
+  (what bin-packing setups such as GKE's ``optimize-utilization`` profile and the descheduler's
+  ``HighNodeUtilization`` use), the mean of ``(requested + pod) / allocatable * 100``, prefers
+  the fullest feasible node. Both weigh CPU and memory 1:1 (the plugin's default resources).
+  Pods with no request count as 100m / 200Mi here (kube-scheduler's non-zero defaults for
+  scoring).
 - NodeResourcesBalancedAllocation (weight 1): ``(1 - std(cpu share, memory share)) * 100``.
 - NodeAffinity (weight 2): the preferred node affinity of weight 100 to the workload's
   ``tuner.dev/<namespace>.<name>`` label, normalised to 0-100 over the feasible nodes. This is
@@ -34,12 +38,19 @@ WEIGHT_BALANCED = 1
 WEIGHT_AFFINITY = 2
 WEIGHT_TAINT = 3
 
+LEAST_ALLOCATED = "LeastAllocated"
+MOST_ALLOCATED = "MostAllocated"
+SCORING = (LEAST_ALLOCATED, MOST_ALLOCATED)
+
 
 class Scheduler:
-    """kube-scheduler's filters and default scoring over the simulated nodes."""
+    """kube-scheduler's filters and scoring over the simulated nodes."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, scoring: str = LEAST_ALLOCATED) -> None:
+        if scoring not in SCORING:
+            raise ValueError(f"scoring must be one of {SCORING}, not {scoring!r}")
         self.rng = rng
+        self.scoring = scoring
 
     def feasible(self, cluster: SimCluster, pod: SimPod, now: float) -> list[SimNode]:
         """Nodes that pass every filter for the pod, in name order."""
@@ -60,7 +71,7 @@ class Scheduler:
         return out
 
     def scores(self, pod: SimPod, nodes: list[SimNode]) -> list[float]:
-        """The weighted default score of each feasible node."""
+        """The weighted score of each feasible node."""
         label = affinity_label(pod.service)
         cpu = pod.service.cpu or NON_ZERO_CPU
         memory = pod.service.memory or NON_ZERO_MEMORY
@@ -72,11 +83,12 @@ class Scheduler:
             alloc = node.allocatable
             cpu_share = min((node.cpu + cpu) / alloc.cpu, 1.0)
             mem_share = min((node.memory + memory) / alloc.memory, 1.0)
-            least = ((1 - cpu_share) + (1 - mem_share)) / 2 * 100
+            used = (cpu_share + mem_share) / 2 * 100
+            fit = used if self.scoring == MOST_ALLOCATED else 100 - used
             balanced = (1 - abs(cpu_share - mem_share) / 2) * 100
             taint = 100.0 - (taints * 100.0 / most_taints if most_taints else 0.0)
             out.append(
-                WEIGHT_FIT * least
+                WEIGHT_FIT * fit
                 + WEIGHT_BALANCED * balanced
                 + WEIGHT_AFFINITY * prefer
                 + WEIGHT_TAINT * taint
@@ -94,11 +106,21 @@ class Scheduler:
         return top[0] if len(top) == 1 else self.rng.choice(top)
 
     def schedule(self, cluster: SimCluster, now: float) -> int:
-        """Bind every pending pod that fits somewhere, oldest first; returns how many."""
+        """Bind every pending pod that fits somewhere, oldest first; returns how many.
+
+        Within one pass nodes only fill up, so a pod with the same requests and tolerations as
+        one that fitted nowhere fits nowhere either: it is not filtered again (no node is
+        scored, nothing random is drawn, the outcome is the same)."""
         bound = 0
+        unfit: set[tuple[int, int, bool]] = set()
         for pod in cluster.pending():
+            shape = (pod.service.cpu, pod.service.memory, pod.daemon)
+            if shape in unfit:
+                continue
             node = self.choose(cluster, pod, now)
-            if node is not None:
-                cluster.bind(pod, node, now)
-                bound += 1
+            if node is None:
+                unfit.add(shape)
+                continue
+            cluster.bind(pod, node, now)
+            bound += 1
         return bound

@@ -6,6 +6,7 @@ The simulator mutates this state; the tuner only ever sees :meth:`SimCluster.vie
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -36,6 +37,7 @@ class SimNode:
     type: NodeType
     created: float
     ready_at: float
+    pool: str = ""
     labels: dict[str, str] = field(default_factory=dict)
     unschedulable: bool = False
     taints: tuple[Taint, ...] = ()
@@ -62,6 +64,25 @@ class SimNode:
     def fits(self, requests: Resources) -> bool:
         """CPU, memory and a pod slot are free for ``requests``."""
         return requests.fits_in(self.free()) and len(self.pods) < self.type.max_pods
+
+
+@dataclass
+class Totals:
+    """Pending pods, and the count and requests of the non-DaemonSet pods."""
+
+    pending: int = 0
+    pods: int = 0
+    cpu: int = 0
+    memory: int = 0
+
+    def add(self, pod: SimPod, sign: int) -> None:
+        """Count a pod in (sign 1, as created: pending) or out (-1)."""
+        if pod.node is None:
+            self.pending += sign
+        if not pod.daemon:
+            self.pods += sign
+            self.cpu += sign * pod.service.cpu
+            self.memory += sign * pod.service.memory
 
 
 @dataclass(eq=False)
@@ -95,40 +116,51 @@ class SimCluster:
         self.by_service: dict[Service, set[int]] = {}
         self.by_name: dict[str, int] = {}
         self.version = 0
+        self.totals = Totals()
+        """Running totals of the pods (for per-tick measurements without a pass over pods)."""
+        self.bound: dict[Service, int] = {}
+        """Bound pods per service."""
+        self.recent_binds: deque[tuple[float, SimPod]] = deque()
+        """(bound at, pod) of recent bindings, oldest first, for readiness after startup."""
+        self.evictions = 0
+        """Pods evicted so far, by any actor."""
         self._uid = 0
         self._node_seq = 0
         self._view: tuple[int, Cluster] | None = None
 
     # -- nodes ---------------------------------------------------------------------------------
 
-    def add_node(self, node_type: NodeType, now: float, delay: float, pool: str) -> SimNode:
-        """Request a node; it becomes ready after ``delay`` seconds."""
+    def add_node(
+        self, node_type: NodeType, now: float, delay: float, pool: str, pool_label: str = ""
+    ) -> SimNode:
+        """Request a node of ``pool``; it becomes ready after ``delay`` seconds. With
+        ``pool_label``, the node carries the pool's name under that label key."""
         self._node_seq += 1
         name = f"{pool}-{self._node_seq:04d}"
-        node = SimNode(
-            name,
-            node_type,
-            created=now,
-            ready_at=now + delay,
-            labels={HOSTNAME: name, INSTANCE_TYPE: node_type.name},
-        )
+        labels = {HOSTNAME: name, INSTANCE_TYPE: node_type.name}
+        if pool_label:
+            labels[pool_label] = pool
+        node = SimNode(name, node_type, created=now, ready_at=now + delay, pool=pool, labels=labels)
         self.nodes[name] = node
         self.changed()
         return node
 
     def delete_node(self, name: str) -> list[SimPod]:
-        """Delete a node (the VM goes); returns its non-DaemonSet pods, now pending."""
-        node = self.nodes.pop(name)
-        evicted: list[SimPod] = []
-        for uid in list(node.pods):
-            pod = self.pods[uid]
-            if pod.daemon:
-                self._forget(pod)
-            else:
-                pod.node = None
-                evicted.append(pod)
+        """Delete a node (the VM goes): its pods are evicted first (counted), its DaemonSet
+        pods go with it; returns the evicted pods (their ReplicaSets re-create them)."""
+        node = self.nodes[name]
+        evicted = [p for p in self.pods_on(node) if not p.daemon]
+        for pod in evicted:
+            self.evict(pod)
+        for pod in self.pods_on(node):
+            self._forget(pod)
+        del self.nodes[name]
         self.changed()
         return evicted
+
+    def pool_size(self, pool: str) -> int:
+        """Nodes of ``pool`` that exist (booting ones included)."""
+        return sum(1 for n in self.nodes.values() if n.pool == pool)
 
     # -- pods ----------------------------------------------------------------------------------
 
@@ -137,6 +169,7 @@ class SimCluster:
         self._uid += 1
         name = f"{service.name}-{self._uid:06d}"
         pod = SimPod(self._uid, name, service, created=now)
+        self.totals.add(pod, 1)
         self.pods[pod.uid] = pod
         self.by_service.setdefault(service, set()).add(pod.uid)
         self.by_name[name] = pod.uid
@@ -147,6 +180,9 @@ class SimCluster:
         """Place a pending pod on a node."""
         pod.node = node.name
         pod.bound_at = now
+        self.totals.pending -= 1
+        self.bound[pod.service] = self.bound.get(pod.service, 0) + 1
+        self.recent_binds.append((now, pod))
         node.pods.add(pod.uid)
         node.cpu += pod.service.cpu
         node.memory += pod.service.memory
@@ -162,7 +198,25 @@ class SimCluster:
         self._forget(pod)
         self.changed()
 
+    def evict(self, pod: SimPod) -> None:
+        """Evict a pod: it is deleted (its ReplicaSet re-creates it) and counted."""
+        self.delete_pod(pod)
+        self.evictions += 1
+
+    def disruptions_allowed(self, service: Service) -> int | None:
+        """How many more pods of ``service`` its PodDisruptionBudget lets go now (bound pods
+        count as healthy, every pod as expected); None without a PodDisruptionBudget."""
+        budget = service.pdb_max_unavailable
+        if budget is None:
+            return None
+        uids = self.by_service.get(service, ())
+        healthy = sum(1 for uid in uids if self.pods[uid].node is not None)
+        return healthy - (len(uids) - budget)
+
     def _forget(self, pod: SimPod) -> None:
+        self.totals.add(pod, -1)
+        if pod.node is not None:
+            self.bound[pod.service] -= 1
         del self.pods[pod.uid]
         self.by_service[pod.service].discard(pod.uid)
         del self.by_name[pod.name]

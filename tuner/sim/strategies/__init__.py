@@ -1,6 +1,9 @@
 """What runs next to HPA and the Cluster Autoscaler in a simulation.
 
 - ``autoscaler``: nothing (the Cluster Autoscaler alone);
+- ``binpacking``: ``MostAllocated`` scoring and GKE's ``optimize-utilization`` scale-down;
+- ``descheduler``: the descheduler's ``HighNodeUtilization`` with ``MostAllocated`` scoring;
+- ``karpenter``: Karpenter instead of the Cluster Autoscaler;
 - ``tuner2019``: a re-implementation of the 2019 thesis' tuner's decisions;
 - ``tuner``: this project's tuner (the real ``tuner.analyse`` and ``tuner.plan``).
 
@@ -13,16 +16,25 @@ from collections.abc import Callable
 
 from tuner.sim.engine import Scenario, Strategy
 from tuner.sim.strategies.autoscaler_only import AutoscalerOnly
+from tuner.sim.strategies.binpacking import BinPacking
+from tuner.sim.strategies.descheduler import Descheduler
+from tuner.sim.strategies.karpenter import KarpenterStrategy
 from tuner.sim.strategies.thesis2019 import Tuner2019
 from tuner.sim.strategies.tuner import ProjectTuner
 
 STRATEGIES: dict[str, Callable[[Scenario, int], Strategy]] = {
     "autoscaler": lambda scenario, seed: AutoscalerOnly(),
+    "binpacking": lambda scenario, seed: BinPacking(),
+    "descheduler": lambda scenario, seed: Descheduler(),
+    "karpenter": lambda scenario, seed: KarpenterStrategy(),
     "tuner2019": Tuner2019,
     "tuner": ProjectTuner,
 }
 LABELS = {
     "autoscaler": "CA alone",
+    "binpacking": "CA + MostAllocated",
+    "descheduler": "CA + descheduler",
+    "karpenter": "Karpenter",
     "tuner2019": "CA + 2019 tuner",
     "tuner": "CA + tuner",
 }

@@ -40,8 +40,8 @@ from tuner.model.movability import Movability, Policy, assess
 from tuner.plan.actions import Action, Migrate, RemoveNode
 from tuner.plan.planner import plan
 from tuner.plan.replay import InfeasiblePlan
-from tuner.settings import Pricing
 from tuner.sim.engine import Scenario, Simulation, Window
+from tuner.sim.pools import pricing
 from tuner.sim.strategies.knowledge import MemoryKnowledge
 from tuner.sim.strategies.windowed import WindowedTuner
 
@@ -113,10 +113,7 @@ class Tuner2019(WindowedTuner):
 
     def __init__(self, scenario: Scenario, seed: int) -> None:
         super().__init__(MEASURE_WINDOW, RETRY_WINDOW, "delete-node")
-        node_type = scenario.autoscaler.node_type
-        self.pricing = Pricing(
-            node_types={node_type.name: node_type.price}, currency=node_type.currency
-        )
+        self.pricing = pricing(scenario.pools)
         self.rng = random.Random(seed)
         self.knowledge = MemoryKnowledge()
         self.decisions: Counter[str] = Counter()

@@ -16,17 +16,17 @@ from collections import Counter
 from fractions import Fraction
 
 from tuner.cycle import CycleState, Ports, run_cycle
-from tuner.settings import Analyse, Execute, Load, Pricing, Settings, Thresholds, Windows
+from tuner.settings import Analyse, Execute, Load, Settings, Thresholds, Windows
 from tuner.sim.engine import Scenario, Simulation
+from tuner.sim.pools import pricing
 from tuner.sim.ports import SimActuator, SimObserver
 from tuner.sim.strategies.knowledge import MemoryKnowledge
 
 
 def simulation_settings(scenario: Scenario, seed: int) -> Settings:
     """The settings the tuner runs with in the simulator."""
-    node_type = scenario.autoscaler.node_type
     return Settings(
-        pricing=Pricing(node_types={node_type.name: node_type.price}, currency=node_type.currency),
+        pricing=pricing(scenario.pools),
         analyse=Analyse(
             max_parallel_removals=2,
             thresholds=Thresholds(Fraction(85, 100), Fraction(85, 100)),

@@ -1,0 +1,108 @@
+"""The strategy hooks of the simulation: scheduler scoring, a Cluster Autoscaler profile (CA +
+MostAllocated, GKE's ``optimize-utilization``), and an autoscaler that replaces the Cluster
+Autoscaler."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from tuner.sim.autoscaler import AutoscalerConfig, ClusterAutoscaler
+from tuner.sim.engine import Autoscaler, Scenario, Simulation, Strategy
+from tuner.sim.load import Phase, Phases
+from tuner.sim.pools import NodePool
+from tuner.sim.prices import NODE_TYPES
+from tuner.sim.state import SimCluster, SimPod
+from tuner.sim.strategies.autoscaler_only import AutoscalerOnly
+from tuner.sim.strategies.binpacking import BinPacking
+from tuner.sim.workloads import Service
+
+E2 = NODE_TYPES["e2-standard-4"]
+
+
+def tiny(initial_nodes: int = 1, min_nodes: int = 0) -> Scenario:
+    return Scenario(
+        name="tiny",
+        title="tiny",
+        services=(Service("web", 500, 2**28, replicas=2, namespace="shop"),),
+        daemonsets=(),
+        loads={"shop": Phases(60, (Phase(1800, 1.0),))},
+        pools=(NodePool("pool", E2, min_nodes, 5, initial_nodes),),
+        duration=1800,
+        warmup=0,
+    )
+
+
+class Plain:
+    name = "plain"
+
+    def on_tick(self, sim: Simulation) -> None:
+        """Nothing."""
+
+
+class Packing(Plain):
+    scoring = "MostAllocated"
+
+    @staticmethod
+    def profile(config: AutoscalerConfig) -> AutoscalerConfig:
+        return replace(config, unneeded_time=60.0)
+
+
+@dataclass
+class Counting:
+    """An autoscaler that only counts its calls."""
+
+    calls: list[float] = field(default_factory=list)
+
+    def step(self, cluster: SimCluster, unschedulable: list[SimPod], now: float) -> list[SimPod]:
+        self.calls.append(now)
+        return []
+
+
+class Replacing(Plain):
+    def __init__(self) -> None:
+        self.counting = Counting()
+
+    def autoscaler(self, scenario: Scenario) -> Autoscaler:
+        return self.counting
+
+
+def test_without_hooks_the_default_scheduler_and_cluster_autoscaler_run() -> None:
+    sim = Simulation(tiny(), 1, Plain())
+    assert sim.scheduler.scoring == "LeastAllocated"
+    assert isinstance(sim.autoscaler, ClusterAutoscaler)
+    assert sim.autoscaler.config == tiny().autoscaler
+
+
+def test_scoring_and_profile_hooks_are_applied() -> None:
+    sim = Simulation(tiny(), 1, Packing())
+    assert sim.scheduler.scoring == "MostAllocated"
+    assert isinstance(sim.autoscaler, ClusterAutoscaler)
+    assert sim.autoscaler.config.unneeded_time == 60.0
+
+
+def test_a_replacement_autoscaler_runs_every_tick_instead() -> None:
+    strategy = Replacing()
+    sim = Simulation(tiny(), 1, strategy)
+    sim.advance(30)
+    assert sim.autoscaler is strategy.counting
+    assert strategy.counting.calls == [0.0, 5.0, 10.0, 15.0, 20.0, 25.0]
+
+
+def spare_node_removed_at(strategy: Strategy) -> float:
+    sim = Simulation(tiny(initial_nodes=2, min_nodes=1), 1, strategy)
+    while len(sim.cluster_state.nodes) == 2:
+        sim.advance(5)
+    return sim.now
+
+
+def test_optimize_utilization_removes_a_spare_node_after_one_minute_instead_of_ten() -> None:
+    assert 60 <= spare_node_removed_at(BinPacking()) <= 75  # unneeded 60 s, next 10 s scan
+    assert 600 <= spare_node_removed_at(AutoscalerOnly()) <= 615
+
+
+def test_optimize_utilization_changes_only_the_unneeded_time() -> None:
+    config = tiny().autoscaler
+    profiled = BinPacking.profile(config)
+    assert profiled.unneeded_time == 60.0 and config.unneeded_time == 600.0
+    assert profiled.utilization_threshold == config.utilization_threshold == 0.5
+    assert profiled.delay_after_add == config.delay_after_add

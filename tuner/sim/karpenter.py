@@ -1,0 +1,417 @@
+"""Karpenter in place of the Cluster Autoscaler: provisioning and consolidation.
+
+Defaults read from ``kubernetes-sigs/karpenter`` (numbers and rules only):
+
+- Batching (``pkg/operator/options/options.go``): a provisioning batch closes once no new pod
+  has been pending for ``BATCH_IDLE_DURATION`` (1 s), or ``BATCH_MAX_DURATION`` (10 s) after it
+  opened. With the simulator's 5 s tick this launches on the tick after the pods appeared.
+- Provisioning: pods that fit on no node are packed first onto the room of nodes still starting
+  (minus their DaemonSet pods), then first-fit decreasing onto new node claims; a claim keeps
+  every offered instance type its pods still fit on (DaemonSet overhead included) and is launched
+  as the cheapest of them. Offered types are the scenario's pools'; a pool's maximum caps its
+  nodes. A node is ready after the same provisioning delay as the Cluster Autoscaler model's.
+- Disruption controller (``pkg/controllers/disruption``): polled every 10 s
+  (``controller.go`` ``pollingPeriod``); a command is re-validated 15 s after it is computed
+  (``consolidation.go`` ``commandValidationDelay``) and dropped if no longer valid.
+- NodePool defaults (``pkg/apis/v1/nodepool.go``): ``consolidationPolicy:
+  WhenEmptyOrUnderutilized``, ``consolidateAfter: 0s`` (a node is a candidate once its pods
+  have not changed for that long), one budget of ``nodes: 10%``, rounded up, minus the nodes
+  already being disrupted (``helpers.go`` ``BuildDisruptionBudgetMapping``: initialized nodes
+  only).
+- Methods, in Karpenter's order, one command per poll: *emptiness* (delete candidates without
+  reschedulable pods, up to the budget); *multi-node* consolidation (candidates sorted by savings
+  ratio, price over 1 + pod eviction costs, at most 100; the largest prefix of two or more, found
+  by binary search, whose pods fit on the other nodes plus at most one new node cheaper than
+  them all and, if its type is one of theirs, cheaper than that type
+  (``multinodeconsolidation.go``): delete or replace); *single-node* consolidation (the first
+  candidate, in the same order, whose pods fit on the other nodes, or on them plus one new node
+  cheaper than it).
+  Pending pods take their room on the other nodes first; if one fits on no ready node
+  (it waits for a starting node, or for one yet to be launched) nothing is consolidated
+  (``helpers.go``: no decision on uninitialized nodes). A replaced node is cordoned, its
+  replacement launched, and it is deleted (its pods evicted) once the replacement is ready.
+- Pods it will not disrupt: a node with a pod whose PodDisruptionBudget allows no disruption now
+  is no candidate (nor would be one with a ``karpenter.sh/do-not-disrupt`` pod, but no simulated
+  workload carries that annotation). DaemonSet pods go with their node.
+
+Not modelled: spot capacity and spot-to-spot consolidation, drift and expiry, NodePool resource
+limits (a pool's node maximum stands in), topology and affinity rules, the 3-minute single-node
+timeout.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tuner.model.resources import Resources
+from tuner.model.scheduling import Taint
+from tuner.sim.prices import NodeType
+from tuner.sim.state import SimCluster, SimNode, SimPod
+from tuner.sim.workloads import Service
+
+BATCH_IDLE = 1.0
+BATCH_MAX = 10.0
+POLL = 10.0
+VALIDATION_DELAY = 15.0
+BUDGET_SHARE = 0.10
+MULTI_NODE_MAX = 100
+PER_NODE_BASE_COST = 1.0
+DISRUPTED_TAINT = Taint("karpenter.sh/disrupted", "", "NoSchedule")
+
+
+@dataclass(frozen=True, slots=True)
+class Offering:
+    """An instance type Karpenter may launch, from one of the scenario's pools."""
+
+    pool: str
+    node_type: NodeType
+    max_nodes: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class KarpenterConfig:
+    """The NodePool's disruption settings (Karpenter's defaults) and the start-up delay."""
+
+    provisioning_delay: float = 120.0
+    consolidate_after: float = 0.0
+    budget: float = BUDGET_SHARE
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """Delete ``nodes``; launch ``replacement`` first (None: plain deletion)."""
+
+    nodes: tuple[str, ...]
+    replacement: Offering | None = None
+
+
+class Room:
+    """Free CPU, memory and pod slots of a node, existing or planned."""
+
+    __slots__ = ("cpu", "memory", "pods")
+
+    def __init__(self, cpu: int, memory: int, pods: int) -> None:
+        self.cpu, self.memory, self.pods = cpu, memory, pods
+
+    def take(self, requests: Resources) -> bool:
+        """Reserve ``requests`` if they fit."""
+        if requests.cpu > self.cpu or requests.memory > self.memory or self.pods < 1:
+            return False
+        self.cpu -= requests.cpu
+        self.memory -= requests.memory
+        self.pods -= 1
+        return True
+
+
+@dataclass
+class Claim:
+    """A planned node: its pods' requests and the offerings they all still fit on."""
+
+    offerings: list[Offering]
+    cpu: int = 0
+    memory: int = 0
+    pods: int = 0
+
+    def cheapest(self) -> Offering:
+        """The offering Karpenter launches for this claim."""
+        return min(self.offerings, key=lambda o: (o.node_type.price, o.node_type.name))
+
+
+def by_size(pods: Sequence[SimPod]) -> list[SimPod]:
+    """Largest requests first (CPU, then memory), oldest first on ties."""
+    return sorted(pods, key=lambda p: (-p.service.cpu, -p.service.memory, p.uid))
+
+
+def pack_claims(
+    pods: Sequence[SimPod], offerings: Sequence[Offering], overhead: Resources, slots: int
+) -> tuple[list[Claim], list[SimPod]]:
+    """First-fit decreasing onto new claims; returns them and the pods no offering fits."""
+    claims: list[Claim] = []
+    unfit: list[SimPod] = []
+
+    def fitting(claim: Claim, pod: SimPod) -> list[Offering]:
+        cpu = claim.cpu + pod.service.cpu + overhead.cpu
+        memory = claim.memory + pod.service.memory + overhead.memory
+        return [
+            o
+            for o in claim.offerings
+            if cpu <= o.node_type.allocatable.cpu
+            and memory <= o.node_type.allocatable.memory
+            and claim.pods + 1 + slots <= o.node_type.max_pods
+        ]
+
+    for pod in by_size(pods):
+        for claim in claims:
+            still = fitting(claim, pod)
+            if still:
+                break
+        else:
+            claim = Claim(list(offerings))
+            still = fitting(claim, pod)
+            if not still:
+                unfit.append(pod)
+                continue
+            claims.append(claim)
+        claim.offerings = still
+        claim.cpu += pod.service.cpu
+        claim.memory += pod.service.memory
+        claim.pods += 1
+    return claims, unfit
+
+
+@dataclass
+class Karpenter:
+    """Karpenter's provisioner and disruption controller over the simulated cluster."""
+
+    offerings: tuple[Offering, ...]
+    daemonsets: tuple[Service, ...]
+    config: KarpenterConfig = KarpenterConfig()
+    pool_label: str = ""
+    batch_start: float | None = None
+    next_poll: float = 0.0
+    pending_command: tuple[float, Command] | None = None
+    replacing: dict[str, str] = field(default_factory=dict)
+    """Node being replaced -> its replacement (launched, not yet ready)."""
+    changed_at: dict[str, tuple[float, tuple[int, int, int]]] = field(default_factory=dict)
+    """Node -> (when its pods last changed, their count and requests then)."""
+    launched: int = 0
+    commands: dict[str, int] = field(default_factory=dict)
+    """Executed commands by method (empty, multi, single)."""
+
+    @property
+    def overhead(self) -> Resources:
+        """DaemonSet requests every node carries."""
+        return Resources(
+            sum(d.cpu for d in self.daemonsets), sum(d.memory for d in self.daemonsets)
+        )
+
+    # -- the autoscaler interface --------------------------------------------------------------
+
+    def step(self, cluster: SimCluster, unschedulable: list[SimPod], now: float) -> list[SimPod]:
+        """Provision for pending pods, finish replacements, consolidate when a poll is due."""
+        self._track_changes(cluster, now)
+        evicted = self._finish_replacements(cluster, now)
+        self._provision(cluster, unschedulable, now)
+        if now >= self.next_poll and not evicted:  # evicted pods are rescheduled first
+            self.next_poll = now + POLL
+            evicted += self._disrupt(cluster, unschedulable, now)
+        return evicted
+
+    # -- provisioning --------------------------------------------------------------------------
+
+    def _starting_rooms(self, cluster: SimCluster, now: float) -> list[Room]:
+        overhead = self.overhead
+        return [
+            Room(
+                n.type.allocatable.cpu - overhead.cpu - n.cpu,
+                n.type.allocatable.memory - overhead.memory - n.memory,
+                n.type.max_pods - len(self.daemonsets) - len(n.pods),
+            )
+            for n in sorted(cluster.nodes.values(), key=lambda n: n.name)
+            if n.registered and not n.ready(now)
+        ]
+
+    def _provision(self, cluster: SimCluster, pending: list[SimPod], now: float) -> None:
+        rooms = self._starting_rooms(cluster, now)
+        waiting = [p for p in by_size(pending) if not any(r.take(p.requests) for r in rooms)]
+        if not waiting:
+            self.batch_start = None
+            return
+        if self.batch_start is None:
+            self.batch_start = now
+        newest = max(p.created for p in waiting)
+        if now - newest < BATCH_IDLE and now - self.batch_start < BATCH_MAX:
+            return
+        self.batch_start = None
+        claims, _ = pack_claims(waiting, self.offerings, self.overhead, len(self.daemonsets))
+        for claim in claims:
+            self._launch(cluster, claim.offerings, now)
+
+    def _launch(self, cluster: SimCluster, offerings: Sequence[Offering], now: float) -> str | None:
+        """Launch the cheapest offering whose pool has room; returns the node's name."""
+        open_ = [o for o in offerings if cluster.pool_size(o.pool) < o.max_nodes]
+        if not open_:
+            return None
+        offering = Claim(open_).cheapest()
+        node = cluster.add_node(
+            offering.node_type, now, self.config.provisioning_delay, offering.pool, self.pool_label
+        )
+        self.launched += 1
+        return node.name
+
+    # -- disruption ----------------------------------------------------------------------------
+
+    def _track_changes(self, cluster: SimCluster, now: float) -> None:
+        seen: dict[str, tuple[float, tuple[int, int, int]]] = {}
+        for node in cluster.nodes.values():
+            pods = (len(node.pods), node.cpu, node.memory)
+            before = self.changed_at.get(node.name)
+            seen[node.name] = before if before is not None and before[1] == pods else (now, pods)
+        self.changed_at = seen
+
+    def _finish_replacements(self, cluster: SimCluster, now: float) -> list[SimPod]:
+        evicted: list[SimPod] = []
+        for old, new in list(self.replacing.items()):
+            replacement = cluster.nodes.get(new)
+            if replacement is not None and not replacement.ready(now):
+                continue
+            del self.replacing[old]
+            if old in cluster.nodes:
+                evicted += cluster.delete_node(old)
+        return evicted
+
+    def budget(self, cluster: SimCluster, now: float) -> int:
+        """Nodes the default budget lets Karpenter disrupt now: 10 % of the initialized nodes,
+        rounded up, minus those not ready or being deleted."""
+        initialized = [n for n in cluster.nodes.values() if n.ready(now)]
+        disrupting = sum(1 for n in initialized if n.name in self.replacing)
+        return max(math.ceil(len(initialized) * self.config.budget - 1e-9) - disrupting, 0)
+
+    def candidates(self, cluster: SimCluster, now: float) -> list[SimNode]:
+        """Ready nodes not being disrupted, unchanged for ``consolidateAfter``, whose pods may
+        all be evicted; by savings ratio (price over 1 + one per pod), highest first."""
+        out = []
+        for node in cluster.nodes.values():
+            if not node.ready(now) or node.unschedulable or node.name in self.replacing:
+                continue
+            since = self.changed_at.get(node.name, (now, ()))[0]
+            if now - since < self.config.consolidate_after:
+                continue
+            if all(evictable(cluster, pod) for pod in cluster.pods_on(node)):
+                out.append(node)
+        return sorted(out, key=lambda n: (-savings_ratio(cluster, n), n.name))
+
+    def _disrupt(self, cluster: SimCluster, pending: list[SimPod], now: float) -> list[SimPod]:
+        if self.pending_command is not None:
+            due, computed = self.pending_command
+            if now < due:
+                return []
+            self.pending_command = None
+            return self._execute(cluster, computed, pending, now)
+        budget = self.budget(cluster, now)
+        if budget < 1:
+            return []
+        candidates = self.candidates(cluster, now)
+        empty = [n for n in candidates if not movable_pods(cluster, n)][:budget]
+        if empty:
+            self.commands["empty"] = self.commands.get("empty", 0) + 1
+            return self._delete(cluster, [n.name for n in empty])
+        command = self.consolidation(
+            cluster, candidates[: min(budget, MULTI_NODE_MAX)], pending, now
+        )
+        if command is not None:
+            self.pending_command = (now + VALIDATION_DELAY, command)
+        return []
+
+    def consolidation(
+        self, cluster: SimCluster, candidates: Sequence[SimNode], pending: list[SimPod], now: float
+    ) -> Command | None:
+        """Multi-node consolidation, else single-node, over candidates in order."""
+        low, high, best = 1, len(candidates) - 1, None
+        while low <= high:
+            mid = (low + high) // 2
+            command = self.evaluate(cluster, candidates[: mid + 1], pending, now)
+            if command is not None:
+                best, low = command, mid + 1
+            else:
+                high = mid - 1
+        if best is not None:
+            return best
+        for node in candidates:
+            command = self.evaluate(cluster, [node], pending, now)
+            if command is not None:
+                return command
+        return None
+
+    def evaluate(
+        self, cluster: SimCluster, nodes: Sequence[SimNode], pending: list[SimPod], now: float
+    ) -> Command | None:
+        """Delete ``nodes`` if their pods fit on the other ready nodes (after the pending pods),
+        or replace them with one new node cheaper than them all; None if neither, or if a
+        pending pod fits on no ready node (Karpenter does not decide on nodes still starting)."""
+        names = {n.name for n in nodes}
+        rooms = [
+            Room(*_free(n), n.type.max_pods - len(n.pods))
+            for n in sorted(cluster.nodes.values(), key=lambda n: n.name)
+            if n.name not in names
+            and n.ready(now)
+            and not n.unschedulable
+            and n.name not in self.replacing
+        ]
+        for pod in by_size(pending):
+            if not any(r.take(pod.requests) for r in rooms):
+                return None  # it would need a node that is starting or yet to be launched
+        moving = [p for n in nodes for p in movable_pods(cluster, n)]
+        left = [p for p in by_size(moving) if not any(r.take(p.requests) for r in rooms)]
+        if not left:
+            return Command(tuple(sorted(names)))
+        claims, unfit = pack_claims(left, self.offerings, self.overhead, len(self.daemonsets))
+        if unfit or len(claims) != 1:
+            return None
+        price = sum(n.type.price for n in nodes)
+        options = claims[0].offerings
+        if len(nodes) > 1:  # not N nodes for one of a type among them: delete the others
+            kept = {n.type.name for n in nodes} & {o.node_type.name for o in options}
+            price = min([price, *(o.node_type.price for o in options if o.node_type.name in kept)])
+        cheaper = [o for o in options if o.node_type.price < price - 1e-12]
+        if not cheaper:
+            return None
+        return Command(tuple(sorted(names)), Claim(cheaper).cheapest())
+
+    def _execute(
+        self, cluster: SimCluster, command: Command, pending: list[SimPod], now: float
+    ) -> list[SimPod]:
+        """Re-validate a command after its delay, then carry it out."""
+        nodes = [cluster.nodes.get(name) for name in command.nodes]
+        if any(n is None for n in nodes):
+            return []
+        live = [n for n in nodes if n is not None]
+        still = {n.name for n in self.candidates(cluster, now)}
+        if any(n.name not in still for n in live):
+            return []
+        if self.evaluate(cluster, live, pending, now) != command:
+            return []
+        method = "single" if len(live) == 1 else "multi"
+        self.commands[method] = self.commands.get(method, 0) + 1
+        if command.replacement is None:
+            return self._delete(cluster, list(command.nodes))
+        new = self._launch(cluster, [command.replacement], now)
+        if new is None:
+            return []
+        for node in live:
+            node.unschedulable = True
+            node.taints = (*node.taints, DISRUPTED_TAINT)
+            self.replacing[node.name] = new
+        cluster.changed()
+        return []
+
+    def _delete(self, cluster: SimCluster, names: list[str]) -> list[SimPod]:
+        evicted: list[SimPod] = []
+        for name in names:
+            evicted += cluster.delete_node(name)
+        return evicted
+
+
+def movable_pods(cluster: SimCluster, node: SimNode) -> list[SimPod]:
+    """The pods Karpenter reschedules when it removes a node (DaemonSet pods go with it)."""
+    return [p for p in cluster.pods_on(node) if not p.daemon]
+
+
+def evictable(cluster: SimCluster, pod: SimPod) -> bool:
+    """DaemonSet pods stay; others only if their PodDisruptionBudget allows one more."""
+    if pod.daemon:
+        return True
+    allowed = cluster.disruptions_allowed(pod.service)
+    return allowed is None or allowed > 0
+
+
+def savings_ratio(cluster: SimCluster, node: SimNode) -> float:
+    """Price over the disruption cost of rescheduling its pods (1 per node + 1 per pod)."""
+    return node.type.price / (PER_NODE_BASE_COST + len(movable_pods(cluster, node)))
+
+
+def _free(node: SimNode) -> tuple[int, int]:
+    free = node.free()
+    return free.cpu, free.memory

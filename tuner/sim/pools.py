@@ -1,0 +1,35 @@
+"""Node pools (GKE node pools, EKS managed node groups): one instance type, a size range.
+
+The Cluster Autoscaler grows one pool per scale-up (which one is its expander's choice,
+:mod:`tuner.sim.expander`) and never shrinks a pool below its minimum. Every node carries its
+pool's name as a label, under the key the scenario's provider uses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tuner.settings import Pricing
+from tuner.sim.prices import NodeType
+
+POOL_LABELS = {"gke": "cloud.google.com/gke-nodepool", "eks": "eks.amazonaws.com/nodegroup"}
+"""The node label naming a node's pool, per provider."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodePool:
+    """A group of identical nodes the Cluster Autoscaler resizes between min and max."""
+
+    name: str
+    node_type: NodeType
+    min_nodes: int = 0
+    max_nodes: int = 100
+    initial_nodes: int = 0
+
+
+def pricing(pools: tuple[NodePool, ...]) -> Pricing:
+    """The tuner's pricing table for the pools' node types."""
+    return Pricing(
+        node_types={p.node_type.name: p.node_type.price for p in pools},
+        currency=pools[0].node_type.currency,
+    )

@@ -1,0 +1,37 @@
+"""Karpenter in place of the Cluster Autoscaler (:mod:`tuner.sim.karpenter`), next to
+kube-scheduler's default scoring; it may launch any instance type of the scenario's pools."""
+
+from __future__ import annotations
+
+from tuner.sim.engine import Scenario, Simulation
+from tuner.sim.karpenter import Karpenter, KarpenterConfig, Offering
+from tuner.sim.pools import POOL_LABELS
+
+
+class KarpenterStrategy:
+    """Only Karpenter acts (through the autoscaler hook)."""
+
+    name = "karpenter"
+
+    def __init__(self) -> None:
+        self.karpenter: Karpenter | None = None
+
+    def autoscaler(self, scenario: Scenario) -> Karpenter:
+        """Karpenter over the scenario's pools, starting nodes as fast as the CA model's."""
+        self.karpenter = Karpenter(
+            tuple(Offering(p.name, p.node_type, p.max_nodes) for p in scenario.pools),
+            scenario.daemonsets,
+            KarpenterConfig(provisioning_delay=scenario.autoscaler.provisioning_delay),
+            POOL_LABELS.get(scenario.system, ""),
+        )
+        return self.karpenter
+
+    @property
+    def decisions(self) -> dict[str, int]:
+        """Consolidation commands carried out, by method, and nodes launched."""
+        if self.karpenter is None:
+            return {}
+        return {**self.karpenter.commands, "launched": self.karpenter.launched}
+
+    def on_tick(self, sim: Simulation) -> None:
+        """Nothing beyond the autoscaler."""

@@ -1,0 +1,1 @@
+"""Load traces shipped with the simulator (see :mod:`tuner.sim.load`)."""
