@@ -141,3 +141,22 @@ def test_nodes_carry_their_pool_and_the_providers_pool_label() -> None:
     sim = Simulation(small(), 1)
     assert {n.pool for n in sim.cluster_state.nodes.values()} == {"pool"}
     assert all(n.labels["cloud.google.com/gke-nodepool"] == "pool" for n in sim.cluster().nodes)
+
+
+def test_running_totals_and_ready_counts_match_a_recount() -> None:
+    sim = Simulation(scenario("online-boutique", 1.0), 3)
+    for _ in range(12):
+        sim.advance(300)
+        state = sim.cluster_state
+        pods = list(state.pods.values())
+        workload = [p for p in pods if not p.daemon]
+        assert state.totals.pending == sum(1 for p in pods if p.node is None)
+        assert state.totals.pods == len(workload)
+        assert state.totals.cpu == sum(p.service.cpu for p in workload)
+        assert state.totals.memory == sum(p.service.memory for p in workload)
+        ready: dict[object, int] = {}
+        for p in pods:
+            if p.node is not None and sim.now >= p.bound_at + sim.scenario.startup:
+                ready[p.service] = ready.get(p.service, 0) + 1
+        counted = sim._ready_counts()
+        assert {s: n for s, n in counted.items() if n} == ready

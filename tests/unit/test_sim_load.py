@@ -65,8 +65,7 @@ def test_scenario_file(tmp_path: Path) -> None:
         json.dumps(
             {
                 "name": "mine",
-                "node_type": "e2-standard-4",
-                "initial_nodes": 2,
+                "pools": [{"name": "general", "node_type": "e2-standard-4", "max": 10}],
                 "hours": 2,
                 "applications": [
                     {"app": "sock-shop", "copies": 2, "trace": "google2019", "peak": 30},
@@ -79,5 +78,5 @@ def test_scenario_file(tmp_path: Path) -> None:
     assert built.duration == 7200
     assert set(built.loads) == {"sock-shop-1", "sock-shop-2", "php-apache-1"}
     path.write_text(json.dumps({"name": "bad"}))
-    with pytest.raises(InputError, match="bad scenario"):
+    with pytest.raises(InputError, match="pools"):
         scenario(str(path))

@@ -48,7 +48,9 @@ def add_simulate_parser(commands: Any) -> None:
         help="strategies to run (repeatable; default: all; the CA alone always runs)",
     )
     simulate.add_argument("--hours", type=_hours, help="simulated hours after the warm-up")
-    simulate.add_argument("--seed", type=int, default=1)
+    simulate.add_argument(
+        "--seed", type=int, help="random seed (default: the scenario file's, else 1)"
+    )
     simulate.add_argument("--output", type=Path, help="directory for the PNGs and results")
     simulate.add_argument(
         "--readme",

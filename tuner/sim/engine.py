@@ -52,6 +52,8 @@ class Scenario:
     startup: float = 10.0
     """Seconds from binding until a pod is Ready (serves load, reports metrics)."""
     sources: tuple[str, ...] = ()
+    seed: int | None = None
+    """The scenario file's seed (``tuner simulate --seed`` overrides it)."""
 
     @property
     def currency(self) -> str:
@@ -154,6 +156,9 @@ class Simulation:
                     pool.node_type, self.now, 0.0, pool.name, self.pool_label
                 )
         self._evictions = 0
+        self._loads_now: tuple[float, dict[str, float]] = (math.nan, {})
+        self._counts: tuple[int, tuple[int, ...]] = (-1, ())
+        """Pods per service, as of a state version."""
         self.reconcile()
         self._start_daemons()
 
@@ -242,19 +247,41 @@ class Simulation:
     def _ready(self, pod: SimPod) -> bool:
         return pod.node is not None and self.now >= pod.bound_at + self.scenario.startup
 
+    def _namespace_loads(self) -> dict[str, float]:
+        """Each namespace's load now (computed once per tick)."""
+        if self._loads_now[0] != self.now:
+            loads = {ns: pattern(self.now) for ns, pattern in self.scenario.loads.items()}
+            self._loads_now = (self.now, loads)
+        return self._loads_now[1]
+
     def _demand(self, service: Service) -> float:
-        pattern = self.scenario.loads.get(service.namespace)
-        return service.demand(pattern(self.now)) if pattern is not None else service.fixed_cpu
+        load = self._namespace_loads().get(service.namespace)
+        return service.demand(load) if load is not None else service.fixed_cpu
+
+    def _ready_counts(self) -> dict[Service, int]:
+        """Ready pods per service: bound pods less those bound within the startup time (the
+        state's recent bindings, pruned here; a pod deleted or rebound since is skipped)."""
+        state = self.cluster_state
+        recent = state.recent_binds
+        startup = self.scenario.startup
+        while recent and self.now >= recent[0][0] + startup:
+            recent.popleft()
+        ready = dict(state.bound)
+        for bound_at, pod in recent:
+            if pod.node is not None and pod.bound_at == bound_at and pod.uid in state.pods:
+                ready[pod.service] -= 1
+        return ready
 
     def _sync_hpas(self) -> None:
+        counts = self._ready_counts()
         for service, hpa in self.hpas.items():
-            pods = self.cluster_state.pods_of(service)
-            ready = sum(1 for p in pods if self._ready(p))
+            ready = counts.get(service, 0)
+            count = self.cluster_state.count(service)
             self.replicas[service] = hpa.desired(
                 self.now,
                 self.replicas[service],
                 ready,
-                len(pods) - ready,
+                count - ready,
                 self._demand(service) if ready else 0.0,
                 service.cpu,
             )
@@ -262,8 +289,11 @@ class Simulation:
     def reconcile(self) -> None:
         """ReplicaSet controllers: create or delete pods to match the desired replicas."""
         state = self.cluster_state
+        by_service = state.by_service
         for service, want in self.replicas.items():
-            have = state.count(service)
+            have = len(by_service.get(service, ()))
+            if have == want:
+                continue
             for _ in range(want - have):
                 state.create_pod(service, self.now)
             if have > want:
@@ -290,18 +320,15 @@ class Simulation:
     def _observe(self) -> None:
         state = self.cluster_state
         now = self.now
-        load = self.scenario.load(now)
-        pending = 0
-        cpu = memory = pods = 0
-        for pod in state.pods.values():
-            if pod.node is None:
-                pending += 1
-            if not pod.daemon:
-                cpu += pod.service.cpu
-                memory += pod.service.memory
-                pods += 1
+        load = sum(self._namespace_loads().values())
+        totals = state.totals
+        pending, cpu, memory, pods = totals.pending, totals.cpu, totals.memory, totals.pods
         registered = tuple(sorted(n.name for n in state.nodes.values() if n.ready(now)))
-        counts = tuple(state.count(s) for s in self.scenario.services)
+        if self._counts[0] != state.version:
+            by_service = state.by_service
+            counts = tuple(len(by_service.get(s, ())) for s in self.scenario.services)
+            self._counts = (state.version, counts)
+        counts = self._counts[1]
         signature = (registered, counts, pending)
         if signature != self._signature:
             self._signature = signature
@@ -314,9 +341,9 @@ class Simulation:
         if now < 0:
             return
         short = 0
+        ready = self._ready_counts()
         for service in self.hpas:
-            ready = sum(1 for p in state.pods_of(service) if self._ready(p))
-            if self._demand(service) > ready * service.cpu:
+            if self._demand(service) > ready.get(service, 0) * service.cpu:
                 short += 1
         s = self.series
         s.time.append(now)

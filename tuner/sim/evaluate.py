@@ -4,13 +4,21 @@ Output directory (``--output``): one ``<scenario>.png`` per scenario, ``results.
 table) and ``results.json`` (every figure, for scripts). With ``--readme``, the tables and plots
 also replace what stands between the README's ``<!-- evaluation:begin -->`` and
 ``<!-- evaluation:end -->`` markers. Progress goes to stderr (tqdm).
+
+Everything is checked before the first simulated second: the scenarios (files against their
+schema), ``--output`` (a directory or nothing yet, never an existing file) and ``--readme``'s
+markers. File names come from scenario names (a schema pattern; sanitised again here), so
+nothing is written outside ``--output``; every file is written to a temporary name beside its
+target and renamed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -62,6 +70,28 @@ def summary(comparison: Comparison) -> dict[str, Any]:
     }
 
 
+DEFAULT_SEED = 1
+
+
+def file_name(name: str) -> str:
+    """A scenario name as a file name inside the output directory (no separators, no dots
+    first)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".") or "scenario"
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write to a temporary file beside ``path``, then rename it over ``path``."""
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(payload)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
 BEGIN = "<!-- evaluation:begin -->"
 END = "<!-- evaluation:end -->"
 
@@ -88,17 +118,17 @@ def update_readme(readme: Path, results: Sequence[Comparison], output: Path) -> 
         sc = comparison.scenario
         blocks.append(
             f"#### {sc.title} ({sc.duration / 3600:g} h, seed {comparison.seed})\n\n"
-            f"{table(comparison)}\n\n![{sc.name}]({images}/{sc.name}.png)\n"
+            f"{table(comparison)}\n\n![{sc.name}]({images}/{file_name(sc.name)}.png)\n"
         )
     generated = "\n".join(blocks)
-    readme.write_text(f"{head}{BEGIN}\n{generated}{END}{tail}", encoding="utf-8")
+    write_atomic(readme, f"{head}{BEGIN}\n{generated}{END}{tail}")
 
 
 def simulate(
     name: str,
     strategies: Sequence[str] = ORDER,
     hours: float | None = None,
-    seed: int = 1,
+    seed: int | None = None,
     output: Path | None = None,
     readme: Path | None = None,
 ) -> list[Comparison]:
@@ -106,6 +136,8 @@ def simulate(
     ``readme`` (and ``output``) also fill the README's evaluation section."""
     if readme is not None and output is None:
         raise InputError("--readme needs --output (where the plots go)")
+    if output is not None and output.exists() and not output.is_dir():
+        raise InputError(f"--output: {str(output)!r} is an existing file, not a directory")
     if readme is not None:
         readme_parts(readme)  # fail before hours of simulation, not after
     chosen = scenarios_for(name, hours)
@@ -121,24 +153,25 @@ def simulate(
     ) as bar:
         for item in chosen:
             bar.set_description(item.name)
+            chosen_seed = seed if seed is not None else (item.seed or DEFAULT_SEED)
             results.append(
-                compare(item, seed, strategies, lambda s: bar.update(round(s / 3600, 4)))
+                compare(item, chosen_seed, strategies, lambda s: bar.update(round(s / 3600, 4)))
             )
     elapsed = time.monotonic() - started
     sections = []
     for comparison in results:
         sc = comparison.scenario
-        heading = f"### {sc.name}: {sc.title} ({sc.duration / 3600:g} h, seed {seed})"
+        heading = f"### {sc.name}: {sc.title} ({sc.duration / 3600:g} h, seed {comparison.seed})"
         sections.append(f"{heading}\n\n{table(comparison)}\n")
     print("\n".join(sections))
     print(f"simulated in {elapsed:.1f} s", file=sys.stderr)
     if output is not None:
         output.mkdir(parents=True, exist_ok=True)
         for comparison in results:
-            plot(comparison, output / f"{comparison.scenario.name}.png")
-        (output / "results.md").write_text("\n".join(sections), encoding="utf-8")
-        (output / "results.json").write_text(
-            json.dumps([summary(c) for c in results], indent=2) + "\n", encoding="utf-8"
+            write_atomic(output / f"{file_name(comparison.scenario.name)}.png", plot(comparison))
+        write_atomic(output / "results.md", "\n".join(sections))
+        write_atomic(
+            output / "results.json", json.dumps([summary(c) for c in results], indent=2) + "\n"
         )
         if readme is not None:
             update_readme(readme, results, output)

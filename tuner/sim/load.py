@@ -28,7 +28,7 @@ import csv
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from typing import Protocol
 
@@ -190,8 +190,13 @@ class TraceReplay:
             )
         return TraceReplay(series[start_sample : start_sample + count], peak, step)
 
+    @cached_property
+    def top(self) -> float:
+        """The span's highest sample (the load there is ``peak``)."""
+        return max(self.samples)
+
     def __call__(self, t: float) -> float:
-        top = max(self.samples)
+        top = self.top
         x = min(max(t / self.step, 0.0), len(self.samples) - 1.0)
         i = min(int(x), len(self.samples) - 2)
         value = self.samples[i] + (self.samples[i + 1] - self.samples[i]) * (x - i)

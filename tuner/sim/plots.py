@@ -3,7 +3,7 @@ and the lower bound, above the load (headless matplotlib)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import io
 from typing import Any
 
 import matplotlib
@@ -16,14 +16,17 @@ from tuner.sim.strategies import LABELS
 
 STYLES: dict[str, dict[str, Any]] = {
     "autoscaler": {"color": "tab:blue", "linewidth": 3.5, "alpha": 0.45},
+    "binpacking": {"color": "tab:purple", "linewidth": 1.0},
+    "descheduler": {"color": "tab:brown", "linewidth": 1.0},
+    "karpenter": {"color": "tab:red", "linewidth": 1.0},
     "tuner2019": {"color": "tab:orange", "linewidth": 1.2},
     "tuner": {"color": "tab:green", "linewidth": 1.4, "linestyle": "--"},
 }
 """A wide, light CA-alone line under a dashed tuner line: where they are equal, both show."""
 
 
-def plot(comparison: Comparison, path: Path) -> Path:
-    """Write the cost-over-time and load plot of one comparison to ``path``."""
+def plot(comparison: Comparison) -> bytes:
+    """The cost-over-time and load plot of one comparison, as PNG."""
     scenario = comparison.scenario
     base = comparison.outcomes[0].series
     hours = [t / 3600 for t in base.time]
@@ -57,7 +60,7 @@ def plot(comparison: Comparison, path: Path) -> Path:
     load_axis.set_xlabel("time (h)")
     load_axis.grid(alpha=0.3)
     figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110)
     plt.close(figure)
-    return path
+    return buffer.getvalue()

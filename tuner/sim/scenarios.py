@@ -16,67 +16,38 @@ For ``tuner demo`` only (not in ``--scenario all``): ``demo``, Online Boutique x
 load on six e2-standard-2 nodes as a peak left them, every node above the Cluster Autoscaler's
 50 % scale-down threshold.
 
-A scenario file is JSON::
+Scenarios that look like real clusters, written as scenario files
+(``tuner/sim/scenario_files``): ``heterogeneous`` (GKE, three pools of different shapes with the
+``least-waste`` expander; shops plus Elasticsearch, Kibana, Logstash, Redis, PostgreSQL and
+ingress-nginx at their Helm charts' default requests), ``diurnal-week`` (EKS, two node groups,
+seven days of the Capital Bikeshare trace: weekday and weekend, day and night) and ``large``
+(GKE, Online Boutique x30 on e2-standard-2, above 100 nodes at the peak).
 
-    {"name": "mine", "node_type": "e2-standard-4", "initial_nodes": 3, "max_nodes": 40,
-     "hours": 24, "system": "gke",
-     "applications": [{"app": "sock-shop", "copies": 4, "trace": "google2019",
-                       "first_day": 1, "peak": 40}]}
-
-where an application may give ``"pattern": "wide-peaks" | "narrow-peaks" | "high-frequency"``
-instead of a trace.
+Any other name is read as a scenario file (:mod:`tuner.sim.scenario_file`, ``docs/scenarios.md``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from tuner.errors import InputError
 from tuner.sim.engine import Scenario
-from tuner.sim.load import (
-    HIGH_FREQUENCY,
-    NARROW_PEAKS,
-    WIDE_PEAKS,
-    LoadPattern,
-    Phase,
-    Phases,
-    TraceReplay,
-    trace_series,
-    trace_step,
-)
+from tuner.sim.load import LoadPattern, Phase, Phases
 from tuner.sim.pools import NodePool
 from tuner.sim.prices import NODE_TYPES
-from tuner.sim.workloads import (
-    EKS_DAEMONSETS,
-    EKS_SYSTEM,
-    GKE_DAEMONSETS,
-    GKE_SYSTEM,
-    ONLINE_BOUTIQUE,
-    PHP_APACHE,
-    ROBOT_SHOP,
-    SOCIAL_NETWORK,
-    SOCK_SHOP,
-    THESIS_MONITORING,
-    Application,
-    Service,
-)
+from tuner.sim.scenario_file import APPLICATIONS, PATTERNS, SYSTEMS, build, copies, read
+from tuner.sim.workloads import GKE_DAEMONSETS, GKE_SYSTEM, THESIS_MONITORING, Application, Service
+
+PHP_APACHE = APPLICATIONS["php-apache"]
+ONLINE_BOUTIQUE = APPLICATIONS["online-boutique"]
 
 DEFAULT_POOL = "pool"
 """Node names start with their pool's name; single-pool scenarios keep the ``pool-NNNN`` names
 they had before pools existed (the scheduler breaks ties in name order)."""
 DAY = 86400.0
-APPLICATIONS = {
-    a.name: a for a in (PHP_APACHE, ONLINE_BOUTIQUE, SOCK_SHOP, ROBOT_SHOP, SOCIAL_NETWORK)
-}
-PATTERNS: dict[str, Phases] = {
-    "wide-peaks": WIDE_PEAKS,
-    "narrow-peaks": NARROW_PEAKS,
-    "high-frequency": HIGH_FREQUENCY,
-}
-SYSTEMS = {"gke": (GKE_DAEMONSETS, GKE_SYSTEM), "eks": (EKS_DAEMONSETS, EKS_SYSTEM)}
 
 
 def _pool(node_type: str, initial: int, most: int) -> NodePool:
@@ -106,28 +77,12 @@ def _thesis(name: str, pattern: Phases, title: str) -> Callable[[float | None], 
     return build
 
 
-def _copies(
-    app: Application, copies: int, trace: str, first_day: int, peak: float, duration: float
-) -> tuple[tuple[Service, ...], dict[str, LoadPattern]]:
-    services: list[Service] = []
-    loads: dict[str, LoadPattern] = {}
-    per_day = int(DAY // trace_step(trace))
-    days = len(trace_series(trace)) // per_day
-    span_days = int(duration // DAY) + 1
-    for i in range(copies):
-        namespace = f"{app.name}-{i + 1}"
-        day = (first_day + i) % max(days - span_days, 1)
-        services += app.in_namespace(namespace)
-        loads[namespace] = TraceReplay.of(trace, day * per_day, duration, peak)
-    return tuple(services), loads
-
-
 def _multi(
     name: str,
     title: str,
     *,
     app: Application,
-    copies: int,
+    count: int,
     trace: str,
     peak: float,
     node_type: str,
@@ -137,7 +92,9 @@ def _multi(
 ) -> Callable[[float | None], Scenario]:
     def build(hours: float | None) -> Scenario:
         duration = DAY if hours is None else hours * 3600
-        services, loads = _copies(app, copies, trace, 1, peak, duration)
+        services, loads = copies(
+            app, count, {"trace": trace, "first_day": 1, "peak": peak}, duration
+        )
         daemons, system_services = SYSTEMS[system]
         return Scenario(
             name=name,
@@ -152,6 +109,16 @@ def _multi(
         )
 
     return build
+
+
+def _packaged(name: str) -> Callable[[float | None], Scenario]:
+    """A scenario shipped as a scenario file in ``tuner/sim/scenario_files``."""
+
+    def build_file(hours: float | None) -> Scenario:
+        text = resources.files("tuner.sim.scenario_files").joinpath(f"{name}.json")
+        return build(json.loads(text.read_text(encoding="utf-8")), hours)
+
+    return build_file
 
 
 def _demo(hours: float | None) -> Scenario:
@@ -179,16 +146,18 @@ def _demo(hours: float | None) -> Scenario:
 
 
 SCENARIOS: dict[str, Callable[[float | None], Scenario]] = {
-    "thesis-wide": _thesis("thesis-wide", WIDE_PEAKS, "Thesis pattern 1: wide peaks"),
-    "thesis-narrow": _thesis("thesis-narrow", NARROW_PEAKS, "Thesis pattern 2: narrow peaks"),
+    "thesis-wide": _thesis("thesis-wide", PATTERNS["wide-peaks"], "Thesis pattern 1: wide peaks"),
+    "thesis-narrow": _thesis(
+        "thesis-narrow", PATTERNS["narrow-peaks"], "Thesis pattern 2: narrow peaks"
+    ),
     "thesis-high-frequency": _thesis(
-        "thesis-high-frequency", HIGH_FREQUENCY, "Thesis pattern 3: high frequency"
+        "thesis-high-frequency", PATTERNS["high-frequency"], "Thesis pattern 3: high frequency"
     ),
     "diurnal": _multi(
         "diurnal",
         "php-apache over a day of Alibaba 2018",
         app=PHP_APACHE,
-        copies=1,
+        count=1,
         trace="alibaba2018",
         peak=37.0,
         node_type="e2-standard-2",
@@ -200,7 +169,7 @@ SCENARIOS: dict[str, Callable[[float | None], Scenario]] = {
         "online-boutique",
         "Online Boutique x6 over days of Alibaba 2018",
         app=ONLINE_BOUTIQUE,
-        copies=6,
+        count=6,
         trace="alibaba2018",
         peak=40.0,
         node_type="e2-standard-4",
@@ -211,8 +180,8 @@ SCENARIOS: dict[str, Callable[[float | None], Scenario]] = {
     "sock-shop": _multi(
         "sock-shop",
         "Sock Shop x6 over days of Google 2019",
-        app=SOCK_SHOP,
-        copies=6,
+        app=APPLICATIONS["sock-shop"],
+        count=6,
         trace="google2019",
         peak=40.0,
         node_type="m5.xlarge",
@@ -223,8 +192,8 @@ SCENARIOS: dict[str, Callable[[float | None], Scenario]] = {
     "robot-shop": _multi(
         "robot-shop",
         "Robot Shop x10 over days of Azure v2",
-        app=ROBOT_SHOP,
-        copies=10,
+        app=APPLICATIONS["robot-shop"],
+        count=10,
         trace="azure_v2",
         peak=15.0,
         node_type="m5.large",
@@ -235,8 +204,8 @@ SCENARIOS: dict[str, Callable[[float | None], Scenario]] = {
     "social-network": _multi(
         "social-network",
         "DeathStarBench socialNetwork x4 over days of Google 2019",
-        app=SOCIAL_NETWORK,
-        copies=4,
+        app=APPLICATIONS["social-network"],
+        count=4,
         trace="google2019",
         peak=40.0,
         node_type="e2-standard-4",
@@ -244,6 +213,9 @@ SCENARIOS: dict[str, Callable[[float | None], Scenario]] = {
         initial_nodes=4,
         max_nodes=60,
     ),
+    "heterogeneous": _packaged("heterogeneous"),
+    "diurnal-week": _packaged("diurnal-week"),
+    "large": _packaged("large"),
 }
 THESIS_SCENARIOS = ("thesis-wide", "thesis-narrow", "thesis-high-frequency")
 MULTI_SERVICE = ("online-boutique", "sock-shop", "robot-shop", "social-network")
@@ -259,56 +231,4 @@ def scenario(name: str, hours: float | None = None) -> Scenario:
     path = Path(name)
     if not path.is_file():
         raise InputError(f"unknown scenario {name!r}; known: {', '.join(known)}, or a file")
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise InputError(f"cannot read scenario {path}: {err}") from err
-    return scenario_from_dict(document, hours)
-
-
-def scenario_from_dict(doc: Any, hours: float | None = None) -> Scenario:
-    """A scenario from its JSON form (see the module docstring)."""
-    try:
-        node_type = NODE_TYPES[doc["node_type"]]
-        duration = (hours if hours is not None else float(doc.get("hours", 24))) * 3600
-        daemons, system = SYSTEMS[doc.get("system", "gke")]
-        services: list[Service] = list(system)
-        loads: dict[str, LoadPattern] = {}
-        for entry in doc["applications"]:
-            app = APPLICATIONS[entry["app"]]
-            copies = int(entry.get("copies", 1))
-            if "pattern" in entry:
-                for i in range(copies):
-                    namespace = f"{app.name}-{i + 1}"
-                    services += app.in_namespace(namespace)
-                    loads[namespace] = PATTERNS[entry["pattern"]]
-            else:
-                more, more_loads = _copies(
-                    app,
-                    copies,
-                    entry["trace"],
-                    int(entry.get("first_day", 1)),
-                    float(entry["peak"]),
-                    duration,
-                )
-                services += more
-                loads.update(more_loads)
-        return Scenario(
-            name=str(doc["name"]),
-            title=str(doc.get("title", doc["name"])),
-            services=tuple(services),
-            daemonsets=daemons,
-            loads=loads,
-            pools=(
-                NodePool(
-                    DEFAULT_POOL,
-                    node_type,
-                    1,
-                    int(doc.get("max_nodes", 100)),
-                    int(doc.get("initial_nodes", 1)),
-                ),
-            ),
-            duration=duration,
-        )
-    except (KeyError, TypeError, ValueError) as err:
-        raise InputError(f"bad scenario: {err!r}") from err
+    return read(path, hours)

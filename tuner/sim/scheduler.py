@@ -106,11 +106,21 @@ class Scheduler:
         return top[0] if len(top) == 1 else self.rng.choice(top)
 
     def schedule(self, cluster: SimCluster, now: float) -> int:
-        """Bind every pending pod that fits somewhere, oldest first; returns how many."""
+        """Bind every pending pod that fits somewhere, oldest first; returns how many.
+
+        Within one pass nodes only fill up, so a pod with the same requests and tolerations as
+        one that fitted nowhere fits nowhere either: it is not filtered again (no node is
+        scored, nothing random is drawn, the outcome is the same)."""
         bound = 0
+        unfit: set[tuple[int, int, bool]] = set()
         for pod in cluster.pending():
+            shape = (pod.service.cpu, pod.service.memory, pod.daemon)
+            if shape in unfit:
+                continue
             node = self.choose(cluster, pod, now)
-            if node is not None:
-                cluster.bind(pod, node, now)
-                bound += 1
+            if node is None:
+                unfit.add(shape)
+                continue
+            cluster.bind(pod, node, now)
+            bound += 1
         return bound

@@ -6,6 +6,7 @@ The simulator mutates this state; the tuner only ever sees :meth:`SimCluster.vie
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -65,6 +66,25 @@ class SimNode:
         return requests.fits_in(self.free()) and len(self.pods) < self.type.max_pods
 
 
+@dataclass
+class Totals:
+    """Pending pods, and the count and requests of the non-DaemonSet pods."""
+
+    pending: int = 0
+    pods: int = 0
+    cpu: int = 0
+    memory: int = 0
+
+    def add(self, pod: SimPod, sign: int) -> None:
+        """Count a pod in (sign 1, as created: pending) or out (-1)."""
+        if pod.node is None:
+            self.pending += sign
+        if not pod.daemon:
+            self.pods += sign
+            self.cpu += sign * pod.service.cpu
+            self.memory += sign * pod.service.memory
+
+
 @dataclass(eq=False)
 class SimPod:
     """A pod of a service; ``node`` is None while it is pending."""
@@ -96,6 +116,12 @@ class SimCluster:
         self.by_service: dict[Service, set[int]] = {}
         self.by_name: dict[str, int] = {}
         self.version = 0
+        self.totals = Totals()
+        """Running totals of the pods (for per-tick measurements without a pass over pods)."""
+        self.bound: dict[Service, int] = {}
+        """Bound pods per service."""
+        self.recent_binds: deque[tuple[float, SimPod]] = deque()
+        """(bound at, pod) of recent bindings, oldest first, for readiness after startup."""
         self.evictions = 0
         """Pods evicted so far, by any actor."""
         self._uid = 0
@@ -143,6 +169,7 @@ class SimCluster:
         self._uid += 1
         name = f"{service.name}-{self._uid:06d}"
         pod = SimPod(self._uid, name, service, created=now)
+        self.totals.add(pod, 1)
         self.pods[pod.uid] = pod
         self.by_service.setdefault(service, set()).add(pod.uid)
         self.by_name[name] = pod.uid
@@ -153,6 +180,9 @@ class SimCluster:
         """Place a pending pod on a node."""
         pod.node = node.name
         pod.bound_at = now
+        self.totals.pending -= 1
+        self.bound[pod.service] = self.bound.get(pod.service, 0) + 1
+        self.recent_binds.append((now, pod))
         node.pods.add(pod.uid)
         node.cpu += pod.service.cpu
         node.memory += pod.service.memory
@@ -184,6 +214,9 @@ class SimCluster:
         return healthy - (len(uids) - budget)
 
     def _forget(self, pod: SimPod) -> None:
+        self.totals.add(pod, -1)
+        if pod.node is not None:
+            self.bound[pod.service] -= 1
         del self.pods[pod.uid]
         self.by_service[pod.service].discard(pod.uid)
         del self.by_name[pod.name]

@@ -31,7 +31,7 @@ Sources (read with the search tool; numbers only):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from tuner.model.cluster import Workload
 
@@ -65,6 +65,15 @@ class Service:
     namespace: str = "default"
     pdb_max_unavailable: int | None = None
     """``maxUnavailable`` of its PodDisruptionBudget; None: it has none."""
+    _hash: int = field(init=False, repr=False, compare=False, default=0)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.namespace, self.kind, self.name)))
+
+    def __hash__(self) -> int:
+        """From its identity only, computed once (the simulator keys dicts by services on
+        every tick; equal services have equal identities, so this agrees with equality)."""
+        return self._hash
 
     @property
     def workload(self) -> Workload:
@@ -225,5 +234,11 @@ EKS_DAEMONSETS = (
     Service("kube-proxy", 100, 0, kind="DaemonSet", namespace="kube-system"),
     Service("aws-node", 25, 0, kind="DaemonSet", namespace="kube-system"),
 )
-EKS_SYSTEM = (Service("coredns", 100, 70 * MIB, replicas=2, namespace="kube-system"),)
-"""EKS add-on defaults: kube-proxy 100m, the VPC CNI's aws-node 25m, CoreDNS 100m/70Mi x2."""
+EKS_SYSTEM = (
+    Service("coredns", 100, 70 * MIB, replicas=2, namespace="kube-system", pdb_max_unavailable=1),
+)
+"""EKS add-on defaults: kube-proxy 100m, the VPC CNI's aws-node 25m, CoreDNS 100m/70Mi x2 with
+the PodDisruptionBudget (maxUnavailable 1) the CoreDNS add-on installs, so CoreDNS does not pin
+its nodes; GKE's system Deployments above come without PodDisruptionBudgets (the Cluster
+Autoscaler FAQ: "by default, kube-system pods prevent CA from removing nodes on which they are
+running ... users can manually add PDBs"), so each pins its node."""

@@ -1,0 +1,217 @@
+"""Scenario files through the real CLI: every invalid file ends with one stderr line naming the
+field (and value), exit 2, before anything is simulated or written; a valid file runs."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tuner.cli import main
+from tuner.sim.load import TRACES
+from tuner.sim.prices import NODE_TYPES
+from tuner.sim.scenario_file import APPLICATIONS, PATTERNS, build, schema
+from tuner.sim.scenarios import scenario
+
+VALID: dict[str, Any] = {
+    "name": "mine",
+    "hours": 0.25,
+    "seed": 4,
+    "system": "eks",
+    "expander": "least-waste",
+    "pools": [
+        {"name": "general", "node_type": "m5.large", "min": 1, "max": 6, "initial": 2},
+        {"name": "memory", "node_type": "r5.xlarge", "max": 3},
+    ],
+    "applications": [{"app": "php-apache", "pattern": "narrow-peaks"}],
+    "services": [
+        {
+            "name": "search",
+            "namespace": "logs",
+            "kind": "StatefulSet",
+            "cpu": "1",
+            "memory": "2Gi",
+            "replicas": 3,
+            "pdb_max_unavailable": 1,
+            "source": "elastic/elasticsearch chart: resources.requests",
+        },
+        {
+            "name": "api",
+            "namespace": "shop",
+            "cpu": "250m",
+            "memory": "256Mi",
+            "hpa": {"min": 1, "max": 5, "target": 0.5},
+            "cpu_per_load": 10,
+        },
+    ],
+    "loads": {"shop": {"trace": "capital-bikeshare", "first_day": 2, "peak": 20}},
+}
+
+
+def with_change(path: str, value: Any) -> dict[str, Any]:
+    """VALID with one field (dotted path, list indices as numbers) set, or removed (...)."""
+    doc = copy.deepcopy(VALID)
+    *parents, last = [int(p) if p.isdigit() else p for p in path.split(".")]
+    target: Any = doc
+    for part in parents:
+        target = target[part]
+    if value is ...:
+        del target[last]
+    else:
+        target[last] = value
+    return doc
+
+
+def run_file(
+    tmp_path: Path, doc: Any, raw: str | None = None, out: str = "out"
+) -> tuple[int, Path]:
+    """``tuner simulate`` on the document (or raw text); (exit status, the output path)."""
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(raw if raw is not None else json.dumps(doc))
+    output = tmp_path / out
+    return main(["simulate", "--scenario", str(scenario), "--output", str(output)]), output
+
+
+INVALID = [
+    ("unknown top-level key", with_change("colour", "red"), "unknown key 'colour'"),
+    ("unknown pool key", with_change("pools.0.size", 3), "pools[0]: unknown key 'size'"),
+    ("negative pool max", with_change("pools.0.max", -1), "pools[0].max: -1"),
+    ("fractional copies", with_change("applications.0.copies", 1.5), "copies: 1.5"),
+    ("huge copies", with_change("applications.0.copies", 1e9), "copies: 1000000000.0"),
+    ("negative hours", with_change("hours", -3), "hours: -3"),
+    ("zero hours", with_change("hours", 0), "hours: 0"),
+    ("huge hours", with_change("hours", 1e6), "hours: 1000000.0"),
+    ("negative peak", with_change("loads.shop.peak", -5), "loads.shop.peak: -5"),
+    ("unknown node type", with_change("pools.1.node_type", "m9.huge"), "'m9.huge'"),
+    ("unknown application", with_change("applications.0.app", "wordpress"), "'wordpress'"),
+    ("unknown trace", with_change("loads.shop.trace", "netflix"), "'netflix'"),
+    ("initial above max", with_change("pools.0.initial", 7), "pools[0].initial: 7"),
+    ("min above max", with_change("pools.0.min", 9), "pools[0].min: 9"),
+    ("name is a path", with_change("name", "../escape"), "name: '../escape'"),
+    ("name is absolute", with_change("name", "/tmp/x"), "name: '/tmp/x'"),
+    ("hidden name", with_change("name", ".hidden"), "name: '.hidden'"),
+    ("no pools", with_change("pools", []), "pools: []"),
+    ("missing pools", with_change("pools", ...), "'pools' is a required property"),
+    ("bad cpu quantity", with_change("services.1.cpu", "lots"), "services[1].cpu: 'lots'"),
+    ("negative cpu", with_change("services.1.cpu", -1), "services[1].cpu: -1"),
+    ("cpu beyond any node", with_change("services.1.cpu", "900"), "services[1].cpu: '900'"),
+    ("hpa min above max", with_change("services.1.hpa.min", 9), "services[1].hpa.min: 9"),
+    ("two loads for one namespace", with_change("loads.shop.pattern", "wide-peaks"), "loads.shop"),
+    ("load of no namespace", with_change("loads.ghost", {"constant": 3}), "loads.ghost"),
+    ("trace too short", with_change("loads.shop.first_day", 27), "loads.shop.first_day: 27"),
+    ("duplicate pool", with_change("pools.1.name", "general"), "pools[1].name: 'general'"),
+    ("boolean seed", with_change("seed", True), "seed: True"),
+    ("top level is a list", [VALID], "(top level): "),
+]
+
+
+@pytest.mark.parametrize(("case", "doc", "field"), INVALID, ids=[c[0] for c in INVALID])
+def test_invalid_file_is_one_line_naming_the_field_and_nothing_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str, doc: Any, field: str
+) -> None:
+    code, out = run_file(tmp_path, doc)
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert code == 2, case
+    assert len(lines) == 1, lines
+    assert field in lines[0], lines[0]
+    assert captured.out == ""
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("case", "raw", "field"),
+    [
+        ("NaN peak", json.dumps(VALID).replace('"peak": 20', '"peak": NaN'), "loads.shop.peak"),
+        (
+            "Infinity hours",
+            json.dumps(VALID).replace('"hours": 0.25', '"hours": Infinity'),
+            "hours",
+        ),
+        ("overflowing number", json.dumps(VALID).replace('"peak": 20', '"peak": 1e999'), "peak"),
+        ("not JSON", "{", "not JSON"),
+        ("deep nesting", "[" * 100_000 + "]" * 100_000, "scenario"),
+    ],
+)
+def test_non_finite_numbers_and_broken_json_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str, raw: str, field: str
+) -> None:
+    code, out = run_file(tmp_path, None, raw)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2, case
+    assert len(lines) == 1, lines
+    assert field in lines[0]
+    assert not out.exists()
+
+
+def test_output_naming_an_existing_file_is_refused_before_simulating(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "taken").write_text("keep me")
+    code, taken = run_file(tmp_path, VALID, out="taken")
+    assert code == 2
+    captured = capsys.readouterr()
+    assert "--output" in captured.err
+    assert len(captured.err.strip().splitlines()) == 1
+    assert captured.out == ""
+    assert taken.read_text() == "keep me"
+
+
+def test_valid_file_runs_every_strategy_with_its_seed_and_writes_only_into_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = run_file(tmp_path, VALID)
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "### mine: mine (0.25 h, seed 4)" in text
+    assert "| CA alone |" in text
+    assert "| lower bound |" in text
+    assert sorted(p.name for p in out.iterdir()) == ["mine.png", "results.json", "results.md"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "scenario.json"]
+
+
+def test_the_file_builds_pools_pdbs_daemonsets_and_loads() -> None:
+    built = build(VALID)
+    assert [p.name for p in built.pools] == ["general", "memory"]
+    assert built.pools[0].initial_nodes == 2
+    assert built.autoscaler.expander == "least-waste"
+    assert built.seed == 4
+    search = next(s for s in built.services if s.name == "search")
+    assert (search.cpu, search.memory, search.pdb_max_unavailable) == (1000, 2 * 2**30, 1)
+    assert {"shop", "php-apache-1"} <= set(built.loads)
+    assert any(s.name == "coredns" for s in built.services)  # EKS system pods
+    assert not any(s.name == "coredns" for s in build({**VALID, "system_pods": False}).services)
+
+
+def test_the_schema_lists_exactly_what_the_simulator_knows() -> None:
+    defs = schema()["$defs"]
+    assert defs["pool"]["properties"]["node_type"]["enum"] == list(NODE_TYPES)
+    assert defs["application"]["properties"]["app"]["enum"] == list(APPLICATIONS)
+    assert defs["trace"]["enum"] == list(TRACES)
+    assert defs["pattern"]["enum"] == list(PATTERNS)
+
+
+def test_the_real_cluster_scenarios_have_their_pools_traces_and_budgets() -> None:
+    het = scenario("heterogeneous")
+    assert [p.node_type.name for p in het.pools] == [
+        "e2-standard-4",
+        "e2-standard-8",
+        "e2-highmem-4",
+    ]
+    assert het.autoscaler.expander == "least-waste"
+    assert any("elastic/elasticsearch" in s for s in het.sources)
+    es = next(s for s in het.services if s.name == "elasticsearch")
+    assert (es.cpu, es.memory, es.replicas, es.pdb_max_unavailable) == (1000, 2 * 2**30, 3, 1)
+    week = scenario("diurnal-week")
+    assert week.duration == 7 * 86400
+    assert week.system == "eks"
+    shop = week.loads["sock-shop-1"]
+    weekday = max(shop(h * 3600.0) for h in range(24))  # Monday
+    weekend = max(shop(h * 3600.0) for h in range(5 * 24, 7 * 24))
+    night = min(shop(h * 3600.0) for h in range(24))
+    assert weekend < 0.8 * weekday
+    assert night < 0.1 * weekday
+    assert scenario("large").pools[0].max_nodes >= 100

@@ -1,0 +1,1 @@
+"""Named scenarios written in the scenario file format (see docs/scenarios.md)."""
