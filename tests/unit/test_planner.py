@@ -97,7 +97,9 @@ def test_replay_rejects_overcommit_and_non_empty_node_removal() -> None:
         [node("a", "1", "1Gi"), node("b", "1", "1Gi")],
         [pod("x-1", "a", "1", workload="x"), pod("y-1", "b", "1", workload="y")],
     )
-    with pytest.raises(InfeasiblePlan, match="no room on node b"):
+    with pytest.raises(
+        InfeasiblePlan, match="step 1: pod default/x-1 cannot go to node b: not enough free CPU"
+    ):
         replay(c, [Migrate(c.pods[0], "b")])
     with pytest.raises(InfeasiblePlan, match="node a still runs default/x-1"):
         replay(c, [RemoveNode("a")])

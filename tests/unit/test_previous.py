@@ -141,7 +141,7 @@ def test_additions_need_a_running_movable_workload_and_room() -> None:
     # today's requests (600m each) do not fit on one 1-core node
     result = previous(now, [crowded])
     assert result.execution is None
-    assert "overcommitted" in dict(result.unattainable)[crowded.id]
+    assert "not enough free CPU" in dict(result.unattainable)[crowded.id]
 
 
 def _brute_force_best(scores: np.ndarray) -> float:
