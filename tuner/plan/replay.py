@@ -82,7 +82,7 @@ def replay(cluster: Cluster, actions: Iterable[Action]) -> Occupancy:
                 _take_off(state, pod, step)
             case RemoveNode(node=node):
                 if node not in state.nodes or node in state.removed:
-                    raise InfeasiblePlan(f"step {step}: node {node} is not in the cluster")
+                    raise InfeasiblePlan(f"step {step}: unknown node {node}")
                 left = sorted(k for k, p in state.residents[node].items() if not p.follows_node)
                 if left:
                     raise InfeasiblePlan(f"step {step}: node {node} still runs {left[0]}")
@@ -101,8 +101,10 @@ def _put_on(state: _State, pod: Pod, step: int) -> None:
     """Place a pod (``pod.node`` is its target) after checking every fit rule."""
     name = pod.node or ""
     node = state.nodes.get(name)
-    if node is None or name in state.removed:
+    if node is None:
         raise InfeasiblePlan(f"step {step}: unknown node {name}")
+    if name in state.removed:
+        raise InfeasiblePlan(f"step {step}: node {name} was removed")
     residents = state.residents[name].values()
     free = node.allocatable - Resources.total([p.requests for p in residents])
     why = static_fit(pod.constraints, node) or resource_fit(
