@@ -6,27 +6,20 @@ from __future__ import annotations
 import pytest
 
 from tests.support.builders import cluster, node, pod
+from tuner.model import scheduling as rules
 from tuner.model.change import DesiredChange, Relocation
 from tuner.model.cluster import Node
-from tuner.model.scheduling import (
-    AntiAffinityTerm,
-    Constraints,
-    LabelSelector,
-    Requirement,
-    Taint,
-    Toleration,
-)
 from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
 from tuner.plan.planner import plan
 from tuner.plan.replay import InfeasiblePlan, replay
 
-DEDICATED = Taint("dedicated", "web", "NoSchedule")
-NOT_WITH_DB = AntiAffinityTerm(LabelSelector((("app", "db"),)), ("default",))
-NOT_WITH_WEB = AntiAffinityTerm(LabelSelector((("app", "web"),)), ("default",))
-WEB = Constraints(
-    tolerations=(Toleration("dedicated", "Equal", "web", "NoSchedule"),),
+DEDICATED = rules.Taint("dedicated", "web", "NoSchedule")
+NOT_WITH_DB = rules.AntiAffinityTerm(rules.LabelSelector((("app", "db"),)), ("default",))
+NOT_WITH_WEB = rules.AntiAffinityTerm(rules.LabelSelector((("app", "web"),)), ("default",))
+WEB = rules.Constraints(
+    tolerations=(rules.Toleration("dedicated", "Equal", "web", "NoSchedule"),),
     node_selector=(("pool", "a"),),
-    node_affinity=((Requirement("zone", "In", ("x",)),),),
+    node_affinity=((rules.Requirement("zone", "In", ("x",)),),),
     anti_affinity=(NOT_WITH_DB,),
 )
 MOVER = pod("web-1", "src", "1", "1Gi", constraints=WEB)
@@ -42,7 +35,9 @@ def target(**overrides: object) -> Node:
     return node("dst", "2", "2Gi", **spec)  # type: ignore[arg-type]
 
 
-GUARD = pod("guard-1", "dst", "10m", "1Mi", constraints=Constraints(anti_affinity=(NOT_WITH_WEB,)))
+GUARD = pod(
+    "guard-1", "dst", "10m", "1Mi", constraints=rules.Constraints(anti_affinity=(NOT_WITH_WEB,))
+)
 DB = pod("db-1", "dst", "10m", "1Mi")
 FILLER = pod("filler-1", "dst", "10m", "1Mi")
 
@@ -52,7 +47,7 @@ CASES = {
     "pod slots": (target(max_pods=1), [FILLER], "no free pod slot"),
     "cordon": (target(unschedulable=True), [], "node is cordoned"),
     "taint": (
-        target(taints=(DEDICATED, Taint("gpu", "yes", "NoExecute"))),
+        target(taints=(DEDICATED, rules.Taint("gpu", "yes", "NoExecute"))),
         [],
         "taint gpu=yes:NoExecute not tolerated",
     ),
