@@ -43,7 +43,8 @@ class Move:
 
 
 class Snapshot:
-    """Node occupancy of a cluster that can be changed and rolled back."""
+    """Node occupancy of a cluster that answers fit and placement and can be changed (place,
+    unplace, move, close) and rolled back (fork, revert)."""
 
     def __init__(self, cluster: Cluster, arriving: Iterable[Pod] = ()) -> None:
         """The cluster as it runs now; ``arriving`` are pods not in it that may be placed later

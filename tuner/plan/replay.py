@@ -3,7 +3,9 @@
 Independent of the planner and of the scheduling simulation it orders with
 (:mod:`tuner.model.snapshot`): plain per-node dictionaries, one step at a time, asking the
 domain model's rule predicates (:mod:`tuner.model.scheduling`) directly. Tests and the CLI's
-"after" figures trust a plan because it survives this replay.
+"after" figures trust a plan because it survives this replay. Whether a pod may be moved at
+all (PDBs, owners, annotations) is the analysis' movability, not a fit rule: the property
+tests check it beside the replay.
 """
 
 from __future__ import annotations
