@@ -120,9 +120,9 @@ def check_plan_invariants(c: Cluster, actions: tuple, movable_keys: set[str]) ->
         if isinstance(action, Migrate | Remove):
             assert action.pod.key in movable_keys, f"touched unmovable {action.pod.key}"
         if isinstance(action, RemoveNode):
-            assert final.pods[action.node] <= final.fixed[action.node]
+            assert all(p.follows_node for p in final.residents[action.node].values())
     for name in final.removed:
-        assert final.pods[name] <= final.fixed[name]
+        assert all(p.follows_node for p in final.residents[name].values())
 
 
 def replica_counts(c: Cluster) -> Counter[str]:

@@ -73,7 +73,8 @@ class _Orderer:
     """Event-driven ordering: actions wait per target node and retry when room frees there."""
 
     def __init__(self, cluster: Cluster) -> None:
-        self.templates = {p.workload: p for p in reversed(cluster.pods)}
+        self.cluster = cluster
+        self.templates: dict[Workload, Pod] | None = None
         """The first running pod of each workload: what an added instance looks like."""
         self.snapshot = Snapshot(cluster)
         self.waiting: dict[str, deque[Placing]] = defaultdict(deque)
@@ -120,6 +121,8 @@ class _Orderer:
 
     def _instance(self, add: Add) -> Pod:
         """The pod an addition starts: its workload's template with the addition's requests."""
+        if self.templates is None:
+            self.templates = {p.workload: p for p in reversed(self.cluster.pods)}
         workload = add.workload
         template = self.templates.get(workload)
         if template is None:

@@ -10,10 +10,10 @@ tests check it beside the replay.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, KeysView
 from dataclasses import dataclass, field, replace
 
-from tuner.model.cluster import Cluster, Node, Pod
+from tuner.model.cluster import Cluster, Pod, Workload
 from tuner.model.resources import Resources
 from tuner.model.scheduling import repels, resource_fit, static_fit
 from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
@@ -29,67 +29,73 @@ class Occupancy:
 
     allocatable: dict[str, Resources]
     requested: dict[str, Resources]
-    pods: dict[str, set[str]]
-    """Pod keys per node."""
-    fixed: dict[str, set[str]]
-    """Pods that follow their node (DaemonSet, mirror): they may stay on a removed node."""
+    residents: dict[str, dict[str, Pod]]
+    """Pods by key on each node."""
     removed: set[str]
+
+    @property
+    def pods(self) -> dict[str, KeysView[str]]:
+        """Pod keys per node."""
+        return {name: pods.keys() for name, pods in self.residents.items()}
 
 
 @dataclass
 class _State:
-    """The replay's own bookkeeping: the pods by key on each node, and the removed nodes."""
+    """The replay's own bookkeeping: pods by key and their requests on each node, removed
+    nodes."""
 
-    nodes: dict[str, Node]
+    cluster: Cluster
     residents: dict[str, dict[str, Pod]]
+    requested: dict[str, Resources]
     removed: set[str] = field(default_factory=set)
+    templates: dict[Workload, Pod] | None = None
 
-    def result(self) -> Occupancy:
-        """The occupancy at the end."""
-        return Occupancy(
-            allocatable={name: node.allocatable for name, node in self.nodes.items()},
-            requested={
-                name: Resources.total([p.requests for p in pods.values()])
-                for name, pods in self.residents.items()
-            },
-            pods={name: set(pods) for name, pods in self.residents.items()},
-            fixed={
-                name: {key for key, p in pods.items() if p.follows_node}
-                for name, pods in self.residents.items()
-            },
-            removed=set(self.removed),
+    def instance(self, add: Add, step: int) -> Pod:
+        """The pod an addition starts: like a running pod of its workload (its constraints
+        and labels), with the addition's requests."""
+        if self.templates is None:
+            self.templates = {p.workload: p for p in reversed(self.cluster.pods)}
+        workload = add.workload
+        like = self.templates.get(workload) or Pod(
+            workload.namespace, workload.name, None, add.requests, workload, ""
         )
+        name = f"+{workload.name}#{step}"
+        return replace(like, name=name, node=add.target, requests=add.requests)
 
 
 def replay(cluster: Cluster, actions: Iterable[Action]) -> Occupancy:
     """Apply the actions in order; raise :class:`InfeasiblePlan` naming the step and the rule
     at the first bad step."""
+    by_node = cluster.pods_by_node
     state = _State(
-        nodes=dict(cluster.node_by_name),
-        residents={n.name: {p.key: p for p in cluster.pods_by_node[n.name]} for n in cluster.nodes},
+        cluster,
+        residents={n.name: {p.key: p for p in by_node[n.name]} for n in cluster.nodes},
+        requested={
+            n.name: Resources.total([p.requests for p in by_node[n.name]]) for n in cluster.nodes
+        },
     )
-    templates = {p.workload: p for p in reversed(cluster.pods)}
     for step, action in enumerate(actions, 1):
         match action:
             case Migrate(pod=pod, target=target):
                 _take_off(state, pod, step)
                 _put_on(state, replace(pod, node=target), step)
-            case Add(workload=workload, target=target, requests=requests):
-                like = templates.get(workload) or Pod(
-                    workload.namespace, workload.name, None, requests, workload, ""
-                )
-                name = f"+{workload.name}#{step}"
-                _put_on(state, replace(like, name=name, node=target, requests=requests), step)
+            case Add():
+                _put_on(state, state.instance(action, step), step)
             case Remove(pod=pod):
                 _take_off(state, pod, step)
             case RemoveNode(node=node):
-                if node not in state.nodes or node in state.removed:
+                if node not in state.residents or node in state.removed:
                     raise InfeasiblePlan(f"step {step}: unknown node {node}")
                 left = sorted(k for k, p in state.residents[node].items() if not p.follows_node)
                 if left:
                     raise InfeasiblePlan(f"step {step}: node {node} still runs {left[0]}")
                 state.removed.add(node)
-    return state.result()
+    return Occupancy(
+        allocatable={n.name: n.allocatable for n in cluster.nodes},
+        requested=state.requested,
+        residents=state.residents,
+        removed=state.removed,
+    )
 
 
 def _take_off(state: _State, pod: Pod, step: int) -> None:
@@ -97,18 +103,19 @@ def _take_off(state: _State, pod: Pod, step: int) -> None:
     if node is None or node in state.removed or pod.key not in state.residents.get(node, {}):
         raise InfeasiblePlan(f"step {step}: pod {pod.key} is not on node {node}")
     del state.residents[node][pod.key]
+    state.requested[node] = state.requested[node] - pod.requests
 
 
 def _put_on(state: _State, pod: Pod, step: int) -> None:
     """Place a pod (``pod.node`` is its target) after checking every fit rule."""
     name = pod.node or ""
-    node = state.nodes.get(name)
+    node = state.cluster.node_by_name.get(name)
     if node is None:
         raise InfeasiblePlan(f"step {step}: unknown node {name}")
     if name in state.removed:
         raise InfeasiblePlan(f"step {step}: node {name} was removed")
     residents = state.residents[name].values()
-    free = node.allocatable - Resources.total([p.requests for p in residents])
+    free = node.allocatable - state.requested[name]
     why = static_fit(pod.constraints, node) or resource_fit(
         pod.requests, free, node.max_pods - len(residents)
     )
@@ -125,3 +132,4 @@ def _put_on(state: _State, pod: Pod, step: int) -> None:
     if why is not None:
         raise InfeasiblePlan(f"step {step}: pod {pod.key} cannot go to node {name}: {why}")
     state.residents[name][pod.key] = pod
+    state.requested[name] = state.requested[name] + pod.requests
