@@ -14,7 +14,17 @@ from typing import Any
 
 import numpy as np
 
+from tuner.model.cluster import Cluster, Node, Pod, Workload
 from tuner.model.quantity import GIB, format_cpu, format_memory
+from tuner.model.resources import Resources
+from tuner.model.scheduling import (
+    AntiAffinityTerm,
+    Constraints,
+    LabelSelector,
+    Toleration,
+    freeze_labels,
+)
+from tuner.model.snapshot import Snapshot
 
 MIB = 2**20
 
@@ -85,15 +95,19 @@ def _owner(kind: str, name: str, namespace: str) -> list[dict[str, Any]]:
     ]
 
 
-def _node(spec: NodeSpec) -> dict[str, Any]:
-    t = spec.type
-    labels = {
+def _node_labels(spec: NodeSpec) -> dict[str, str]:
+    return {
         "kubernetes.io/hostname": spec.name,
         "kubernetes.io/os": "linux",
-        "node.kubernetes.io/instance-type": t.name,
+        "node.kubernetes.io/instance-type": spec.type.name,
         "topology.kubernetes.io/zone": spec.zone,
         **spec.labels,
     }
+
+
+def _node(spec: NodeSpec) -> dict[str, Any]:
+    t = spec.type
+    labels = _node_labels(spec)
     capacity = {
         "cpu": format_cpu(t.cpu),
         "memory": format_memory(t.memory),
@@ -148,43 +162,60 @@ def _template_spec(w: WorkloadSpec) -> dict[str, Any]:
 
 
 class _Scheduler:
-    """LeastAllocated placement over numpy vectors (nodeSelector and anti-affinity aware)."""
+    """kube-scheduler's LeastAllocated choice among the nodes the scheduling simulation finds
+    feasible (every fit rule: resources, pod slots, nodeSelector, anti-affinity, ...)."""
 
-    def __init__(self, nodes: list[NodeSpec]) -> None:
-        self.nodes = nodes
-        self.alloc_cpu = np.array([n.type.cpu - n.type.reserved_cpu for n in nodes], dtype=np.int64)
-        self.alloc_mem = np.array(
-            [n.type.memory - n.type.reserved_memory for n in nodes], dtype=np.int64
-        )
-        self.used_cpu = np.zeros(len(nodes), dtype=np.int64)
-        self.used_mem = np.zeros(len(nodes), dtype=np.int64)
-        self.pods = np.zeros(len(nodes), dtype=np.int64)
-        self.max_pods = np.array([n.type.max_pods for n in nodes], dtype=np.int64)
-        self.hosts: dict[str, set[int]] = {}
+    def __init__(self, nodes: list[NodeSpec], workloads: list[WorkloadSpec]) -> None:
+        self.templates = {(w.namespace, w.name): _template_pod(w) for w in workloads}
+        cluster = Cluster(nodes=tuple(_model_node(n) for n in nodes), pods=())
+        self.snapshot = Snapshot(cluster, arriving=self.templates.values())
 
     def place(self, w: WorkloadSpec, node: int | None = None) -> int | None:
+        """Bind one pod of ``w`` to ``node``, or to the feasible node LeastAllocated picks."""
+        snap = self.snapshot
+        pod = self.templates[(w.namespace, w.name)]
         if node is None:
-            mask = (
-                (self.alloc_cpu - self.used_cpu >= w.cpu)
-                & (self.alloc_mem - self.used_mem >= w.memory)
-                & (self.pods < self.max_pods)
-            )
-            for key, value in w.node_selector.items():
-                mask &= np.array([n.labels.get(key) == value for n in self.nodes])
-            if w.anti_affinity:
-                for taken in self.hosts.get(w.name, ()):
-                    mask[taken] = False
+            mask = snap.fit_mask(pod)
             if not mask.any():
                 return None
-            share = (self.used_cpu + w.cpu) / self.alloc_cpu + (self.used_mem + w.memory) / (
-                self.alloc_mem
-            )
+            used_cpu = snap.alloc_cpu - snap.free_cpu
+            used_mem = snap.alloc_mem - snap.free_mem
+            share = (used_cpu + w.cpu) / snap.alloc_cpu + (used_mem + w.memory) / snap.alloc_mem
             node = int(np.argmin(np.where(mask, share, np.inf)))
-        self.used_cpu[node] += w.cpu
-        self.used_mem[node] += w.memory
-        self.pods[node] += 1
-        self.hosts.setdefault(w.name, set()).add(node)
+        snap.place(pod, node)
         return node
+
+
+def _model_node(spec: NodeSpec) -> Node:
+    t = spec.type
+    return Node(
+        name=spec.name,
+        capacity=Resources(t.cpu, t.memory),
+        allocatable=Resources(t.cpu - t.reserved_cpu, t.memory - t.reserved_memory),
+        max_pods=t.max_pods,
+        labels=_node_labels(spec),
+    )
+
+
+def _template_pod(w: WorkloadSpec) -> Pod:
+    """What the scheduling simulation needs of one pod of ``w``."""
+    anti = AntiAffinityTerm(LabelSelector((("app", w.name),)), (w.namespace,))
+    constraints = Constraints(
+        tolerations=(Toleration(operator="Exists"),) if w.kind == "DaemonSet" else (),
+        node_selector=freeze_labels(w.node_selector),
+        anti_affinity=(anti,) if w.anti_affinity else (),
+    )
+    workload = Workload(w.namespace, w.kind, w.name)
+    return Pod(
+        w.namespace,
+        w.name,
+        None,
+        Resources(w.cpu, w.memory),
+        workload,
+        w.kind,
+        labels={"app": w.name},
+        constraints=constraints,
+    )
 
 
 def _pod(w: WorkloadSpec, index: int, node: str, owner: tuple[str, str]) -> dict[str, Any]:
@@ -212,7 +243,7 @@ def generate(nodes: list[NodeSpec], workloads: list[WorkloadSpec], seed: int = 0
     """A kubectl ``List`` with the nodes, the workloads' objects and their placed pods."""
     rng = random.Random(seed)
     items: list[dict[str, Any]] = [_node(n) for n in nodes]
-    scheduler = _Scheduler(nodes)
+    scheduler = _Scheduler(nodes, workloads)
     pods: list[dict[str, Any]] = []
     arrivals: list[tuple[WorkloadSpec, int]] = []
     for w in workloads:

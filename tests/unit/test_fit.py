@@ -3,7 +3,6 @@
 import pytest
 
 from tests.support.builders import cluster, node, pod
-from tuner.analyse.snapshot import Snapshot
 from tuner.model.scheduling import (
     AntiAffinityTerm,
     Constraints,
@@ -13,7 +12,7 @@ from tuner.model.scheduling import (
     Toleration,
     static_fit,
 )
-from tuner.settings import Usability
+from tuner.model.snapshot import Snapshot
 
 
 @pytest.mark.parametrize(
@@ -76,7 +75,7 @@ def test_cordon_selector_and_affinity() -> None:
 
 
 def _mask(nodes: list, pods: list, candidate) -> list[str]:  # type: ignore[no-untyped-def,type-arg]
-    snapshot = Snapshot(cluster(nodes, pods), Usability())
+    snapshot = Snapshot(cluster(nodes, pods))
     return [n.name for n, ok in zip(nodes, snapshot.fit_mask(candidate), strict=True) if ok]
 
 
@@ -107,7 +106,7 @@ def test_required_anti_affinity_on_hostname_both_ways() -> None:
 def test_snapshot_fork_and_revert_restore_everything() -> None:
     nodes = [node("a", "1", "1Gi"), node("b", "1", "1Gi")]
     p = pod("w-1", "a", "600m", "100Mi")
-    snapshot = Snapshot(cluster(nodes, [p]), Usability())
+    snapshot = Snapshot(cluster(nodes, [p]))
     before = (snapshot.free_cpu.copy(), snapshot.free_pods.copy(), snapshot.open.copy())
     marker = snapshot.fork()
     snapshot.close(0)

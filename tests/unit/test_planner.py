@@ -5,6 +5,7 @@ import pytest
 from tests.support.builders import cluster, node, pod
 from tuner.model.change import Addition, DesiredChange, Relocation
 from tuner.model.resources import Resources
+from tuner.model.scheduling import AntiAffinityTerm, Constraints, LabelSelector
 from tuner.plan.actions import Add, Migrate, Remove, RemoveNode, action_json
 from tuner.plan.planner import plan
 from tuner.plan.replay import InfeasiblePlan, replay
@@ -92,12 +93,26 @@ def test_impossible_desired_state_is_refused() -> None:
         plan(c, DesiredChange(additions=(Addition(y.workload, "a", y.requests),)))
 
 
+def test_a_step_waits_until_anti_affinity_allows_it() -> None:
+    # db-1 on b repels web pods: web-1 may move to b only once db-1 is gone
+    apart = Constraints(
+        anti_affinity=(AntiAffinityTerm(LabelSelector((("app", "web"),)), ("default",)),)
+    )
+    web, db = pod("web-1", "a"), pod("db-1", "b", constraints=apart)
+    c = cluster([node("a"), node("b")], [web, db])
+    actions = plan(c, DesiredChange(relocations=(Relocation(web, "b"),), removals=(db,)))
+    assert actions == (Remove(db), Migrate(web, "b"))
+    replay(c, actions)
+
+
 def test_replay_rejects_overcommit_and_non_empty_node_removal() -> None:
     c = cluster(
         [node("a", "1", "1Gi"), node("b", "1", "1Gi")],
         [pod("x-1", "a", "1", workload="x"), pod("y-1", "b", "1", workload="y")],
     )
-    with pytest.raises(InfeasiblePlan, match="no room on node b"):
+    with pytest.raises(
+        InfeasiblePlan, match="step 1: pod default/x-1 cannot go to node b: not enough free CPU"
+    ):
         replay(c, [Migrate(c.pods[0], "b")])
     with pytest.raises(InfeasiblePlan, match="node a still runs default/x-1"):
         replay(c, [RemoveNode("a")])

@@ -14,6 +14,7 @@ from tests.support.builders import cluster, node, pod
 from tuner.analyse.previous import _scores, find_previous
 from tuner.model.cluster import Cluster
 from tuner.model.movability import Policy, assess
+from tuner.model.scheduling import AntiAffinityTerm, Constraints, LabelSelector
 from tuner.plan.planner import plan
 from tuner.plan.replay import replay
 from tuner.settings import Pricing
@@ -141,7 +142,24 @@ def test_additions_need_a_running_movable_workload_and_room() -> None:
     # today's requests (600m each) do not fit on one 1-core node
     result = previous(now, [crowded])
     assert result.execution is None
-    assert "overcommitted" in dict(result.unattainable)[crowded.id]
+    assert "not enough free CPU" in dict(result.unattainable)[crowded.id]
+
+
+def test_additions_respect_required_anti_affinity() -> None:
+    apart = Constraints(
+        anti_affinity=(AntiAffinityTerm(LabelSelector((("app", "web"),)), ("default",)),)
+    )
+    now = cluster(
+        [node("n1"), node("n2")],
+        [pod("web-1", "n1", constraints=apart), pod("web-2", "n2", constraints=apart)],
+    )
+    # earlier both replicas shared a node (before the anti-affinity rule was added)
+    together = record(cluster([node("m1")], [pod("web-1", "m1"), pod("web-2", "m1")]))
+    result = previous(now, [together])
+    assert result.execution is None
+    assert dict(result.unattainable)[together.id] == (
+        "default/Deployment/web cannot run on n1: required pod anti-affinity"
+    )
 
 
 def _brute_force_best(scores: np.ndarray) -> float:

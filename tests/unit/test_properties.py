@@ -1,11 +1,17 @@
-"""Invariants over random clusters (hypothesis): whatever the analysis decides, its plan never
-overcommits a node at any step, never touches an unmovable pod, never loses a replica, and never
-removes a node that still holds a non-DaemonSet pod."""
+"""Invariants over random clusters (hypothesis): whatever the analysis decides, its plan replays
+cleanly under the independent checker (every fit rule at every step), never touches an unmovable
+pod, never loses a replica, and never removes a node that still holds a non-DaemonSet pod.
+
+The clusters have taints (NoSchedule, NoExecute), cordoned nodes, tolerations, nodeSelectors,
+required node affinity, required pod anti-affinity (on a workload's own pods and on another
+workload's) and PodDisruptionBudgets, some of them exhausted."""
 
 from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Iterable
+from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -13,8 +19,10 @@ from hypothesis import strategies as st
 from knowledge.records import execution_of
 from tests.support.builders import cluster, node, pod
 from tuner.analyse.decision import Choice, analyse
-from tuner.model.cluster import Cluster
+from tuner.model import scheduling as rules
+from tuner.model.cluster import Cluster, Node, Pdb, Pod
 from tuner.model.movability import Policy, assess
+from tuner.model.resources import Resources
 from tuner.plan.actions import Add, Migrate, Remove, RemoveNode
 from tuner.plan.planner import plan
 from tuner.plan.replay import replay
@@ -22,15 +30,65 @@ from tuner.settings import Analyse, Pricing, Settings
 
 KINDS = ["Deployment", "Deployment", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"]
 SHAPES = [("2", "4Gi"), ("4", "8Gi"), ("4", "16Gi")]
+POOLS = ["a", "b"]
+
+
+def _node(rng: random.Random, i: int) -> Node:
+    pool = rng.choice(POOLS)
+    taints = (
+        (rules.Taint("dedicated", pool, rng.choice(["NoSchedule", "NoExecute"])),)
+        if rng.random() < 0.3
+        else ()
+    )
+    return node(
+        f"n{i}",
+        *rng.choice(SHAPES),
+        labels={"pool": pool, "zone": rng.choice(["x", "y"])},
+        taints=taints,
+        unschedulable=rng.random() < 0.1,
+        max_pods=rng.choice([110, 110, 6]),
+    )
+
+
+def _constraints(rng: random.Random, kind: str, w: int) -> rules.Constraints:
+    if kind == "DaemonSet":
+        return rules.Constraints(tolerations=(rules.Toleration(operator="Exists"),))
+    tolerations = (rules.Toleration("dedicated", "Exists"),) if rng.random() < 0.4 else ()
+    selector = (("pool", rng.choice(POOLS)),) if rng.random() < 0.3 else ()
+    affinity = ((rules.Requirement("zone", "In", ("x",)),),) if rng.random() < 0.3 else ()
+    repelled = [f"w{w}"] if rng.random() < 0.3 else []
+    if w and rng.random() < 0.15:
+        repelled.append(f"w{rng.randrange(w)}")
+    anti = tuple(
+        rules.AntiAffinityTerm(rules.LabelSelector((("app", app),)), ("default",))
+        for app in repelled
+    )
+    return rules.Constraints(tolerations, selector, affinity, anti)
+
+
+def admits(target: Node, candidate: Pod, residents: Iterable[Pod]) -> bool:
+    """The test's own placement check: a running pod may sit on a cordoned node, otherwise
+    every rule holds (the model's predicates, so generated clusters start valid)."""
+    residents = list(residents)
+    free = target.allocatable - Resources.total([p.requests for p in residents])
+    return (
+        rules.static_fit(candidate.constraints, replace(target, unschedulable=False)) is None
+        and rules.resource_fit(candidate.requests, free, target.max_pods - len(residents)) is None
+        and not any(
+            rules.repels(candidate.constraints, p.namespace, p.labels)
+            or rules.repels(p.constraints, candidate.namespace, candidate.labels)
+            for p in residents
+        )
+    )
 
 
 @st.composite
 def clusters(draw: st.DrawFn) -> Cluster:
-    """A random cluster whose pods were placed without overcommitting any node."""
+    """A random cluster whose pods were placed by every fit rule (cordon aside)."""
     rng = random.Random(draw(st.integers(0, 2**32)))
-    nodes = [node(f"n{i}", *rng.choice(SHAPES)) for i in range(draw(st.integers(1, 7)))]
-    free = {n.name: [n.allocatable.cpu, n.allocatable.memory] for n in nodes}
-    pods = []
+    nodes = [_node(rng, i) for i in range(draw(st.integers(1, 7)))]
+    residents: dict[str, list[Pod]] = {n.name: [] for n in nodes}
+    pdbs = []
     for w in range(draw(st.integers(1, 6))):
         kind = rng.choice(KINDS)
         cpu, mem = rng.choice([100, 250, 500, 1000]), rng.choice([128, 512, 1024, 2048])
@@ -39,27 +97,21 @@ def clusters(draw: st.DrawFn) -> Cluster:
             if rng.random() < 0.1
             else {}
         )
+        like = pod(f"w{w}-0", None, f"{cpu}m", f"{mem}Mi", kind=kind, annotations=annotations)
+        like = replace(like, constraints=_constraints(rng, kind, w))
+        if kind != "DaemonSet" and rng.random() < 0.3:
+            selector = rules.LabelSelector((("app", f"w{w}"),))
+            pdbs.append(Pdb("default", f"w{w}-pdb", selector, rng.randint(0, 2)))
         targets = (
-            [n.name for n in nodes]
+            list(nodes)
             if kind == "DaemonSet"
-            else [rng.choice(nodes).name for _ in range(rng.randint(1, 8))]
+            else [rng.choice(nodes) for _ in range(rng.randint(1, 8))]
         )
         for i, target in enumerate(targets):
-            if free[target][0] >= cpu and free[target][1] >= mem * 2**20:
-                free[target][0] -= cpu
-                free[target][1] -= mem * 2**20
-                pods.append(
-                    pod(
-                        f"w{w}-{i}",
-                        target,
-                        f"{cpu}m",
-                        f"{mem}Mi",
-                        kind=kind,
-                        workload=f"w{w}",
-                        annotations=annotations,
-                    )
-                )
-    return cluster(nodes, pods)
+            candidate = replace(like, name=f"w{w}-{i}", node=target.name)
+            if admits(target, candidate, residents[target.name]):
+                residents[target.name].append(candidate)
+    return cluster(nodes, [p for n in nodes for p in residents[n.name]], tuple(pdbs))
 
 
 def check_plan_invariants(c: Cluster, actions: tuple, movable_keys: set[str]) -> None:  # type: ignore[type-arg]
@@ -68,9 +120,9 @@ def check_plan_invariants(c: Cluster, actions: tuple, movable_keys: set[str]) ->
         if isinstance(action, Migrate | Remove):
             assert action.pod.key in movable_keys, f"touched unmovable {action.pod.key}"
         if isinstance(action, RemoveNode):
-            assert final.pods[action.node] <= final.fixed[action.node]
+            assert all(p.follows_node for p in final.residents[action.node].values())
     for name in final.removed:
-        assert final.pods[name] <= final.fixed[name]
+        assert all(p.follows_node for p in final.residents[name].values())
 
 
 def replica_counts(c: Cluster) -> Counter[str]:
@@ -119,34 +171,18 @@ def test_previous_deployment_plans_are_safe_and_reach_the_recorded_counts(
     """Record a reshuffled (cheaper, fewer nodes) variant of the cluster, then return to it."""
     rng = random.Random(seed)
     kept = [n for n in c.nodes if rng.random() < 0.7] or [c.nodes[0]]
-    free = {n.name: [n.allocatable.cpu, n.allocatable.memory, n.max_pods] for n in kept}
-    moved = []
+    placed: dict[str, list[Pod]] = {n.name: [] for n in kept}
     for p in c.pods:
         if p.follows_node:
-            if p.node in free:
-                moved.append(p)
-                free[p.node][0] -= p.requests.cpu
-                free[p.node][1] -= p.requests.memory
+            if p.node in placed:
+                placed[p.node].append(p)
             continue
-        options = [
-            n for n, f in free.items() if f[0] >= p.requests.cpu and f[1] >= p.requests.memory
-        ]
+        options = [n for n in kept if admits(n, p, placed[n.name])]
         if options:
-            target = rng.choice(options)
-            free[target][0] -= p.requests.cpu
-            free[target][1] -= p.requests.memory
-            moved.append(
-                pod(
-                    p.name,
-                    target,
-                    f"{p.requests.cpu}m",
-                    f"{p.requests.memory}",
-                    kind=p.owner_kind,
-                    workload=p.workload.name,
-                    annotations=dict(p.annotations),
-                )
-            )
-    then = cluster(kept, moved)
+            target = rng.choice(options).name
+            placed[target].append(replace(p, node=target))
+    moved = [p for n in kept for p in placed[n.name]]
+    then = cluster(kept, moved, c.pdbs)
     s = Settings(
         pricing=Pricing(price_per_core=1.0, price_per_gb=0.1),
         analyse=Analyse(remove_nodes=False, excluded_namespaces=frozenset()),

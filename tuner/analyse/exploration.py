@@ -12,10 +12,10 @@ from collections import defaultdict
 
 import numpy as np
 
-from tuner.analyse.snapshot import Snapshot
 from tuner.model.change import Relocation
 from tuner.model.cluster import Cluster, Pod
 from tuner.model.movability import Movability, busy_with_other_autoscaler
+from tuner.model.snapshot import Snapshot
 from tuner.settings import Usability
 
 
@@ -23,7 +23,7 @@ def random_migration(
     cluster: Cluster, movability: Movability, usability: Usability, rng: random.Random
 ) -> Relocation | None:
     """A uniformly drawn feasible migration, or None when no pod can move anywhere."""
-    snapshot = Snapshot(cluster, usability)
+    snapshot = Snapshot(cluster)
     for i, node in enumerate(cluster.nodes):
         if busy_with_other_autoscaler(node):
             snapshot.close(i)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -25,7 +25,7 @@ from tuner.model.change import Addition, DesiredChange
 from tuner.model.cluster import Cluster, Node, Pod, Workload
 from tuner.model.movability import MOVABLE_OWNERS, Movability
 from tuner.model.resources import Resources
-from tuner.model.scheduling import static_fit
+from tuner.model.snapshot import Snapshot
 from tuner.settings import Pricing
 
 UNMOVABLE_WEIGHT = 100
@@ -99,8 +99,9 @@ def _transition(
     kept = {node.name for node, _ in matches}
     removals: list[Pod] = []
     additions: list[Addition] = []
+    snapshot = Snapshot(cluster)
     for node, state in matches:
-        removed, added = _node_change(cluster, movability, node, state, current_types, templates)
+        removed, added = _node_change(snapshot, movability, node, state, current_types, templates)
         removals += removed
         additions += added
     remove_nodes = [n.name for n in cluster.nodes if n.name not in kept]
@@ -208,15 +209,19 @@ def _scores(
 
 
 def _node_change(
-    cluster: Cluster,
+    snapshot: Snapshot,
     movability: Movability,
     node: Node,
     state: NodeState,
     current_types: dict[str, WorkloadType],
     templates: dict[str, Pod],
 ) -> tuple[list[Pod], list[Addition]]:
-    """Pods to remove from and instances to add to ``node`` so it runs what ``state`` ran."""
-    pods = [p for p in cluster.pods_by_node[node.name] if not p.follows_node]
+    """Pods to remove from and instances to add to ``node`` so it runs what ``state`` ran.
+
+    The change is made in ``snapshot``, and each added instance must fit by every rule (the
+    template pod's constraints and labels, today's requests) once the removals are gone.
+    """
+    pods = [p for p in snapshot.cluster.pods_by_node[node.name] if not p.follows_node]
     have = _counts(pods)
     want = dict(state.pods)
     removals: list[Pod] = []
@@ -232,27 +237,23 @@ def _node_change(
                 raise Unattainable(f"{-diff} pod(s) of {name} on {node.name} cannot be moved")
             removals += movable[:-diff]
         elif diff > 0:
-            additions += [_addition(node, name, current_types, templates) for _ in range(diff)]
-    requested = Resources.total([p.requests for p in cluster.pods_by_node[node.name]])
-    requested = (
-        requested
-        - Resources.total([p.requests for p in removals])
-        + Resources.total([a.requests for a in additions])
-    )
-    pod_count = len(cluster.pods_by_node[node.name]) - len(removals) + len(additions)
-    if not requested.fits_in(node.allocatable) or pod_count > node.max_pods:
-        raise Unattainable(f"node {node.name} would be overcommitted with today's requests")
+            additions += [_addition(node, name, current_types) for _ in range(diff)]
+    index = snapshot.index[node.name]
+    for pod in removals:
+        snapshot.unplace(pod, index)
+    for addition in additions:
+        name = str(addition.workload)
+        instance = replace(templates[name], node=None, requests=addition.requests)
+        why = snapshot.why_not(instance, index)
+        if why is not None:
+            raise Unattainable(f"{name} cannot run on {node.name}: {why}")
+        snapshot.place(instance, index)
     return removals, additions
 
 
-def _addition(
-    node: Node, name: str, current_types: dict[str, WorkloadType], templates: dict[str, Pod]
-) -> Addition:
+def _addition(node: Node, name: str, current_types: dict[str, WorkloadType]) -> Addition:
     workload = Workload.parse(name)
     current = current_types.get(name)
     if workload.kind not in MOVABLE_OWNERS or current is None or not current.movable:
         raise Unattainable(f"cannot add an instance of {name}: not a movable workload running now")
-    why = static_fit(templates[name].constraints, node)
-    if why is not None:
-        raise Unattainable(f"{name} cannot run on {node.name}: {why}")
     return Addition(workload, node.name, Resources(current.cpu, current.memory))

@@ -23,10 +23,11 @@ from fractions import Fraction
 import numpy as np
 
 from tuner.analyse.cost import node_price
-from tuner.analyse.snapshot import Move, Snapshot
+from tuner.analyse.usable import usable_capacity
 from tuner.model.cluster import Cluster, Pod
 from tuner.model.movability import Movability, busy_with_other_autoscaler
 from tuner.model.resources import Resources
+from tuner.model.snapshot import Move, Snapshot
 from tuner.settings import Settings, Thresholds
 
 TIE_LIMIT = 8
@@ -91,7 +92,7 @@ class _Greedy:
         self.cluster = cluster
         self.settings = settings
         self.movability = movability
-        self.snapshot = Snapshot(cluster, settings.analyse.usability)
+        self.snapshot = Snapshot(cluster)
         for i, node in enumerate(cluster.nodes):
             if busy_with_other_autoscaler(node):
                 self.snapshot.close(i)
@@ -102,7 +103,16 @@ class _Greedy:
         """Pods on each node in the simulated state (committed moves included)."""
         self.allocatable = Resources.total([n.allocatable for n in cluster.nodes])
         self.requested = Resources.total([p.requests for p in cluster.pods if p.node is not None])
-        self.usable = Resources.total([self.snapshot.usable(i) for i in range(len(cluster.nodes))])
+        self.usable = Resources.total([self.usable_of(i) for i in range(len(cluster.nodes))])
+
+    def usable_of(self, index: int) -> Resources:
+        """Usable capacity of a node in the simulated state; a cordoned node's free part is
+        usable by no pod, so it contributes only its requests."""
+        requested = self.snapshot.requested(index)
+        node = self.cluster.nodes[index]
+        if node.unschedulable:
+            return requested
+        return usable_capacity(node.allocatable, requested, self.settings.analyse.usability)
 
     def node_pods(self, index: int) -> tuple[list[Pod], Resources]:
         """Pods to re-place when the node goes, and the requests that vanish with it."""
@@ -133,7 +143,7 @@ class _Greedy:
             np.sum(snap.free_mem[open_other])
         ):
             return "the other nodes lack free capacity in total"
-        usable_delta = Resources() - snap.usable(index)
+        usable_delta = Resources() - self.usable_of(index)
         snap.close(index)
         moves: list[Move] = []
         touched: dict[int, Resources] = {}
@@ -143,11 +153,11 @@ class _Greedy:
                 return f"pod {pod.key} fits on no other node"
             target = snap.best_fit(pod, mask)
             if target not in touched:
-                touched[target] = snap.usable(target)
+                touched[target] = self.usable_of(target)
             snap.move(pod, index, target)
             moves.append(Move(pod, target))
         for target, before in touched.items():
-            usable_delta = usable_delta + (snap.usable(target) - before)
+            usable_delta = usable_delta + (self.usable_of(target) - before)
         return moves, usable_delta
 
     def try_node(self, index: int) -> tuple[tuple[float, int, float], list[Move], Resources] | str:

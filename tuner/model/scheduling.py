@@ -1,4 +1,9 @@
-"""Scheduling constraints of a pod and the static part of "does pod P fit on node N".
+"""The fit rules of "does pod P fit on node N", one predicate each, over a pod's constraints.
+
+:func:`static_fit` (rules that do not depend on load), :func:`resource_fit` (CPU, memory, pod
+slots against what is free) and :func:`repels` (required anti-affinity) are the only
+implementations of the rules: :mod:`tuner.model.snapshot` batches them over all nodes, the
+simulator's scheduler and the replay checker call them one node at a time.
 
 Modelled: cordon, taints (NoSchedule/NoExecute) against tolerations, nodeSelector, required
 node affinity (In, NotIn, Exists, DoesNotExist, Gt, Lt) and required pod anti-affinity on
@@ -12,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
+
+from tuner.model.resources import Resources
 
 HOSTNAME_KEY = "kubernetes.io/hostname"
 
@@ -146,3 +153,19 @@ def static_fit(constraints: Constraints, node: NodeTraits) -> str | None:
     ):
         return "required node affinity not matched"
     return None
+
+
+def resource_fit(requests: Resources, free: Resources, free_slots: int) -> str | None:
+    """Why ``requests`` do not fit in ``free`` CPU, memory and pod slots now, or None."""
+    if requests.cpu > free.cpu:
+        return "not enough free CPU"
+    if requests.memory > free.memory:
+        return "not enough free memory"
+    if free_slots < 1:
+        return "no free pod slot"
+    return None
+
+
+def repels(constraints: Constraints, namespace: str, labels: Mapping[str, str]) -> bool:
+    """True when a pod with ``constraints`` may not share a host with a pod labelled so."""
+    return any(term.selects(namespace, labels) for term in constraints.anti_affinity)

@@ -4,7 +4,10 @@
   interchangeable and share their placement rules, so the bipartite graph of (removal,
   addition) pairs is complete per workload: a maximum matching pairs min(|R|, |A|) of them,
   and pairing in a fixed order achieves it without enumerating subsets (the 2019 planner did).
-- Order: a migration or addition waits until its target has room (CPU, memory, pod slots);
+- Order: a migration or addition waits until it fits on its target by every rule of the
+  scheduling simulation (:class:`~tuner.model.snapshot.Snapshot`: resources, pod slots,
+  cordon, taints, selectors, node affinity, anti-affinity); an added instance is checked with
+  the constraints and labels of a running pod of its workload;
   when nothing can go, a pending removal that frees a waiting node runs first; when only
   migrations are stuck (two full nodes swapping pods), one of them is split into a removal now
   and an addition later (the temporary remove/add); node removals come last.
@@ -14,11 +17,13 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from collections.abc import Iterable
+from dataclasses import replace
 
 from tuner.model.change import Addition, DesiredChange
 from tuner.model.cluster import Cluster, Pod, Workload
+from tuner.model.snapshot import Snapshot
 from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
-from tuner.plan.replay import InfeasiblePlan, Occupancy
+from tuner.plan.replay import InfeasiblePlan
 
 Placing = Migrate | Add
 
@@ -26,7 +31,7 @@ Placing = Migrate | Add
 def plan(cluster: Cluster, change: DesiredChange) -> tuple[Action, ...]:
     """The ordered actions that carry out ``change``."""
     placings, removals = _pair(change)
-    ordered = _Orderer(Occupancy.of(cluster)).run(placings, removals)
+    ordered = _Orderer(cluster).run(placings, removals)
     return (*ordered, *(RemoveNode(n) for n in change.remove_nodes))
 
 
@@ -67,8 +72,11 @@ def _net(pods: list[Pod], adds: list[Addition]) -> tuple[list[Pod], list[Additio
 class _Orderer:
     """Event-driven ordering: actions wait per target node and retry when room frees there."""
 
-    def __init__(self, state: Occupancy) -> None:
-        self.state = state
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.templates: dict[Workload, Pod] | None = None
+        """The first running pod of each workload: what an added instance looks like."""
+        self.snapshot = Snapshot(cluster)
         self.waiting: dict[str, deque[Placing]] = defaultdict(deque)
         self.out: list[Action] = []
         self.freed: deque[str] = deque()
@@ -98,23 +106,32 @@ class _Orderer:
             self.waiting[action.target].append(action)
 
     def _try(self, action: Placing) -> bool:
-        state = self.state
+        snapshot = self.snapshot
+        target = snapshot.index[action.target]
+        pod = action.pod if isinstance(action, Migrate) else self._instance(action)
+        if snapshot.why_not(pod, target) is not None:
+            return False
         if isinstance(action, Migrate):
-            if not state.fits(action.target, action.pod.requests):
-                return False
-            state.release(action.source, action.pod.key, action.pod.requests)
-            state.take(action.target, action.pod.key, action.pod.requests)
+            snapshot.move(pod, snapshot.index[action.source], target)
             self.freed.append(action.source)
         else:
-            if not state.fits(action.target, action.requests):
-                return False
-            state.take(action.target, f"+{action.workload}#{len(self.out)}", action.requests)
+            snapshot.place(pod, target)
         self.out.append(action)
         return True
 
+    def _instance(self, add: Add) -> Pod:
+        """The pod an addition starts: its workload's template with the addition's requests."""
+        if self.templates is None:
+            self.templates = {p.workload: p for p in reversed(self.cluster.pods)}
+        workload = add.workload
+        template = self.templates.get(workload)
+        if template is None:
+            return Pod(workload.namespace, f"+{workload.name}", None, add.requests, workload, "")
+        return replace(template, node=None, requests=add.requests)
+
     def _remove(self, removal: Remove) -> None:
         pod = removal.pod
-        self.state.release(pod.node or "", pod.key, pod.requests)
+        self.snapshot.unplace(pod, self.snapshot.index[pod.node or ""])
         self.out.append(removal)
         self.freed.append(pod.node or "")
 

@@ -1,15 +1,21 @@
-"""Replay actions on a cluster's occupancy and check that every step is feasible.
+"""Replay actions on a cluster and check that every step is feasible by every fit rule.
 
-Independent of the planner, so tests (and the CLI's "after" figures) can trust a plan.
+Independent of the planner and of the scheduling simulation it orders with
+(:mod:`tuner.model.snapshot`): plain per-node dictionaries, one step at a time, asking the
+domain model's rule predicates (:mod:`tuner.model.scheduling`) directly. Tests and the CLI's
+"after" figures trust a plan because it survives this replay. Whether a pod may be moved at
+all (PDBs, owners, annotations) is the analysis' movability, not a fit rule: the property
+tests check it beside the replay.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, KeysView
+from dataclasses import dataclass, field, replace
 
-from tuner.model.cluster import Cluster
+from tuner.model.cluster import Cluster, Pod, Workload
 from tuner.model.resources import Resources
+from tuner.model.scheduling import repels, resource_fit, static_fit
 from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
 
 
@@ -17,88 +23,113 @@ class InfeasiblePlan(Exception):
     """A step of the plan does not fit, or refers to something that is not there."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Occupancy:
-    """Requests and pod keys per node while a plan is replayed."""
+    """Where pods are after a replayed plan."""
 
     allocatable: dict[str, Resources]
-    max_pods: dict[str, int]
-    requested: dict[str, Resources] = field(default_factory=dict)
-    pods: dict[str, set[str]] = field(default_factory=dict)
-    fixed: dict[str, set[str]] = field(default_factory=dict)
-    """Pods that follow their node (DaemonSet, mirror): they may stay on a removed node."""
+    requested: dict[str, Resources]
+    residents: dict[str, dict[str, Pod]]
+    """Pods by key on each node."""
+    removed: set[str]
+
+    @property
+    def pods(self) -> dict[str, KeysView[str]]:
+        """Pod keys per node."""
+        return {name: pods.keys() for name, pods in self.residents.items()}
+
+
+@dataclass
+class _State:
+    """The replay's own bookkeeping: pods by key and their requests on each node, removed
+    nodes."""
+
+    cluster: Cluster
+    residents: dict[str, dict[str, Pod]]
+    requested: dict[str, Resources]
     removed: set[str] = field(default_factory=set)
+    templates: dict[Workload, Pod] | None = None
 
-    @staticmethod
-    def of(cluster: Cluster) -> Occupancy:
-        """The occupancy of a cluster now."""
-        occupancy = Occupancy(
-            allocatable={n.name: n.allocatable for n in cluster.nodes},
-            max_pods={n.name: n.max_pods for n in cluster.nodes},
+    def instance(self, add: Add, step: int) -> Pod:
+        """The pod an addition starts: like a running pod of its workload (its constraints
+        and labels), with the addition's requests."""
+        if self.templates is None:
+            self.templates = {p.workload: p for p in reversed(self.cluster.pods)}
+        workload = add.workload
+        like = self.templates.get(workload) or Pod(
+            workload.namespace, workload.name, None, add.requests, workload, ""
         )
-        for node in cluster.nodes:
-            pods = cluster.pods_by_node[node.name]
-            occupancy.requested[node.name] = Resources.total([p.requests for p in pods])
-            occupancy.pods[node.name] = {p.key for p in pods}
-            occupancy.fixed[node.name] = {p.key for p in pods if p.follows_node}
-        return occupancy
-
-    def room(self, node: str) -> Resources:
-        """Free allocatable on a node."""
-        return self.allocatable[node] - self.requested[node]
-
-    def fits(self, node: str, requests: Resources) -> bool:
-        """True when ``requests`` fit on the node now."""
-        return (
-            node not in self.removed
-            and requests.fits_in(self.room(node))
-            and len(self.pods[node]) < self.max_pods[node]
-        )
-
-    def take(self, node: str, key: str, requests: Resources) -> None:
-        """Place a pod (key) on a node."""
-        self.requested[node] = self.requested[node] + requests
-        self.pods[node].add(key)
-
-    def release(self, node: str, key: str, requests: Resources) -> None:
-        """Take a pod (key) off a node."""
-        self.requested[node] = self.requested[node] - requests
-        self.pods[node].discard(key)
+        name = f"+{workload.name}#{step}"
+        return replace(like, name=name, node=add.target, requests=add.requests)
 
 
 def replay(cluster: Cluster, actions: Iterable[Action]) -> Occupancy:
-    """Apply the actions in order; raise :class:`InfeasiblePlan` at the first bad step."""
-    state = Occupancy.of(cluster)
-    added = 0
+    """Apply the actions in order; raise :class:`InfeasiblePlan` naming the step and the rule
+    at the first bad step."""
+    by_node = cluster.pods_by_node
+    state = _State(
+        cluster,
+        residents={n.name: {p.key: p for p in by_node[n.name]} for n in cluster.nodes},
+        requested={
+            n.name: Resources.total([p.requests for p in by_node[n.name]]) for n in cluster.nodes
+        },
+    )
     for step, action in enumerate(actions, 1):
         match action:
             case Migrate(pod=pod, target=target):
-                _need_pod(state, pod.node, pod.key, step)
-                _need_room(state, target, pod.requests, step)
-                state.release(pod.node or "", pod.key, pod.requests)
-                state.take(target, pod.key, pod.requests)
-            case Add(workload=workload, target=target, requests=requests):
-                _need_room(state, target, requests, step)
-                added += 1
-                state.take(target, f"+{workload}#{added}", requests)
+                _take_off(state, pod, step)
+                _put_on(state, replace(pod, node=target), step)
+            case Add():
+                _put_on(state, state.instance(action, step), step)
             case Remove(pod=pod):
-                _need_pod(state, pod.node, pod.key, step)
-                state.release(pod.node or "", pod.key, pod.requests)
+                _take_off(state, pod, step)
             case RemoveNode(node=node):
-                left = state.pods[node] - state.fixed[node]
+                if node not in state.residents or node in state.removed:
+                    raise InfeasiblePlan(f"step {step}: unknown node {node}")
+                left = sorted(k for k, p in state.residents[node].items() if not p.follows_node)
                 if left:
-                    raise InfeasiblePlan(f"step {step}: node {node} still runs {sorted(left)[0]}")
+                    raise InfeasiblePlan(f"step {step}: node {node} still runs {left[0]}")
                 state.removed.add(node)
-    return state
+    return Occupancy(
+        allocatable={n.name: n.allocatable for n in cluster.nodes},
+        requested=state.requested,
+        residents=state.residents,
+        removed=state.removed,
+    )
 
 
-def _need_pod(state: Occupancy, node: str | None, key: str, step: int) -> None:
-    if node is None or key not in state.pods.get(node, set()):
-        raise InfeasiblePlan(f"step {step}: pod {key} is not on node {node}")
+def _take_off(state: _State, pod: Pod, step: int) -> None:
+    node = pod.node
+    if node is None or node in state.removed or pod.key not in state.residents.get(node, {}):
+        raise InfeasiblePlan(f"step {step}: pod {pod.key} is not on node {node}")
+    del state.residents[node][pod.key]
+    state.requested[node] = state.requested[node] - pod.requests
 
 
-def _need_room(state: Occupancy, node: str, requests: Resources, step: int) -> None:
-    if node not in state.allocatable:
-        raise InfeasiblePlan(f"step {step}: unknown node {node}")
-    if not state.fits(node, requests):
-        raise InfeasiblePlan(f"step {step}: no room on node {node}")
+def _put_on(state: _State, pod: Pod, step: int) -> None:
+    """Place a pod (``pod.node`` is its target) after checking every fit rule."""
+    name = pod.node or ""
+    node = state.cluster.node_by_name.get(name)
+    if node is None:
+        raise InfeasiblePlan(f"step {step}: unknown node {name}")
+    if name in state.removed:
+        raise InfeasiblePlan(f"step {step}: node {name} was removed")
+    residents = state.residents[name].values()
+    free = node.allocatable - state.requested[name]
+    why = static_fit(pod.constraints, node) or resource_fit(
+        pod.requests, free, node.max_pods - len(residents)
+    )
+    if why is None:
+        why = next(
+            (
+                f"required pod anti-affinity with {other.key}"
+                for other in residents
+                if repels(pod.constraints, other.namespace, other.labels)
+                or repels(other.constraints, pod.namespace, pod.labels)
+            ),
+            None,
+        )
+    if why is not None:
+        raise InfeasiblePlan(f"step {step}: pod {pod.key} cannot go to node {name}: {why}")
+    state.residents[name][pod.key] = pod
+    state.requested[name] = state.requested[name] + pod.requests

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import random
 
-from tuner.model.scheduling import static_fit
+from tuner.model.scheduling import Constraints, resource_fit, static_fit
 from tuner.sim.state import TOLERATE_ALL, SimCluster, SimNode, SimPod, affinity_label
 
 NON_ZERO_CPU = 100
@@ -41,6 +41,7 @@ WEIGHT_TAINT = 3
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"
 SCORING = (LEAST_ALLOCATED, MOST_ALLOCATED)
+NO_CONSTRAINTS = Constraints()
 
 
 class Scheduler:
@@ -53,22 +54,17 @@ class Scheduler:
         self.scoring = scoring
 
     def feasible(self, cluster: SimCluster, pod: SimPod, now: float) -> list[SimNode]:
-        """Nodes that pass every filter for the pod, in name order."""
-        constraints = TOLERATE_ALL if pod.daemon else None
+        """Nodes that pass every filter for the pod, in name order (the fit rules are the
+        domain model's; a service's pods have no constraints, a DaemonSet's tolerate all)."""
+        constraints = TOLERATE_ALL if pod.daemon else NO_CONSTRAINTS
         requests = pod.requests
-        out = []
-        for node in sorted(cluster.nodes.values(), key=lambda n: n.name):
-            if not node.ready(now) or not node.fits(requests):
-                continue
-            if constraints is None and (
-                node.unschedulable
-                or any(t.effect in ("NoSchedule", "NoExecute") for t in node.taints)
-            ):
-                continue
-            if constraints is not None and static_fit(constraints, node) is not None:
-                continue
-            out.append(node)
-        return out
+        return [
+            node
+            for node in sorted(cluster.nodes.values(), key=lambda n: n.name)
+            if node.ready(now)
+            and static_fit(constraints, node) is None
+            and resource_fit(requests, node.free(), node.type.max_pods - len(node.pods)) is None
+        ]
 
     def scores(self, pod: SimPod, nodes: list[SimNode]) -> list[float]:
         """The weighted score of each feasible node."""

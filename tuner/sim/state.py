@@ -61,10 +61,6 @@ class SimNode:
         alloc = self.type.allocatable
         return Resources(alloc.cpu - self.cpu, alloc.memory - self.memory)
 
-    def fits(self, requests: Resources) -> bool:
-        """CPU, memory and a pod slot are free for ``requests``."""
-        return requests.fits_in(self.free()) and len(self.pods) < self.type.max_pods
-
 
 @dataclass
 class Totals:

@@ -1,10 +1,12 @@
-"""A what-if view of where pods sit, for simulating moves (cf. Cluster Autoscaler's
-ClusterSnapshot): place and unplace pods, exclude nodes, fork and revert.
+"""The scheduling simulation: fit, placement and "what if these pods move" (cf. the Cluster
+Autoscaler's ClusterSnapshot): place and unplace pods, close nodes, fork and revert.
 
-It is private, mutable working state inside pure analyse functions: callers pass an immutable
-:class:`~tuner.model.cluster.Cluster` and get immutable results back. Fit masks over all nodes
-are numpy vectors, so one "where can this pod go" question costs a few vector operations
-instead of a Python loop over nodes.
+It is private, mutable working state inside pure functions: callers pass an immutable
+:class:`~tuner.model.cluster.Cluster` and get immutable results back. Every fit rule comes from
+:mod:`tuner.model.scheduling`; :meth:`Snapshot.fit_mask` asks them for all nodes at once (the
+static rules cached per constraints, resources and pod slots as numpy vectors, anti-affinity
+through a label index), so one "where can this pod go" question costs a few vector operations
+instead of a Python loop over nodes, and :meth:`Snapshot.why_not` asks them for one node.
 """
 
 from __future__ import annotations
@@ -16,11 +18,16 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from tuner.analyse.usable import usable_capacity
 from tuner.model.cluster import Cluster, Pod
 from tuner.model.resources import Resources
-from tuner.model.scheduling import AntiAffinityTerm, Constraints, Labels, freeze_labels, static_fit
-from tuner.settings import Usability
+from tuner.model.scheduling import (
+    AntiAffinityTerm,
+    Constraints,
+    Labels,
+    freeze_labels,
+    resource_fit,
+    static_fit,
+)
 
 Mask = npt.NDArray[np.bool_]
 LabelSet = tuple[str, Labels]
@@ -36,11 +43,13 @@ class Move:
 
 
 class Snapshot:
-    """Node occupancy of a cluster that can be changed and rolled back."""
+    """Node occupancy of a cluster that answers fit and placement and can be changed (place,
+    unplace, move, close) and rolled back (fork, revert)."""
 
-    def __init__(self, cluster: Cluster, usability: Usability) -> None:
+    def __init__(self, cluster: Cluster, arriving: Iterable[Pod] = ()) -> None:
+        """The cluster as it runs now; ``arriving`` are pods not in it that may be placed later
+        (their anti-affinity, like the residents', switches the label index on)."""
         self.cluster = cluster
-        self.usability = usability
         self.nodes = cluster.nodes
         self.index = {n.name: i for i, n in enumerate(self.nodes)}
         size = len(self.nodes)
@@ -68,7 +77,7 @@ class Snapshot:
         self._journal: list[Callable[[], None]] = []
         self._holders: dict[LabelSet, Counter[int]] = {}
         self._term_holders: dict[AntiAffinityTerm, Counter[int]] = {}
-        self._anti = any(p.constraints.anti_affinity for p in placed)
+        self._anti = any(p.constraints.anti_affinity for p in (*placed, *arriving))
         if self._anti:
             for pod, node in zip(placed, where.tolist(), strict=True):
                 self._index_labels(pod, node, +1)
@@ -84,7 +93,8 @@ class Snapshot:
         return mask
 
     def fit_mask(self, pod: Pod) -> Mask:
-        """Open nodes the pod fits on right now (all modelled rules)."""
+        """Open nodes the pod fits on right now (every rule; resources and slots are
+        :func:`~tuner.model.scheduling.resource_fit` over all nodes at once)."""
         cpu, mem = pod.requests.cpu, pod.requests.memory
         mask = (
             self.static_mask(pod.constraints)
@@ -97,6 +107,18 @@ class Snapshot:
             for node in self._repelling_nodes(pod):
                 mask[node] = False
         return mask
+
+    def why_not(self, pod: Pod, node: int) -> str | None:
+        """Why the pod cannot be placed on the node right now, or None when it fits."""
+        if not self.open[node]:
+            return "node is being removed"
+        free = Resources(int(self.free_cpu[node]), int(self.free_mem[node]))
+        why = static_fit(pod.constraints, self.nodes[node]) or resource_fit(
+            pod.requests, free, int(self.free_pods[node])
+        )
+        if why is None and self._anti and node in self._repelling_nodes(pod):
+            return "required pod anti-affinity"
+        return why
 
     def best_fit(self, pod: Pod, mask: Mask) -> int:
         """The admissible node left tightest after placing the pod (best fit)."""
@@ -116,13 +138,6 @@ class Snapshot:
             int(self.alloc_mem[node] - self.free_mem[node]),
         )
 
-    def usable(self, node: int) -> Resources:
-        """Usable capacity of a node in the simulated state; a cordoned node's free part is
-        usable by no pod, so it contributes only its requests."""
-        if self.nodes[node].unschedulable:
-            return self.requested(node)
-        return usable_capacity(self.nodes[node].allocatable, self.requested(node), self.usability)
-
     def max_cpu_share(self, nodes: Iterable[int]) -> float:
         """Highest requested/allocatable CPU share among the given nodes (0 when none)."""
         idx = np.fromiter(nodes, dtype=np.int64)
@@ -135,8 +150,16 @@ class Snapshot:
 
     def move(self, pod: Pod, source: int, target: int) -> None:
         """Move a pod between nodes."""
-        self._occupy(pod, source, -1)
-        self._occupy(pod, target, +1)
+        self.unplace(pod, source)
+        self.place(pod, target)
+
+    def place(self, pod: Pod, node: int) -> None:
+        """Start a pod on a node (no check: ask :meth:`fit_mask` or :meth:`why_not` first)."""
+        self._occupy(pod, node, +1)
+
+    def unplace(self, pod: Pod, node: int) -> None:
+        """Take a pod off a node."""
+        self._occupy(pod, node, -1)
 
     def close(self, node: int) -> None:
         """Exclude a node as a destination (it is being removed)."""
