@@ -30,7 +30,7 @@ from typing import Any
 
 from kubernetes import client
 
-from tests.support.cluster_fixture import ClusterHarness, kwok_node
+from testkit.cluster_fixture import ClusterHarness, kwok_node
 from tuner.daemon.run import ONCE_EXIT
 
 DUMP_KINDS = (

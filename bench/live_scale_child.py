@@ -17,7 +17,7 @@ from pathlib import Path
 from tuner.analyse.decision import analyse
 from tuner.monitor.cache import ClusterCache
 from tuner.monitor.kube import api_client
-from tuner.plan.report import build_report
+from tuner.report.build import build_report
 from tuner.settings import load_settings
 
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from testkit.cluster_fixture import ClusterHarness, eventually
 from tests.cluster.conftest import make_actuator
-from tests.support.cluster_fixture import ClusterHarness, eventually
 from tuner.model.cluster import Cluster
 from tuner.monitor.cache import ClusterCache
 from tuner.monitor.kube import KINDS, read_cluster

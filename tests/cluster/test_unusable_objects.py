@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cluster_fixture import REPO_ROOT, ClusterHarness
+from testkit.cluster_fixture import REPO_ROOT, ClusterHarness
 from tuner.monitor.cache import ClusterCache
 from tuner.monitor.kube import read_cluster
 

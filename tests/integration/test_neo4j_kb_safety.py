@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from knowledge.transfer import FORMAT, VERSION
+from testkit.neo4j_fixture import Neo4jServer
 from tests.integration.test_neo4j_kb_cli import settings_for, tuner
 from tests.integration.test_neo4j_store import graph_counts, synthetic
-from tests.support.neo4j_fixture import Neo4jServer
 
 
 def _export(tmp_path: Path, entries: list[dict[str, object]]) -> Path:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.builders import node
-from tuner.analyse.cost import node_price
+from testkit.builders import node
 from tuner.cli import main
 from tuner.errors import InputError
 from tuner.json_input import MAX_DEPTH, parse_json
+from tuner.model.price import node_price
 from tuner.model.quantity import count, cpu_millis, memory_bytes
 from tuner.monitor.dump import cluster_from_objects
 from tuner.settings import Pricing

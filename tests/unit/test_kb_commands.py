@@ -14,7 +14,7 @@ from knowledge.transfer import FORMAT
 from tests.knowledge.test_contract import execution
 from tuner.arguments import duration
 from tuner.cli import main
-from tuner.kb_commands import browser_url
+from tuner.kb.command import browser_url
 
 Run = tuple[int, str, str]
 

@@ -16,11 +16,11 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from knowledge.records import execution_of
-from tests.support.builders import cluster, node, pod
+from testkit.builders import cluster, node, pod
 from tuner.analyse.decision import Choice, analyse
 from tuner.model import scheduling as rules
 from tuner.model.cluster import Cluster, Node, Pdb, Pod
+from tuner.model.execution import execution_of
 from tuner.model.movability import Policy, assess
 from tuner.model.resources import Resources
 from tuner.plan.actions import Add, Migrate, Remove, RemoveNode

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.builders import cluster, node, pod
+from testkit.builders import cluster, node, pod
 from tuner.model import scheduling as rules
 from tuner.model.change import DesiredChange, Relocation
 from tuner.model.cluster import Node

@@ -7,21 +7,22 @@ import json
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from tuner import arguments
 from tuner.monitor.window import clock_time, date_time
 from tuner.settings import load_settings
 
 if TYPE_CHECKING:
-    from tuner.monitor.observe import WindowReport
+    from tuner.model.window_report import WindowReport
 
 
 def run_monitor(settings_path: Path | None, window_s: float | None, output: str) -> int:
     """Observe the window ending now and print it; exit status 1 when the verdict is unknown."""
     # Imported here: the other subcommands need not load the HTTP client.
+    from tuner.model.window_report import Verdict
     from tuner.monitor.observe import observe_window
     from tuner.monitor.prometheus import PrometheusClient
-    from tuner.monitor.stability import Verdict
 
     settings = load_settings(settings_path)
     if window_s is not None:
@@ -67,3 +68,16 @@ def render_text(report: WindowReport) -> str:
         lines.append("findings:")
         lines += [f"  - {finding}" for finding in report.findings]
     return "\n".join(lines)
+
+
+def add_monitor_parser(commands: Any) -> None:
+    """Register ``monitor`` on the CLI's subparsers."""
+    monitor = commands.add_parser(
+        "monitor", help="the last window: load, stability verdict and why (reads only)"
+    )
+    monitor.add_argument("--settings", type=Path, help="settings.json (load query, Prometheus)")
+    monitor.add_argument(
+        "--window", type=arguments.seconds, help="window length in seconds (default: measure_s)"
+    )
+    monitor.add_argument("--format", choices=("text", "json"), default="text")
+    monitor.set_defaults(run=lambda a: run_monitor(a.settings, a.window, a.format))

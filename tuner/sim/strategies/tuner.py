@@ -15,12 +15,12 @@ import random
 from collections import Counter
 from fractions import Fraction
 
+from knowledge.memory import MemoryKnowledge
 from tuner.cycle import CycleState, Ports, run_cycle
 from tuner.settings import Analyse, Execute, Load, Settings, Thresholds, Windows
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.pools import pricing
 from tuner.sim.ports import SimActuator, SimObserver
-from tuner.sim.strategies.knowledge import MemoryKnowledge
 
 
 def simulation_settings(scenario: Scenario, seed: int) -> Settings:
