@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Protocol
 from knowledge.base import KnowledgeBase, KnowledgeError
 from knowledge.records import Execution, execution_of
 from tuner.analyse.cost import nodes_cost
-from tuner.analyse.decision import Choice, analyse
+from tuner.analyse.decision import analyse
 from tuner.analyse.removal import CandidateTimers
 from tuner.model.cluster import Cluster
 from tuner.monitor.load import Load
@@ -181,7 +181,7 @@ def run_cycle(
         execution = execution_of(cluster, analysis.movability, settings.pricing, load, start, now)
         recorded = _record(ports.knowledge, execution, state.awaiting)
         state = replace(state, awaiting=None)
-    state = replace(state, timers=analysis.removal.timers or state.timers)
+    state = replace(state, timers=analysis.timers or state.timers)
     plan = build_report(cluster, settings, analysis)
     base = CycleReport(
         Outcome.STAYED,
@@ -195,8 +195,8 @@ def run_cycle(
         recorded=recorded,
     )
     if not dry_run:
-        for entry, why in analysis.previous.unattainable:
-            _forget(ports.knowledge, entry, f"unattainable: {why}")
+        for forget in analysis.forget:
+            _forget(ports.knowledge, forget.entry, f"{forget.kind}: {forget.reason}")
     if not plan.actions:
         return base, state
     limit = settings.execute.max_actions_per_cycle
@@ -206,10 +206,10 @@ def run_cycle(
             f"max_actions_per_cycle {limit}"
         )
         return replace(base, outcome=Outcome.SKIPPED, reason=reason), state
-    if analysis.decision is Choice.PREVIOUS and analysis.previous.execution and not dry_run:
-        chosen = analysis.previous.execution.id
-        _forget(ports.knowledge, chosen, "chosen: it returns when the next window is stable")
-        state = replace(state, awaiting=chosen)
+    held = analysis.holds
+    if held and not dry_run:
+        _forget(ports.knowledge, held, "chosen: it returns when the next window is stable")
+        state = replace(state, awaiting=held)
     result = ports.actuator.carry_out(plan.actions, dry_run=dry_run)
     if dry_run:
         return replace(base, outcome=Outcome.PLANNED, result=result), state
