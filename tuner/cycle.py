@@ -4,7 +4,7 @@ The cycle is a function from (time, state) to (outcome, new state). Effects go t
 ports so the same cycle runs against a real cluster, the simulator or a dry run:
 
 - :class:`WindowObserver`: was the deployment stable over a window, and what load did it serve;
-- :class:`Actuator`: read the cluster, carry out actions (or only print them in a dry run);
+- :class:`Actuator`: read the cluster, carry out actions (or, in a dry run, only check them);
 - the knowledge base (:class:`knowledge.base.KnowledgeBase`).
 
 Rules (thesis §3.2, DESIGN §1): act only on a window that was stable as a whole; an unstable or
@@ -71,7 +71,10 @@ class Actuator(Protocol):
     def read(self) -> Cluster:
         """The cluster now."""
 
-    def carry_out(self, actions: Sequence[Action], *, dry_run: bool) -> TransitionResult:
+    def check(self, actions: Sequence[Action]) -> TransitionResult:
+        """The dry run: check each action (reads only) and say what it would do."""
+
+    def carry_out(self, actions: Sequence[Action]) -> TransitionResult:
         """Run the actions in order, verifying each; stop at the first failure."""
 
     def reclaim_unremoved(self, now: float) -> tuple[str, ...]:
@@ -210,9 +213,10 @@ def run_cycle(
     if held and not dry_run:
         _forget(ports.knowledge, held, "chosen: it returns when the next window is stable")
         state = replace(state, awaiting=held)
-    result = ports.actuator.carry_out(plan.actions, dry_run=dry_run)
     if dry_run:
+        result = ports.actuator.check(plan.actions)
         return replace(base, outcome=Outcome.PLANNED, result=result), state
+    result = ports.actuator.carry_out(plan.actions)
     state = replace(state, stable_since=now + windows.warmup_s)
     changed = replace(base, result=result, next_in=windows.warmup_s + windows.measure_s)
     if not result.completed:
