@@ -9,8 +9,8 @@ from collections.abc import Callable
 import pytest
 
 from knowledge.base import KnowledgeBase
+from knowledge.memory import MemoryKnowledge
 from tests.knowledge import test_contract
-from tuner.sim.strategies.knowledge import MemoryKnowledge
 
 CHECKS = [
     function

@@ -14,14 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from knowledge.records import Execution
-from tuner.analyse.cost import nodes_cost
 from tuner.analyse.exploration import random_migration
 from tuner.analyse.previous import PreviousResult, find_previous
 from tuner.analyse.removal import CandidateTimers, RemovalResult, find_removal
 from tuner.model.change import DesiredChange, Relocation
 from tuner.model.cluster import Cluster
+from tuner.model.execution import Execution
 from tuner.model.movability import Movability, Policy, assess
+from tuner.model.price import nodes_cost
 from tuner.settings import Settings
 
 
