@@ -1,6 +1,6 @@
 """Regenerate examples/cluster-dump.json: a small GKE-like cluster running an online shop.
 
-Run: .venv/bin/python examples/generate.py
+Run: .venv/bin/python -m examples.generate
 """
 
 from __future__ import annotations
