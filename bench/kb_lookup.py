@@ -44,8 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from knowledge.base import load_band
 from knowledge.neo4j_store import Neo4jKnowledgeBase
-from knowledge.records import Execution, NodeState, WorkloadType
-from tests.support.neo4j_fixture import Neo4jServer
+from testkit.neo4j_fixture import Neo4jServer
+from tuner.model.execution import Execution, NodeState, WorkloadType
 from tuner.settings import Knowledge
 
 SHAPES = [("e2-standard-4", 4000, 16 * 2**30, 0.134), ("e2-standard-8", 8000, 32 * 2**30, 0.268)]

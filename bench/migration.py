@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.support.cluster_fixture import ClusterHarness
+from testkit.cluster_fixture import ClusterHarness
 from tuner.execute.actuator import KubeActuator
 from tuner.monitor.kube import read_cluster
 from tuner.plan.actions import Migrate

@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python -m bench.plan_scale [--sizes 100,1000,5000] [--repeat 5]
 
-Clusters come from tuner.synthetic.random_cluster (~30 pods per node, mixed node types, many
+Clusters come from testkit.synthetic.random_cluster (~30 pods per node, mixed node types, many
 Deployments with HPAs and PDBs, StatefulSets, two DaemonSets). Parsing (JSON text to the domain
 model) and analyse+plan are timed separately; medians of ``--repeat`` runs are printed.
 """
@@ -17,11 +17,11 @@ import statistics
 import time
 from fractions import Fraction
 
+from testkit.synthetic import random_cluster
 from tuner.analyse.decision import analyse
 from tuner.monitor.dump import cluster_from_objects
-from tuner.plan.report import build_report
+from tuner.report.build import build_report
 from tuner.settings import Analyse, Settings, Thresholds
-from tuner.synthetic import random_cluster
 
 SETTINGS = Settings(
     analyse=Analyse(

@@ -1,6 +1,6 @@
 """Regenerate examples/cluster-dump.json: a small GKE-like cluster running an online shop.
 
-Run: .venv/bin/python examples/generate.py
+Run: .venv/bin/python -m examples.generate
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tuner.synthetic import E2_STANDARD_4, E2_STANDARD_8, MIB, NodeSpec, WorkloadSpec, generate
+from testkit.synthetic import E2_STANDARD_4, E2_STANDARD_8, MIB, NodeSpec, WorkloadSpec, generate
 
 GIB = 1024 * MIB
 

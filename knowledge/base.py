@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Protocol
 
-from knowledge.records import Execution
 from tuner.errors import ServiceError
-from tuner.monitor.load import dimensions_outside
+from tuner.model.execution import Execution
+from tuner.model.load import dimensions_outside
 
 
 class KnowledgeError(ServiceError):
@@ -72,7 +72,7 @@ class KnowledgeBase(Protocol):
 
 def serves(execution: Execution, vector: Mapping[str, float] | None, delta: float) -> bool:
     """True when ``execution`` served the load ``vector`` (None: any load), within ``delta``
-    per dimension: :meth:`tuner.monitor.load.Load.within`, a missing dimension being 0.
+    per dimension: :meth:`tuner.model.load.Load.within`, a missing dimension being 0.
 
     Within per dimension implies the total within ``delta`` of ``vector``'s total, so the
     load band (:func:`load_band`) stays a valid first narrowing."""

@@ -13,7 +13,7 @@ from types import TracebackType
 from typing import Any
 
 from knowledge.base import EVERY, KnowledgeError, load_band, row_limit, serves
-from knowledge.records import Execution
+from tuner.model.execution import Execution
 
 log = logging.getLogger(__name__)
 

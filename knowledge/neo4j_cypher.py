@@ -12,7 +12,7 @@ The thesis' onion (pod types in the core, node states around them, executions ou
   every execution that ran it (MERGE on ``key``). A workload whose requests change gets a
   second Pod vertex, so old executions keep describing what really ran.
 - Times are epoch seconds, CPU millicores, memory bytes, prices per hour: the units of
-  :mod:`knowledge.records`.
+  :mod:`tuner.model.execution`.
 
 An execution of a load vector also holds its dimensions as two parallel list properties,
 ``load_keys`` (the monitor's label sets, e.g. ``{service="web"}``, sorted) and
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from knowledge.records import Execution, WorkloadType
-from tuner.monitor.load import TOLERANCE
+from tuner.model.execution import Execution, WorkloadType
+from tuner.model.load import TOLERANCE
 
 
 def pod_key(workload: WorkloadType) -> str:
@@ -193,7 +193,7 @@ END
 """
 """Given ``$vector`` (dimension -> load), the executions that served it within ``$delta``
 in every dimension, a dimension one side lacks being 0 there: the predicate of
-:func:`tuner.monitor.load.dimensions_outside`, term for term (``$slack`` is its
+:func:`tuner.model.load.dimensions_outside`, term for term (``$slack`` is its
 ``1 + TOLERANCE``). An execution without ``load_keys``/``load_values`` served
 ``{"": load}``. Malformed ones pass, so that reading them skips them with a warning."""
 

@@ -1,4 +1,4 @@
-"""Graph rows back into :class:`~knowledge.records.Execution` values, strictly.
+"""Graph rows back into :class:`~tuner.model.execution.Execution` values, strictly.
 
 The graph may hold data the tuner did not write (another tool, a hand edit, an older
 release): a vertex with a missing property or one of the wrong type (an Execution without
@@ -16,8 +16,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from knowledge.records import Execution, LoadVector, NodeState, WorkloadType, load_vector
-from tuner.monitor.load import Load
+from tuner.model.execution import Execution, LoadVector, NodeState, WorkloadType, load_vector
+from tuner.model.load import Load
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from knowledge.base import KnowledgeError, load_band, row_limit
 from knowledge.neo4j_decode import decode_rows, pod_refs
 from knowledge.neo4j_errors import translated
 from knowledge.neo4j_schema import ensure_schema
-from knowledge.records import Execution
+from tuner.model.execution import Execution
 
 Executions = list[Execution]
 Ids = list[str]

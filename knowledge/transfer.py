@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from knowledge.base import KnowledgeBase
-from knowledge.records import Execution
+from tuner.model.execution import Execution
 
 FORMAT = "tuner-knowledge"
 VERSION = 1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Headless Chromium for the browser tests (tests/support/browser.py drives it).
+# Headless Chromium for the browser tests (testkit/browser.py drives it).
 #
 #   scripts/chromium.sh install   install Debian's chromium via apt if it is missing
 #   scripts/chromium.sh path      print the chromium executable path

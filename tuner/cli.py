@@ -13,19 +13,19 @@ from pathlib import Path
 
 from knowledge.base import KnowledgeError
 from knowledge.open import open_knowledge
-from knowledge.records import Execution
 from tuner.analyse.decision import analyse
 from tuner.cycle import previous_candidates
 from tuner.daemon.run import add_run_parser
 from tuner.errors import InputError, ServiceError
 from tuner.execute.onboard import add_onboard_parsers
-from tuner.execute.printer import render_text
-from tuner.kb_commands import add_kb_parser
+from tuner.kb.command import add_kb_parser
 from tuner.model.cluster import Cluster
+from tuner.model.execution import Execution
+from tuner.model.load import Load
 from tuner.monitor.command import run_monitor, window_seconds
 from tuner.monitor.dump import load_dump
-from tuner.monitor.load import Load
-from tuner.plan.report import build_report
+from tuner.report.build import build_report
+from tuner.report.text import render_text
 from tuner.settings import Settings, load_settings
 from tuner.sim.command import add_simulate_parser
 from tuner.sim.demo import add_demo_parser

@@ -7,7 +7,7 @@ ports so the same cycle runs against a real cluster, the simulator or a dry run:
 - :class:`Actuator`: read the cluster, carry out actions (or, in a dry run, only check them);
 - the knowledge base (:class:`knowledge.base.KnowledgeBase`).
 
-Rules (thesis §3.2, DESIGN §1): act only on a window that was stable as a whole; an unstable or
+Rules (thesis §3.2; concepts.md): act only on a window that was stable as a whole; an unstable or
 unknown window is retried after ``windows.retry_s`` (the sliding window); after any change the
 next window starts a warm-up after the change ended; a chosen previous deployment is deleted
 from the knowledge base and comes back when the next window proves the deployment stable;
@@ -31,19 +31,19 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
 from knowledge.base import KnowledgeBase, KnowledgeError
-from knowledge.records import Execution, execution_of
-from tuner.analyse.cost import nodes_cost
 from tuner.analyse.decision import analyse
 from tuner.analyse.removal import CandidateTimers
 from tuner.model.cluster import Cluster
-from tuner.monitor.load import Load
-from tuner.monitor.stability import Verdict
+from tuner.model.execution import Execution, execution_of
+from tuner.model.load import Load
+from tuner.model.price import nodes_cost
+from tuner.model.window_report import Verdict
 from tuner.plan.actions import Action
-from tuner.plan.report import PlanReport, build_report
+from tuner.report.build import PlanReport, build_report
 from tuner.settings import Settings
 
 if TYPE_CHECKING:
-    from tuner.monitor.observe import WindowReport
+    from tuner.model.window_report import WindowReport
 
 log = logging.getLogger(__name__)
 

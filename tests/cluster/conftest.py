@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster_fixture import ClusterHarness
+from testkit.cluster_fixture import ClusterHarness
 from tuner.execute.actuator import KubeActuator
 from tuner.model.cluster import Pod
 from tuner.monitor.kube import read_cluster

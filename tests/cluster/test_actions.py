@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
+from testkit.cluster_fixture import ClusterHarness
 from tests.cluster.conftest import make_actuator, model_pod
-from tests.support.cluster_fixture import ClusterHarness
 from tuner.execute.actuator import KubeActuator
 from tuner.execute.marks import Keys
 from tuner.model.cluster import Workload

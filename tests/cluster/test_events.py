@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from testkit.cluster_fixture import ClusterHarness
 from tests.cluster.conftest import make_actuator, model_pod
-from tests.support.cluster_fixture import ClusterHarness
 from tuner.execute.actuator import KubeActuator
 from tuner.execute.events import Event, Recorder, Ref
 from tuner.plan.actions import Migrate, RemoveNode

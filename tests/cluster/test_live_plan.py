@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from testkit.cluster_fixture import REPO_ROOT, ClusterHarness
 from tests.cluster.conftest import make_actuator
-from tests.support.cluster_fixture import REPO_ROOT, ClusterHarness
 from tuner.execute.plan_file import actions_from_json
 from tuner.monitor.kube import read_cluster
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.support.cluster_fixture import REPO_ROOT, ClusterHarness
+from testkit.cluster_fixture import REPO_ROOT, ClusterHarness
 from tuner.execute.marks import Keys
 
 

@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
+from testkit.cluster_fixture import ClusterHarness, eventually
 from tests.cluster.conftest import make_actuator, model_pod
-from tests.support.cluster_fixture import ClusterHarness, eventually
 from tuner.execute.actuator import KubeActuator
 from tuner.model.cluster import Workload
 from tuner.model.resources import Resources

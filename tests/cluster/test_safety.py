@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from testkit.cluster_fixture import REPO_ROOT, ClusterHarness, eventually
 from tests.cluster.conftest import make_actuator, model_pod
-from tests.support.cluster_fixture import REPO_ROOT, ClusterHarness, eventually
 from tuner.execute.actuator import KubeActuator
 from tuner.execute.marks import DELETION_COST, Keys, cheapest_pod
 from tuner.model.cluster import Workload

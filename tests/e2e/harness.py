@@ -1,5 +1,5 @@
 """What the end-to-end tests drive on the private control plane of
-:mod:`tests.support.cluster_fixture`: KWOK nodes and an onboarded workload, the tuner's own
+:mod:`testkit.cluster_fixture`: KWOK nodes and an onboarded workload, the tuner's own
 ServiceAccount (so the audit log tells its requests apart), a paused scheduler (so an action
 stays in flight), and ``tuner run`` as a subprocess whose /metrics the tests read."""
 
@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import yaml
 from kubernetes import client
 
-from tests.support.cluster_fixture import ClusterHarness
+from testkit.cluster_fixture import ClusterHarness
 from tests.unit.test_deploy import DEPLOY, NAMESPACE, SERVICE_ACCOUNT
 
 ROOT = Path(__file__).resolve().parents[2]

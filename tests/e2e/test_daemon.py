@@ -14,6 +14,9 @@ from typing import Any
 
 import pytest
 
+from testkit.cluster_fixture import ClusterHarness
+from testkit.neo4j_fixture import Neo4jServer
+from testkit.prometheus_fixture import PrometheusHarness
 from tests.e2e.harness import (
     APP,
     LOAD_METRIC,
@@ -34,9 +37,6 @@ from tests.e2e.harness import (
     wait_for,
     write_settings,
 )
-from tests.support.cluster_fixture import ClusterHarness
-from tests.support.neo4j_fixture import Neo4jServer
-from tests.support.prometheus_fixture import PrometheusHarness
 from tests.unit.test_deploy import NAMESPACE, SERVICE_ACCOUNT
 
 WINDOW_S = 10

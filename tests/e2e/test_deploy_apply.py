@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from kubernetes import client
 
+from testkit.cluster_fixture import ClusterHarness
 from tests.e2e.harness import kubectl
-from tests.support.cluster_fixture import ClusterHarness
 from tests.unit.test_deploy import DEPLOY, NAMESPACE, SERVICE_ACCOUNT, needed
 
 USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"

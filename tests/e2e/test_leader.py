@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tests.support.cluster_fixture import ClusterHarness
+from testkit.cluster_fixture import ClusterHarness
 from tuner.daemon.leader import LeaderElection
 
 DURATION_S = 3

@@ -14,8 +14,8 @@ import pytest
 
 from knowledge.browser.queries import history_query
 from knowledge.browser.style import label_colours, style_command
-from knowledge.records import Execution, NodeState, WorkloadType
-from tests.support.neo4j_fixture import Neo4jServer
+from testkit.neo4j_fixture import Neo4jServer
+from tuner.model.execution import Execution, NodeState, WorkloadType
 
 pytestmark = [pytest.mark.neo4j, pytest.mark.browser]
 
@@ -82,7 +82,7 @@ def _require(ok: bool, message: str) -> None:
 
 def test_history_query_draws_the_styled_onion(neo4j: Neo4jServer, tmp_path: Path) -> None:
     try:
-        from tests.support.browser import chromium_executable, neo4j_browser
+        from testkit.browser import chromium_executable, neo4j_browser
     except ImportError as err:  # playwright is in the dev extra
         _require(False, f"playwright missing: pip install -e '.[dev]' ({err})")
         raise

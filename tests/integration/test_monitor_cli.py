@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.exporter import ExportedDeployment, ExportedPod
-from tests.support.prometheus_fixture import PrometheusHarness
+from testkit.exporter import ExportedDeployment, ExportedPod
+from testkit.prometheus_fixture import PrometheusHarness
 from tuner.cli import main
 
 pytestmark = pytest.mark.prometheus

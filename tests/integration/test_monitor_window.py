@@ -15,17 +15,17 @@ from typing import Any
 
 import pytest
 
-from tests.support.builders import cluster, node, pod
-from tests.support.exporter import ExportedDeployment, ExportedPod
-from tests.support.prometheus_fixture import PrometheusHarness
+from testkit.builders import cluster, node, pod
+from testkit.exporter import ExportedDeployment, ExportedPod
+from testkit.prometheus_fixture import PrometheusHarness
 from tuner.model.cluster import Cluster
+from tuner.model.load import Load
+from tuner.model.window_report import Verdict, WindowReport
 from tuner.monitor import window as window_module
 from tuner.monitor.evidence import Probe
-from tuner.monitor.load import Load
-from tuner.monitor.observe import WindowReport, observe_window
+from tuner.monitor.observe import observe_window
 from tuner.monitor.prometheus import InstantResult, PrometheusClient
 from tuner.monitor.series import Series
-from tuner.monitor.stability import Verdict
 from tuner.settings import Load as LoadSettings
 from tuner.settings import Prometheus, Settings, Windows
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from testkit.neo4j_fixture import PASSWORD_ENV, Neo4jServer
 from tests.integration.test_neo4j_store import synthetic
-from tests.support.neo4j_fixture import PASSWORD_ENV, Neo4jServer
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "cluster-dump.json"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from knowledge.embedded import EmbeddedKnowledgeBase
+from testkit.neo4j_fixture import PASSWORD_ENV, Neo4jServer
 from tests.integration.test_neo4j_store import synthetic
-from tests.support.neo4j_fixture import PASSWORD_ENV, Neo4jServer
 from tuner.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ import pytest
 from knowledge import neo4j_cypher, neo4j_schema
 from knowledge.base import EVERY, KnowledgeError
 from knowledge.neo4j_store import Neo4jKnowledgeBase
+from testkit.neo4j_fixture import Neo4jServer
 from tests.integration.test_neo4j_store import synthetic
-from tests.support.neo4j_fixture import Neo4jServer
 
 
 def stored_version(neo4j: Neo4jServer) -> object:

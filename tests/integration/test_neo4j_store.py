@@ -1,6 +1,6 @@
 """The Neo4j backend on the real server: concurrent writers, outages, atomic writes.
 
-Every test runs against the server that ``tests.support.neo4j_fixture`` starts through
+Every test runs against the server that ``testkit.neo4j_fixture`` starts through
 ``scripts/neo4j.sh``; nothing is mocked.
 """
 
@@ -22,16 +22,15 @@ import pytest
 from knowledge import neo4j_cypher
 from knowledge.base import KnowledgeError
 from knowledge.neo4j_store import Neo4jKnowledgeBase
-from knowledge.records import Execution, NodeState, WorkloadType, execution_of
-from tests.support.builders import cluster, node, pod
-from tests.support.neo4j_fixture import Neo4jServer
+from testkit.builders import cluster, node, pod
+from testkit.neo4j_fixture import Neo4jServer
 from tuner.analyse.decision import Choice
 from tuner.cycle import CycleState, Outcome, Ports, TransitionResult, run_cycle
 from tuner.model.cluster import Cluster
+from tuner.model.execution import Execution, NodeState, WorkloadType, execution_of
+from tuner.model.load import Load
 from tuner.model.movability import Policy, assess
-from tuner.monitor.load import Load
-from tuner.monitor.observe import WindowReport
-from tuner.monitor.stability import Verdict
+from tuner.model.window_report import Verdict, WindowReport
 from tuner.plan.actions import Action
 from tuner.settings import Analyse, Pricing, Settings, Windows
 

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from tests.support.exporter import ExportedDeployment, ExportedNode, ExportedPod
-from tests.support.prometheus_fixture import PrometheusHarness
+from testkit.exporter import ExportedDeployment, ExportedNode, ExportedPod
+from testkit.prometheus_fixture import PrometheusHarness
 
 pytestmark = pytest.mark.prometheus
 

@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from knowledge.base import KnowledgeBase
-from knowledge.records import Execution, NodeState, WorkloadType, load_vector
-from tuner.monitor.load import Load
+from tuner.model.execution import Execution, NodeState, WorkloadType, load_vector
+from tuner.model.load import Load
 
 
 def execution(

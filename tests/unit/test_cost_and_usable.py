@@ -4,9 +4,9 @@ from fractions import Fraction
 
 import pytest
 
-from tests.support.builders import node
-from tuner.analyse.cost import node_price, nodes_cost
+from testkit.builders import node
 from tuner.analyse.usable import Utilization, usable_capacity
+from tuner.model.price import node_price, nodes_cost
 from tuner.model.quantity import GIB
 from tuner.model.resources import Resources
 from tuner.settings import Pricing, Usability

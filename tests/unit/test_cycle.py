@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from knowledge.embedded import EmbeddedKnowledgeBase
-from knowledge.records import execution_of
-from tests.support.builders import cluster, node, pod
+from testkit.builders import cluster, node, pod
 from tuner.cycle import (
     KEEP_S,
     CycleState,
@@ -22,10 +21,10 @@ from tuner.cycle import (
     run_cycle,
 )
 from tuner.model.cluster import Cluster
+from tuner.model.execution import execution_of
+from tuner.model.load import Load
 from tuner.model.movability import Policy, assess
-from tuner.monitor.load import Load
-from tuner.monitor.observe import WindowReport
-from tuner.monitor.stability import Verdict
+from tuner.model.window_report import Verdict, WindowReport
 from tuner.plan.actions import Action, RemoveNode
 from tuner.settings import Analyse, Execute, Knowledge, Pricing, Settings, Windows
 

@@ -11,12 +11,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.builders import cluster, node, pod
+from testkit.builders import cluster, node, pod
 from tuner.analyse.decision import analyse
 from tuner.cycle import CycleReport, Outcome, TransitionResult
 from tuner.daemon.logs import JsonFormatter
 from tuner.daemon.metrics import Metrics
-from tuner.plan.report import build_report
+from tuner.report.build import build_report
 from tuner.settings import Analyse, Pricing, Settings
 
 

@@ -12,21 +12,20 @@ import pytest
 
 from knowledge.base import KnowledgeError
 from knowledge.embedded import EmbeddedKnowledgeBase
-from knowledge.records import execution_of
-from tests.support.builders import cluster, node, pod
+from knowledge.lazy import LazyKnowledge
+from testkit.builders import cluster, node, pod
 from tuner.analyse.decision import analyse
 from tuner.cli import main
 from tuner.cycle import CycleReport, Outcome, Ports, TransitionResult
 from tuner.daemon.cycle_log import log_cycle
-from tuner.daemon.knowledge import LazyKnowledge
 from tuner.daemon.run import ONCE_EXIT
 from tuner.errors import ServiceError
+from tuner.model.execution import execution_of
+from tuner.model.load import Load
 from tuner.model.movability import Policy, assess
+from tuner.model.window_report import Verdict, WindowReport
 from tuner.moderator import Moderator
-from tuner.monitor.load import Load
-from tuner.monitor.observe import WindowReport
-from tuner.monitor.stability import Verdict
-from tuner.plan.report import build_report
+from tuner.report.build import build_report
 from tuner.settings import Analyse, Pricing, Settings, Windows
 
 

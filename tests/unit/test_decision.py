@@ -6,10 +6,10 @@ from collections import Counter
 
 import pytest
 
-from knowledge.records import execution_of
-from tests.support.builders import cluster, node, pod
+from testkit.builders import cluster, node, pod
 from tuner.analyse.decision import Choice, analyse, choose
 from tuner.analyse.exploration import random_migration
+from tuner.model.execution import execution_of
 from tuner.model.movability import Policy, assess
 from tuner.settings import Analyse, Pricing, Settings
 from tuner.settings import Usability as U

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import re
 
-from tests.support.builders import cluster, node, pod
+from testkit.builders import cluster, node, pod
 from tuner.analyse.decision import analyse
 from tuner.cycle import CycleReport, Outcome, TransitionResult
 from tuner.daemon.cycle_events import REASONS, cycle_event
@@ -15,7 +15,7 @@ from tuner.execute.events import Event, Ref
 from tuner.model.cluster import Workload
 from tuner.model.resources import Resources
 from tuner.plan.actions import Add, Migrate, RemoveNode
-from tuner.plan.report import build_report
+from tuner.report.build import build_report
 from tuner.settings import Analyse, LeaderElection, Pricing, Settings
 
 STAMP_NS = 1_700_000_000_000_000_000

@@ -1,5 +1,5 @@
 """The executor's check/apply split and its rollback and failure paths, over the in-memory
-double of its Kubernetes calls (``tests/support/fake_kube.py``); ``tests/cluster/`` runs the
+double of its Kubernetes calls (``testkit/fake_kube.py``); ``tests/cluster/`` runs the
 same paths against a real control plane."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from tests.support import builders as b
-from tests.support.fake_kube import FakeKube
+from testkit import builders as b
+from testkit.fake_kube import FakeKube
 from tuner.execute.actions import check
 from tuner.execute.marks import DELETION_COST
 from tuner.execute.retry import ActionFailed

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.support.builders import cluster, node, pod
+from testkit.builders import cluster, node, pod
 from tuner.analyse.snapshot import Snapshot
 from tuner.model.scheduling import (
     AntiAffinityTerm,

@@ -13,7 +13,7 @@ from knowledge.embedded import EmbeddedKnowledgeBase
 from knowledge.transfer import FORMAT
 from tests.knowledge.test_contract import execution
 from tuner.cli import main
-from tuner.kb_commands import browser_url, duration
+from tuner.kb.command import browser_url, duration
 
 Run = tuple[int, str, str]
 

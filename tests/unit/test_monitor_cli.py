@@ -15,12 +15,11 @@ from pathlib import Path
 import pytest
 
 from tuner.cli import main
+from tuner.model.load import Load
+from tuner.model.window_report import Verdict, WindowReport
 from tuner.monitor.command import render_text
 from tuner.monitor.evidence import Probe
-from tuner.monitor.load import Load
-from tuner.monitor.observe import WindowReport
 from tuner.monitor.prometheus import PrometheusClient, QueryError
-from tuner.monitor.stability import Verdict
 from tuner.settings import Prometheus
 
 PRESENCE = Probe.PRESENCE.query("")

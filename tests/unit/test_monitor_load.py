@@ -7,10 +7,9 @@ import math
 import pytest
 
 from tuner.errors import InputError
+from tuner.model.load import Load, load_from_json
 from tuner.monitor.load import (
-    Load,
     LoadError,
-    load_from_json,
     load_from_scalar,
     load_from_vector,
     load_query,

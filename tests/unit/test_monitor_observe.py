@@ -17,15 +17,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.support.builders import cluster, node, pod
+from testkit.builders import cluster, node, pod
 from tuner.errors import InputError, ServiceError
 from tuner.model.cluster import Cluster
+from tuner.model.window_report import Verdict
 from tuner.monitor.evidence import REQUIRED_METRICS, Probe
 from tuner.monitor.observe import observe_window
 from tuner.monitor.prometheus import InstantResult, QueryError
 from tuner.monitor.series import Series, series
 from tuner.monitor.snapshots import SnapshotHistory
-from tuner.monitor.stability import Verdict
 from tuner.monitor.window import clock_time
 from tuner.settings import Load, Settings, Windows
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from tests.support.builders import cluster, node, pod
+from testkit.builders import cluster, node, pod
 from tuner.model.cluster import Workload
+from tuner.model.window_report import Verdict
 from tuner.monitor.evidence import REQUIRED_METRICS, Probe, evidence_from_series
 from tuner.monitor.series import Series, series
-from tuner.monitor.stability import Verdict, assess, compare_snapshots
+from tuner.monitor.stability import assess, compare_snapshots
 from tuner.monitor.window import Steps, clock_time
 
 STEPS = Steps(first_ms=1_700_000_000_000, step_ms=10_000, count=5)

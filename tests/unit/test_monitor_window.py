@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.support.builders import cluster, node
+from testkit.builders import cluster, node
 from tuner.model.cluster import Cluster
-from tuner.monitor.observe import WindowReport, next_window_end
+from tuner.model.window_report import Verdict, WindowReport
+from tuner.monitor.observe import next_window_end
 from tuner.monitor.snapshots import SnapshotHistory
-from tuner.monitor.stability import Verdict
 from tuner.monitor.window import MAX_STEPS, Window, promql_duration, steps_over, window_ending
 from tuner.settings import Windows
 

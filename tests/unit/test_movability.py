@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.support.builders import cluster, node, pod
+from testkit.builders import cluster, node, pod
 from tuner.model.cluster import Pdb
 from tuner.model.movability import Policy, assess
 from tuner.model.scheduling import LabelSelector, Taint

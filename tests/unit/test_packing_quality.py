@@ -1,6 +1,6 @@
 """The bin-packing heuristic against an exact MILP solver (HiGHS) on small random clusters."""
 
-from bench.packing_quality import compare, summarise
+from testkit.packing import compare, summarise
 
 
 def test_heuristic_is_sound_and_close_to_exact() -> None:

@@ -8,14 +8,14 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from tests.support.builders import cluster, node, pod
+from testkit.builders import cluster, node, pod
 from tuner.analyse.decision import analyse
 from tuner.execute.affinity import with_preference
-from tuner.execute.printer import render_text
 from tuner.model.cluster import Workload
 from tuner.model.onboarding import Placement, placement, workload_label
 from tuner.monitor.dump import cluster_from_objects
-from tuner.plan.report import PlanReport, build_report
+from tuner.report.build import PlanReport, build_report
+from tuner.report.text import render_text
 from tuner.settings import Analyse, Execute, Pricing, Settings
 
 PREFIX = "tuner.dev"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.support.builders import cluster, node, pod
+from testkit.builders import cluster, node, pod
 from tuner.model.change import Addition, DesiredChange, Relocation
 from tuner.model.resources import Resources
 from tuner.plan.actions import Add, Migrate, Remove, RemoveNode, action_json

@@ -9,10 +9,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from knowledge.records import Execution, NodeState, WorkloadType, execution_of
-from tests.support.builders import cluster, node, pod
+from testkit.builders import cluster, node, pod
 from tuner.analyse.previous import _scores, find_previous
 from tuner.model.cluster import Cluster
+from tuner.model.execution import Execution, NodeState, WorkloadType, execution_of
 from tuner.model.movability import Policy, assess
 from tuner.plan.planner import plan
 from tuner.plan.replay import replay

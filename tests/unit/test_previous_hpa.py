@@ -3,10 +3,10 @@ HPA owns it and would undo the change at its next sync (found with the simulator
 
 from dataclasses import replace
 
-from knowledge.records import execution_of
-from tests.support.builders import cluster, node, pod
+from testkit.builders import cluster, node, pod
 from tuner.analyse.previous import find_previous
 from tuner.model.cluster import Hpa, Workload
+from tuner.model.execution import execution_of
 from tuner.model.movability import Policy, assess
 from tuner.settings import Pricing
 

@@ -10,10 +10,10 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from knowledge.records import execution_of
-from tests.support.builders import cluster, node, pod
+from testkit.builders import cluster, node, pod
 from tuner.analyse.decision import Choice, analyse
 from tuner.model.cluster import Cluster
+from tuner.model.execution import execution_of
 from tuner.model.movability import Policy, assess
 from tuner.plan.actions import Add, Migrate, Remove, RemoveNode
 from tuner.plan.planner import plan

@@ -1,9 +1,9 @@
-"""Node removal: the down-scaling thesis' Figure 3.1 example and every rule of DESIGN §4."""
+"""Node removal: the down-scaling thesis' Figure 3.1 example and every rule of node removal."""
 
 from dataclasses import replace
 from fractions import Fraction
 
-from tests.support.builders import cluster, node, pod
+from testkit.builders import cluster, node, pod
 from tuner.analyse.removal import CandidateTimers, find_removal
 from tuner.model.cluster import Cluster
 from tuner.model.movability import Policy, assess

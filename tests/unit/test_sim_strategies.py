@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.support.builders import cluster, node, pod
+from testkit.builders import cluster, node, pod
 from tuner.model.movability import Policy, assess
 from tuner.sim.autoscaler import AutoscalerConfig
 from tuner.sim.engine import Scenario, Simulation

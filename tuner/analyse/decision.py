@@ -14,8 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from knowledge.records import Execution
-from tuner.analyse.cost import nodes_cost
 from tuner.analyse.options import Forget, Proposal
 from tuner.analyse.options.exploration import EXPLORATION, propose_exploration
 from tuner.analyse.options.previous import PREVIOUS, propose_previous
@@ -23,7 +21,9 @@ from tuner.analyse.options.removal import REMOVAL, propose_removal
 from tuner.analyse.removal import CandidateTimers
 from tuner.model.change import DesiredChange
 from tuner.model.cluster import Cluster
+from tuner.model.execution import Execution
 from tuner.model.movability import Movability, Policy, assess
+from tuner.model.price import nodes_cost
 from tuner.settings import Settings
 
 

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from knowledge.records import Execution, NodeState, WorkloadType
-from tuner.analyse.cost import node_price
 from tuner.model.change import Addition, DesiredChange
 from tuner.model.cluster import Cluster, Node, Pod, Workload
+from tuner.model.execution import Execution, NodeState, WorkloadType
 from tuner.model.movability import MOVABLE_OWNERS, Movability
+from tuner.model.price import node_price
 from tuner.model.resources import Resources
 from tuner.model.scheduling import static_fit
 from tuner.settings import Pricing

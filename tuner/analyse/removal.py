@@ -22,10 +22,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from tuner.analyse.cost import node_price
 from tuner.analyse.snapshot import Move, Snapshot
 from tuner.model.cluster import Cluster, Pod
 from tuner.model.movability import Movability, busy_with_other_autoscaler
+from tuner.model.price import node_price
 from tuner.model.resources import Resources
 from tuner.settings import Settings, Thresholds
 

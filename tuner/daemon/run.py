@@ -36,21 +36,22 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from knowledge.lazy import LazyKnowledge
 from knowledge.open import open_knowledge
 from tuner.cycle import CycleReport, Outcome, Ports
 from tuner.daemon import logs
 from tuner.daemon.cycle_events import cycle_event
 from tuner.daemon.cycle_log import log_cycle
-from tuner.daemon.knowledge import LazyKnowledge
 from tuner.daemon.leader import LeaderElection
 from tuner.daemon.metrics import Metrics
 from tuner.errors import ServiceError
 from tuner.execute.events import identity
-from tuner.execute.printer import render_text
+from tuner.model.window_report import WindowReport
 from tuner.moderator import Moderator
-from tuner.monitor.observe import WindowReport, observe_window
+from tuner.monitor.observe import observe_window
 from tuner.monitor.prometheus import PrometheusClient, Queries
 from tuner.monitor.snapshots import SnapshotHistory, SnapshotSource
+from tuner.report.text import render_text
 from tuner.settings import LeaderElection as LeaderSettings
 from tuner.settings import Settings, load_settings
 

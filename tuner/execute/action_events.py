@@ -11,9 +11,9 @@ from dataclasses import dataclass, replace
 
 from tuner.execute.events import Event, Ref
 from tuner.execute.port import KubePort
-from tuner.execute.printer import describe
 from tuner.execute.retry import ActionFailed
 from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
+from tuner.report.text import describe
 
 
 @dataclass(frozen=True)

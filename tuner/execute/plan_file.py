@@ -1,4 +1,4 @@
-"""Actions back from the plan output contract (``tuner plan --format json``, DESIGN §8)."""
+"""Actions back from the plan output contract (``tuner plan --format json``, docs/concepts.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The Kubernetes calls the executor makes, as a narrow port.
 
 :class:`~tuner.execute.kube.Kube` implements it over the official client (retries, watches);
-the unit tests' in-memory double (``tests/support/fake_kube.py``) implements it too, so the
+the unit tests' in-memory double (``testkit/fake_kube.py``) implements it too, so the
 rollback and failure paths of the actions run without an API server. Objects are the
 client's models (``V1Pod``, ``V1Node``...), typed ``Any`` as the client's own hints add nothing.
 """

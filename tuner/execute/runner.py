@@ -17,9 +17,9 @@ from tuner.execute.actions import check
 from tuner.execute.events import Recorder
 from tuner.execute.journal import Journal
 from tuner.execute.port import KubePort
-from tuner.execute.printer import describe
 from tuner.execute.retry import ActionFailed
 from tuner.plan.actions import Action
+from tuner.report.text import describe
 
 log = logging.getLogger(__name__)
 

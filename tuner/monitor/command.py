@@ -15,7 +15,7 @@ from tuner.monitor.window import clock_time, date_time
 from tuner.settings import load_settings
 
 if TYPE_CHECKING:
-    from tuner.monitor.observe import WindowReport
+    from tuner.model.window_report import WindowReport
 
 
 def window_seconds(text: str) -> float:
@@ -34,9 +34,9 @@ def window_seconds(text: str) -> float:
 def run_monitor(settings_path: Path | None, window_s: float | None, output: str) -> int:
     """Observe the window ending now and print it; exit status 1 when the verdict is unknown."""
     # Imported here: the other subcommands need not load the HTTP client.
+    from tuner.model.window_report import Verdict
     from tuner.monitor.observe import observe_window
     from tuner.monitor.prometheus import PrometheusClient
-    from tuner.monitor.stability import Verdict
 
     settings = load_settings(settings_path)
     if window_s is not None:

@@ -19,10 +19,10 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from typing import TypeVar
 
 from tuner.model.cluster import Cluster, Pod, Workload
+from tuner.model.window_report import Verdict
 from tuner.monitor.evidence import DeploymentState, WindowEvidence
 from tuner.monitor.window import clock_time
 
@@ -32,15 +32,6 @@ MAX_BLIND_FRACTION = 0.1
 """Steps without any kube-state-metrics data (failed scrapes) a window may have and still be
 judged (at least one)."""
 T = TypeVar("T")
-
-
-class Verdict(StrEnum):
-    """How a window is judged."""
-
-    STABLE = "stable"
-    UNSTABLE = "unstable"
-    UNKNOWN = "unknown"
-    """Could not be judged: not stable and not unstable; the tuner does not act on it."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The four actions the tuner performs (thesis §3.2.4) and their JSON form (DESIGN §8)."""
+"""The four actions the tuner performs (thesis §3.2.4) and their JSON form (docs/concepts.md)."""
 
 from __future__ import annotations
 

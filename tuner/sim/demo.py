@@ -7,7 +7,7 @@ file, and the loop is :class:`~tuner.moderator.Moderator` with the default setti
 decision with its reason and, when it acts, the planned transitions (the ``--dry-run`` table).
 
 The cycle's ports are :mod:`tuner.sim.ports` (the same the evaluation runs the cycle through)
-and the daemon's :class:`~tuner.daemon.knowledge.LazyKnowledge` on the embedded store.
+and the daemon's :class:`~knowledge.lazy.LazyKnowledge` on the embedded store.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from knowledge.embedded import EmbeddedKnowledgeBase
+from knowledge.lazy import LazyKnowledge
 from tuner.cycle import CycleReport, Outcome, Ports
-from tuner.daemon.knowledge import LazyKnowledge
-from tuner.execute.printer import render_text
 from tuner.moderator import Moderator
+from tuner.report.text import render_text
 from tuner.settings import Analyse, Pricing, Settings
 from tuner.sim.engine import Simulation
 from tuner.sim.ports import SimActuator, SimObserver

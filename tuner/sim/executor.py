@@ -1,4 +1,4 @@
-"""The simulated executor: actions carried out as the real one does (DESIGN §6), verified.
+"""The simulated executor: actions carried out as the real one does (docs/operating.md), verified.
 
 - migrate: label the target node ``tuner.dev/<namespace>.<name>``, evict the pod, let the
   ReplicaSet's replacement be scheduled (its weight-100 preferred affinity to the label), verify

@@ -15,9 +15,8 @@ from collections.abc import Sequence
 
 from tuner.cycle import TransitionResult
 from tuner.model.cluster import Cluster
-from tuner.monitor.load import Load
-from tuner.monitor.observe import WindowReport
-from tuner.monitor.stability import Verdict
+from tuner.model.load import Load
+from tuner.model.window_report import Verdict, WindowReport
 from tuner.plan.actions import Action
 from tuner.sim.engine import Simulation
 

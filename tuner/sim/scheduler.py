@@ -11,7 +11,7 @@ weights:
 - NodeResourcesBalancedAllocation (weight 1): ``(1 - std(cpu share, memory share)) * 100``.
 - NodeAffinity (weight 2): the preferred node affinity of weight 100 to the workload's
   ``tuner.dev/<namespace>.<name>`` label, normalised to 0-100 over the feasible nodes. This is
-  how the simulated executor steers a pod, as the real one does (DESIGN §6).
+  how the simulated executor steers a pod, as the real one does (docs/operating.md).
 - TaintToleration (weight 3): fewer untolerated ``PreferNoSchedule`` taints (the Cluster
   Autoscaler's ``DeletionCandidateOfClusterAutoscaler``) score higher.
 

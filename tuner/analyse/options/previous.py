@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from knowledge.records import Execution
 from tuner.analyse.options import Forget, Option, Proposal
 from tuner.analyse.previous import find_previous
 from tuner.model.change import DesiredChange
 from tuner.model.cluster import Cluster
+from tuner.model.execution import Execution
 from tuner.model.movability import Movability
 from tuner.settings import Pricing
 

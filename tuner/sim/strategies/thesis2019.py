@@ -32,17 +32,17 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 
-from knowledge.records import execution_of
-from tuner.analyse.cost import node_price, nodes_cost
+from knowledge.memory import MemoryKnowledge
 from tuner.analyse.previous import find_previous
 from tuner.model.cluster import Cluster, Pod
+from tuner.model.execution import execution_of
 from tuner.model.movability import Movability, Policy, assess
+from tuner.model.price import node_price, nodes_cost
 from tuner.plan.actions import Action, Migrate, RemoveNode
 from tuner.plan.planner import plan
 from tuner.plan.replay import InfeasiblePlan
 from tuner.settings import Pricing
 from tuner.sim.engine import Scenario, Simulation, Window
-from tuner.sim.strategies.knowledge import MemoryKnowledge
 from tuner.sim.strategies.windowed import WindowedTuner
 
 MEASURE_WINDOW = 240.0

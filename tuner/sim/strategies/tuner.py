@@ -15,11 +15,11 @@ import random
 from collections import Counter
 from fractions import Fraction
 
+from knowledge.memory import MemoryKnowledge
 from tuner.cycle import CycleState, Ports, run_cycle
 from tuner.settings import Analyse, Execute, Load, Pricing, Settings, Thresholds, Windows
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.ports import SimActuator, SimObserver
-from tuner.sim.strategies.knowledge import MemoryKnowledge
 
 
 def simulation_settings(scenario: Scenario, seed: int) -> Settings:

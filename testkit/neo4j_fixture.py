@@ -2,7 +2,7 @@
 
 Enable it from ``tests/conftest.py``::
 
-    pytest_plugins = ["tests.support.neo4j_fixture"]
+    pytest_plugins = ["testkit.neo4j_fixture"]
 
 Fixtures:
 

@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import TypeVar
 
 from knowledge.base import KnowledgeBase, KnowledgeError
-from knowledge.records import Execution
+from tuner.model.execution import Execution
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

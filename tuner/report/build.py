@@ -37,7 +37,7 @@ class PlanReport:
         return None if workload is None else self.placements.get(workload)
 
     def to_json(self) -> dict[str, Any]:
-        """The plan output contract (DESIGN §8), plus the option costs, skipped entries and
+        """The plan output contract (docs/concepts.md), plus the option costs, skipped entries and
         each migrate/add action's ``placement`` (where known)."""
         analysis = self.analysis
         return {

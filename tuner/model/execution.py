@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.analyse.cost import node_price
 from tuner.model.cluster import Cluster, Workload
+from tuner.model.load import SCALAR, Load, load_from_json
 from tuner.model.movability import Movability
-from tuner.monitor.load import SCALAR, Load, load_from_json
+from tuner.model.price import node_price
 from tuner.settings import Pricing
 
 LoadVector = tuple[tuple[str, float], ...]

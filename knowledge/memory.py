@@ -1,6 +1,6 @@
 """An in-memory knowledge base for simulations: stable deployments keyed by load.
 
-The same records (``knowledge.records.Execution``) and the same contract
+The same records (``tuner.model.execution.Execution``) and the same contract
 (``knowledge.base.KnowledgeBase``) as the real backends; only the storage is a dict, so a
 multi-hour simulation does not touch a disk.
 """
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from types import TracebackType
 
 from knowledge.base import load_band, row_limit, serves
-from knowledge.records import Execution
+from tuner.model.execution import Execution
 
 
 class MemoryKnowledge:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tuner.analyse.usable import Utilization
 from tuner.model.onboarding import Placement
 from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
-from tuner.plan.report import PlanReport
+from tuner.report.build import PlanReport
 
 
 def _percent(value: float) -> str:

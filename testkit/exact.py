@@ -17,9 +17,9 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import lil_matrix
 
-from tuner.analyse.cost import node_price
 from tuner.model.cluster import Cluster, Pod
 from tuner.model.movability import Movability
+from tuner.model.price import node_price
 from tuner.model.scheduling import static_fit
 from tuner.settings import Pricing
 

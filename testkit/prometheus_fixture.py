@@ -2,12 +2,12 @@
 
 Enable it from ``tests/conftest.py``::
 
-    pytest_plugins = ["tests.support.prometheus_fixture"]
+    pytest_plugins = ["testkit.prometheus_fixture"]
 
 Fixtures:
 
 ``prometheus_harness`` (session)
-    Starts a :class:`~tests.support.exporter.TestExporter` on a free port and Prometheus
+    Starts a :class:`~testkit.exporter.TestExporter` on a free port and Prometheus
     through ``scripts/prometheus.sh`` (free port, private state dir under pytest's tmp dir,
     1 s scrape interval), waits for the first real scrape, yields a
     :class:`PrometheusHarness`, and stops/wipes Prometheus at the end of the session.

@@ -18,9 +18,9 @@ from knowledge.browser.queries import ready_queries
 from knowledge.browser.style import style_command
 from knowledge.neo4j_store import Neo4jKnowledgeBase
 from knowledge.open import open_knowledge
-from knowledge.records import execution_of
 from knowledge.transfer import copy_history, export_document, read_document, record_all
 from tuner.errors import InputError
+from tuner.model.execution import execution_of
 from tuner.model.movability import Policy, assess
 from tuner.monitor.dump import load_dump
 from tuner.settings import Settings, load_settings

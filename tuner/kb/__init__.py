@@ -1,0 +1,1 @@
+"""``tuner kb``: inspect, export, import and browse the knowledge base."""

@@ -1,0 +1,2 @@
+"""What a cycle or ``tuner plan`` reports: the plan report (analysis, actions, checks)
+and its text form."""
