@@ -41,7 +41,7 @@ def run(runs: int) -> list[float]:
                 pod = next(p for p in read_cluster(kube.api).pods if p.namespace == kube.namespace)
                 target = next(n for n in nodes if n != pod.node)
                 start = time.perf_counter()
-                result = actuator.carry_out([Migrate(pod, target)], dry_run=False)
+                result = actuator.carry_out([Migrate(pod, target)])
                 times.append(time.perf_counter() - start)
                 if not result.completed:
                     raise SystemExit(f"migration failed: {result.reason}")

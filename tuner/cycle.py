@@ -4,7 +4,7 @@ The cycle is a function from (time, state) to (outcome, new state). Effects go t
 ports so the same cycle runs against a real cluster, the simulator or a dry run:
 
 - :class:`WindowObserver`: was the deployment stable over a window, and what load did it serve;
-- :class:`Actuator`: read the cluster, carry out actions (or only print them in a dry run);
+- :class:`Actuator`: read the cluster, carry out actions (or, in a dry run, only check them);
 - the knowledge base (:class:`knowledge.base.KnowledgeBase`).
 
 Rules (thesis §3.2; concepts.md): act only on a window that was stable as a whole; an unstable or
@@ -31,7 +31,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
 from knowledge.base import KnowledgeBase, KnowledgeError
-from tuner.analyse.decision import Choice, analyse
+from tuner.analyse.decision import analyse
 from tuner.analyse.removal import CandidateTimers
 from tuner.model.cluster import Cluster
 from tuner.model.execution import Execution, execution_of
@@ -71,7 +71,10 @@ class Actuator(Protocol):
     def read(self) -> Cluster:
         """The cluster now."""
 
-    def carry_out(self, actions: Sequence[Action], *, dry_run: bool) -> TransitionResult:
+    def check(self, actions: Sequence[Action]) -> TransitionResult:
+        """The dry run: check each action (reads only) and say what it would do."""
+
+    def carry_out(self, actions: Sequence[Action]) -> TransitionResult:
         """Run the actions in order, verifying each; stop at the first failure."""
 
     def reclaim_unremoved(self, now: float) -> tuple[str, ...]:
@@ -181,7 +184,7 @@ def run_cycle(
         execution = execution_of(cluster, analysis.movability, settings.pricing, load, start, now)
         recorded = _record(ports.knowledge, execution, state.awaiting)
         state = replace(state, awaiting=None)
-    state = replace(state, timers=analysis.removal.timers or state.timers)
+    state = replace(state, timers=analysis.timers or state.timers)
     plan = build_report(cluster, settings, analysis)
     base = CycleReport(
         Outcome.STAYED,
@@ -195,8 +198,8 @@ def run_cycle(
         recorded=recorded,
     )
     if not dry_run:
-        for entry, why in analysis.previous.unattainable:
-            _forget(ports.knowledge, entry, f"unattainable: {why}")
+        for forget in analysis.forget:
+            _forget(ports.knowledge, forget.entry, f"{forget.kind}: {forget.reason}")
     if not plan.actions:
         return base, state
     limit = settings.execute.max_actions_per_cycle
@@ -206,13 +209,14 @@ def run_cycle(
             f"max_actions_per_cycle {limit}"
         )
         return replace(base, outcome=Outcome.SKIPPED, reason=reason), state
-    if analysis.decision is Choice.PREVIOUS and analysis.previous.execution and not dry_run:
-        chosen = analysis.previous.execution.id
-        _forget(ports.knowledge, chosen, "chosen: it returns when the next window is stable")
-        state = replace(state, awaiting=chosen)
-    result = ports.actuator.carry_out(plan.actions, dry_run=dry_run)
+    held = analysis.holds
+    if held and not dry_run:
+        _forget(ports.knowledge, held, "chosen: it returns when the next window is stable")
+        state = replace(state, awaiting=held)
     if dry_run:
+        result = ports.actuator.check(plan.actions)
         return replace(base, outcome=Outcome.PLANNED, result=result), state
+    result = ports.actuator.carry_out(plan.actions)
     state = replace(state, stable_since=now + windows.warmup_s)
     changed = replace(base, result=result, next_in=windows.warmup_s + windows.measure_s)
     if not result.completed:

@@ -28,7 +28,7 @@ def test_migrate_moves_the_pod_to_the_destination(
     ((name, source),) = kube.placement("app=web").items()
     target = next(n for n in nodes if n != source)
 
-    result = actuator.carry_out([Migrate(model_pod(kube, name), target)], dry_run=False)
+    result = actuator.carry_out([Migrate(model_pod(kube, name), target)])
 
     assert result.completed, result.reason
     assert len(result.done) == 1
@@ -47,7 +47,7 @@ def test_add_starts_one_more_pod_on_the_destination(
     target = nodes[0]
     workload = Workload(kube.namespace, "Deployment", "web")
 
-    result = actuator.carry_out([Add(workload, target, Resources(500, 256 << 20))], dry_run=False)
+    result = actuator.carry_out([Add(workload, target, Resources(500, 256 << 20))])
 
     assert result.completed, result.reason
     after = kube.placement("app=web")
@@ -64,7 +64,7 @@ def test_remove_takes_exactly_the_chosen_pod(kube: ClusterHarness, actuator: Kub
     before = kube.placement("app=web")
     chosen = sorted(before)[1]
 
-    result = actuator.carry_out([Remove(model_pod(kube, chosen))], dry_run=False)
+    result = actuator.carry_out([Remove(model_pod(kube, chosen))])
 
     assert result.completed, result.reason
     kube.wait_available("web", 2)
@@ -79,7 +79,7 @@ def test_remove_node_empties_and_deletes_it(kube: ClusterHarness, actuator: Kube
     kube.deployment("web", 3)
     victim = next(iter(kube.placement("app=web").values()))
 
-    result = actuator.carry_out([RemoveNode(victim)], dry_run=False)
+    result = actuator.carry_out([RemoveNode(victim)])
 
     assert result.completed, result.reason
     assert victim not in {n.metadata.name for n in kube.core.list_node().items}
@@ -97,11 +97,11 @@ def test_a_workload_that_is_not_onboarded_is_still_moved_by_eviction(
     ((name, source),) = kube.placement("app=plain").items()
     target = next(n for n in nodes if n != source)
     dry: list[str] = []
-    KubeActuator(kube.api, settings_from_dict(kube.settings_doc()), echo=dry.append).carry_out(
-        [Migrate(model_pod(kube, name), target)], dry_run=True
+    KubeActuator(kube.api, settings_from_dict(kube.settings_doc()), echo=dry.append).check(
+        [Migrate(model_pod(kube, name), target)]
     )
 
-    result = actuator.carry_out([Migrate(model_pod(kube, name), target)], dry_run=False)
+    result = actuator.carry_out([Migrate(model_pod(kube, name), target)])
 
     assert "not onboarded: no placement control" in dry[0]
     assert result.completed, result.reason
@@ -116,7 +116,7 @@ def test_remove_node_left_for_the_autoscaler_stays_cordoned(kube: ClusterHarness
     victim = next(iter(kube.placement("app=web").values()))
     actuator = make_actuator(kube, node_removal="autoscaler")
 
-    result = actuator.carry_out([RemoveNode(victim)], dry_run=False)
+    result = actuator.carry_out([RemoveNode(victim)])
 
     assert result.completed, result.reason
     node = kube.core.read_node(victim)
@@ -134,7 +134,7 @@ def test_a_node_the_autoscaler_did_not_remove_is_taken_back_after_the_grace(
 ) -> None:
     old, young, _ = _three_nodes(kube)
     actuator = make_actuator(kube, node_removal="autoscaler", autoscaler_grace_s=600)
-    result = actuator.carry_out([RemoveNode(old), RemoveNode(young)], dry_run=False)
+    result = actuator.carry_out([RemoveNode(old), RemoveNode(young)])
     assert result.completed, result.reason
     an_hour_ago = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3600))
     kube.core.patch_node(old, {"metadata": {"annotations": {KEYS.left_for_removal: an_hour_ago}}})
@@ -160,7 +160,7 @@ def test_remove_node_by_a_provider_command(kube: ClusterHarness) -> None:
     command = [kube.env["TUNER_KUBECTL"], "--kubeconfig", kube.kubeconfig, "delete", "node"]
     actuator = make_actuator(kube, node_removal="command", node_removal_command=command)
 
-    result = actuator.carry_out([RemoveNode(victim)], dry_run=False)
+    result = actuator.carry_out([RemoveNode(victim)])
 
     assert result.completed, result.reason
     assert victim not in {n.metadata.name for n in kube.core.list_node().items}
@@ -172,7 +172,7 @@ def test_a_failing_provider_command_undoes_the_cordon(kube: ClusterHarness) -> N
     victim = next(iter(kube.placement("app=web").values()))
     actuator = make_actuator(kube, node_removal="command", node_removal_command=["false"])
 
-    result = actuator.carry_out([RemoveNode(victim)], dry_run=False)
+    result = actuator.carry_out([RemoveNode(victim)])
 
     assert not result.completed
     assert "exited 1" in result.reason

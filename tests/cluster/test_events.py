@@ -36,7 +36,7 @@ def test_a_migration_leaves_an_event_about_the_pod(
 
     migrate = Migrate(model_pod(kube, pod.metadata.name), target)
 
-    result = actuator.carry_out([migrate], dry_run=False)
+    result = actuator.carry_out([migrate])
 
     assert result.completed, result.reason
     (event,) = _described(kube, kube.namespace, "Pod", pod.metadata.name, pod.metadata.uid)
@@ -53,10 +53,10 @@ def test_a_failed_migration_is_a_warning_and_a_removed_node_is_described(
     kube.deployment("web", 1)
     (pod,) = kube.pods("app=web")
     nowhere = Migrate(model_pod(kube, pod.metadata.name), "nowhere")
-    failed = actuator.carry_out([nowhere], dry_run=False)
+    failed = actuator.carry_out([nowhere])
     spare = kube.add_node(f"{kube.namespace}-n2")
 
-    removed = actuator.carry_out([RemoveNode(spare)], dry_run=False)
+    removed = actuator.carry_out([RemoveNode(spare)])
 
     assert not failed.completed and "node nowhere is gone" in failed.reason
     (warning,) = _described(kube, kube.namespace, "Pod", pod.metadata.name, pod.metadata.uid)
@@ -82,7 +82,7 @@ def test_an_event_that_cannot_be_recorded_fails_nothing(
 
     with caplog.at_level(logging.WARNING, logger="tuner.execute.events"):
         Recorder(kube.api, CONTROLLER, "test").record(missing)  # 404: the namespace
-        result = actuator.carry_out([Migrate(model_pod(kube, name), target)], dry_run=False)
+        result = actuator.carry_out([Migrate(model_pod(kube, name), target)])
 
     assert result.completed, result.reason
     assert list(kube.placement("app=web").values()) == [target]

@@ -37,7 +37,7 @@ def test_a_live_plan_empties_a_node_and_removes_it(kube: ClusterHarness, tmp_pat
     actions = actions_from_json(plan["actions"], read_cluster(kube.api))
     assert {a["op"] for a in plan["actions"]} >= {"migrate", "remove_node"}
 
-    result = make_actuator(kube).carry_out(actions, dry_run=False)
+    result = make_actuator(kube).carry_out(actions)
 
     assert result.completed, result.reason
     assert len(result.done) == len(actions)

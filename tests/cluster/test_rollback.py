@@ -36,7 +36,7 @@ def test_an_add_that_lands_elsewhere_is_scaled_back_taking_its_new_pod(
     before = kube.placement("app=web")
     assert full not in before.values()
 
-    result = actuator.carry_out([_add_web(kube, full)], dry_run=False)
+    result = actuator.carry_out([_add_web(kube, full)])
 
     assert not result.completed and result.done == ()
     assert f"not {full}" in result.reason
@@ -64,7 +64,7 @@ def test_an_add_whose_pod_stays_pending_is_scaled_back(kube: ClusterHarness, end
 
         threading.Thread(target=stop_once_pending, daemon=True).start()
 
-    result = actuator.carry_out([_add_web(kube, node)], dry_run=False)
+    result = actuator.carry_out([_add_web(kube, node)])
 
     assert not result.completed
     assert ("timed out" if end == "timeout" else "stop requested") in result.reason
@@ -89,7 +89,7 @@ def test_a_remove_that_took_another_pod_is_scaled_back(
         what="the third pod Pending",
     )
 
-    result = actuator.carry_out([Remove(model_pod(kube, chosen))], dry_run=False)
+    result = actuator.carry_out([Remove(model_pod(kube, chosen))])
 
     assert not result.completed
     assert f"removed {pending[0]} instead" in result.reason

@@ -66,7 +66,7 @@ def test_pdb_with_max_unavailable_0_blocks_a_migration_cleanly(
     name, source = next(iter(before.values()))
     target = next(n for n in nodes if n != source)
 
-    result = actuator.carry_out([Migrate(model_pod(kube, name), target)], dry_run=False)
+    result = actuator.carry_out([Migrate(model_pod(kube, name), target)])
 
     assert not result.completed
     assert result.done == ()
@@ -113,7 +113,7 @@ def test_replacement_on_the_wrong_node_stops_the_transition(
     other = next(p for p in placement if p != name)
     plan = [Migrate(model_pod(kube, name), target), Migrate(model_pod(kube, other), target)]
 
-    result = actuator.carry_out(plan, dry_run=False)
+    result = actuator.carry_out(plan)
 
     assert not result.completed
     assert result.done == ()
@@ -261,9 +261,7 @@ def test_api_server_restart_mid_transition_completes_or_stops_cleanly(kube: Clus
         plan.append(Migrate(model_pod(kube, name), next(n for n in nodes if n != node)))
     actuator = make_actuator(kube, eviction_retries=1000, eviction_backoff_s=0.5)
     results: list[Any] = []
-    runner = threading.Thread(
-        target=lambda: results.append(actuator.carry_out(plan, dry_run=False))
-    )
+    runner = threading.Thread(target=lambda: results.append(actuator.carry_out(plan)))
 
     runner.start()
     first = plan[0].target
@@ -315,7 +313,7 @@ def test_statefulset_pods_are_never_evicted(kube: ClusterHarness, actuator: Kube
         [Remove(model_pod(kube, name))],
         [RemoveNode(node)],
     ):
-        result = actuator.carry_out(plan, dry_run=False)
+        result = actuator.carry_out(plan)
         assert not result.completed
         assert "StatefulSet" in result.reason
 
@@ -341,11 +339,11 @@ def test_hpa_workloads_are_migrated_but_never_scaled(
         },
     )
     workload = Workload(kube.namespace, "Deployment", "web")
-    refused = actuator.carry_out([Add(workload, nodes[0], Resources(500, 0))], dry_run=False)
+    refused = actuator.carry_out([Add(workload, nodes[0], Resources(500, 0))])
     ((name, node),) = kube.placement("app=web").items()
     target = next(n for n in nodes if n != node)
 
-    moved = actuator.carry_out([Migrate(model_pod(kube, name), target)], dry_run=False)
+    moved = actuator.carry_out([Migrate(model_pod(kube, name), target)])
 
     assert not refused.completed and "HPA" in refused.reason
     assert moved.completed, moved.reason
@@ -371,7 +369,7 @@ def test_dry_run_makes_no_mutating_request(kube: ClusterHarness) -> None:
     ]
     start = kube.audit_log.stat().st_size
 
-    result = actuator.carry_out(plan, dry_run=True)
+    result = actuator.check(plan)
     actuator.read()
 
     assert result.done == ()
@@ -407,9 +405,7 @@ def test_a_stop_request_rolls_back_the_action_in_flight_and_starts_no_other(
     actuator = make_actuator(kube, eviction_retries=1000, eviction_backoff_s=0.5)
     plan = [Migrate(first, target), Migrate(second, target)]
     results: list[Any] = []
-    runner = threading.Thread(
-        target=lambda: results.append(actuator.carry_out(plan, dry_run=False))
-    )
+    runner = threading.Thread(target=lambda: results.append(actuator.carry_out(plan)))
 
     runner.start()
     eventually(lambda: KEYS.managed in (kube.core.read_node(target).metadata.labels or {}), 30)

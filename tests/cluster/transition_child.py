@@ -29,7 +29,7 @@ def main(argv: list[str]) -> int:
         action = Add(Workload(namespace, "Deployment", arg), argv[4], Resources(500, 0))
     else:
         action = RemoveNode(arg)
-    result = KubeActuator(api, settings).carry_out([action], dry_run=False)
+    result = KubeActuator(api, settings).carry_out([action])
     print(result.reason, flush=True)
     return 0 if result.completed else 1
 

@@ -264,7 +264,10 @@ class Fixed:
     def read(self) -> Cluster:
         return self.cluster
 
-    def carry_out(self, actions: list[Action], *, dry_run: bool) -> TransitionResult:
+    def check(self, actions: list[Action]) -> TransitionResult:
+        return TransitionResult((), True, "dry run")
+
+    def carry_out(self, actions: list[Action]) -> TransitionResult:
         self.calls.append(tuple(actions))
         return TransitionResult(tuple(actions), True)
 

@@ -1,4 +1,4 @@
-"""Backends the knowledge-base behavioural suite runs against: all, so they cannot drift."""
+"""Backends the knowledge-base behavioural suite runs against: all three, so they cannot drift."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pytest
 
 from knowledge.base import KnowledgeBase
 from knowledge.embedded import EmbeddedKnowledgeBase
+from knowledge.memory import MemoryKnowledge
 
-BACKENDS = ["embedded", "neo4j"]
+BACKENDS = ["embedded", "memory", "neo4j"]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -19,6 +20,8 @@ def kb(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KnowledgeBase
     store: KnowledgeBase
     if request.param == "neo4j":
         store = request.getfixturevalue("neo4j").open()
+    elif request.param == "memory":
+        store = MemoryKnowledge()
     else:
         store = EmbeddedKnowledgeBase(tmp_path / "kb.sqlite")
     yield store

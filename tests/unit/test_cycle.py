@@ -67,8 +67,12 @@ class Recorder:
     def read(self) -> Cluster:
         return self.cluster
 
-    def carry_out(self, actions: Sequence[Action], *, dry_run: bool) -> TransitionResult:
-        self.calls.append((tuple(actions), dry_run))
+    def check(self, actions: Sequence[Action]) -> TransitionResult:
+        self.calls.append((tuple(actions), True))
+        return TransitionResult((), True, "dry run")
+
+    def carry_out(self, actions: Sequence[Action]) -> TransitionResult:
+        self.calls.append((tuple(actions), False))
         if self.fail_at is not None:
             return TransitionResult(
                 tuple(actions[: self.fail_at]), False, "pod landed on the wrong node"

@@ -119,3 +119,36 @@ def test_random_migration_is_seedable_and_none_when_nothing_fits() -> None:
         [node("a", "1", "1Gi"), node("b", "1", "1Gi")], [pod("w-1", "a", "1"), pod("w-2", "b", "1")]
     )
     assert random_migration(full, assess(full, Policy(frozenset())), U(), random.Random(0)) is None
+
+
+def test_every_option_answers_with_a_proposal_and_the_decision_reports_them() -> None:
+    then = cluster([node("x", "8", "16Gi")], [pod("w-1", "x", "3"), pod("w-2", "x", "3")])
+    gone = cluster([node("y", "8", "16Gi", instance_type="gone-type")], [pod("w-1", "y", "3")])
+    now = cluster(
+        [node("a", "8", "16Gi"), node("b", "8", "16Gi")],
+        [pod("w-1", "a", "3"), pod("w-2", "b", "3")],
+    )
+    s = _settings(remove_nodes=False)
+    policy = Policy(frozenset())
+    history = [
+        execution_of(then, assess(then, policy), s.pricing, 100, 0, 1),
+        execution_of(gone, assess(gone, policy), s.pricing, 100, 0, 1),
+    ]
+    result = analyse(now, s, history, random.Random(0))
+    removal, previous = result.proposals
+    assert (removal.option.choice, previous.option.choice) == (Choice.REMOVE_NODES, Choice.PREVIOUS)
+    assert not removal.possible and removal.reason == "node removal is disabled"
+    assert result.chosen is previous and previous.cost_after == result.cost_after == 8
+    assert previous.change == result.change and previous.disruption.nodes_drained == 1
+    # what the decision does to the knowledge base: hold the chosen entry, forget the unattainable
+    assert result.holds == history[0].id
+    assert [(f.entry, f.kind) for f in result.forget] == [(history[1].id, "unattainable")]
+
+
+def test_staying_chooses_no_proposal_but_exploring_chooses_one() -> None:
+    c = cluster([node("a"), node("b")], [pod("w-1", "a", "1"), pod("w-2", "b", "1")])
+    stay = analyse(c, _settings(migration_chance=0.0, remove_nodes=False), [], random.Random(0))
+    assert stay.chosen is None and stay.holds is None and stay.forget == ()
+    explore = analyse(c, _settings(migration_chance=1.0, remove_nodes=False), [], random.Random(0))
+    assert explore.chosen is not None and explore.chosen.option.choice == Choice.RANDOM
+    assert explore.chosen.disruption.pods_moved == 1 and explore.cost_after == explore.cost_current

@@ -14,10 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from tuner.analyse.exploration import random_migration
-from tuner.analyse.previous import PreviousResult, find_previous
-from tuner.analyse.removal import CandidateTimers, RemovalResult, find_removal
-from tuner.model.change import DesiredChange, Relocation
+from tuner.analyse.options import Forget, Proposal
+from tuner.analyse.options.exploration import EXPLORATION, propose_exploration
+from tuner.analyse.options.previous import PREVIOUS, propose_previous
+from tuner.analyse.options.removal import REMOVAL, propose_removal
+from tuner.analyse.removal import CandidateTimers
+from tuner.model.change import DesiredChange
 from tuner.model.cluster import Cluster
 from tuner.model.execution import Execution
 from tuner.model.movability import Movability, Policy, assess
@@ -28,26 +30,38 @@ from tuner.settings import Settings
 class Choice(StrEnum):
     """What the tuner decided to do this window."""
 
-    REMOVE_NODES = "remove_nodes"
-    PREVIOUS = "previous_deployment"
+    REMOVE_NODES = REMOVAL.choice
+    PREVIOUS = PREVIOUS.choice
     STAY = "stay"
-    RANDOM = "random_migration"
+    RANDOM = EXPLORATION.choice
 
 
 @dataclass(frozen=True)
 class Analysis:
-    """The decision, why, what each option costs, and the change to make."""
+    """The decision, why, the proposals weighed, and the change to make."""
 
     decision: Choice
     reason: str
     cost_current: float
-    cost_removal: float
-    cost_previous: float
     cost_after: float
     change: DesiredChange
-    removal: RemovalResult
-    previous: PreviousResult
+    proposals: tuple[Proposal, ...]
+    """Every priced option's proposal, chosen or not, in the order they are reported."""
+    chosen: Proposal | None
+    """The proposal to carry out (None when staying)."""
     movability: Movability
+    timers: CandidateTimers | None = None
+    """The candidate-delay timers updated with this analysis (None when not tracked)."""
+
+    @property
+    def forget(self) -> tuple[Forget, ...]:
+        """Knowledge-base entries to delete whatever is decided."""
+        return tuple(f for p in self.proposals for f in p.forget)
+
+    @property
+    def holds(self) -> str | None:
+        """The knowledge-base entry the chosen change returns to (see :attr:`Proposal.holds`)."""
+        return self.chosen.holds if self.chosen else None
 
 
 def choose(cost_current: float, cost_removal: float, cost_previous: float) -> Choice:
@@ -75,49 +89,36 @@ def analyse(
     the ``kept`` nodes are not removed."""
     movability = assess(cluster, Policy(settings.analyse.excluded_namespaces, kept))
     current = nodes_cost(cluster.nodes, settings.pricing)
-    removal = find_removal(cluster, settings, movability, timers, now)
-    previous = find_previous(cluster, movability, settings.pricing, history, current)
-    cost_removal = current - removal.removal.saving if removal.removal else math.inf
-    choice = choose(current, cost_removal, previous.cost)
-    change = DesiredChange()
-    after = current
-    if choice is Choice.REMOVE_NODES and removal.removal:
-        reason = removal.reason
-        change = DesiredChange(
-            relocations=tuple(Relocation(pod, node) for pod, node in removal.removal.moves),
-            remove_nodes=removal.removal.nodes,
-        )
-        after = cost_removal
-    elif choice is Choice.PREVIOUS and previous.change:
-        reason = f"return to the cheapest previous deployment: {previous.reason}"
-        change, after = previous.change, previous.cost
+    removal, timers = propose_removal(cluster, settings, movability, current, timers, now)
+    previous = propose_previous(cluster, movability, settings.pricing, history, current)
+    proposals = (removal, previous)
+    choice = choose(current, removal.cost_after, previous.cost_after)
+    chosen = {Choice.REMOVE_NODES: removal, Choice.PREVIOUS: previous}.get(choice)
+    if chosen is not None and chosen.possible:
+        reason = chosen.option.announce + chosen.reason
     else:
-        reason = f"stay: {removal.reason}; {previous.reason}"
-    saving = current - after
-    if (
-        choice in (Choice.REMOVE_NODES, Choice.PREVIOUS)
-        and saving < settings.analyse.min_saving_per_hour
-    ):
+        reason = "stay: " + "; ".join(p.reason for p in proposals)
+        choice, chosen = Choice.STAY, None
+    saving = current - (chosen.cost_after if chosen else current)
+    if chosen is not None and saving < settings.analyse.min_saving_per_hour:
         reason = (
             f"stay: saving {saving:.4f}/h is below min_saving_per_hour "
             f"{settings.analyse.min_saving_per_hour:g} ({reason})"
         )
-        choice, change, after = Choice.STAY, DesiredChange(), current
-    if choice is Choice.STAY and rng.random() < settings.analyse.migration_chance:
-        move = random_migration(cluster, movability, settings.analyse.usability, rng)
-        if move is not None:
-            choice = Choice.RANDOM
-            reason = f"explore: {reason}; random migration of {move.pod.key} to {move.node}"
-            change = DesiredChange(relocations=(move,))
+        choice, chosen = Choice.STAY, None
+    if chosen is None and rng.random() < settings.analyse.migration_chance:
+        explore = propose_exploration(cluster, movability, settings.analyse.usability, rng, current)
+        if explore is not None:
+            choice, chosen = Choice.RANDOM, explore
+            reason = f"explore: {reason}; {explore.reason}"
     return Analysis(
         decision=choice,
         reason=reason,
         cost_current=current,
-        cost_removal=cost_removal,
-        cost_previous=previous.cost,
-        cost_after=after,
-        change=change,
-        removal=removal,
-        previous=previous,
+        cost_after=chosen.cost_after if chosen else current,
+        change=chosen.change if chosen else DesiredChange(),
+        proposals=proposals,
+        chosen=chosen,
         movability=movability,
+        timers=timers,
     )

@@ -10,7 +10,6 @@ about the pods and nodes they act on (:mod:`tuner.execute.action_events`).
 
 from __future__ import annotations
 
-from tuner.analyse.decision import Choice
 from tuner.cycle import CycleReport, Outcome
 from tuner.execute.events import Event, Ref
 from tuner.settings import LeaderElection
@@ -27,12 +26,6 @@ REASONS: dict[Outcome, str] = {
     Outcome.SKIPPED: "Skipped",
     Outcome.ERROR: "CycleFailed",
 }
-ACTED: dict[Choice, str] = {
-    Choice.REMOVE_NODES: "RemovedNodes",
-    Choice.PREVIOUS: "PreviousDeployment",
-    Choice.RANDOM: "RandomMigration",
-}
-"""An acting cycle's reason names what it did."""
 WARNINGS = frozenset({Outcome.UNKNOWN, Outcome.FAILED, Outcome.SKIPPED, Outcome.ERROR})
 """Outcomes someone may have to look into."""
 
@@ -42,8 +35,8 @@ def cycle_event(report: CycleReport, lease: LeaderElection) -> Event:
     plan = report.plan
     reason = REASONS[report.outcome]
     notes = [report.reason]
-    if report.outcome is Outcome.ACTED and plan is not None:
-        reason = ACTED.get(plan.analysis.decision, reason)
+    if report.outcome is Outcome.ACTED and plan is not None and plan.analysis.chosen:
+        reason = plan.analysis.chosen.option.event  # an acting cycle's reason names what it did
     if report.outcome is Outcome.ACTED and report.result is not None:
         notes.append(report.result.reason)
     if plan is not None:

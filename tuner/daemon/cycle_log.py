@@ -1,4 +1,4 @@
-"""What a cycle says in the logs: window, verdict, load, the three option costs, the decision,
+"""What a cycle says in the logs: window, verdict, load, each option's cost, the decision,
 each action and its verification. With JSON logs the same facts are fields of the records."""
 
 from __future__ import annotations
@@ -48,20 +48,21 @@ def log_cycle(report: CycleReport, log: logging.Logger) -> None:
     if plan is not None:
         a = plan.analysis
         currency = plan.currency
+        options = "".join(
+            f", {p.option.label} {_cost(p.cost_after) or p.option.absent}" for p in a.proposals
+        )
         log.info(
-            "options (%s/h): current %s, remove nodes %s, previous deployment %s; decision %s: %s",
+            "options (%s/h): current %s%s; decision %s: %s",
             currency,
             _cost(a.cost_current),
-            _cost(a.cost_removal) or "impossible",
-            _cost(a.cost_previous) or "none",
+            options,
             a.decision.value,
             a.reason,
             extra={
                 **base,
                 "decision": a.decision.value,
                 "cost_current": a.cost_current,
-                "cost_removal": _cost(a.cost_removal),
-                "cost_previous": _cost(a.cost_previous),
+                **{p.option.field: _cost(p.cost_after) for p in a.proposals},
                 "cost_after": a.cost_after,
             },
         )

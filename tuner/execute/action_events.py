@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from tuner.execute.events import Event, Ref
-from tuner.execute.kube import Kube
+from tuner.execute.port import KubePort
 from tuner.execute.retry import ActionFailed
 from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
 from tuner.report.text import describe
@@ -42,7 +42,7 @@ def subject(action: Action) -> Ref:
             return Ref.node(node)
 
 
-def identified(kube: Kube, ref: Ref) -> Ref:
+def identified(kube: KubePort, ref: Ref) -> Ref:
     """``ref`` with the uid of the live object (``kubectl describe`` matches on it), read
     before the action changes it; unchanged when it cannot be read."""
     if ref.uid:

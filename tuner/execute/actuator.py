@@ -16,7 +16,7 @@ from tuner.execute.kube import Kube
 from tuner.execute.reclaim import reclaim_unremoved
 from tuner.execute.recover import recover
 from tuner.execute.retry import ActionFailed
-from tuner.execute.runner import describe_transition, run_transition
+from tuner.execute.runner import check_transition, run_transition
 from tuner.model.cluster import Cluster
 from tuner.monitor.cache import ClusterCache
 from tuner.monitor.kube import read_cluster
@@ -32,8 +32,8 @@ class KubeActuator:
     Set :attr:`stop_requested` (e.g. on SIGTERM) to let the action in flight finish or roll
     back and start no other. Call :meth:`recover` once at start-up; :meth:`carry_out` also
     recovers first when a journal shows an interrupted transition. Each acting cycle calls
-    :meth:`reclaim_unremoved` first. :attr:`events` records the
-    Kubernetes Events of the actions carried out (never in a dry run) and of the daemon's cycles.
+    :meth:`reclaim_unremoved` first. :attr:`events` records the Kubernetes
+    Events of the actions carried out (never by :meth:`check`) and of the daemon's cycles.
     With a :attr:`cache` (the daemon's), :meth:`read` answers from it instead of listing.
     """
 
@@ -58,10 +58,12 @@ class KubeActuator:
             return self.cache.cluster()
         return read_cluster(self.api)
 
-    def carry_out(self, actions: Sequence[Action], *, dry_run: bool) -> TransitionResult:
+    def check(self, actions: Sequence[Action]) -> TransitionResult:
+        """The dry run: check each action and echo what it would do; nothing is changed."""
+        return check_transition(self.kube, actions, self.echo)
+
+    def carry_out(self, actions: Sequence[Action]) -> TransitionResult:
         """Run the actions in order, verifying each; stop at the first failure."""
-        if dry_run:
-            return describe_transition(self.kube, actions, self.echo)
         try:
             if Journal(self.kube).read() is not None:
                 for line in recover(self.kube):

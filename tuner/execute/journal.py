@@ -12,27 +12,22 @@ import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
-from tuner.execute.kube import MERGE_PATCH, Kube, now_iso
+from tuner.execute.kube import now_iso
+from tuner.execute.port import KubePort
 from tuner.plan.actions import Action, action_json
 
 
 class Journal:
     """``<prefix>-journal`` in ``execute.journal_namespace``."""
 
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: KubePort) -> None:
         self.kube = kube
         self.name = kube.keys.journal
         self.namespace = kube.settings.journal_namespace
 
     def read(self) -> dict[str, str] | None:
         """The journal's data, or None when no transition is in flight."""
-        core = self.kube.core
-        cm = self.kube.get_or_none(
-            f"read journal {self.namespace}/{self.name}",
-            lambda: core.read_namespaced_config_map(self.name, self.namespace),
-        )
+        cm = self.kube.config_map(self.namespace, self.name)
         return dict(cm.data or {}) if cm is not None else None
 
     def begin(self, actions: Sequence[Action]) -> None:
@@ -49,17 +44,7 @@ class Journal:
                 "current": "0",
             },
         }
-        core = self.kube.core
-
-        def write() -> None:
-            try:
-                core.create_namespaced_config_map(self.namespace, body)
-            except ApiException as err:
-                if err.status != 409:
-                    raise
-                core.replace_namespaced_config_map(self.name, self.namespace, body)
-
-        self.kube.retry.call(f"write journal {self.namespace}/{self.name}", write)
+        self.kube.put_config_map(self.namespace, body)
 
     def step(self, index: int) -> None:
         """Record that action ``index`` (0-based) is about to run."""
@@ -75,22 +60,13 @@ class Journal:
         self._patch({"scaled": None})
 
     def _patch(self, data: Mapping[str, str | None]) -> None:
-        patch = {"data": {**data, "updated": now_iso()}}
-        core = self.kube.core
-        self.kube.retry.call(
-            f"update journal {self.namespace}/{self.name}",
-            lambda: core.patch_namespaced_config_map(
-                self.name, self.namespace, patch, _content_type=MERGE_PATCH
-            ),
+        self.kube.patch_config_map(
+            self.namespace, self.name, {"data": {**data, "updated": now_iso()}}
         )
 
     def end(self) -> None:
         """The transition ended (done, stopped or rolled back): drop the record."""
-        core = self.kube.core
-        self.kube.get_or_none(
-            f"delete journal {self.namespace}/{self.name}",
-            lambda: core.delete_namespaced_config_map(self.name, self.namespace),
-        )
+        self.kube.delete_config_map(self.namespace, self.name)
 
 
 def interrupted(data: dict[str, str]) -> str:

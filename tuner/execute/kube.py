@@ -58,6 +58,10 @@ class Kube:
         self.apps: Any = client.AppsV1Api(api)
         self.autoscaling: Any = client.AutoscalingV2Api(api)
 
+    def stop_requested(self) -> bool:
+        """True once a stop (SIGTERM) was requested."""
+        return self.retry.stop.is_set()
+
     # ------------------------------------------------------------------ reads --
     def get_or_none(self, what: str, fn: Callable[[], Any]) -> Any | None:
         """``fn()``, or None on 404."""
@@ -124,7 +128,49 @@ class Kube:
                 return str(hpa.metadata.name)
         return None
 
+    def serialize(self, obj: Any) -> dict[str, Any]:
+        """A model object as its JSON dictionary."""
+        serialized: dict[str, Any] = self.core.api_client.sanitize_for_serialization(obj)
+        return serialized
+
+    def config_map(self, namespace: str, name: str) -> Any | None:
+        """The ConfigMap, or None."""
+        return self.get_or_none(
+            f"read configmap {namespace}/{name}",
+            lambda: self.core.read_namespaced_config_map(name, namespace),
+        )
+
     # ----------------------------------------------------------------- writes --
+    def put_config_map(self, namespace: str, body: Mapping[str, Any]) -> None:
+        """Create the ConfigMap, or replace it when it exists."""
+        name = body["metadata"]["name"]
+
+        def write() -> None:
+            try:
+                self.core.create_namespaced_config_map(namespace, body)
+            except ApiException as err:
+                if err.status != 409:
+                    raise
+                self.core.replace_namespaced_config_map(name, namespace, body)
+
+        self.retry.call(f"write configmap {namespace}/{name}", write)
+
+    def patch_config_map(self, namespace: str, name: str, patch: Patch) -> None:
+        """Merge-patch a ConfigMap."""
+        self.retry.call(
+            f"update configmap {namespace}/{name}",
+            lambda: self.core.patch_namespaced_config_map(
+                name, namespace, patch, _content_type=MERGE_PATCH
+            ),
+        )
+
+    def delete_config_map(self, namespace: str, name: str) -> None:
+        """Delete a ConfigMap (gone already is fine)."""
+        self.get_or_none(
+            f"delete configmap {namespace}/{name}",
+            lambda: self.core.delete_namespaced_config_map(name, namespace),
+        )
+
     def patch_node(self, name: str, build: Callable[[Any], Patch | None]) -> Any | None:
         """Read the node, build a patch from it, apply it; None when the node or patch is absent."""
 

@@ -4,15 +4,15 @@ Everything the tuner changes carries the ``<prefix>/managed`` label and a record
 (:mod:`tuner.execute.marks`), so one label selector finds every leftover: node labels, cordons,
 taints and pod-deletion-costs. The journal names the transition that was interrupted and, when
 an add or remove was interrupted after its scaling, the replica count to restore
-(:func:`~tuner.execute.actions.undo_scale`: only when nobody has changed it since, verified).
+(:func:`~tuner.execute.scaling.undo_scale`: only when nobody has changed it since, verified).
 """
 
 from __future__ import annotations
 
-from tuner.execute.actions import undo_scale
 from tuner.execute.journal import Journal, interrupted
 from tuner.execute.kube import Kube
 from tuner.execute.marks import undo_node, undo_pod
+from tuner.execute.scaling import undo_scale
 
 
 def recover(kube: Kube) -> list[str]:

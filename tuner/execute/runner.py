@@ -13,10 +13,10 @@ from collections.abc import Callable, Sequence
 
 from tuner.cycle import TransitionResult
 from tuner.execute.action_events import action_event, identified, subject
-from tuner.execute.actions import perform
+from tuner.execute.actions import check
 from tuner.execute.events import Recorder
 from tuner.execute.journal import Journal
-from tuner.execute.kube import Kube
+from tuner.execute.port import KubePort
 from tuner.execute.retry import ActionFailed
 from tuner.plan.actions import Action
 from tuner.report.text import describe
@@ -24,8 +24,8 @@ from tuner.report.text import describe
 log = logging.getLogger(__name__)
 
 
-def run_transition(kube: Kube, actions: Sequence[Action], events: Recorder) -> TransitionResult:
-    """Carry out the actions, journaled; never raises for a failed action."""
+def run_transition(kube: KubePort, actions: Sequence[Action], events: Recorder) -> TransitionResult:
+    """Check and apply each action, journaled; never raises for a failed action."""
     journal = Journal(kube)
     done: list[Action] = []
     try:
@@ -35,13 +35,13 @@ def run_transition(kube: Kube, actions: Sequence[Action], events: Recorder) -> T
     try:
         for index, action in enumerate(actions):
             label = f"action {index + 1}/{len(actions)} ({describe(action)})"
-            if kube.retry.stop.is_set():
+            if kube.stop_requested():
                 return TransitionResult(tuple(done), False, f"stop requested before {label}")
             regarding = subject(action)
             try:
                 regarding = identified(kube, regarding)
                 journal.step(index)
-                outcome = perform(kube, action, dry_run=False)
+                outcome = check(kube, action).apply(kube)
             except ActionFailed as err:
                 log.error("%s failed: %s", label, err)
                 events.record(action_event(action, regarding, str(err), ok=False))
@@ -62,15 +62,15 @@ def run_transition(kube: Kube, actions: Sequence[Action], events: Recorder) -> T
             log.error("journal not removed (the next recovery will): %s", err)
 
 
-def describe_transition(
-    kube: Kube, actions: Sequence[Action], echo: Callable[[str], None]
+def check_transition(
+    kube: KubePort, actions: Sequence[Action], echo: Callable[[str], None]
 ) -> TransitionResult:
-    """Check and describe every action with reads only; nothing is changed."""
+    """The dry run: check every action and say what applying it would do (reads only)."""
     refused = 0
     for index, action in enumerate(actions):
         label = f"dry run: action {index + 1}/{len(actions)} ({describe(action)})"
         try:
-            echo(f"{label}: {perform(kube, action, dry_run=True)}")
+            echo(f"{label}: {check(kube, action).would()}")
         except ActionFailed as err:
             refused += 1
             echo(f"{label}: would fail: {err}")

@@ -50,19 +50,18 @@ class PlanReport:
             },
             "options": {
                 "current": round(analysis.cost_current, 6),
-                "remove_nodes": _finite(analysis.cost_removal),
-                "previous_deployment": _finite(analysis.cost_previous),
+                **{p.option.choice: _finite(p.cost_after) for p in analysis.proposals},
             },
             "utilization": {
                 "before": {k: round(v, 4) for k, v in asdict(self.before).items()},
                 "after": {k: round(v, 4) for k, v in asdict(self.after).items()},
             },
             "removed_nodes": list(analysis.change.remove_nodes),
-            "previous_deployment": (
-                analysis.previous.execution.id if analysis.previous.execution else None
-            ),
+            "previous_deployment": next((p.holds for p in analysis.proposals if p.holds), None),
             "unattainable": [
-                {"id": entry, "reason": why} for entry, why in analysis.previous.unattainable
+                {"id": f.entry, "reason": f.reason}
+                for f in analysis.forget
+                if f.kind == "unattainable"
             ],
             "actions": [self._action_json(a) for a in self.actions],
         }

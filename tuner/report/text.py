@@ -56,8 +56,8 @@ def render_text(report: PlanReport) -> str:
         _utilization_row("before", report.before),
         _utilization_row("after", report.after),
     ]
-    for entry, why in analysis.previous.unattainable:
-        lines.append(f"unattainable previous deployment {entry}: {why}")
+    for forget in analysis.forget:
+        lines.append(f"{forget.kind} previous deployment {forget.entry}: {forget.reason}")
     if not report.actions:
         lines.append("actions:  none")
         return "\n".join(lines)

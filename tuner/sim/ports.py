@@ -59,10 +59,12 @@ class SimActuator:
         """The simulated cluster now."""
         return self.sim.cluster()
 
-    def carry_out(self, actions: Sequence[Action], *, dry_run: bool) -> TransitionResult:
+    def check(self, actions: Sequence[Action]) -> TransitionResult:
+        """A dry run checks nothing in the simulation."""
+        return TransitionResult((), True, "dry run")
+
+    def carry_out(self, actions: Sequence[Action]) -> TransitionResult:
         """Run the actions through the simulated executor (verified, stopping at a failure)."""
-        if dry_run:
-            return TransitionResult((), True, "dry run")
         results = self.sim.apply(actions, self.node_removal)
         done = tuple(r.action for r in results if r.verified)
         self.actions += len(done)

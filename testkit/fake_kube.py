@@ -1,0 +1,313 @@
+"""An in-memory double of the executor's Kubernetes calls (:class:`tuner.execute.port.KubePort`).
+
+A fast unit-test double only: the real-control-plane tests in ``tests/cluster/`` run the same
+actions, rollbacks and journal against an API server. It models just enough of the
+controllers for the actions' verifications: scaling a Deployment up creates pods of its one
+ReplicaSet, scaling down deletes the pod with the lowest pod-deletion-cost (the newest on a
+tie), an eviction deletes the pod and creates its replacement; a new pod lands on a node that
+carries the workload's label, else on :attr:`FakeKube.default_node`, and is Ready when
+:attr:`FakeKube.ready` says so. A wait decides on the state at once: a check that would keep
+waiting times out. Every call is recorded in :attr:`FakeKube.calls`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kubernetes.client import ApiClient
+
+from tuner.execute.marks import DELETION_COST, Keys, Patch
+from tuner.execute.retry import ActionFailed
+from tuner.execute.watch import Check, Verdict
+from tuner.settings import Execute
+
+MUTATING = frozenset(
+    {
+        "patch_node",
+        "patch_pod",
+        "evict",
+        "scale",
+        "delete_node",
+        "put_config_map",
+        "patch_config_map",
+        "delete_config_map",
+    }
+)
+"""The calls that change the cluster."""
+
+MODELS = {
+    "node": "V1Node",
+    "pod": "V1Pod",
+    "rs": "V1ReplicaSet",
+    "deploy": "V1Deployment",
+    "cm": "V1ConfigMap",
+}
+
+
+def merge(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
+    """Apply a JSON merge patch (RFC 7386) in place."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(target.get(key), dict):
+            merge(target[key], value)
+        else:
+            target[key] = json.loads(json.dumps(value))
+
+
+class FakeKube:
+    """Nodes, one-ReplicaSet Deployments and their pods, HPAs and ConfigMaps, in memory."""
+
+    def __init__(self, settings: Execute | None = None) -> None:
+        self.settings = settings or Execute(eviction_retries=0)
+        self.keys = Keys(self.settings.label_prefix)
+        self.ready = True
+        """Whether new pods become Ready."""
+        self.default_node: str | None = None
+        """Where a new pod lands when no node carries its workload's label (None: Pending)."""
+        self.newest_goes = False
+        """Scale-down ignores pod-deletion-cost and deletes the newest pod (a misbehaving
+        controller: the remove must notice and roll back)."""
+        self.refuse_evictions = False
+        """Every eviction is refused (as a PodDisruptionBudget would)."""
+        self.calls: list[tuple[str, str]] = []
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.pod_docs: dict[tuple[str, str], dict[str, Any]] = {}
+        self.deployments: dict[tuple[str, str], dict[str, Any]] = {}
+        self.hpas: dict[tuple[str, str, str], str] = {}
+        self.config_maps: dict[tuple[str, str], dict[str, Any]] = {}
+        self._serial = 0
+        self._client = ApiClient()
+
+    # ------------------------------------------------------------------ setup --
+    def add_node(self, name: str) -> None:
+        """A schedulable node."""
+        self.nodes[name] = {"metadata": {"name": name, "uid": f"node-{name}"}, "spec": {}}
+
+    def add_deployment(self, namespace: str, name: str, on: list[str]) -> None:
+        """A Deployment with one pod on each node of ``on`` (selector ``app=<name>``)."""
+        self.deployments[(namespace, name)] = {
+            "metadata": {"name": name, "namespace": namespace, "uid": f"deploy-{name}"},
+            "spec": {
+                "replicas": len(on),
+                "selector": {"matchLabels": {"app": name}},
+                "template": {"spec": {"containers": [{"name": "app", "image": "app"}]}},
+            },
+        }
+        for node in on:
+            self._spawn(namespace, name, node)
+
+    # ------------------------------------------------------------------ state --
+    def mutations(self) -> list[tuple[str, str]]:
+        """The calls that changed something."""
+        return [call for call in self.calls if call[0] in MUTATING]
+
+    def live_pods(self, namespace: str, workload: str) -> list[Any]:
+        """The workload's pods."""
+        return [self._model(d, "pod") for d in self._docs(namespace, {"app": workload})]
+
+    def _model(self, doc: Mapping[str, Any], kind: str) -> Any:
+        return self._client.deserialize(json.dumps(doc), MODELS[kind], "application/json")
+
+    def _docs(self, namespace: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:
+        return [
+            d
+            for (ns, _), d in self.pod_docs.items()
+            if ns == namespace and labels.items() <= d["metadata"]["labels"].items()
+        ]
+
+    def _spawn(self, namespace: str, workload: str, node: str | None = None) -> None:
+        self._serial += 1
+        name = f"{workload}-rs-{self._serial:05d}"
+        hour, rest = divmod(self._serial, 3600)
+        minute, second = divmod(rest, 60)
+        label = self.keys.workload_label(namespace, workload)
+        labelled = next((n for n, d in self.nodes.items() if label in _labels(d)), None)
+        where = node or labelled or self.default_node
+        ready = "True" if self.ready or node else "False"
+        self.pod_docs[(namespace, name)] = {
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": f"uid-{self._serial:05d}",
+                "labels": {"app": workload},
+                "creationTimestamp": f"2026-01-01T{hour:02d}:{minute:02d}:{second:02d}Z",
+                "ownerReferences": [_owner("ReplicaSet", f"{workload}-rs")],
+            },
+            "spec": {"nodeName": where, "containers": [{"name": "app", "image": "app"}]},
+            "status": {"conditions": [{"type": "Ready", "status": ready}]},
+        }
+
+    def _reconcile(self, namespace: str, workload: str) -> None:
+        docs = self._docs(namespace, {"app": workload})
+        wanted = self.deployments[(namespace, workload)]["spec"]["replicas"]
+        for _ in range(wanted - len(docs)):
+            self._spawn(namespace, workload)
+        if wanted < len(docs):
+
+            def order(d: dict[str, Any]) -> tuple[int, str]:
+                cost = int(d["metadata"].get("annotations", {}).get(DELETION_COST, "0"))
+                newest = d["metadata"]["creationTimestamp"]
+                return (0 if self.newest_goes else cost, _negate(newest))
+
+            for doc in sorted(docs, key=order)[: len(docs) - wanted]:
+                del self.pod_docs[(namespace, doc["metadata"]["name"])]
+
+    # ------------------------------------------------------------------ reads --
+    def stop_requested(self) -> bool:
+        return False
+
+    def pod(self, namespace: str, name: str) -> Any | None:
+        self.calls.append(("pod", f"{namespace}/{name}"))
+        doc = self.pod_docs.get((namespace, name))
+        return None if doc is None else self._model(doc, "pod")
+
+    def node(self, name: str) -> Any | None:
+        self.calls.append(("node", name))
+        doc = self.nodes.get(name)
+        return None if doc is None else self._model(doc, "node")
+
+    def replica_set(self, namespace: str, name: str) -> Any | None:
+        self.calls.append(("replica_set", f"{namespace}/{name}"))
+        workload = name.removesuffix("-rs")
+        if (namespace, workload) not in self.deployments:
+            return None
+        doc = {
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": f"rs-{workload}",
+                "ownerReferences": [_owner("Deployment", workload)],
+            },
+            "spec": {"selector": {"matchLabels": {"app": workload}}},
+        }
+        return self._model(doc, "rs")
+
+    def deployment(self, namespace: str, name: str) -> Any | None:
+        self.calls.append(("deployment", f"{namespace}/{name}"))
+        doc = self.deployments.get((namespace, name))
+        return None if doc is None else self._model(doc, "deploy")
+
+    def pods(self, namespace: str, selector: str) -> list[Any]:
+        self.calls.append(("pods", f"{namespace}?{selector}"))
+        labels = dict(part.split("=", 1) for part in selector.split(",") if part)
+        return [self._model(d, "pod") for d in self._docs(namespace, labels)]
+
+    def pods_on(self, node: str) -> list[Any]:
+        self.calls.append(("pods_on", node))
+        docs = self.pod_docs.values()
+        return [self._model(d, "pod") for d in docs if d["spec"].get("nodeName") == node]
+
+    def hpa_scales(self, namespace: str, kind: str, name: str) -> str | None:
+        self.calls.append(("hpa_scales", f"{namespace}/{kind}/{name}"))
+        return self.hpas.get((namespace, kind, name))
+
+    def replicas(self, kind: str, namespace: str, name: str) -> int:
+        self.calls.append(("replicas", f"{kind} {namespace}/{name}"))
+        return int(self.deployments[(namespace, name)]["spec"]["replicas"])
+
+    def serialize(self, obj: Any) -> dict[str, Any]:
+        serialized: dict[str, Any] = self._client.sanitize_for_serialization(obj)
+        return serialized
+
+    def config_map(self, namespace: str, name: str) -> Any | None:
+        self.calls.append(("config_map", f"{namespace}/{name}"))
+        doc = self.config_maps.get((namespace, name))
+        return None if doc is None else self._model(doc, "cm")
+
+    # ----------------------------------------------------------------- writes --
+    def patch_node(self, name: str, build: Callable[[Any], Patch | None]) -> Any | None:
+        self.calls.append(("patch_node", name))
+        doc = self.nodes.get(name)
+        patch = None if doc is None else build(self._model(doc, "node"))
+        if doc is None or patch is None:
+            return None
+        merge(doc, patch)
+        return self._model(doc, "node")
+
+    def patch_pod(
+        self, namespace: str, name: str, build: Callable[[Any], Patch | None]
+    ) -> Any | None:
+        self.calls.append(("patch_pod", f"{namespace}/{name}"))
+        doc = self.pod_docs.get((namespace, name))
+        patch = None if doc is None else build(self._model(doc, "pod"))
+        if doc is None or patch is None:
+            return None
+        merge(doc, patch)
+        return self._model(doc, "pod")
+
+    def evict(self, pod: Any) -> None:
+        namespace, name = pod.metadata.namespace, pod.metadata.name
+        self.calls.append(("evict", f"{namespace}/{name}"))
+        if self.refuse_evictions:
+            raise ActionFailed(f"eviction of {namespace}/{name} refused (PodDisruptionBudget)")
+        doc = self.pod_docs.pop((namespace, name), None)
+        if doc is not None:
+            self._spawn(namespace, doc["metadata"]["labels"]["app"])
+
+    def scale(self, kind: str, namespace: str, name: str, expected: int, to: int) -> None:
+        self.calls.append(("scale", f"{kind} {namespace}/{name} {expected}->{to}"))
+        spec = self.deployments[(namespace, name)]["spec"]
+        if spec["replicas"] == to:
+            return
+        if spec["replicas"] != expected:
+            raise ActionFailed(f"{kind} {namespace}/{name} has {spec['replicas']} replicas")
+        spec["replicas"] = to
+        self._reconcile(namespace, name)
+
+    def delete_node(self, name: str) -> None:
+        self.calls.append(("delete_node", name))
+        self.nodes.pop(name, None)
+
+    def put_config_map(self, namespace: str, body: Mapping[str, Any]) -> None:
+        self.calls.append(("put_config_map", f"{namespace}/{body['metadata']['name']}"))
+        self.config_maps[(namespace, body["metadata"]["name"])] = json.loads(json.dumps(body))
+
+    def patch_config_map(self, namespace: str, name: str, patch: Patch) -> None:
+        self.calls.append(("patch_config_map", f"{namespace}/{name}"))
+        if (namespace, name) not in self.config_maps:
+            raise ActionFailed(f"configmap {namespace}/{name} not found")
+        merge(self.config_maps[(namespace, name)], patch)
+
+    def delete_config_map(self, namespace: str, name: str) -> None:
+        self.calls.append(("delete_config_map", f"{namespace}/{name}"))
+        self.config_maps.pop((namespace, name), None)
+
+    # ------------------------------------------------------------------ waits --
+    def wait_pods(
+        self, namespace: str, selector: str, check: Check, what: str, *, rollback: bool = False
+    ) -> Verdict:
+        pods = {p.metadata.uid: p for p in self.pods(namespace, selector)}
+        return check(pods) or Verdict(False, f"timed out waiting for {what}")
+
+    def wait_pods_on(self, node: str, check: Check, what: str) -> Verdict:
+        pods = {p.metadata.uid: p for p in self.pods_on(node)}
+        return check(pods) or Verdict(False, f"timed out waiting for {what}")
+
+    def wait_node_gone(self, node: str, timeout_s: float) -> Verdict:
+        self.calls.append(("wait_node_gone", node))
+        if node in self.nodes:
+            return Verdict(False, f"timed out waiting for node {node} to be deleted")
+        return Verdict(True, f"node {node} deleted")
+
+
+def _labels(doc: Mapping[str, Any]) -> dict[str, str]:
+    labels: dict[str, str] = doc["metadata"].get("labels") or {}
+    return labels
+
+
+def _owner(kind: str, name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "name": name,
+        "uid": f"{kind}-{name}",
+        "controller": True,
+    }
+
+
+def _negate(stamp: str) -> str:
+    """Sorts timestamps newest first."""
+    return "".join(chr(0x10FFFF - ord(c)) for c in stamp)
