@@ -1,7 +1,7 @@
 """Neo4j Browser shows the knowledge graph as the styled onion (real server, real Chromium).
 
 The screenshot is written under the test's tmp dir; with ``TUNER_UPDATE_DOCS=1`` it is also
-copied to ``docs/images/neo4j-browser.png`` (the README shows it).
+copied to ``docs/images/neo4j-browser.png`` (docs/knowledge.md shows it).
 """
 
 from __future__ import annotations
