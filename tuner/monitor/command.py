@@ -9,7 +9,7 @@ import math
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tuner.monitor.window import clock_time, date_time
 from tuner.settings import load_settings
@@ -82,3 +82,16 @@ def render_text(report: WindowReport) -> str:
         lines.append("findings:")
         lines += [f"  - {finding}" for finding in report.findings]
     return "\n".join(lines)
+
+
+def add_monitor_parser(commands: Any) -> None:
+    """Register ``monitor`` on the CLI's subparsers."""
+    monitor = commands.add_parser(
+        "monitor", help="the last window: load, stability verdict and why (reads only)"
+    )
+    monitor.add_argument("--settings", type=Path, help="settings.json (load query, Prometheus)")
+    monitor.add_argument(
+        "--window", type=window_seconds, help="window length in seconds (default: measure_s)"
+    )
+    monitor.add_argument("--format", choices=("text", "json"), default="text")
+    monitor.set_defaults(run=lambda a: run_monitor(a.settings, a.window, a.format))
