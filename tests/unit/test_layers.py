@@ -30,6 +30,7 @@ UNITS: dict[str, str] = {
     "tuner.daemon": "daemon",
     "tuner.sim": "sim",
     "tuner.kb": "kb",
+    "tuner.offline": "offline",
     "tuner.cli": "cli",
     "testkit": "testkit",
     "tests": "tests",
@@ -41,7 +42,7 @@ UNITS: dict[str, str] = {
 
 SHIPPED = frozenset(
     {"model", "knowledge", "analyse", "plan", "cycle", "monitor", "execute", "daemon", "sim"}
-    | {"kb", "cli"}
+    | {"kb", "offline", "cli"}
 )
 ALLOWED: dict[str, frozenset[str]] = {
     "model": frozenset(),
@@ -54,6 +55,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "sim": frozenset({"model", "knowledge", "analyse", "plan", "cycle"}),
     "daemon": frozenset({"model", "knowledge", "analyse", "plan", "cycle", "monitor", "execute"}),
     "kb": frozenset({"model", "knowledge", "monitor"}),
+    "offline": frozenset({"model", "knowledge", "analyse", "plan", "cycle", "monitor"}),
     "cli": SHIPPED - {"cli"},
     "testkit": SHIPPED,
     "tests": SHIPPED | {"testkit"},
