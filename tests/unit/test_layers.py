@@ -19,6 +19,9 @@ UNITS: dict[str, str] = {
     "tuner.model": "model",
     "tuner.settings": "model",
     "tuner.errors": "model",
+    "tuner.json_input": "model",  # bounded JSON reading (settings, dumps)
+    "tuner.redact": "model",  # secrets out of URLs and log lines
+    "tuner.arguments": "model",  # number types of the command lines
     "knowledge": "knowledge",
     "tuner.analyse": "analyse",
     "tuner.plan": "plan",
