@@ -19,6 +19,9 @@ UNITS: dict[str, str] = {
     "tuner.model": "model",
     "tuner.settings": "model",
     "tuner.errors": "model",
+    "tuner.json_input": "model",  # bounded JSON reading (settings, dumps)
+    "tuner.redact": "model",  # secrets out of URLs and log lines
+    "tuner.arguments": "model",  # number types of the command lines
     "knowledge": "knowledge",
     "tuner.analyse": "analyse",
     "tuner.plan": "plan",
@@ -30,6 +33,7 @@ UNITS: dict[str, str] = {
     "tuner.daemon": "daemon",
     "tuner.sim": "sim",
     "tuner.kb": "kb",
+    "tuner.offline": "offline",
     "tuner.cli": "cli",
     "testkit": "testkit",
     "tests": "tests",
@@ -41,7 +45,7 @@ UNITS: dict[str, str] = {
 
 SHIPPED = frozenset(
     {"model", "knowledge", "analyse", "plan", "cycle", "monitor", "execute", "daemon", "sim"}
-    | {"kb", "cli"}
+    | {"kb", "offline", "cli"}
 )
 ALLOWED: dict[str, frozenset[str]] = {
     "model": frozenset(),
@@ -54,6 +58,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "sim": frozenset({"model", "knowledge", "analyse", "plan", "cycle"}),
     "daemon": frozenset({"model", "knowledge", "analyse", "plan", "cycle", "monitor", "execute"}),
     "kb": frozenset({"model", "knowledge", "monitor"}),
+    "offline": frozenset({"model", "knowledge", "analyse", "plan", "cycle", "monitor"}),
     "cli": SHIPPED - {"cli"},
     "testkit": SHIPPED,
     "tests": SHIPPED | {"testkit"},
