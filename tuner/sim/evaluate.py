@@ -3,7 +3,8 @@
 Output directory (``--output``): one ``<scenario>.png`` per scenario, ``results.md`` (every
 table) and ``results.json`` (every figure, for scripts). With ``--readme``, the tables and plots
 also replace what stands between the README's ``<!-- evaluation:begin -->`` and
-``<!-- evaluation:end -->`` markers. Progress goes to stderr (tqdm).
+``<!-- evaluation:end -->`` markers. Progress goes to stderr (tqdm). ``--jobs N`` runs N
+simulations at once in worker processes (the figures do not change).
 
 Everything is checked before the first simulated second: the scenarios (files against their
 schema), ``--output`` (a directory or nothing yet, never an existing file) and ``--readme``'s
