@@ -37,5 +37,7 @@ bench-kb: venv
 	bash scripts/neo4j.sh install
 	$(VENV)/bin/python -m bench.kb_lookup
 
+# Every scenario with every strategy; README tables and plots regenerated (JOBS simulations at once).
+JOBS ?= 2
 evaluate: venv
-	$(VENV)/bin/tuner simulate --scenario all --output docs/evaluation --readme README.md
+	$(VENV)/bin/tuner simulate --scenario all --jobs $(JOBS) --output docs/evaluation --readme README.md
