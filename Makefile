@@ -43,5 +43,7 @@ bench-live: venv
 	bash scripts/cluster.sh build
 	$(VENV)/bin/python -m bench.live_scale --nodes 100 1000 --repeat 3
 
+# Every scenario with every strategy; README tables and plots regenerated (JOBS simulations at once).
+JOBS ?= 2
 evaluate: venv
-	$(VENV)/bin/tuner simulate --scenario all --output docs/evaluation --readme README.md
+	$(VENV)/bin/tuner simulate --scenario all --jobs $(JOBS) --output docs/evaluation --readme README.md

@@ -74,3 +74,11 @@ def test_readme_without_markers_is_one_line_error(
     assert main([*args, "--output", str(tmp_path), "--readme", str(readme)]) == 2
     assert "no <!-- evaluation:begin -->" in capsys.readouterr().err
     assert readme.read_text() == "# no markers\n"
+
+
+def test_worker_processes_give_the_same_table(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["simulate", "--scenario", "thesis-narrow", "--hours", "0.25"]
+    assert main(args) == 0
+    alone = capsys.readouterr().out
+    assert main([*args, "--jobs", "2"]) == 0
+    assert capsys.readouterr().out == alone

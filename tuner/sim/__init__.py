@@ -2,14 +2,16 @@
 
 It reuses the domain model (``tuner.model``), the analysis (``tuner.analyse``) and the planner
 (``tuner.plan``) unchanged, and simulates around them: load patterns (``load``), workloads with
-published requests and HPAs (``workloads``), node types with real prices (``prices``),
-kube-scheduler's default scoring (``scheduler``), the HPA (``hpa``), the Cluster Autoscaler
-(``autoscaler``), the cluster state and its ``Cluster`` view (``state``), the tick loop
+published requests, HPAs and PodDisruptionBudgets (``workloads``), node types with real prices
+(``prices``) in node pools (``pools``), kube-scheduler's default scoring (``scheduler``), the HPA
+(``hpa``), the Cluster Autoscaler (``autoscaler``) and its expanders (``expander``), the cluster
+state and its ``Cluster`` view (``state``), the tick loop
 (``engine``), the simulated executor (``executor``), what is recorded (``metrics``), the
 daemon cycle's ports over a simulation (``ports``), the strategies run next to the autoscalers
 (``strategies``: CA alone, the 2019 tuner, this tuner through the daemon's own cycle),
-scenarios (``scenarios``), the comparison, tables and plots (``report``, ``plots``,
-``evaluate``; ``tuner simulate``) and the moderator in accelerated time (``demo``;
+scenarios (``scenarios``; scenario files: ``scenario_file``, ``scenario.schema.json``), the
+comparison, the lower bound, tables and plots (``report``, ``bound``, ``plots``, ``evaluate``;
+``tuner simulate``) and the moderator in accelerated time (``demo``;
 ``tuner demo``).
 
 Driving a simulation from outside (e.g. the daemon's moderator loop for a demo)

@@ -28,6 +28,16 @@ def _hours(text: str) -> float:
     return value
 
 
+def _jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"jobs must be a whole number, not {text!r}") from None
+    if not 1 <= value <= 64:
+        raise argparse.ArgumentTypeError(f"jobs must be in 1..64, not {text!r}")
+    return value
+
+
 def add_simulate_parser(commands: Any) -> None:
     """Register ``simulate`` on the CLI's subparsers."""
     simulate = commands.add_parser(
@@ -53,6 +63,12 @@ def add_simulate_parser(commands: Any) -> None:
     )
     simulate.add_argument("--output", type=Path, help="directory for the PNGs and results")
     simulate.add_argument(
+        "--jobs",
+        type=_jobs,
+        default=1,
+        help="simulations run at once in worker processes (default 1; same figures)",
+    )
+    simulate.add_argument(
         "--readme",
         type=Path,
         help="also put the tables and plots between this file's evaluation markers",
@@ -73,5 +89,6 @@ def run_simulate(args: argparse.Namespace) -> int:
         args.seed,
         args.output,
         args.readme,
+        args.jobs,
     )
     return 0

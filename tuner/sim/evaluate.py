@@ -3,7 +3,8 @@
 Output directory (``--output``): one ``<scenario>.png`` per scenario, ``results.md`` (every
 table) and ``results.json`` (every figure, for scripts). With ``--readme``, the tables and plots
 also replace what stands between the README's ``<!-- evaluation:begin -->`` and
-``<!-- evaluation:end -->`` markers. Progress goes to stderr (tqdm).
+``<!-- evaluation:end -->`` markers. Progress goes to stderr (tqdm). ``--jobs N`` runs N
+simulations at once in worker processes (the figures do not change).
 
 Everything is checked before the first simulated second: the scenarios (files against their
 schema), ``--output`` (a directory or nothing yet, never an existing file) and ``--readme``'s
@@ -15,12 +16,14 @@ target and renamed.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import re
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +32,8 @@ from tqdm import tqdm
 from tuner.errors import InputError
 from tuner.sim.engine import Scenario
 from tuner.sim.plots import plot
-from tuner.sim.report import ORDER, Comparison, compare, table
+from tuner.sim.report import ORDER, Comparison, Outcome, run, table, with_baseline
+from tuner.sim.report import comparison as compare_outcomes
 from tuner.sim.scenarios import SCENARIOS, scenario
 
 
@@ -124,6 +128,30 @@ def update_readme(readme: Path, results: Sequence[Comparison], output: Path) -> 
     write_atomic(readme, f"{head}{BEGIN}\n{generated}{END}{tail}")
 
 
+def _run_parallel(
+    chosen: Sequence[Scenario],
+    names: Sequence[str],
+    seeds: Sequence[int],
+    jobs: int,
+    outcomes: dict[tuple[int, str], Outcome],
+    bar: tqdm[Any],
+) -> None:
+    """Every (scenario, strategy) run in ``jobs`` worker processes, longest scenarios first."""
+    order = sorted(range(len(chosen)), key=lambda i: -chosen[i].duration)
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        pending = {
+            pool.submit(run, chosen[i], strategy, seeds[i]): (i, strategy)
+            for i in order
+            for strategy in names
+        }
+        for future in as_completed(pending):
+            i, strategy = pending[future]
+            outcomes[i, strategy] = future.result()
+            bar.set_description(f"{chosen[i].name} {strategy}")
+            bar.update(round((chosen[i].warmup + chosen[i].duration) / 3600, 4))
+
+
 def simulate(
     name: str,
     strategies: Sequence[str] = ORDER,
@@ -131,9 +159,12 @@ def simulate(
     seed: int | None = None,
     output: Path | None = None,
     readme: Path | None = None,
+    jobs: int = 1,
 ) -> list[Comparison]:
     """Run, print and (with ``output``) write the comparison of every scenario; with
-    ``readme`` (and ``output``) also fill the README's evaluation section."""
+    ``readme`` (and ``output``) also fill the README's evaluation section. ``jobs`` > 1 runs
+    that many (scenario, strategy) simulations at once in worker processes: each run is
+    seeded on its own, so the figures are the same."""
     if readme is not None and output is None:
         raise InputError("--readme needs --output (where the plots go)")
     if output is not None and output.exists() and not output.is_dir():
@@ -141,8 +172,10 @@ def simulate(
     if readme is not None:
         readme_parts(readme)  # fail before hours of simulation, not after
     chosen = scenarios_for(name, hours)
-    total = sum((s.warmup + s.duration) * (len(set(strategies) | {"autoscaler"})) for s in chosen)
-    results: list[Comparison] = []
+    names = with_baseline(strategies)
+    seeds = [seed if seed is not None else (item.seed or DEFAULT_SEED) for item in chosen]
+    total = sum((s.warmup + s.duration) * len(names) for s in chosen)
+    outcomes: dict[tuple[int, str], Outcome] = {}
     started = time.monotonic()
     with tqdm(
         total=round(total / 3600, 2),
@@ -151,12 +184,19 @@ def simulate(
         dynamic_ncols=True,
         disable=None,
     ) as bar:
-        for item in chosen:
-            bar.set_description(item.name)
-            chosen_seed = seed if seed is not None else (item.seed or DEFAULT_SEED)
-            results.append(
-                compare(item, chosen_seed, strategies, lambda s: bar.update(round(s / 3600, 4)))
-            )
+        if jobs > 1:
+            _run_parallel(chosen, names, seeds, jobs, outcomes, bar)
+        else:
+            for i, item in enumerate(chosen):
+                bar.set_description(item.name)
+                for strategy in names:
+                    outcomes[i, strategy] = run(
+                        item, strategy, seeds[i], lambda s: bar.update(round(s / 3600, 4))
+                    )
+    results = [
+        compare_outcomes(item, seeds[i], tuple(outcomes[i, n] for n in names))
+        for i, item in enumerate(chosen)
+    ]
     elapsed = time.monotonic() - started
     sections = []
     for comparison in results:

@@ -231,7 +231,7 @@ class Karpenter:
         ]
 
     def _provision(self, cluster: SimCluster, pending: list[SimPod], now: float) -> None:
-        waiting = first_fit(pending, self._starting_rooms(cluster, now))
+        waiting = first_fit(pending, self._starting_rooms(cluster, now)) if pending else []
         if not waiting:
             self.batch_start = None
             return
@@ -289,13 +289,18 @@ class Karpenter:
         """Ready nodes not being disrupted, unchanged for ``consolidateAfter``, whose pods may
         all be evicted; by savings ratio (price over 1 + one per pod), highest first."""
         out = []
+        blocked: dict[Service, bool] = {}
         for node in cluster.nodes.values():
             if not node.ready(now) or node.unschedulable or node.name in self.replacing:
                 continue
             since = self.changed_at.get(node.name, (now, ()))[0]
             if now - since < self.config.consolidate_after:
                 continue
-            if all(evictable(cluster, pod) for pod in cluster.pods_on(node)):
+            pods = [p for p in cluster.pods_on(node) if not p.daemon]
+            for pod in pods:
+                if pod.service not in blocked:
+                    blocked[pod.service] = not evictable(cluster, pod)
+            if not any(blocked[p.service] for p in pods):
                 out.append(node)
         return sorted(out, key=lambda n: (-savings_ratio(cluster, n), n.name))
 

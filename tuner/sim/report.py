@@ -139,15 +139,13 @@ def run(
     return Outcome(strategy, sim.series, sim.tick, sim.actions, decisions, windows)
 
 
-def compare(
-    scenario: Scenario,
-    seed: int,
-    strategies: Sequence[str] = ORDER,
-    progress: Callable[[float], object] | None = None,
-) -> Comparison:
-    """Run every strategy on the same load (and the CA alone, the baseline)."""
-    names = [BASELINE, *(s for s in strategies if s != BASELINE)]
-    outcomes = tuple(run(scenario, name, seed, progress) for name in names)
+def with_baseline(strategies: Sequence[str]) -> list[str]:
+    """The strategies to run: the CA alone first, then the others in their order."""
+    return [BASELINE, *(s for s in strategies if s != BASELINE)]
+
+
+def comparison(scenario: Scenario, seed: int, outcomes: tuple[Outcome, ...]) -> Comparison:
+    """The outcomes (the CA alone's first) and the lower bound from the CA alone's run."""
     bound = lower_bound(scenario, outcomes[0].series)
     return Comparison(
         scenario, seed, outcomes, tuple(m.cost for m in bound), tuple(m.nodes for m in bound)
