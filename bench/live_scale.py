@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from testkit.cluster_fixture import ClusterHarness, kwok_node
 from tuner.daemon.run import ONCE_EXIT
@@ -124,7 +125,10 @@ def _wait_running(
     passed; how many run."""
     best, since = -1, time.monotonic()
     while True:
-        running = _count(core, "status.phase=Running")
+        try:
+            running = _count(core, "status.phase=Running")
+        except ApiException:  # e.g. 504: the API server too busy to answer in time
+            running = best
         if running > best:
             best, since = running, time.monotonic()
         now = time.monotonic()

@@ -15,6 +15,7 @@ from kubernetes import client
 from prometheus_client.metrics_core import Metric
 
 from tuner.daemon.metrics import Metrics
+from tuner.model.quantity import memory_bytes
 from tuner.settings import Settings, settings_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -216,6 +217,9 @@ def test_deployment_is_probed_on_healthz_and_locked_down() -> None:
     assert security["capabilities"]["drop"] == ["ALL"]
     assert {"cpu", "memory"} <= set(container["resources"]["requests"])
     assert "memory" in container["resources"]["limits"]
+    # The limit leaves room above the request for the first sync's listing peak.
+    memory = {k: memory_bytes(v["memory"]) for k, v in container["resources"].items()}
+    assert memory["limits"] >= 2 * memory["requests"]
     # Long enough to finish or roll back the action in flight after SIGTERM.
     assert pod["terminationGracePeriodSeconds"] > settings.execute.verify_timeout_s
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
