@@ -2,7 +2,9 @@
 
 Each cycle decides when the next one runs (a full window after a stable window, the retry
 window after an unstable or unknown one, the rest of the warm-up plus a window after a change).
-One job id, ``max_instances=1`` and coalescing make sure two cycles never overlap; a cycle that
+Each cycle schedules the next as a new one-shot job (its own id: a job may not schedule a run
+of itself while it still runs, or APScheduler skips that run as "maximum number of running
+instances reached" and the loop stops); one lock makes sure two cycles never overlap; a cycle that
 raises is reported as :attr:`~tuner.cycle.Outcome.ERROR` and retried after the retry window.
 ``speed`` > 1 runs simulated time faster than the wall clock (the demo):
 simulated now = t0 + (wall − w0) × speed.
@@ -26,6 +28,7 @@ from tuner.settings import Settings
 log = logging.getLogger(__name__)
 
 JOB = "tuner-cycle"
+"""Prefix of the id of each scheduled cycle."""
 
 
 class Moderator:
@@ -54,6 +57,7 @@ class Moderator:
         self._scheduler = BlockingScheduler(timezone=UTC)
         self._lock = threading.Lock()
         self._stopped = threading.Event()
+        self._scheduled = 0
         self.cycles = 0
 
     def now(self) -> float:
@@ -93,13 +97,13 @@ class Moderator:
 
     def _schedule(self, delay_s: float, max_cycles: int | None) -> None:
         when = datetime.fromtimestamp(time.time() + max(delay_s, 0.0), UTC)
+        self._scheduled += 1
         self._scheduler.add_job(
             self._tick,
             "date",
             run_date=when,
             args=(max_cycles,),
-            id=JOB,
-            replace_existing=True,
+            id=f"{JOB}-{self._scheduled}",
             max_instances=1,
             coalesce=True,
             misfire_grace_time=None,
