@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from tuner.model.cluster import Cluster, Hpa
+from tuner.model.cluster import Cluster, Hpa, Workload
 from tuner.plan.actions import Action
 from tuner.sim.autoscaler import AutoscalerConfig, ClusterAutoscaler
 from tuner.sim.executor import SimulatedExecutor
@@ -31,6 +31,9 @@ from tuner.sim.workloads import Service
 
 MAX_WINDOW = 4 * 3600.0
 """The longest window :meth:`Simulation.window` can report the load of."""
+REREGISTER_DELAY = 60.0
+"""Seconds until the kubelet of a node whose Node object was deleted registers it again (its VM
+still runs: what the 2019 thesis saw on GKE after ``kubectl delete node``)."""
 
 
 @dataclass(frozen=True)
@@ -208,6 +211,78 @@ class Simulation:
         descheduler, Karpenter): it is deleted, its ReplicaSet re-creates it, and it counts
         in the evictions per hour."""
         self.cluster_state.evict(pod)
+
+    # -- what the simulated executor may do (its port: tuner.sim.executor.Controls) ----------
+
+    def pod_on(self, name: str, node: str | None) -> SimPod | None:
+        """The pod called ``name`` if it runs on ``node``."""
+        uid = self.cluster_state.by_name.get(name)
+        if uid is None:
+            return None
+        pod = self.cluster_state.pods[uid]
+        return pod if pod.node == node and node is not None else None
+
+    def service_of(self, workload: Workload) -> Service | None:
+        """The simulated workload, or None."""
+        return self.by_workload.get(workload)
+
+    def node_ready(self, name: str) -> bool:
+        """True when the node exists, is registered and is ready."""
+        node = self.cluster_state.nodes.get(name)
+        return node is not None and node.ready(self.now)
+
+    def label_node(self, name: str, key: str, value: str | None) -> None:
+        """Set a node label (remove it with None)."""
+        labels = self.cluster_state.nodes[name].labels
+        if value is None:
+            del labels[key]
+        else:
+            labels[key] = value
+        self.cluster_state.changed()
+
+    def scale(self, service: Service, delta: int) -> None:
+        """Change the workload's replicas (never below 0); its ReplicaSet follows."""
+        self.replicas[service] = max(self.replicas[service] + delta, 0)
+
+    def delete_pod(self, pod: SimPod) -> None:
+        """Delete a pod (after a scale-down that chose it)."""
+        self.cluster_state.delete_pod(pod)
+
+    def start_replica(self, service: Service) -> str | None:
+        """The ReplicaSet creates one pod and kube-scheduler binds it now: the node it landed
+        on, or None (pending)."""
+        state = self.cluster_state
+        pod = state.create_pod(service, self.now)
+        chosen = self.scheduler.choose(state, pod, self.now)
+        if chosen is None:
+            return None
+        state.bind(pod, chosen, self.now)
+        return chosen.name
+
+    def drain_node(self, name: str, node_removal: str) -> None:
+        """Cordon the node and evict its pods but DaemonSet pods; then ``autoscaler`` leaves the
+        empty node to the Cluster Autoscaler, ``command`` deletes the VM now, ``delete-node``
+        deletes the Node object only (the VM keeps running and registers again after
+        :data:`REREGISTER_DELAY`). The controllers and the scheduler then catch up."""
+        state = self.cluster_state
+        node = state.nodes[name]
+        node.unschedulable = True
+        state.changed()
+        for pod in state.pods_on(node):
+            if not pod.daemon:
+                self.evict(pod)  # its ReplicaSet re-creates it elsewhere
+        if node_removal == "command":
+            state.delete_node(name)
+            self.with_daemons.discard(name)
+        elif node_removal == "delete-node":
+            for pod in state.pods_on(node):
+                state.delete_pod(pod)
+            node.registered = False
+            node.unschedulable = False
+            self.with_daemons.discard(name)
+            self.reregister.append((self.now + REREGISTER_DELAY, name))
+        self.reconcile()
+        self.scheduler.schedule(state, self.now)
 
     # -- one tick ------------------------------------------------------------------------------
 

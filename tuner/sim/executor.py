@@ -14,102 +14,98 @@ A pod that lands elsewhere (or nowhere) fails verification; the caller stops the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from tuner.model.cluster import Workload
 from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
 from tuner.sim.metrics import ActionResult
 from tuner.sim.state import SimPod, affinity_label
 from tuner.sim.workloads import Service
 
-if TYPE_CHECKING:
-    from tuner.sim.engine import Simulation
 
-REREGISTER_DELAY = 60.0
-"""Seconds until the kubelet of a node whose Node object was deleted registers it again (its VM
-still runs: what the 2019 thesis saw on GKE after ``kubectl delete node``)."""
+class Controls(Protocol):
+    """What the executor may do to a simulated cluster: the Kubernetes API calls the real
+    executor makes, and what the cluster's controllers do in answer (implemented by
+    :class:`tuner.sim.engine.Simulation`; the executor never touches the simulation's state)."""
+
+    def pod_on(self, name: str, node: str | None) -> SimPod | None:
+        """The pod called ``name`` if it runs on ``node``."""
+
+    def service_of(self, workload: Workload) -> Service | None:
+        """The simulated workload, or None."""
+
+    def node_ready(self, name: str) -> bool:
+        """True when the node exists, is registered and is ready."""
+
+    def label_node(self, name: str, key: str, value: str | None) -> None:
+        """Set a node label (remove it with None)."""
+
+    def scale(self, service: Service, delta: int) -> None:
+        """Change the workload's replicas through its scale subresource (never below 0)."""
+
+    def evict(self, pod: SimPod) -> None:
+        """Evict a pod (its ReplicaSet re-creates it)."""
+
+    def delete_pod(self, pod: SimPod) -> None:
+        """Delete a pod (after a scale-down that chose it)."""
+
+    def start_replica(self, service: Service) -> str | None:
+        """The ReplicaSet creates one pod and kube-scheduler binds it now: the node it landed on,
+        or None (pending)."""
+
+    def drain_node(self, name: str, node_removal: str) -> None:
+        """Cordon the node, evict its pods but DaemonSet pods, and remove it as
+        ``execute.node_removal`` says; the controllers and the scheduler then catch up."""
 
 
 class SimulatedExecutor:
-    """Executes actions on a simulation's cluster."""
+    """Executes actions through a simulated cluster's :class:`Controls`."""
 
-    def __init__(self, sim: Simulation) -> None:
-        self.sim = sim
+    def __init__(self, cluster: Controls) -> None:
+        self.cluster = cluster
 
     def execute(self, action: Action, node_removal: str) -> ActionResult:
         """Carry out one action and verify it."""
-        state = self.sim.cluster_state
+        cluster = self.cluster
         match action:
             case Migrate(pod=pod, target=target):
-                sim_pod = self._find(pod.name, pod.node)
+                sim_pod = cluster.pod_on(pod.name, pod.node)
                 if sim_pod is None:
                     return ActionResult(action, False, f"pod {pod.key} is gone")
-                self.sim.evict(sim_pod)
+                cluster.evict(sim_pod)
                 return self._steer(action, sim_pod.service, target)
             case Add(workload=workload, target=target):
-                added = self.sim.by_workload.get(workload)
+                added = cluster.service_of(workload)
                 if added is None:
                     return ActionResult(action, False, f"unknown workload {workload}")
-                self.sim.replicas[added] += 1
+                cluster.scale(added, +1)
                 return self._steer(action, added, target)
             case Remove(pod=pod):
-                sim_pod = self._find(pod.name, pod.node)
+                sim_pod = cluster.pod_on(pod.name, pod.node)
                 if sim_pod is None:
                     return ActionResult(action, False, f"pod {pod.key} is gone")
-                self.sim.replicas[sim_pod.service] = max(self.sim.replicas[sim_pod.service] - 1, 0)
-                state.delete_pod(sim_pod)
+                cluster.scale(sim_pod.service, -1)
+                cluster.delete_pod(sim_pod)
                 return ActionResult(action, True)
             case RemoveNode(node=name):
-                return self._remove_node(action, name, node_removal)
+                if not cluster.node_ready(name):
+                    return ActionResult(action, False, f"node {name} is not there")
+                cluster.drain_node(name, node_removal)
+                return ActionResult(action, True)
         raise TypeError(action)
-
-    def _find(self, name: str, node: str | None) -> SimPod | None:
-        uid = self.sim.cluster_state.by_name.get(name)
-        if uid is None:
-            return None
-        pod = self.sim.cluster_state.pods[uid]
-        return pod if pod.node == node and node is not None else None
 
     def _steer(self, action: Action, service: Service, target: str) -> ActionResult:
         """Label the target, let the scheduler place the new pod, verify, unlabel."""
-        state = self.sim.cluster_state
-        node = state.nodes.get(target)
-        if node is None or not node.ready(self.sim.now):
+        cluster = self.cluster
+        if not cluster.node_ready(target):
             return ActionResult(action, False, f"node {target} is not there")
         label = affinity_label(service)
-        node.labels[label] = "true"
+        cluster.label_node(target, label, "true")
         try:
-            pod = state.create_pod(service, self.sim.now)
-            chosen = self.sim.scheduler.choose(state, pod, self.sim.now)
-            if chosen is not None:
-                state.bind(pod, chosen, self.sim.now)
+            landed = cluster.start_replica(service)
         finally:
-            del node.labels[label]
-            state.changed()
-        if chosen is not node:
-            where = chosen.name if chosen else "nowhere (pending)"
+            cluster.label_node(target, label, None)
+        if landed != target:
+            where = landed or "nowhere (pending)"
             return ActionResult(action, False, f"landed on {where}, not {target}")
-        return ActionResult(action, True)
-
-    def _remove_node(self, action: Action, name: str, mode: str) -> ActionResult:
-        state = self.sim.cluster_state
-        node = state.nodes.get(name)
-        if node is None or not node.ready(self.sim.now):
-            return ActionResult(action, False, f"node {name} is not there")
-        node.unschedulable = True
-        state.changed()
-        for pod in state.pods_on(node):
-            if not pod.daemon:
-                self.sim.evict(pod)  # its ReplicaSet re-creates it elsewhere
-        if mode == "command":
-            state.delete_node(name)
-            self.sim.with_daemons.discard(name)
-        elif mode == "delete-node":
-            for pod in state.pods_on(node):
-                state.delete_pod(pod)
-            node.registered = False
-            node.unschedulable = False
-            self.sim.with_daemons.discard(name)
-            self.sim.reregister.append((self.sim.now + REREGISTER_DELAY, name))
-        self.sim.reconcile()
-        self.sim.scheduler.schedule(state, self.sim.now)
         return ActionResult(action, True)
