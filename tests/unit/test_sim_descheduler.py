@@ -3,9 +3,11 @@ cases: which nodes it takes pods from, in which order, which pods it skips, and 
 
 from __future__ import annotations
 
+from tuner.sim.engine import Scenario, Simulation
+from tuner.sim.pools import NodePool
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.state import SimCluster, SimNode, SimPod
-from tuner.sim.strategies.descheduler import high_node_utilization, usage
+from tuner.sim.strategies.descheduler import Descheduler, high_node_utilization, usage
 from tuner.sim.workloads import GIB, MIB, Service
 
 E2 = NODE_TYPES["e2-standard-4"]  # allocatable 3920m, 14283282842 bytes, 110 pods
@@ -90,3 +92,30 @@ def test_nothing_when_every_node_or_no_node_is_underutilized() -> None:
     node_with(high, svc("a", 1000))
     node_with(high, svc("b", 2000))
     assert high_node_utilization(high, 0, everything).sources == ()
+
+
+def test_the_strategy_evicts_through_the_simulation_and_the_pod_is_packed_elsewhere() -> None:
+    big = Service("big", 2500, 4 * GIB, namespace="shop")
+    small = Service("small", 300, 256 * MIB, namespace="shop")
+    scenario = Scenario(
+        name="spread",
+        title="spread",
+        services=(big, small),
+        daemonsets=(),
+        loads={},
+        pools=(NodePool("pool", E2, initial_nodes=2),),
+        duration=600,
+        warmup=0,
+    )
+    strategy = Descheduler()
+    sim = Simulation(scenario, 1, strategy)
+    state = sim.cluster_state
+    first, second = sorted(state.nodes.values(), key=lambda n: n.name)
+    for pod, node in zip(state.pending(), (first, second), strict=True):
+        state.bind(pod, node, 0)  # big on the first node, small alone on the second
+    assert sim.scheduler.scoring == "MostAllocated"
+    strategy.on_tick(sim)
+    (moved,) = state.pods_of(small)
+    assert moved.node == first.name and not second.pods
+    assert state.evictions == 1 and strategy.decisions == {"evict": 1}
+    assert strategy.next_run == 120.0

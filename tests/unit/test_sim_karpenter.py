@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tuner.model.resources import Resources
+from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.karpenter import (
     Command,
     Karpenter,
@@ -14,8 +15,10 @@ from tuner.sim.karpenter import (
     Offering,
     pack_claims,
 )
+from tuner.sim.pools import NodePool
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.state import SimCluster, SimNode
+from tuner.sim.strategies.karpenter import KarpenterStrategy
 from tuner.sim.workloads import MIB, Service
 
 E2, E4, E8 = (NODE_TYPES[f"e2-standard-{n}"] for n in (2, 4, 8))
@@ -214,3 +217,23 @@ def test_no_consolidation_while_a_pending_pod_waits_for_a_starting_node() -> Non
     cluster.add_node(E4, 0, 120, "medium")
     pending(cluster, 1000)  # fits on neither ready node: it waits for the starting one
     assert karpenter().evaluate(cluster, [a], cluster.pending(), 0) is None
+
+
+def test_the_strategy_replaces_the_cluster_autoscaler_over_the_scenarios_pools() -> None:
+    scenario = Scenario(
+        name="pools",
+        title="pools",
+        services=(Service("web", 1500, 256 * MIB, replicas=3, namespace="shop"),),
+        daemonsets=(),
+        loads={},
+        pools=(NodePool("general-2", E2), NodePool("general-8", E8)),
+        duration=600,
+        warmup=0,
+    )
+    strategy = KarpenterStrategy()
+    sim = Simulation(scenario, 1, strategy)
+    sim.advance(5 + 120 + 5)
+    (node,) = sim.cluster_state.nodes.values()  # 4500m: one e2-standard-8, not three -2s
+    assert node.type is E8 and node.pool == "general-8"
+    assert node.labels["cloud.google.com/gke-nodepool"] == "general-8"
+    assert not sim.cluster_state.pending() and strategy.decisions == {"launched": 1}

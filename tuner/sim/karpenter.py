@@ -12,7 +12,9 @@ Defaults read from ``kubernetes-sigs/karpenter`` (numbers and rules only):
   nodes. A node is ready after the same provisioning delay as the Cluster Autoscaler model's.
 - Disruption controller (``pkg/controllers/disruption``): polled every 10 s
   (``controller.go`` ``pollingPeriod``); a command is re-validated 15 s after it is computed
-  (``consolidation.go`` ``commandValidationDelay``) and dropped if no longer valid.
+  (``consolidation.go`` ``commandValidationDelay``) and dropped if no longer valid. A pass that
+  found nothing is not repeated until the cluster changes, or for 5 minutes
+  (``consolidation.go`` ``IsConsolidated``, ``state/cluster.go`` ``ConsolidationState``).
 - NodePool defaults (``pkg/apis/v1/nodepool.go``): ``consolidationPolicy:
   WhenEmptyOrUnderutilized``, ``consolidateAfter: 0s`` (a node is a candidate once its pods
   have not changed for that long), one budget of ``nodes: 10%``, rounded up, minus the nodes
@@ -57,6 +59,7 @@ POLL = 10.0
 VALIDATION_DELAY = 15.0
 BUDGET_SHARE = 0.10
 MULTI_NODE_MAX = 100
+CONSOLIDATED_FOR = 300.0
 PER_NODE_BASE_COST = 1.0
 DISRUPTED_TAINT = Taint("karpenter.sh/disrupted", "", "NoSchedule")
 
@@ -95,14 +98,26 @@ class Room:
     def __init__(self, cpu: int, memory: int, pods: int) -> None:
         self.cpu, self.memory, self.pods = cpu, memory, pods
 
-    def take(self, requests: Resources) -> bool:
-        """Reserve ``requests`` if they fit."""
-        if requests.cpu > self.cpu or requests.memory > self.memory or self.pods < 1:
+    def take(self, pod: SimPod) -> bool:
+        """Reserve the pod's requests if they fit."""
+        cpu, memory = pod.service.cpu, pod.service.memory
+        if cpu > self.cpu or memory > self.memory or self.pods < 1:
             return False
-        self.cpu -= requests.cpu
-        self.memory -= requests.memory
+        self.cpu -= cpu
+        self.memory -= memory
         self.pods -= 1
         return True
+
+
+def first_fit(pods: Sequence[SimPod], rooms: Sequence[Room]) -> list[SimPod]:
+    """Place pods, largest first, each on the first room it fits; returns those left over.
+    Rooms too small for the smallest pod are not scanned."""
+    if not pods:
+        return []
+    cpu = min(p.service.cpu for p in pods)
+    memory = min(p.service.memory for p in pods)
+    open_ = [r for r in rooms if r.cpu >= cpu and r.memory >= memory and r.pods >= 1]
+    return [p for p in by_size(pods) if not any(r.take(p) for r in open_)]
 
 
 @dataclass
@@ -176,6 +191,8 @@ class Karpenter:
     """Node being replaced -> its replacement (launched, not yet ready)."""
     changed_at: dict[str, tuple[float, tuple[int, int, int]]] = field(default_factory=dict)
     """Node -> (when its pods last changed, their count and requests then)."""
+    consolidated: tuple[int, float] | None = None
+    """(cluster version, 5-minute period) of the last pass that found nothing to do."""
     launched: int = 0
     commands: dict[str, int] = field(default_factory=dict)
     """Executed commands by method (empty, multi, single)."""
@@ -214,8 +231,7 @@ class Karpenter:
         ]
 
     def _provision(self, cluster: SimCluster, pending: list[SimPod], now: float) -> None:
-        rooms = self._starting_rooms(cluster, now)
-        waiting = [p for p in by_size(pending) if not any(r.take(p.requests) for r in rooms)]
+        waiting = first_fit(pending, self._starting_rooms(cluster, now)) if pending else []
         if not waiting:
             self.batch_start = None
             return
@@ -273,13 +289,18 @@ class Karpenter:
         """Ready nodes not being disrupted, unchanged for ``consolidateAfter``, whose pods may
         all be evicted; by savings ratio (price over 1 + one per pod), highest first."""
         out = []
+        blocked: dict[Service, bool] = {}
         for node in cluster.nodes.values():
             if not node.ready(now) or node.unschedulable or node.name in self.replacing:
                 continue
             since = self.changed_at.get(node.name, (now, ()))[0]
             if now - since < self.config.consolidate_after:
                 continue
-            if all(evictable(cluster, pod) for pod in cluster.pods_on(node)):
+            pods = [p for p in cluster.pods_on(node) if not p.daemon]
+            for pod in pods:
+                if pod.service not in blocked:
+                    blocked[pod.service] = not evictable(cluster, pod)
+            if not any(blocked[p.service] for p in pods):
                 out.append(node)
         return sorted(out, key=lambda n: (-savings_ratio(cluster, n), n.name))
 
@@ -290,6 +311,8 @@ class Karpenter:
                 return []
             self.pending_command = None
             return self._execute(cluster, computed, pending, now)
+        if self.consolidated == (cluster.version, now - now % CONSOLIDATED_FOR):
+            return []  # nothing changed since the last pass found nothing
         budget = self.budget(cluster, now)
         if budget < 1:
             return []
@@ -303,6 +326,8 @@ class Karpenter:
         )
         if command is not None:
             self.pending_command = (now + VALIDATION_DELAY, command)
+        else:
+            self.consolidated = (cluster.version, now - now % CONSOLIDATED_FOR)
         return []
 
     def consolidation(
@@ -340,11 +365,9 @@ class Karpenter:
             and not n.unschedulable
             and n.name not in self.replacing
         ]
-        for pod in by_size(pending):
-            if not any(r.take(pod.requests) for r in rooms):
-                return None  # it would need a node that is starting or yet to be launched
-        moving = [p for n in nodes for p in movable_pods(cluster, n)]
-        left = [p for p in by_size(moving) if not any(r.take(p.requests) for r in rooms)]
+        if first_fit(pending, rooms):
+            return None  # a pending pod needs a node that is starting or yet to be launched
+        left = first_fit([p for n in nodes for p in movable_pods(cluster, n)], rooms)
         if not left:
             return Command(tuple(sorted(names)))
         claims, unfit = pack_claims(left, self.offerings, self.overhead, len(self.daemonsets))
