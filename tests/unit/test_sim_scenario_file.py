@@ -134,6 +134,11 @@ def test_invalid_file_is_one_line_naming_the_field_and_nothing_is_written(
         ("overflowing number", json.dumps(VALID).replace('"peak": 20', '"peak": 1e999'), "peak"),
         ("not JSON", "{", "not JSON"),
         ("deep nesting", "[" * 100_000 + "]" * 100_000, "scenario"),
+        (
+            "nesting the reader takes",
+            '{"name": "x", "pools": ' + "[" * 950 + "]" * 950 + "}",
+            "scenario",
+        ),
     ],
 )
 def test_non_finite_numbers_and_broken_json_are_refused(

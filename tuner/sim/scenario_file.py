@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator
 from functools import cache
 from importlib import resources
@@ -76,9 +77,15 @@ def schema() -> dict[str, Any]:
 
 
 def _where(path: Iterator[str | int] | Any) -> str:
+    """A field's path as ``pools[0].initial``; odd keys quoted (``[' \\n']``), so one line."""
     out = ""
     for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif re.fullmatch(r"[A-Za-z0-9_-]+", part):
+            out += f".{part}" if out else part
+        else:
+            out += f"[{part!r}]"
     return out or "(top level)"
 
 
@@ -298,17 +305,16 @@ def build(doc: dict[str, Any], hours: float | None = None) -> Scenario:
 
 def read(path: Path, hours: float | None = None) -> Scenario:
     """A scenario file, checked (one-line InputError naming the file and the field)."""
+    name = str(path).encode("unicode_escape").decode("ascii")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"cannot read scenario {path}: {err}") from err
+        raise InputError(f"cannot read scenario {name}: {err}") from err
     try:
-        document = json.loads(text)
+        return build(json.loads(text), hours)
     except json.JSONDecodeError as err:
-        raise InputError(f"scenario {path}: not JSON: {err}") from err
+        raise InputError(f"scenario {name}: not JSON: {err}") from err
     except RecursionError as err:
-        raise InputError(f"scenario {path}: nested too deeply") from err
-    try:
-        return build(document, hours)
+        raise InputError(f"scenario {name}: nested too deeply") from err
     except InputError as err:
-        raise InputError(f"scenario {path}: {err}") from err
+        raise InputError(f"scenario {name}: {err}") from err
