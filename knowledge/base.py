@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Protocol
+from typing import Protocol, Self
 
 from tuner.errors import ServiceError
 from tuner.model.execution import Execution
@@ -96,3 +96,22 @@ def row_limit(limit: int | None) -> int:
     if limit < 0:
         raise ValueError(f"limit must be >= 0, not {limit}")
     return limit
+
+
+class Closing:
+    """``with`` support for a knowledge base: :meth:`close` when the block ends."""
+
+    def close(self) -> None:
+        """Release what the backend holds."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()

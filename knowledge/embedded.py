@@ -9,10 +9,9 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import islice
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-from knowledge.base import EVERY, KnowledgeError, load_band, row_limit, serves
+from knowledge.base import EVERY, Closing, KnowledgeError, load_band, row_limit, serves
 from tuner.model.execution import Execution
 
 log = logging.getLogger(__name__)
@@ -36,7 +35,7 @@ _OWN_NAMES = {"executions", "executions_load", "executions_end"}
 Executions = list[Execution]
 
 
-class EmbeddedKnowledgeBase:
+class EmbeddedKnowledgeBase(Closing):
     """Executions in a SQLite file; each write is one transaction."""
 
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
@@ -200,17 +199,6 @@ class EmbeddedKnowledgeBase:
     def close(self) -> None:
         """Close the file."""
         self._db.close()
-
-    def __enter__(self) -> EmbeddedKnowledgeBase:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _write(self, sql: str, params: tuple[object, ...]) -> int:
         try:

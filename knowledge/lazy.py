@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from types import TracebackType
 from typing import TypeVar
 
-from knowledge.base import KnowledgeBase, KnowledgeError
+from knowledge.base import Closing, KnowledgeBase, KnowledgeError
 from tuner.model.execution import Execution
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class LazyKnowledge:
+class LazyKnowledge(Closing):
     """A knowledge base opened through ``opener`` when first needed."""
 
     def __init__(self, opener: Callable[[], KnowledgeBase]) -> None:
@@ -78,17 +77,6 @@ class LazyKnowledge:
         if self._kb is not None:
             self._kb.close()
             self._kb = None
-
-    def __enter__(self) -> LazyKnowledge:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _call(self, work: Callable[[KnowledgeBase], T]) -> T:
         if self._kb is None:

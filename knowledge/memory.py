@@ -8,13 +8,12 @@ multi-hour simulation does not touch a disk.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import TracebackType
 
-from knowledge.base import load_band, row_limit, serves
+from knowledge.base import Closing, load_band, row_limit, serves
 from tuner.model.execution import Execution
 
 
-class MemoryKnowledge:
+class MemoryKnowledge(Closing):
     """Executions by id, queried by a load band."""
 
     def __init__(self) -> None:
@@ -72,14 +71,3 @@ class MemoryKnowledge:
 
     def close(self) -> None:
         """Nothing to release."""
-
-    def __enter__(self) -> MemoryKnowledge:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self.close()

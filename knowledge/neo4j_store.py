@@ -10,14 +10,13 @@ The driver reconnects by itself once the server is back.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from types import TracebackType
 from typing import Any, LiteralString
 
 import neo4j
 from neo4j import Driver, GraphDatabase, ManagedTransaction
 
 from knowledge import neo4j_cypher as cypher
-from knowledge.base import KnowledgeError, load_band, row_limit
+from knowledge.base import Closing, KnowledgeError, load_band, row_limit
 from knowledge.neo4j_decode import decode_rows, pod_refs
 from knowledge.neo4j_errors import translated
 from knowledge.neo4j_schema import ensure_schema
@@ -31,7 +30,7 @@ PRUNE_BATCH = 1000
 """Executions deleted per transaction when pruning (keeps transactions small)."""
 
 
-class Neo4jKnowledgeBase:
+class Neo4jKnowledgeBase(Closing):
     """Executions in a Neo4j 5 database over Bolt."""
 
     def __init__(
@@ -167,17 +166,6 @@ class Neo4jKnowledgeBase:
     def close(self) -> None:
         """Close the driver and its connections."""
         self._driver.close()
-
-    def __enter__(self) -> Neo4jKnowledgeBase:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # --- plumbing -------------------------------------------------------------------
 

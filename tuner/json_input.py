@@ -33,18 +33,24 @@ _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 def read_json(path: Path | str, what: str, stream: BinaryIO | None = None) -> Any:
     """The JSON document in ``path`` (or ``stream``, e.g. stdin, named ``path``), checked
     against the limits; ``what`` names the input in errors (``settings``, ``dump``)."""
+    data = read_bounded(path, what, MAX_BYTES, stream)
+    return parse_json(data.decode("utf-8"), f"{what} {path}")
+
+
+def read_bounded(path: Path | str, what: str, limit: int, stream: BinaryIO | None = None) -> bytes:
+    """The bytes of ``path`` (or ``stream``), refused when over ``limit`` or not UTF-8."""
     try:
         if stream is not None:
-            data = stream.read(MAX_BYTES + 1)
+            data = stream.read(limit + 1)
         else:
             with open(path, "rb") as file:
-                data = file.read(MAX_BYTES + 1)
+                data = file.read(limit + 1)
     except OSError as err:
         raise InputError(f"cannot read {what} {path}: {err.strerror or err}") from err
-    if len(data) > MAX_BYTES:
-        raise InputError(f"{what} {path} is larger than {MAX_BYTES // 2**20} MiB")
+    if len(data) > limit:
+        raise InputError(f"{what} {path} is larger than {limit // 2**20} MiB")
     require_utf8(data, f"{what} {path}")
-    return parse_json(data.decode("utf-8"), f"{what} {path}")
+    return data
 
 
 def require_utf8(data: bytes, name: str) -> None:

@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from tuner.errors import InputError
-from tuner.json_input import MAX_DUMP_BYTES, require_utf8
+from tuner.json_input import MAX_DUMP_BYTES, read_bounded
 from tuner.model.cluster import Cluster, Hpa, Node, Pdb, Pod, Workload
 from tuner.model.onboarding import preferred_labels
 from tuner.model.quantity import MAX_COUNT, count, cpu_millis, memory_bytes
@@ -49,14 +49,7 @@ def load_dump(path: Path, price_annotation: str = PRICE_ANNOTATION) -> Cluster:
     never lives as a whole tree of Python objects. The cluster is kept out of the garbage
     collector's later passes: a command plans on it until it ends.
     """
-    try:
-        with path.open("rb") as file:
-            data = file.read(MAX_DUMP_BYTES + 1)
-    except OSError as err:
-        raise InputError(f"cannot read dump {path}: {err.strerror}") from err
-    if len(data) > MAX_DUMP_BYTES:
-        raise InputError(f"dump {path} is larger than {MAX_DUMP_BYTES // 2**20} MiB")
-    require_utf8(data, f"dump {path}")
+    data = read_bounded(path, "dump", MAX_DUMP_BYTES)
     with gc_paused(keep=True):
         items = list_items(data, f"dump {path}")
         try:
