@@ -27,7 +27,7 @@ from urllib.parse import quote, urlsplit
 
 from playwright.sync_api import Locator, Page, sync_playwright
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM_SCRIPT = REPO_ROOT / "scripts" / "chromium.sh"
 
 SEL_PASSWORD = '[data-testid="password"]'

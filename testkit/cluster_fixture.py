@@ -38,7 +38,7 @@ from tuner.execute.marks import Keys
 
 from .scripts import run_script
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 PORTS = ("APISERVER", "ETCD", "ETCD_PEER", "KCM", "SCHEDULER", "KWOK")
 T = TypeVar("T")
 
