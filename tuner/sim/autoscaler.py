@@ -25,7 +25,7 @@ import random
 from dataclasses import dataclass, field
 
 from tuner.model.resources import Resources
-from tuner.model.scheduling import Taint
+from tuner.model.scheduling import Constraints, Taint, resource_fit, static_fit
 from tuner.sim.expander import Option, choose
 from tuner.sim.pools import NodePool
 from tuner.sim.state import DELETION_CANDIDATE, SimCluster, SimNode, SimPod
@@ -83,10 +83,10 @@ class ClusterAutoscaler:
         """Per new node: free CPU, free memory, free slots, then the pods' CPU and memory."""
         for pod in pods:
             req = pod.requests
-            if not req.fits_in(room) or slots < 1:
+            if resource_fit(req, room, slots) is not None:
                 continue
             for free in bins:
-                if free[0] >= req.cpu and free[1] >= req.memory and free[2] >= 1:
+                if _fits(req, free):
                     break
             else:
                 free = [room.cpu, room.memory, slots, 0, 0]
@@ -118,9 +118,7 @@ class ClusterAutoscaler:
         waiting: list[SimPod] = []
         for pod in sorted(unschedulable, key=lambda p: (-p.service.cpu, p.uid)):
             req = pod.requests
-            room = next(
-                (b for b in bins if b[0] >= req.cpu and b[1] >= req.memory and b[2] >= 1), None
-            )
+            room = next((b for b in bins if _fits(req, b)), None)
             if room is None:
                 waiting.append(pod)
                 continue
@@ -174,6 +172,7 @@ class ClusterAutoscaler:
         """Nodes removable now, in the order the autoscaler found them."""
         nodes = sorted((n for n in cluster.nodes.values() if n.ready(now)), key=lambda n: n.name)
         room = {n.name: [*_free(n), n.type.max_pods - len(n.pods)] for n in nodes}
+        schedulable = [n for n in nodes if static_fit(SERVICE_POD, n) is None]
         removable: list[str] = []
         for node in nodes:
             if self.utilization(node) >= self.config.utilization_threshold:
@@ -182,26 +181,10 @@ class ClusterAutoscaler:
                 continue
             moved = [p for p in cluster.pods_on(node) if not p.daemon]
             plan: list[tuple[str, SimPod]] = []
-            targets = [
-                n
-                for n in nodes
-                if n is not node
-                and n.name not in removable
-                and not n.unschedulable
-                and not any(t.effect in ("NoSchedule", "NoExecute") for t in n.taints)
-            ]
+            targets = [n for n in schedulable if n is not node and n.name not in removable]
             for pod in sorted(moved, key=lambda p: (-p.service.cpu, p.uid)):
                 req = pod.requests
-                target = next(
-                    (
-                        t
-                        for t in targets
-                        if room[t.name][0] >= req.cpu
-                        and room[t.name][1] >= req.memory
-                        and room[t.name][2] >= 1
-                    ),
-                    None,
-                )
+                target = next((t for t in targets if _fits(req, room[t.name])), None)
                 if target is None:
                     break
                 plan.append((target.name, pod))
@@ -267,3 +250,12 @@ class ClusterAutoscaler:
 def _free(node: SimNode) -> tuple[int, int]:
     free = node.free()
     return free.cpu, free.memory
+
+
+SERVICE_POD = Constraints()
+"""The constraints of a simulated service's pod (none): the drain simulation's static filter."""
+
+
+def _fits(requests: Resources, room: list[int]) -> bool:
+    """The model's resource rule on a room of ``[free CPU, free memory, free slots, ...]``."""
+    return resource_fit(requests, Resources(room[0], room[1]), room[2]) is None

@@ -48,7 +48,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tuner.model.resources import Resources
-from tuner.model.scheduling import Taint
+from tuner.model.scheduling import Taint, resource_fit
 from tuner.sim.prices import NodeType
 from tuner.sim.state import SimCluster, SimNode, SimPod
 from tuner.sim.workloads import Service
@@ -100,13 +100,16 @@ class Room:
 
     def take(self, pod: SimPod) -> bool:
         """Reserve the pod's requests if they fit."""
-        cpu, memory = pod.service.cpu, pod.service.memory
-        if cpu > self.cpu or memory > self.memory or self.pods < 1:
+        if not self.fits(pod.requests):
             return False
-        self.cpu -= cpu
-        self.memory -= memory
+        self.cpu -= pod.service.cpu
+        self.memory -= pod.service.memory
         self.pods -= 1
         return True
+
+    def fits(self, requests: Resources) -> bool:
+        """The model's resource rule (CPU, memory, a pod slot) on this room."""
+        return resource_fit(requests, Resources(self.cpu, self.memory), self.pods) is None
 
 
 def first_fit(pods: Sequence[SimPod], rooms: Sequence[Room]) -> list[SimPod]:
@@ -114,9 +117,8 @@ def first_fit(pods: Sequence[SimPod], rooms: Sequence[Room]) -> list[SimPod]:
     Rooms too small for the smallest pod are not scanned."""
     if not pods:
         return []
-    cpu = min(p.service.cpu for p in pods)
-    memory = min(p.service.memory for p in pods)
-    open_ = [r for r in rooms if r.cpu >= cpu and r.memory >= memory and r.pods >= 1]
+    smallest = Resources(min(p.service.cpu for p in pods), min(p.service.memory for p in pods))
+    open_ = [r for r in rooms if r.fits(smallest)]
     return [p for p in by_size(pods) if not any(r.take(p) for r in open_)]
 
 
@@ -152,9 +154,12 @@ def pack_claims(
         return [
             o
             for o in claim.offerings
-            if cpu <= o.node_type.allocatable.cpu
-            and memory <= o.node_type.allocatable.memory
-            and claim.pods + 1 + slots <= o.node_type.max_pods
+            if resource_fit(
+                Resources(cpu, memory),
+                o.node_type.allocatable,
+                o.node_type.max_pods - slots - claim.pods,
+            )
+            is None
         ]
 
     for pod in by_size(pods):
