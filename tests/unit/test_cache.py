@@ -21,7 +21,7 @@ from tuner.errors import ServiceError
 from tuner.monitor import cache as cache_module
 from tuner.monitor.cache import ClusterCache, Expired, apply_event, object_key, store_of
 from tuner.monitor.dump import cluster_from_objects
-from tuner.monitor.kube import Listing
+from tuner.monitor.kube import Listing, _released
 from tuner.monitor.prune import PRUNERS, pruned
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "cluster-dump.json"
@@ -293,3 +293,31 @@ def test_an_unsynced_cache_refuses_to_answer() -> None:
     cache = ClusterCache(None, ("Pod",))  # type: ignore[arg-type]  # never started
     with pytest.raises(ServiceError, match="not synced after 0 s: Pod not listed yet"):
         cache.objects(timeout_s=0)
+
+
+class _Response:
+    """A raw response double that records what happened to its connection (a half-read
+    stream is a fault a real server does not produce on demand)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def close(self) -> None:
+        self.calls.append("close")
+
+    def release_conn(self) -> None:
+        self.calls.append("release")
+
+
+def test_a_response_read_to_its_end_gives_its_connection_back() -> None:
+    response = _Response()
+    with _released(response):
+        pass
+    assert response.calls == ["release"]
+
+
+def test_a_half_read_response_is_closed_before_its_connection_goes_back() -> None:
+    response = _Response()
+    with pytest.raises(OSError, match="read timed out"), _released(response):
+        raise OSError("read timed out")
+    assert response.calls == ["close", "release"]

@@ -90,6 +90,20 @@ class Listing:
     version: str
 
 
+@contextlib.contextmanager
+def _released(response: Any) -> Iterator[Any]:
+    """A raw response whose connection goes back to the pool only when it was read to its end;
+    one left half-read (an error, a timeout, a watch ended early) is closed instead, or the
+    next request on that connection would read the rest as its own."""
+    try:
+        yield response
+    except BaseException:
+        response.close()
+        raise
+    finally:
+        response.release_conn()
+
+
 def list_kind(api: ApiClient, kind: str, *, from_cache: bool = False) -> Listing:
     """Every object of ``kind``, in pages of :data:`PAGE_LIMIT` (a consistent read).
 
@@ -109,11 +123,8 @@ def list_kind(api: ApiClient, kind: str, *, from_cache: bool = False) -> Listing
             params["_continue"] = token
         elif from_cache:
             params |= {"resource_version": "0", "resource_version_match": "NotOlderThan"}
-        response = lister(**params, _preload_content=False)
-        try:
+        with _released(lister(**params, _preload_content=False)) as response:
             page = orjson.loads(response.data)
-        finally:
-            response.release_conn()
         objects.extend(pruned(kind, item) for item in page.get("items") or ())
         meta = page.get("metadata") or {}
         token = meta.get("continue") or ""
@@ -139,12 +150,10 @@ class WatchStream:
 
     def events(self) -> Iterator[Obj]:
         """The watch events as decoded JSON (objects not pruned), until the server ends it."""
-        try:
-            for line in iter_resp_lines(self._response):
+        with _released(self._response) as response:
+            for line in iter_resp_lines(response):
                 if line:
                     yield orjson.loads(line)
-        finally:
-            self._response.release_conn()
 
     def end(self) -> None:
         """End the watch from another thread (its reader sees the stream end or fail)."""
