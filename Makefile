@@ -44,6 +44,6 @@ bench-live: venv
 	$(VENV)/bin/python -m bench.live_scale --nodes 100 1000 --repeat 3
 
 # Every scenario with every strategy; README tables and plots regenerated (JOBS simulations at once).
-JOBS ?= 2
+JOBS ?= 3
 evaluate: venv
 	$(VENV)/bin/tuner simulate --scenario all --jobs $(JOBS) --output docs/evaluation --readme README.md
