@@ -72,7 +72,6 @@ def run_demo(name: str, hours: float, speed: float, seed: int) -> int:
     """Run the moderator over ``hours`` of simulated time; print every cycle."""
     sim = Simulation(scenario(name, hours), seed)
     sim.advance(sim.scenario.warmup)
-    end = sim.now + hours * 3600
     node_type = sim.scenario.pools[0].node_type
     say(
         f"tuner demo: {sim.scenario.title}; {node_type.name} nodes at "
@@ -82,6 +81,8 @@ def run_demo(name: str, hours: float, speed: float, seed: int) -> int:
     with tempfile.TemporaryDirectory(prefix="tuner-demo-") as tmp:
         knowledge_path = Path(tmp) / "knowledge.sqlite"
         settings = demo_settings(sim, knowledge_path, seed)
+        sim.advance(settings.windows.measure_s)  # no window (nor recorded time) before 0
+        end = sim.now + hours * 3600
         actuator = SimActuator(sim, settings.execute.node_removal)
         counts: dict[str, int] = {}
         knowledge = LazyKnowledge(lambda: EmbeddedKnowledgeBase(knowledge_path))
