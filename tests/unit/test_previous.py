@@ -211,3 +211,21 @@ def test_workload_types_record_movability() -> None:
         "default/StatefulSet/db", 100, 128 * 2**20, False
     )
     assert types["default/Deployment/web"].movable
+
+
+def test_the_cost_is_summed_in_the_clusters_node_order() -> None:
+    # Float sums depend on their order (0.1 + 0.2 + 0.7 != 0.7 + 0.2 + 0.1); summed over a set
+    # of node names, the cost (and so Algorithm 1's tie against removal) changed with the hash
+    # seed of the process.
+    prices = ("0.1", "0.2", "0.7", "0.3")
+    names = [f"n{i}" for i in range(len(prices))]
+    nodes = [
+        node(name, annotations={PRICING.price_annotation: price})
+        for name, price in zip(names, prices, strict=True)
+    ]
+    then = cluster(nodes, [pod(f"web-{i}", name, "1") for i, name in enumerate(names)])
+    extra = node("spare", annotations={PRICING.price_annotation: "5"})
+    now = cluster([*nodes, extra], list(then.pods))
+    result = previous(now, [record(then)])
+    assert result.execution is not None
+    assert result.cost == sum(float(p) for p in prices)  # in node order, bit for bit

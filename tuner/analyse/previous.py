@@ -111,7 +111,8 @@ def _transition(
             raise Unattainable(f"node {name} would have to go but {reason}")
         removals += [p for p in cluster.pods_by_node[name] if not p.follows_node]
     _keep_hpa_replicas(cluster, removals, additions)
-    cost = sum(node_price(cluster.node_by_name[n], pricing) for n in kept)
+    # summed in the cluster's node order: a float sum over a set would change with the hash seed
+    cost = sum(node_price(n, pricing) for n in cluster.nodes if n.name in kept)
     change = DesiredChange(
         removals=tuple(removals), additions=tuple(additions), remove_nodes=tuple(remove_nodes)
     )
