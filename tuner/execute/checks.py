@@ -100,14 +100,16 @@ def new_pod_on(before: frozenset[str], target: str, *, strict: bool) -> Check:
     return check
 
 
-def only_pod_went(uid: str, others: frozenset[str]) -> Check:
-    """Check: the pod ``uid`` is deleted (or terminating) and none of ``others`` is."""
+def only_pod_went(uid: str, others: Mapping[str, str]) -> Check:
+    """Check: the pod ``uid`` is deleted (or terminating) and none of ``others`` (uid -> name)
+    is; a pod that went is named even when it is already gone from the API (a Pending pod is
+    deleted at once, with no terminating phase to see)."""
 
     def gone(pods: Mapping[str, Any], key: str) -> bool:
         return key not in pods or bool(pods[key].metadata.deletion_timestamp)
 
     def check(pods: Mapping[str, Any]) -> Verdict | None:
-        went = sorted(pods[k].metadata.name if k in pods else k for k in others if gone(pods, k))
+        went = sorted(name for key, name in others.items() if gone(pods, key))
         if went:
             return Verdict(False, f"scale-down removed {', '.join(went)} instead")
         if gone(pods, uid):

@@ -105,11 +105,11 @@ def take(kube: KubePort, scaled: Scaled, pod: Any, replicas: int, *, rollback: b
     exactly that pod went. Its deletion cost is restored whatever happens; raises when the
     scale-down was not made."""
     namespace, name, uid = pod.metadata.namespace, pod.metadata.name, pod.metadata.uid
-    others = frozenset(
-        p.metadata.uid
+    others = {
+        p.metadata.uid: p.metadata.name
         for p in kube.pods(namespace, scaled.selector)
         if p.metadata.uid != uid and not p.metadata.deletion_timestamp
-    )
+    }
     if kube.patch_pod(namespace, name, lambda p: cheapest_pod(p, kube.keys)) is None:
         raise ActionFailed(f"pod {namespace}/{name} is gone")
     try:
