@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Protocol, Self
@@ -98,12 +99,12 @@ def row_limit(limit: int | None) -> int:
     return limit
 
 
-class Closing:
+class Closing(ABC):
     """``with`` support for a knowledge base: :meth:`close` when the block ends."""
 
+    @abstractmethod
     def close(self) -> None:
         """Release what the backend holds."""
-        raise NotImplementedError
 
     def __enter__(self) -> Self:
         return self
