@@ -4,6 +4,7 @@ raises the ``argparse`` error that the CLI prints as one line with exit status 2
 from __future__ import annotations
 
 import argparse
+import math
 import re
 
 MAX_LOAD = 1e12
@@ -12,6 +13,10 @@ MAX_SECONDS = 10 * 366 * 86400
 """Longest window or age: ten years."""
 MAX_COUNT = 1_000_000
 """Largest count (``--limit``, ``--keep``)."""
+MAX_HOURS = 24 * 14
+"""Longest simulation (``tuner simulate --hours``): two weeks."""
+MAX_JOBS = 64
+"""Most simulations at once (``tuner simulate --jobs``)."""
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
@@ -61,4 +66,31 @@ def count(text: str) -> int:
     value = int(digits) if whole else -1
     if not 0 <= value <= MAX_COUNT:
         raise argparse.ArgumentTypeError(f"expected a whole number in 0..{MAX_COUNT}, not {text!r}")
+    return value
+
+
+def positive(text: str) -> float:
+    """A finite number > 0 (``tuner demo --hours``, ``--speed``)."""
+    value = _number(text, "value")
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a positive number, not {text!r}")
+    return value
+
+
+def hours(text: str) -> float:
+    """Simulated hours: > 0 and at most :data:`MAX_HOURS`."""
+    value = _number(text, "hours")
+    if not 0 < value <= MAX_HOURS:
+        raise argparse.ArgumentTypeError(f"hours must be in (0, {MAX_HOURS}], not {text!r}")
+    return value
+
+
+def jobs(text: str) -> int:
+    """Simulations at once: a whole number in 1..:data:`MAX_JOBS`."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"jobs must be a whole number, not {text!r}") from None
+    if not 1 <= value <= MAX_JOBS:
+        raise argparse.ArgumentTypeError(f"jobs must be in 1..{MAX_JOBS}, not {text!r}")
     return value

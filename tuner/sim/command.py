@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 from pathlib import Path
 from typing import Any
+
+from tuner import arguments
 
 STRATEGY_NAMES = (
     "autoscaler",
@@ -16,26 +17,6 @@ STRATEGY_NAMES = (
     "tuner2019",
     "tuner",
 )
-
-
-def _hours(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"hours must be a number, not {text!r}") from None
-    if not math.isfinite(value) or value <= 0 or value > 24 * 14:
-        raise argparse.ArgumentTypeError(f"hours must be in (0, 336], not {text!r}")
-    return value
-
-
-def _jobs(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"jobs must be a whole number, not {text!r}") from None
-    if not 1 <= value <= 64:
-        raise argparse.ArgumentTypeError(f"jobs must be in 1..64, not {text!r}")
-    return value
 
 
 def add_simulate_parser(commands: Any) -> None:
@@ -57,14 +38,14 @@ def add_simulate_parser(commands: Any) -> None:
         choices=STRATEGY_NAMES,
         help="strategies to run (repeatable; default: all; the CA alone always runs)",
     )
-    simulate.add_argument("--hours", type=_hours, help="simulated hours after the warm-up")
+    simulate.add_argument("--hours", type=arguments.hours, help="simulated hours after the warm-up")
     simulate.add_argument(
         "--seed", type=int, help="random seed (default: the scenario file's, else 1)"
     )
     simulate.add_argument("--output", type=Path, help="directory for the PNGs and results")
     simulate.add_argument(
         "--jobs",
-        type=_jobs,
+        type=arguments.jobs,
         default=1,
         help="simulations run at once in worker processes (default 1; same figures)",
     )

@@ -12,9 +12,7 @@ and the daemon's :class:`~knowledge.lazy.LazyKnowledge` on the embedded store.
 
 from __future__ import annotations
 
-import argparse
 import logging
-import math
 import tempfile
 import threading
 from dataclasses import replace
@@ -23,6 +21,7 @@ from typing import Any, TypeVar
 
 from knowledge.embedded import EmbeddedKnowledgeBase
 from knowledge.lazy import LazyKnowledge
+from tuner import arguments
 from tuner.cycle import CycleReport, Outcome, Ports
 from tuner.moderator import Moderator
 from tuner.report.text import render_text
@@ -118,16 +117,6 @@ def say(text: str) -> bool:
     return True
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, not {text!r}")
-    return value
-
-
 def add_demo_parser(commands: Any) -> None:
     """Register ``demo`` on the CLI's subparsers."""
     demo = commands.add_parser(
@@ -143,9 +132,9 @@ def add_demo_parser(commands: Any) -> None:
     demo.add_argument(
         "--scenario", default=DEFAULT_SCENARIO, help="simulator scenario name or file"
     )
-    demo.add_argument("--hours", type=_positive, default=2.0, help="simulated hours")
+    demo.add_argument("--hours", type=arguments.positive, default=2.0, help="simulated hours")
     demo.add_argument(
-        "--speed", type=_positive, default=400.0, help="simulated seconds per wall second"
+        "--speed", type=arguments.positive, default=400.0, help="simulated seconds per wall second"
     )
     demo.add_argument("--seed", type=int, default=1)
     demo.set_defaults(run=lambda a: run_demo(a.scenario, a.hours, a.speed, a.seed))
