@@ -9,7 +9,15 @@ from collections.abc import Mapping
 
 from tuner.cycle import CycleReport, Outcome
 from tuner.monitor.window import clock_time
-from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode, action_json
+from tuner.plan.actions import (
+    Action,
+    Add,
+    Migrate,
+    ProvisionNode,
+    Remove,
+    RemoveNode,
+    action_json,
+)
 
 
 def describe(action: Action) -> str:
@@ -23,6 +31,8 @@ def describe(action: Action) -> str:
             return f"remove {pod.key} from {pod.node}"
         case RemoveNode(node=node):
             return f"remove_node {node}"
+        case ProvisionNode(node=node, pool=pool):
+            return f"provision_node {node} from pool {pool.name} ({pool.node_type})"
 
 
 def _cost(value: float) -> str | None:

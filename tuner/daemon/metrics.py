@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from tuner.cycle import CycleReport, Outcome
-from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
+from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode
 
 
 def action_op(action: Action) -> str:
@@ -28,6 +28,8 @@ def action_op(action: Action) -> str:
             return "remove"
         case RemoveNode():
             return "remove_node"
+        case ProvisionNode():
+            return "provision_node"
 
 
 class Metrics:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from tuner.execute.events import Event, Ref
 from tuner.execute.port import KubePort
 from tuner.execute.retry import ActionFailed
-from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
+from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode
 from tuner.report.text import describe
 
 
@@ -28,6 +28,7 @@ REASONS: dict[type, _Reasons] = {
     Add: _Reasons("Add", "Added", "AddFailed"),
     Remove: _Reasons("Remove", "Removed", "RemoveFailed"),
     RemoveNode: _Reasons("RemoveNode", "NodeRemoved", "NodeRemovalFailed"),
+    ProvisionNode: _Reasons("ProvisionNode", "NodeProvisioned", "NodeProvisionFailed"),
 }
 
 
@@ -38,7 +39,7 @@ def subject(action: Action) -> Ref:
             return Ref("v1", "Pod", pod.name, pod.namespace)
         case Add(workload=workload):
             return Ref("apps/v1", workload.kind, workload.name, workload.namespace)
-        case RemoveNode(node=node):
+        case RemoveNode(node=node) | ProvisionNode(node=node):
             return Ref.node(node)
 
 

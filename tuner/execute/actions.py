@@ -14,7 +14,7 @@ from tuner.execute.port import KubePort
 from tuner.execute.retry import ActionFailed
 from tuner.execute.scaling import Scaled, restore, settled, take, undo, withdraw
 from tuner.execute.watch import Verdict
-from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
+from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,8 @@ def check(kube: KubePort, action: Action) -> Step:
             return check_remove(kube, action)
         case RemoveNode():
             return check_remove_node(kube, action)
+        case ProvisionNode():
+            raise ActionFailed("obtaining a node from a pool is not built yet")
 
 
 # ------------------------------------------------------------------ reads/checks --

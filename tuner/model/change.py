@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tuner.model.cluster import Pod, Workload
+from tuner.model.pools import NodePool
 from tuner.model.resources import Resources
 
 
@@ -26,15 +27,33 @@ class Addition:
 
 
 @dataclass(frozen=True, slots=True)
+class NewNode:
+    """A node to obtain from ``pool`` before pods move onto it. ``name`` is provisional (it
+    contains ``+``, which no Kubernetes node name does): the change's relocations and additions
+    use it, and the executor binds it to the real node once that is Ready."""
+
+    name: str
+    pool: NodePool
+
+
+@dataclass(frozen=True, slots=True)
 class DesiredChange:
-    """Per-node changes: pods to relocate, pods to remove, instances to add, nodes to delete."""
+    """Per-node changes: nodes to obtain, pods to relocate, pods to remove, instances to add,
+    nodes to delete."""
 
     relocations: tuple[Relocation, ...] = ()
     removals: tuple[Pod, ...] = ()
     additions: tuple[Addition, ...] = ()
     remove_nodes: tuple[str, ...] = ()
+    new_nodes: tuple[NewNode, ...] = ()
 
     @property
     def empty(self) -> bool:
         """True when nothing changes."""
-        return not (self.relocations or self.removals or self.additions or self.remove_nodes)
+        return not (
+            self.relocations
+            or self.removals
+            or self.additions
+            or self.remove_nodes
+            or self.new_nodes
+        )

@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tuner.model.cluster import Cluster, Node, Pdb, Pod
+from tuner.model.cluster import Cluster, Node, Pdb, Pod, Workload
 
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
@@ -27,6 +27,12 @@ class Policy:
     excluded_namespaces: frozenset[str] = frozenset({"kube-system"})
     kept_nodes: frozenset[str] = frozenset()
     """Nodes not to remove: taken back from an autoscaler that did not remove them."""
+    unsettled_nodes: frozenset[str] = frozenset()
+    """Nodes that changed over the window (``windows.scope: touched``): a plan neither drains
+    them nor places pods on them."""
+    unsettled_workloads: frozenset[Workload] = frozenset()
+    """Workloads whose replicas changed, rolled out or were not ready over the window: a plan
+    neither moves, adds nor removes their pods."""
 
 
 def pod_blocker(
@@ -40,6 +46,10 @@ def pod_blocker(
         return f"owned by {pod.owner_kind or 'nothing (bare pod)'}"
     if pod.namespace in policy.excluded_namespaces:
         return f"namespace {pod.namespace} is excluded"
+    if pod.workload in policy.unsettled_workloads:
+        return f"workload {pod.workload} changed during the window"
+    if pod.node is not None and pod.node in policy.unsettled_nodes:
+        return f"its node {pod.node} changed during the window"
     if pod.annotations.get(SAFE_TO_EVICT) == "false":
         return f"annotated {SAFE_TO_EVICT}=false"
     if pod.annotations.get(DO_NOT_DISRUPT) == "true":
@@ -79,6 +89,8 @@ class Movability:
     """Unmovable pod key -> reason (pods that follow their node are not listed)."""
     node_reasons: dict[str, str]
     """Unremovable node name -> reason."""
+    closed: frozenset[str] = frozenset()
+    """Nodes no pod may be placed on by a plan (they changed during the window)."""
 
     def movable(self, pod: Pod) -> bool:
         """True when the tuner may move (evict and re-create elsewhere) the pod."""
@@ -103,10 +115,13 @@ def assess(cluster: Cluster, policy: Policy) -> Movability:
         reason = node_blocker(node)
         if reason is None and node.name in policy.kept_nodes:
             reason = "left for the autoscaler earlier and not removed: kept"
+        if reason is None and node.name in policy.unsettled_nodes:
+            reason = "changed during the window"
         if reason is None:
             stuck = next((p for p in cluster.pods_by_node[node.name] if p.key in pod_reasons), None)
             if stuck is not None:
                 reason = f"holds unmovable pod {stuck.key} ({pod_reasons[stuck.key]})"
         if reason is not None:
             node_reasons[node.name] = reason
-    return Movability(pod_reasons, node_reasons)
+    closed = frozenset(n.name for n in cluster.nodes if n.name in policy.unsettled_nodes)
+    return Movability(pod_reasons, node_reasons, closed)

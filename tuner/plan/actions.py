@@ -1,4 +1,5 @@
-"""The four actions the tuner performs (thesis §3.2.4) and their JSON form (docs/concepts.md)."""
+"""The actions the tuner performs (thesis §3.2.4, plus obtaining a node from a pool) and their
+JSON form (docs/concepts.md)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.model.cluster import Pod, Workload
+from tuner.model.pools import NodePool
 from tuner.model.resources import Resources
 
 
@@ -45,7 +47,18 @@ class RemoveNode:
     node: str
 
 
-Action = Migrate | Add | Remove | RemoveNode
+@dataclass(frozen=True, slots=True)
+class ProvisionNode:
+    """Obtain a new node from ``pool`` (through its autoscaler, or the user's command). Later
+    actions target it by the provisional name ``node`` until the executor binds the real one.
+    ``requests`` is what the plan puts on it (what a placeholder pod asks for)."""
+
+    node: str
+    pool: NodePool
+    requests: Resources
+
+
+Action = ProvisionNode | Migrate | Add | Remove | RemoveNode
 
 
 def placed_workload(action: Action) -> Workload | None:
@@ -55,7 +68,7 @@ def placed_workload(action: Action) -> Workload | None:
             return pod.workload
         case Add(workload=workload):
             return workload
-        case Remove() | RemoveNode():
+        case Remove() | RemoveNode() | ProvisionNode():
             return None
 
 
@@ -76,3 +89,5 @@ def action_json(action: Action) -> dict[str, Any]:
             return {"op": "remove", "pod": pod.key, "workload": str(pod.workload), "from": pod.node}
         case RemoveNode(node=node):
             return {"op": "remove_node", "node": node}
+        case ProvisionNode(node=node, pool=pool):
+            return {"op": "provision_node", "node": node, "pool": pool.name, "type": pool.node_type}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tuner.analyse.usable import Utilization
 from tuner.model.onboarding import Placement
-from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
+from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode
 from tuner.report.build import PlanReport
 
 
@@ -29,6 +29,8 @@ def _describe(action: Action) -> tuple[str, str, str, str]:
             return ("remove", pod.key, pod.node or "", "")
         case RemoveNode(node=node):
             return ("remove_node", node, node, "")
+        case ProvisionNode(node=node, pool=pool):
+            return ("provision_node", f"{pool.name} ({pool.node_type})", "", node)
 
 
 def _note(placement: Placement | None) -> str:
