@@ -81,6 +81,14 @@ def test_scale_up_counts_nodes_already_coming() -> None:
     assert not new.ready(119) and new.ready(120)
 
 
+def test_the_first_scan_happens_at_the_first_step_even_during_the_warm_up() -> None:
+    cluster = two_nodes(3500, 3500)
+    pending = [cluster.create_pod(Service("big", 1000, 2**28, namespace="shop"), -1800)]
+    ca = ClusterAutoscaler(AutoscalerConfig(), (POOL,), ())
+    ca.step(cluster, pending, -1800.0)  # simulations start at minus the warm-up
+    assert ca.scale_ups == 1
+
+
 # -- node pools and expanders -------------------------------------------------------------------
 
 E8 = NODE_TYPES["e2-standard-8"]  # allocatable 7910m

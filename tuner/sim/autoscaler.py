@@ -21,6 +21,7 @@ pods whose PodDisruptionBudget allows too few disruptions.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 
@@ -63,7 +64,8 @@ class ClusterAutoscaler:
     """The node label naming a node's pool (see :data:`tuner.sim.pools.POOL_LABELS`)."""
     unneeded_since: dict[str, float] = field(default_factory=dict)
     last_scale_up: float = -1e18
-    next_scan: float = 0.0
+    next_scan: float = -math.inf
+    """When the next scan is due; the first step scans (the warm-up runs at negative times)."""
     scale_ups: int = 0
     scale_downs: int = 0
 

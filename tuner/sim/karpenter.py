@@ -190,7 +190,7 @@ class Karpenter:
     config: KarpenterConfig = KarpenterConfig()
     pool_label: str = ""
     batch_start: float | None = None
-    next_poll: float = 0.0
+    next_poll: float = -math.inf
     pending_command: tuple[float, Command] | None = None
     replacing: dict[str, str] = field(default_factory=dict)
     """Node being replaced -> its replacement (launched, not yet ready)."""

@@ -32,6 +32,7 @@ plugins, pod age and restarts.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -119,7 +120,7 @@ class Descheduler:
 
     def __init__(self, interval: float = INTERVAL) -> None:
         self.interval = interval
-        self.next_run = 0.0
+        self.next_run = -math.inf
         self.decisions: dict[str, int] = {}
 
     def on_tick(self, sim: Simulation) -> None:

@@ -11,6 +11,7 @@ no exploration; emptied nodes are left cordoned to the Cluster Autoscaler (the d
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter
 from fractions import Fraction
@@ -50,7 +51,7 @@ class ProjectTuner:
         self.rng = random.Random(seed)
         self.knowledge = MemoryKnowledge()
         self.state = CycleState()
-        self.next_check = 0.0
+        self.next_check = -math.inf
         self.windows = 0
         """Windows the monitor judged."""
         self.stable_windows = 0

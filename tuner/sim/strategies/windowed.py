@@ -7,6 +7,7 @@ through the simulated executor and waits a whole window before looking again.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
@@ -23,7 +24,7 @@ class WindowedTuner(ABC):
         self.measure_s = measure_s
         self.retry_s = retry_s
         self.node_removal = node_removal
-        self.next_check = 0.0
+        self.next_check = -math.inf
         self.windows = 0
         self.stable_windows = 0
 
