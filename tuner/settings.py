@@ -88,6 +88,34 @@ class Analyse:
     seed: int | None = None
     excluded_namespaces: frozenset[str] = frozenset({"kube-system"})
     min_saving_per_hour: float = 0.0
+    replace_nodes: bool = True
+    max_replaced_nodes: int = 3
+
+
+@dataclass(frozen=True)
+class PoolTemplate:
+    """What a new node of a pool looks like, for a pool that has no node now."""
+
+    instance_type: str
+    cpu: int
+    """Allocatable millicores (also taken as the capacity)."""
+    memory: int
+    """Allocatable bytes (also taken as the capacity)."""
+    pods: int = 110
+    labels: tuple[tuple[str, str], ...] = ()
+    taints: tuple[tuple[str, str, str], ...] = ()
+    """(key, value, effect)."""
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    """One entry of the ``pools`` section: how a pool's nodes are recognised and its bounds."""
+
+    min_size: int | None = None
+    max_size: int | None = None
+    selector: tuple[tuple[str, str], ...] = ()
+    """Node labels that put a node in this pool (before the pool labels are read)."""
+    template: PoolTemplate | None = None
 
 
 @dataclass(frozen=True)
@@ -193,6 +221,7 @@ class Settings:
     kubernetes: Kubernetes = field(default_factory=Kubernetes)
     execute: Execute = field(default_factory=Execute)
     daemon: Daemon = field(default_factory=Daemon)
+    pools: dict[str, PoolSettings] = field(default_factory=dict)
 
 
 @cache
@@ -231,6 +260,7 @@ def settings_from_dict(document: Any) -> Settings:
         kubernetes=Kubernetes(**doc.get("kubernetes", {})),
         execute=_execute(doc.get("execute", {})),
         daemon=_daemon(doc.get("daemon", {})),
+        pools={name: _pool(name, spec) for name, spec in doc.get("pools", {}).items()},
     )
 
 
@@ -292,3 +322,27 @@ def _daemon(section: dict[str, Any]) -> Daemon:
     section = dict(section)
     election = LeaderElection(**section.pop("leader_election", {}))
     return Daemon(leader_election=election, **section)
+
+
+def _pool(name: str, spec: dict[str, Any]) -> PoolSettings:
+    low, high = spec.get("min"), spec.get("max")
+    if low is not None and high is not None and low > high:
+        raise InputError(f"pools.{name}.max: {high} is below min {low}")
+    template = spec.get("template")
+    shape = None
+    if template is not None:
+        try:
+            shape = PoolTemplate(
+                instance_type=template["instance_type"],
+                cpu=cpu_millis(template["cpu"]),
+                memory=memory_bytes(template["memory"]),
+                pods=template.get("pods", 110),
+                labels=tuple(sorted(template.get("labels", {}).items())),
+                taints=tuple(
+                    (t["key"], t.get("value", ""), t.get("effect", "NoSchedule"))
+                    for t in template.get("taints", ())
+                ),
+            )
+        except InputError as err:
+            raise InputError(f"pools.{name}.template: {err}") from err
+    return PoolSettings(low, high, tuple(sorted(spec.get("selector", {}).items())), shape)

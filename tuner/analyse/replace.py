@@ -1,0 +1,284 @@
+"""Replace: drain several nodes onto fewer or cheaper new nodes of one pool's type (the
+consolidation the Cluster Autoscaler cannot do and Karpenter's multi-node consolidation does).
+
+1. Drainable nodes: removable (every pod movable, :class:`~tuner.model.movability.Movability`),
+   not closed, not busy with another autoscaler; sorted emptiest first (highest share of CPU or
+   memory requested), then the most expensive. Taken in that order while their pool stays at
+   or above its minimum, up to ``max_replaced_nodes``.
+2. For each prefix of that list (1, 2, ... nodes) and each pool that can grow: the drained
+   nodes' movable pods are re-placed, largest first, by best fit on the other open nodes and on
+   new nodes of the pool's type, a new node opened only when a pod fits nowhere else, and no
+   more new nodes than the saving pays for (nor than the pool's maximum allows). Every fit rule
+   is the scheduling simulation's (:class:`~tuner.model.snapshot.Snapshot`); a new node starts
+   with the requests of the DaemonSets whose pods would run on it.
+3. The result must keep requests over allocatable and over usable capacity under the
+   thresholds, as removal does, and must cost less per hour than now.
+4. The cheapest result wins; on a tie, the one that moves the fewest pods.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from tuner.analyse.usable import node_usable, under_thresholds
+from tuner.model.change import NewNode
+from tuner.model.cluster import Cluster, Node, Pod
+from tuner.model.movability import Movability, busy_with_other_autoscaler
+from tuner.model.pools import NodePool, Pools
+from tuner.model.price import node_price
+from tuner.model.resources import Resources
+from tuner.model.scheduling import static_fit
+from tuner.model.snapshot import Snapshot
+from tuner.settings import Settings
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """Nodes to drain, the new nodes that take (part of) their pods, and where each pod goes."""
+
+    drained: tuple[str, ...]
+    new_nodes: tuple[NewNode, ...]
+    moves: tuple[tuple[Pod, str], ...]
+    saving: float
+    """Price per hour of the drained nodes less that of the new nodes."""
+
+
+@dataclass(frozen=True)
+class ReplaceResult:
+    """Outcome of the replace search: the cheapest replacement, or why there is none."""
+
+    replacement: Replacement | None
+    reason: str
+
+
+def _size(pod: Pod) -> tuple[int, int]:
+    return (pod.requests.cpu, pod.requests.memory)
+
+
+def _fill(cluster: Cluster, node: Node) -> float:
+    used = cluster.requested(node.name)
+    return max(
+        used.cpu / max(node.allocatable.cpu, 1), used.memory / max(node.allocatable.memory, 1)
+    )
+
+
+def daemon_overhead(cluster: Cluster, template: Node) -> list[Pod]:
+    """One pod of each DaemonSet whose pods would run on a new node like ``template``."""
+    seen: dict[str, Pod] = {}
+    for pod in cluster.pods:
+        if pod.owner_kind == "DaemonSet" and str(pod.workload) not in seen:
+            seen[str(pod.workload)] = pod
+    return [p for p in seen.values() if static_fit(p.constraints, template) is None]
+
+
+class _Search:
+    """One snapshot holding the cluster and, per growable pool, its possible new nodes."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        settings: Settings,
+        movability: Movability,
+        pools: Pools,
+        growable: list[NodePool],
+    ) -> None:
+        self.cluster = cluster
+        self.settings = settings
+        limit = settings.analyse.max_replaced_nodes
+        self.spares: dict[str, range] = {}
+        new: list[Node] = []
+        first = len(cluster.nodes)
+        for pool in growable:
+            room = pools.room(pool.name)
+            count = limit if room is None else min(limit, room)
+            self.spares[pool.name] = range(first + len(new), first + len(new) + count)
+            new += [NewNode(f"{pool.name}+{i}", pool).node for i in range(1, count + 1)]
+        self.snapshot = Snapshot(cluster, new_nodes=new)
+        self.pool_price = {p.name: node_price(p.template, settings.pricing) for p in growable}
+        self.overhead: dict[str, Resources] = {}
+        for pool in growable:
+            pods = daemon_overhead(cluster, pool.template)
+            self.overhead[pool.name] = Resources.total([p.requests for p in pods])
+            for index in self.spares[pool.name]:
+                for pod in pods:
+                    self.snapshot.place(pod, index)
+        self.spare_mask = np.zeros(len(self.snapshot.nodes), dtype=np.bool_)
+        self.spare_mask[first:] = True
+        for i, node in enumerate(cluster.nodes):
+            if node.name in movability.closed or busy_with_other_autoscaler(node):
+                self.snapshot.close(i)
+        usability = settings.analyse.usability
+        self.usable_before = [
+            node_usable(n, self.snapshot.requested(i), usability)
+            for i, n in enumerate(cluster.nodes)
+        ]
+        self.allocatable = Resources.total([n.allocatable for n in cluster.nodes])
+        self.requested = Resources.total([p.requests for p in cluster.pods if p.node is not None])
+        self.usable = Resources.total(self.usable_before)
+
+    def usable_of(self, index: int) -> Resources:
+        node = self.snapshot.nodes[index]
+        usability = self.settings.analyse.usability
+        return node_usable(node, self.snapshot.requested(index), usability)
+
+    def attempt(
+        self, drained: list[int], pool: NodePool, saving: float
+    ) -> tuple[float, list[tuple[Pod, int]], int] | str:
+        """Drain ``drained`` onto the open nodes and new nodes of ``pool``: (cost after, moves,
+        new nodes used) or why not. Reverts the snapshot."""
+        snap = self.snapshot
+        price = self.pool_price[pool.name]
+        spares = self.spares[pool.name]
+        most = len(spares) if price <= 0 else min(len(spares), math.ceil(saving / price) - 1)
+        if most < 1:
+            return f"a {pool.node_type} costs more than the drained nodes"
+        marker = snap.fork()
+        try:
+            for index in drained:
+                snap.close(index)
+            pods = sorted(
+                (
+                    (p, i)
+                    for i in drained
+                    for p in self.cluster.pods_by_node[self.cluster.nodes[i].name]
+                    if not p.follows_node
+                ),
+                key=lambda item: _size(item[0]),
+                reverse=True,
+            )
+            allowed = ~self.spare_mask
+            used = 0
+            moves: list[tuple[Pod, int]] = []
+            for pod, source in pods:
+                mask = snap.fit_mask(pod) & allowed
+                while not mask.any() and used < most:
+                    allowed[spares[used]] = True
+                    used += 1
+                    mask = snap.fit_mask(pod) & allowed
+                if not mask.any():
+                    return f"pod {pod.key} fits on no other node nor {most} new {pool.node_type}"
+                target = snap.best_fit(pod, mask)
+                snap.move(pod, source, target)
+                moves.append((pod, target))
+            if used == 0:
+                return "the pods fit on the other nodes: that is a removal"
+            if not self._under_thresholds(drained, spares[:used], pool, moves):
+                return "usable utilization would exceed the thresholds"
+            return price * used - saving, moves, used
+        finally:
+            snap.revert(marker)
+
+    def _under_thresholds(
+        self, drained: list[int], new: range, pool: NodePool, moves: list[tuple[Pod, int]]
+    ) -> bool:
+        cluster = self.cluster
+        vanishing = Resources.total(
+            [
+                p.requests
+                for i in drained
+                for p in cluster.pods_by_node[cluster.nodes[i].name]
+                if p.follows_node
+            ]
+        )
+        requested = (
+            self.requested
+            - vanishing
+            + Resources(
+                self.overhead[pool.name].cpu * len(new), self.overhead[pool.name].memory * len(new)
+            )
+        )
+        allocatable = self.allocatable - Resources.total(
+            [cluster.nodes[i].allocatable for i in drained]
+        )
+        allocatable = allocatable + Resources(
+            pool.template.allocatable.cpu * len(new), pool.template.allocatable.memory * len(new)
+        )
+        usable = self.usable
+        for index in {t for _, t in moves if t < len(cluster.nodes)} | set(drained):
+            after = Resources() if index in drained else self.usable_of(index)
+            usable = usable - self.usable_before[index] + after
+        for index in new:
+            usable = usable + self.usable_of(index)
+        limits = self.settings.analyse.thresholds
+        return under_thresholds(requested, allocatable, limits) and under_thresholds(
+            requested, usable, limits
+        )
+
+
+def _drainable(
+    cluster: Cluster, settings: Settings, movability: Movability, pools: Pools
+) -> list[int]:
+    """Nodes to drain, in the order they are taken (see the module's step 1)."""
+    prices = [node_price(n, settings.pricing) for n in cluster.nodes]
+    order = sorted(
+        (
+            i
+            for i, n in enumerate(cluster.nodes)
+            if n.name not in movability.node_reasons
+            and n.name not in movability.closed
+            and not busy_with_other_autoscaler(n)
+        ),
+        key=lambda i: (_fill(cluster, cluster.nodes[i]), -prices[i], cluster.nodes[i].name),
+    )
+    spare = {name: pools.spare(name) for name in pools.by_name}
+    chosen: list[int] = []
+    for index in order:
+        pool = pools.node_pool.get(cluster.nodes[index].name)
+        if pool is not None:
+            if spare[pool] <= 0:
+                continue
+            spare[pool] -= 1
+        chosen.append(index)
+        if len(chosen) == settings.analyse.max_replaced_nodes:
+            break
+    return chosen
+
+
+def find_replacement(
+    cluster: Cluster, settings: Settings, movability: Movability, pools: Pools
+) -> ReplaceResult:
+    """The cheapest replacement of up to ``max_replaced_nodes`` nodes (see the module)."""
+    if not settings.analyse.replace_nodes:
+        return ReplaceResult(None, "node replacement is disabled")
+    growable = [p for p in pools.by_name.values() if pools.room(p.name) != 0]
+    if not growable:
+        return ReplaceResult(None, "no node pool can grow")
+    drainable = _drainable(cluster, settings, movability, pools)
+    if not drainable:
+        return ReplaceResult(None, "no node can be drained")
+    search = _Search(cluster, settings, movability, pools, growable)
+    prices = [node_price(n, settings.pricing) for n in cluster.nodes]
+    best: tuple[tuple[float, int], float, list[int], NodePool, list[tuple[Pod, int]], int] | None
+    best = None
+    last = "no replacement is cheaper"
+    for count in range(1, len(drainable) + 1):
+        drained = drainable[:count]
+        saving = sum(prices[i] for i in drained)
+        for pool in growable:
+            outcome = search.attempt(drained, pool, saving)
+            if isinstance(outcome, str):
+                last = f"{pool.name} for {count} node(s): {outcome}"
+                continue
+            delta, moves, used = outcome
+            key = (round(delta, 9), len(moves))
+            if best is None or key < best[0]:
+                best = (key, delta, drained, pool, moves, used)
+    if best is None:
+        return ReplaceResult(None, f"no replacement ({last})")
+    _, delta, drained, pool, moves, used = best
+    names = [s.name for s in search.snapshot.nodes]
+    new_nodes = tuple(NewNode(names[i], pool) for i in search.spares[pool.name][:used])
+    replacement = Replacement(
+        drained=tuple(cluster.nodes[i].name for i in drained),
+        new_nodes=new_nodes,
+        moves=tuple((pod, names[target]) for pod, target in moves),
+        saving=-delta,
+    )
+    counts = Counter(n.pool.node_type for n in new_nodes)
+    made = ", ".join(f"{c} new {t}" for t, c in sorted(counts.items()))
+    reason = f"{', '.join(replacement.drained)} can be replaced by {made}"
+    return ReplaceResult(replacement, reason)
