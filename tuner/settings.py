@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cache
@@ -331,18 +332,23 @@ def _pool(name: str, spec: dict[str, Any]) -> PoolSettings:
     template = spec.get("template")
     shape = None
     if template is not None:
-        try:
-            shape = PoolTemplate(
-                instance_type=template["instance_type"],
-                cpu=cpu_millis(template["cpu"]),
-                memory=memory_bytes(template["memory"]),
-                pods=template.get("pods", 110),
-                labels=tuple(sorted(template.get("labels", {}).items())),
-                taints=tuple(
-                    (t["key"], t.get("value", ""), t.get("effect", "NoSchedule"))
-                    for t in template.get("taints", ())
-                ),
-            )
-        except InputError as err:
-            raise InputError(f"pools.{name}.template: {err}") from err
+        where = f"pools.{name}.template"
+        shape = PoolTemplate(
+            instance_type=template["instance_type"],
+            cpu=_quantity(cpu_millis, template["cpu"], f"{where}.cpu"),
+            memory=_quantity(memory_bytes, template["memory"], f"{where}.memory"),
+            pods=template.get("pods", 110),
+            labels=tuple(sorted(template.get("labels", {}).items())),
+            taints=tuple(
+                (t["key"], t.get("value", ""), t.get("effect", "NoSchedule"))
+                for t in template.get("taints", ())
+            ),
+        )
     return PoolSettings(low, high, tuple(sorted(spec.get("selector", {}).items())), shape)
+
+
+def _quantity(parse: Callable[[Any], int], value: Any, where: str) -> int:
+    try:
+        return parse(value)
+    except InputError as err:
+        raise InputError(f"{where}: {err}") from err

@@ -5,7 +5,9 @@ consolidation the Cluster Autoscaler cannot do and Karpenter's multi-node consol
    not closed, not busy with another autoscaler; sorted emptiest first (highest share of CPU or
    memory requested), then the most expensive. Taken in that order while their pool stays at
    or above its minimum, up to ``max_replaced_nodes``.
-2. For each prefix of that list (1, 2, ... nodes) and each pool that can grow: the drained
+2. For each prefix of that list (1, 2, ... nodes) and each pool that can grow and whose
+   instance type none of the drained nodes has (new nodes of a drained node's own type would
+   be a removal in disguise: removal finds those, after its candidate delay): the drained
    nodes' movable pods are re-placed, largest first, by best fit on the other open nodes and on
    new nodes of the pool's type, a new node opened only when a pod fits nowhere else, and no
    more new nodes than the saving pays for (nor than the pool's maximum allows). Every fit rule
@@ -34,6 +36,9 @@ from tuner.model.resources import Resources
 from tuner.model.scheduling import static_fit
 from tuner.model.snapshot import Snapshot
 from tuner.settings import Settings
+
+NOT_CHEAPER = "no pool's nodes are cheaper"
+PRICIER = "one new"
 
 
 @dataclass(frozen=True)
@@ -135,7 +140,7 @@ class _Search:
         spares = self.spares[pool.name]
         most = len(spares) if price <= 0 else min(len(spares), math.ceil(saving / price) - 1)
         if most < 1:
-            return f"a {pool.node_type} costs more than the drained nodes"
+            return f"{PRICIER} {pool.node_type} costs as much as the drained nodes or more"
         marker = snap.fork()
         try:
             for index in drained:
@@ -254,14 +259,18 @@ def find_replacement(
     prices = [node_price(n, settings.pricing) for n in cluster.nodes]
     best: tuple[tuple[float, int], float, list[int], NodePool, list[tuple[Pod, int]], int] | None
     best = None
-    last = "no replacement is cheaper"
+    last = NOT_CHEAPER
     for count in range(1, len(drainable) + 1):
         drained = drainable[:count]
         saving = sum(prices[i] for i in drained)
+        types = {cluster.nodes[i].instance_type for i in drained}
         for pool in growable:
+            if pool.node_type in types:
+                continue
             outcome = search.attempt(drained, pool, saving)
             if isinstance(outcome, str):
-                last = f"{pool.name} for {count} node(s): {outcome}"
+                if last == NOT_CHEAPER and not outcome.startswith(PRICIER):
+                    last = f"{pool.name} for {count} node(s): {outcome}"
                 continue
             delta, moves, used = outcome
             key = (round(delta, 9), len(moves))
