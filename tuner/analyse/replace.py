@@ -37,8 +37,7 @@ from tuner.model.scheduling import static_fit
 from tuner.model.snapshot import Snapshot
 from tuner.settings import Settings
 
-NOT_CHEAPER = "no pool's nodes are cheaper"
-PRICIER = "one new"
+NOT_CHEAPER = "no other pool's nodes would cost less than the nodes they replace"
 
 
 @dataclass(frozen=True)
@@ -64,11 +63,20 @@ def _size(pod: Pod) -> tuple[int, int]:
     return (pod.requests.cpu, pod.requests.memory)
 
 
-def _fill(cluster: Cluster, node: Node) -> float:
-    used = cluster.requested(node.name)
-    return max(
-        used.cpu / max(node.allocatable.cpu, 1), used.memory / max(node.allocatable.memory, 1)
-    )
+def _fills(cluster: Cluster) -> dict[str, float]:
+    """Per node, the higher of its requested CPU and memory shares (one pass over the pods)."""
+    cpu: Counter[str] = Counter()
+    memory: Counter[str] = Counter()
+    for pod in cluster.pods:
+        if pod.node is not None:
+            cpu[pod.node] += pod.requests.cpu
+            memory[pod.node] += pod.requests.memory
+    return {
+        n.name: max(
+            cpu[n.name] / max(n.allocatable.cpu, 1), memory[n.name] / max(n.allocatable.memory, 1)
+        )
+        for n in cluster.nodes
+    }
 
 
 def daemon_overhead(cluster: Cluster, template: Node) -> list[Pod]:
@@ -89,23 +97,21 @@ class _Search:
         settings: Settings,
         movability: Movability,
         pools: Pools,
-        growable: list[NodePool],
+        growable: dict[str, int],
     ) -> None:
         self.cluster = cluster
         self.settings = settings
-        limit = settings.analyse.max_replaced_nodes
         self.spares: dict[str, range] = {}
         new: list[Node] = []
         first = len(cluster.nodes)
-        for pool in growable:
-            room = pools.room(pool.name)
-            count = limit if room is None else min(limit, room)
-            self.spares[pool.name] = range(first + len(new), first + len(new) + count)
-            new += [NewNode(f"{pool.name}+{i}", pool).node for i in range(1, count + 1)]
+        for name, count in growable.items():
+            pool = pools.by_name[name]
+            self.spares[name] = range(first + len(new), first + len(new) + count)
+            new += [NewNode(f"{name}+{i}", pool).node for i in range(1, count + 1)]
         self.snapshot = Snapshot(cluster, new_nodes=new)
-        self.pool_price = {p.name: node_price(p.template, settings.pricing) for p in growable}
         self.overhead: dict[str, Resources] = {}
-        for pool in growable:
+        for name in growable:
+            pool = pools.by_name[name]
             pods = daemon_overhead(cluster, pool.template)
             self.overhead[pool.name] = Resources.total([p.requests for p in pods])
             for index in self.spares[pool.name]:
@@ -131,16 +137,12 @@ class _Search:
         return node_usable(node, self.snapshot.requested(index), usability)
 
     def attempt(
-        self, drained: list[int], pool: NodePool, saving: float
-    ) -> tuple[float, list[tuple[Pod, int]], int] | str:
-        """Drain ``drained`` onto the open nodes and new nodes of ``pool``: (cost after, moves,
-        new nodes used) or why not. Reverts the snapshot."""
+        self, drained: list[int], pool: NodePool, most: int
+    ) -> tuple[list[tuple[Pod, int]], int] | str:
+        """Drain ``drained`` onto the open nodes and up to ``most`` new nodes of ``pool``:
+        (moves, new nodes used) or why not. Reverts the snapshot."""
         snap = self.snapshot
-        price = self.pool_price[pool.name]
         spares = self.spares[pool.name]
-        most = len(spares) if price <= 0 else min(len(spares), math.ceil(saving / price) - 1)
-        if most < 1:
-            return f"{PRICIER} {pool.node_type} costs as much as the drained nodes or more"
         marker = snap.fork()
         try:
             for index in drained:
@@ -173,7 +175,7 @@ class _Search:
                 return "the pods fit on the other nodes: that is a removal"
             if not self._under_thresholds(drained, spares[:used], pool, moves):
                 return "usable utilization would exceed the thresholds"
-            return price * used - saving, moves, used
+            return moves, used
         finally:
             snap.revert(marker)
 
@@ -215,10 +217,14 @@ class _Search:
 
 
 def _drainable(
-    cluster: Cluster, settings: Settings, movability: Movability, pools: Pools
+    cluster: Cluster,
+    settings: Settings,
+    movability: Movability,
+    pools: Pools,
+    prices: list[float],
 ) -> list[int]:
     """Nodes to drain, in the order they are taken (see the module's step 1)."""
-    prices = [node_price(n, settings.pricing) for n in cluster.nodes]
+    fills = _fills(cluster)
     order = sorted(
         (
             i
@@ -227,7 +233,7 @@ def _drainable(
             and n.name not in movability.closed
             and not busy_with_other_autoscaler(n)
         ),
-        key=lambda i: (_fill(cluster, cluster.nodes[i]), -prices[i], cluster.nodes[i].name),
+        key=lambda i: (fills[cluster.nodes[i].name], -prices[i], cluster.nodes[i].name),
     )
     spare = {name: pools.spare(name) for name in pools.by_name}
     chosen: list[int] = []
@@ -243,39 +249,67 @@ def _drainable(
     return chosen
 
 
+def _trials(
+    cluster: Cluster,
+    settings: Settings,
+    pools: Pools,
+    growable: dict[str, int],
+    drainable: list[int],
+    prices: list[float],
+) -> list[tuple[list[int], NodePool, int, float]]:
+    """(nodes to drain, pool, most new nodes, saving of the drained nodes) worth simulating:
+    each prefix of ``drainable`` with each growable pool of another type whose nodes are
+    cheap enough that at least one of them costs less than the drained nodes."""
+    trials: list[tuple[list[int], NodePool, int, float]] = []
+    for count in range(1, len(drainable) + 1):
+        drained = drainable[:count]
+        saving = sum(prices[i] for i in drained)
+        types = {cluster.nodes[i].instance_type for i in drained}
+        for name, spares in growable.items():
+            pool = pools.by_name[name]
+            price = node_price(pool.template, settings.pricing)
+            most = spares if price <= 0 else min(spares, math.ceil(saving / price) - 1)
+            if pool.node_type not in types and most >= 1:
+                trials.append((drained, pool, most, saving))
+    return trials
+
+
 def find_replacement(
     cluster: Cluster, settings: Settings, movability: Movability, pools: Pools
 ) -> ReplaceResult:
     """The cheapest replacement of up to ``max_replaced_nodes`` nodes (see the module)."""
     if not settings.analyse.replace_nodes:
         return ReplaceResult(None, "node replacement is disabled")
-    growable = [p for p in pools.by_name.values() if pools.room(p.name) != 0]
+    limit = settings.analyse.max_replaced_nodes
+    growable = {
+        name: limit if room is None else min(limit, room)
+        for name in pools.by_name
+        if (room := pools.room(name)) != 0
+    }
     if not growable:
         return ReplaceResult(None, "no node pool can grow")
-    drainable = _drainable(cluster, settings, movability, pools)
+    prices = [node_price(n, settings.pricing) for n in cluster.nodes]
+    drainable = _drainable(cluster, settings, movability, pools, prices)
     if not drainable:
         return ReplaceResult(None, "no node can be drained")
+    trials = _trials(cluster, settings, pools, growable, drainable, prices)
+    if not trials:
+        return ReplaceResult(None, f"no replacement ({NOT_CHEAPER})")
     search = _Search(cluster, settings, movability, pools, growable)
-    prices = [node_price(n, settings.pricing) for n in cluster.nodes]
     best: tuple[tuple[float, int], float, list[int], NodePool, list[tuple[Pod, int]], int] | None
     best = None
     last = NOT_CHEAPER
-    for count in range(1, len(drainable) + 1):
-        drained = drainable[:count]
-        saving = sum(prices[i] for i in drained)
-        types = {cluster.nodes[i].instance_type for i in drained}
-        for pool in growable:
-            if pool.node_type in types:
-                continue
-            outcome = search.attempt(drained, pool, saving)
-            if isinstance(outcome, str):
-                if last == NOT_CHEAPER and not outcome.startswith(PRICIER):
-                    last = f"{pool.name} for {count} node(s): {outcome}"
-                continue
-            delta, moves, used = outcome
-            key = (round(delta, 9), len(moves))
-            if best is None or key < best[0]:
-                best = (key, delta, drained, pool, moves, used)
+    for drained, pool, most, saving in trials:
+        outcome = search.attempt(drained, pool, most)
+        if isinstance(outcome, str):
+            if last == NOT_CHEAPER:
+                last = f"{pool.name} for {len(drained)} node(s): {outcome}"
+            continue
+        moves, used = outcome
+        delta = node_price(pool.template, settings.pricing) * used - saving
+        key = (round(delta, 9), len(moves))
+        if best is None or key < best[0]:
+            best = (key, delta, drained, pool, moves, used)
     if best is None:
         return ReplaceResult(None, f"no replacement ({last})")
     _, delta, drained, pool, moves, used = best
