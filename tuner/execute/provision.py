@@ -304,7 +304,7 @@ class Provisioning:
             _left(deadline),
         )
         if not verdict.ok:
-            raise ActionFailed(verdict.reason)
+            raise ActionFailed(_late(verdict, deadline, kube.settings, pool).reason)
         return found[0]
 
     def _by_autoscaler(self, kube: KubePort, deadline: float) -> str:
@@ -332,6 +332,7 @@ class Provisioning:
                 )
         except ActionFailed as err:
             verdict = Verdict(False, str(err))
+        verdict = _late(verdict, deadline, kube.settings, pool)
         gone = _delete_placeholder(kube, namespace, name)
         if not verdict.ok:
             raise ActionFailed(f"{verdict.reason}; {gone.reason}")
@@ -339,6 +340,16 @@ class Provisioning:
             raise ActionFailed(gone.reason)
         journal.placeholder(None)
         return found[0]
+
+
+def _late(verdict: Verdict, deadline: float, settings: Execute, pool: NodePool) -> Verdict:
+    """A failed wait past the deadline, said in the setting's terms."""
+    if verdict.ok or time.monotonic() < deadline:
+        return verdict
+    timeout = settings.provision_timeout_s
+    return Verdict(
+        False, f"no new Ready node of pool {pool.name} within {timeout:g} s (provision_timeout_s)"
+    )
 
 
 def _left(deadline: float) -> float:
