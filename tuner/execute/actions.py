@@ -11,11 +11,11 @@ from tuner.execute.command import run_command
 from tuner.execute.kube import now_iso, selector_text
 from tuner.execute.marks import drain_node, hand_over, label_node, undo_node
 from tuner.execute.port import KubePort
-from tuner.execute.provision import check_provision, pending_target, provisional
+from tuner.execute.provision import check_provision, pending_target
 from tuner.execute.retry import ActionFailed
 from tuner.execute.scaling import Scaled, restore, settled, take, undo, withdraw
 from tuner.execute.watch import Verdict
-from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode
+from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode, provisional
 
 log = logging.getLogger(__name__)
 

@@ -42,32 +42,15 @@ from tuner.execute.watch import Check, Verdict
 from tuner.model.pools import NodePool
 from tuner.model.quantity import GIB
 from tuner.model.resources import Resources
-from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, RemoveNode
+from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, provisional
 from tuner.settings import Execute
 
 log = logging.getLogger(__name__)
 
-PROVISIONAL = "+"
-"""In a node name, marks the plan's name for a node to be provisioned."""
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
 """The placeholder's container: does nothing, uses nothing."""
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 _LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-
-
-def provisional(name: str) -> bool:
-    """A plan's name for a node still to be provisioned."""
-    return PROVISIONAL in name
-
-
-def resolved(action: Action, bindings: Mapping[str, str]) -> Action:
-    """The action with the provisional node names bound so far replaced by the real ones."""
-    match action:
-        case Migrate(target=target) | Add(target=target) if target in bindings:
-            return replace(action, target=bindings[target])
-        case RemoveNode(node=node) if node in bindings:
-            return replace(action, node=bindings[node])
-    return action
 
 
 def pending_target(action: Action) -> str | None:
@@ -112,11 +95,6 @@ def node_ready(node: Any) -> bool:
     )
 
 
-def capped(requests: Resources, room: Resources) -> Resources:
-    """``requests`` no larger than what one node offers."""
-    return Resources(min(requests.cpu, room.cpu), min(requests.memory, room.memory))
-
-
 def placeholder_name(keys: Keys, node: str) -> str:
     """A fresh placeholder pod name for the provisional ``node`` (a valid label value too)."""
     slug = re.sub(r"[^a-z0-9]+", "-", node.lower()).strip("-")[:24].strip("-")
@@ -129,7 +107,7 @@ def placeholder_pod(
     """The placeholder pod asking the pool's autoscaler for a node that is none of
     ``existing``."""
     pool = action.pool
-    requests = capped(action.requests, pool.template.allocatable)
+    requests = action.placeholder_requests
     affinity: dict[str, Any] = {}
     if existing:
         term = {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": existing}]}
@@ -263,7 +241,7 @@ class Provisioning:
                 f"would run the provision command for pool {pool.name} ({pool.node_type}), "
                 f"wait for a new Ready node of the pool, {bind}"
             )
-        requests = capped(action.requests, pool.template.allocatable)
+        requests = action.placeholder_requests
         return (
             f"would create a placeholder pod ({_amount(requests)}, nodeSelector {selector}, "
             f"off the {len(self.existing)} existing nodes) for the autoscaler to grow pool "

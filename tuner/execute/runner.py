@@ -20,9 +20,9 @@ from tuner.execute.actions import Step, check
 from tuner.execute.events import Recorder, Ref
 from tuner.execute.journal import Journal
 from tuner.execute.port import KubePort
-from tuner.execute.provision import Provisioning, resolved
+from tuner.execute.provision import Provisioning
 from tuner.execute.retry import ActionFailed
-from tuner.plan.actions import Action, ProvisionNode
+from tuner.plan.actions import Action, ProvisionNode, resolved
 from tuner.report.text import describe
 
 log = logging.getLogger(__name__)
