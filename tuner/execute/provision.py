@@ -293,10 +293,10 @@ class Provisioning:
         journal.placeholder(name)
         self.subject = Ref("v1", "Pod", name, namespace)
         body = placeholder_pod(keys, kube.settings, name, action, self.existing)
+        found: list[str] = []
         try:
             created = kube.create_pod(namespace, body)
             self.subject = replace(self.subject, uid=str(created.metadata.uid or ""))
-            found: list[str] = []
             verdict = kube.wait_pods(
                 namespace,
                 f"{keys.placeholder}={name}",
@@ -310,13 +310,17 @@ class Provisioning:
                 )
         except ActionFailed as err:
             verdict = Verdict(False, str(err))
+        finally:  # also when something unexpected broke the wait
+            gone = _delete_placeholder(kube, namespace, name)
         verdict = _late(verdict, deadline, kube.settings, pool)
-        gone = _delete_placeholder(kube, namespace, name)
         if not verdict.ok:
             raise ActionFailed(f"{verdict.reason}; {gone.reason}")
         if not gone.ok:
             raise ActionFailed(gone.reason)
-        journal.placeholder(None)
+        try:
+            journal.placeholder(None)
+        except ActionFailed as err:  # the end of the transition drops the journal anyway
+            log.warning("the journal still names the deleted placeholder %s: %s", name, err)
         return found[0]
 
 
