@@ -186,6 +186,12 @@ class Execute:
     autoscaler_grace_s: float = 1800.0
     """How long a node left for the autoscaler may stay before the tuner takes it back (0: for
     ever)."""
+    node_provision: str = "autoscaler"
+    node_provision_command: tuple[str, ...] = ()
+    provision_timeout_s: float = 900.0
+    """How long obtaining a node from a pool may take (the Cluster Autoscaler's own
+    ``--max-node-provision-time`` default, 15 min)."""
+    placeholder_priority_class: str = "deployment-tuner-placeholder"
 
 
 @dataclass(frozen=True)
@@ -313,10 +319,17 @@ def _analyse(section: dict[str, Any]) -> Analyse:
 
 def _execute(section: dict[str, Any]) -> Execute:
     section = dict(section)
-    command = tuple(section.pop("node_removal_command", ()))
-    if section.get("node_removal") == "command" and not command:
-        raise InputError("execute.node_removal_command: required when node_removal is 'command'")
-    return Execute(node_removal_command=command, **section)
+    commands = {
+        key: tuple(section.pop(f"{key}_command", ())) for key in ("node_removal", "node_provision")
+    }
+    for key, command in commands.items():
+        if section.get(key) == "command" and not command:
+            raise InputError(f"execute.{key}_command: required when {key} is 'command'")
+    return Execute(
+        node_removal_command=commands["node_removal"],
+        node_provision_command=commands["node_provision"],
+        **section,
+    )
 
 
 def _daemon(section: dict[str, Any]) -> Daemon:

@@ -13,12 +13,15 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from tuner.model.cluster import Cluster, Hpa, Workload
-from tuner.plan.actions import Action
+from tuner.model.resources import Resources
+from tuner.model.scheduling import Constraints
+from tuner.plan.actions import Action, resolved
+from tuner.settings import Execute
 from tuner.sim.autoscaler import AutoscalerConfig, ClusterAutoscaler
 from tuner.sim.executor import SimulatedExecutor
 from tuner.sim.hpa import SYNC_PERIOD, HorizontalPodAutoscaler
@@ -159,6 +162,7 @@ class Simulation:
                     pool.node_type, self.now, 0.0, pool.name, self.pool_label
                 )
         self._evictions = 0
+        self._placeholders = 0
         self._loads_now: tuple[float, dict[str, float]] = (math.nan, {})
         self._counts: tuple[int, tuple[int, ...]] = (-1, ())
         """Pods per service, as of a state version."""
@@ -181,25 +185,34 @@ class Simulation:
         """Whether the last ``seconds`` were stable (same nodes and per-workload pod counts,
         no pending pods) and the mean load over them."""
         start = self.now - seconds
-        pending = sum(1 for p in self.cluster_state.pods.values() if p.node is None)
+        pending = sum(
+            1 for p in self.cluster_state.pods.values() if p.node is None and not p.placeholder
+        )
         stable = self._stable_since <= start + 1e-9 and not pending
         served = [load for t, load in self._loads if t >= start - 1e-9]
         load = sum(served) / len(served) if served else 0.0
         return Window(start, self.now, stable, load, pending, self._stable_since - self.tick)
 
     def apply(
-        self, actions: Sequence[Action], node_removal: str = "autoscaler"
+        self,
+        actions: Sequence[Action],
+        node_removal: str = "autoscaler",
+        provision_timeout_s: float = Execute.provision_timeout_s,
     ) -> tuple[ActionResult, ...]:
         """Carry out actions through the simulated executor, in order, verifying each; the
-        first failed verification stops the rest (they are not returned).
+        first failed verification stops the rest (they are not returned). A provision binds
+        its provisional node name; later actions name the node it obtained.
 
         ``node_removal``: ``autoscaler`` cordons and leaves the empty node to the Cluster
         Autoscaler; ``command`` deletes the VM now; ``delete-node`` deletes the Node object
         only (its VM keeps running and registers again); see :mod:`tuner.sim.executor`.
+        A provision waits at most ``provision_timeout_s`` of simulated time for its node.
         """
         results: list[ActionResult] = []
+        bindings: dict[str, str] = {}
         for action in actions:
-            result = self.executor.execute(action, node_removal)
+            live = resolved(action, bindings)
+            result = self.executor.execute(live, node_removal, provision_timeout_s, bindings)
             results.append(result)
             if not result.verified:
                 break
@@ -259,6 +272,32 @@ class Simulation:
         state.bind(pod, chosen, self.now)
         return chosen.name
 
+    def node_names(self) -> tuple[str, ...]:
+        """Every node that exists, booting ones included."""
+        return tuple(sorted(self.cluster_state.nodes))
+
+    def create_placeholder(self, requests: Resources, constraints: Constraints) -> SimPod:
+        """Create a bare pending pod with these requests and constraints (the placeholder a
+        provision makes the Cluster Autoscaler add a node for)."""
+        self._placeholders += 1
+        service = Service(
+            f"placeholder-{self._placeholders}", requests.cpu, requests.memory, kind="Pod"
+        )
+        return self.cluster_state.create_pod(service, self.now, constraints)
+
+    def pass_time(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Let simulated time pass, tick by tick, with every controller but the strategy
+        running (it is the one waiting), until ``done()`` or ``timeout`` seconds; whether
+        ``done()`` came true."""
+        deadline = self.now + timeout
+        while not done():
+            if self.now >= deadline - 1e-9:
+                return False
+            self._observe()
+            self.now += self.tick
+            self._controllers()
+        return True
+
     def drain_node(self, name: str, node_removal: str) -> None:
         """Cordon the node and evict its pods but DaemonSet pods; then ``autoscaler`` leaves the
         empty node to the Cluster Autoscaler, ``command`` deletes the VM now, ``delete-node``
@@ -287,6 +326,15 @@ class Simulation:
     # -- one tick ------------------------------------------------------------------------------
 
     def _step(self) -> None:
+        self._controllers()
+        if self.strategy is not None and self.now >= 0:
+            self.strategy.on_tick(self)  # may pass time itself (a provision waiting)
+        self._observe()
+        self.now += self.tick
+
+    def _controllers(self) -> None:
+        """What runs each tick besides the strategy: re-registering nodes, DaemonSets, HPAs,
+        ReplicaSets, kube-scheduler, the autoscaler."""
         now = self.now
         state = self.cluster_state
         for when, name in list(self.reregister):
@@ -304,10 +352,6 @@ class Simulation:
         if evicted:
             self.reconcile()
             self.scheduler.schedule(state, now)
-        if self.strategy is not None and now >= 0:
-            self.strategy.on_tick(self)
-        self._observe()
-        self.now = now + self.tick
 
     def _start_daemons(self) -> None:
         state = self.cluster_state
