@@ -253,3 +253,27 @@ def test_the_report_shows_new_nodes() -> None:
     # after: 9 of 12 cores requested on f-1 and the new node
     assert document["utilization"]["after"]["cpu"] == 0.75
     assert "provision_node  big (big-8)" in render_text(report)
+
+
+def test_a_dear_node_however_full_is_replaced_by_a_cheaper_type_its_pods_fit() -> None:
+    # s-1 and s-2 are emptier, but only the full highmem node has a cheaper type that fits it
+    c = cluster(
+        [
+            _small("s-1"),
+            _small("s-2"),
+            node("h-1", "4", "32Gi", labels={POOL: "highmem"}, instance_type="highmem-4"),
+        ],
+        [
+            pod("web-1", "s-1", "3", "1Gi"),
+            pod("api-1", "s-2", "3", "1Gi"),
+            pod("batch-1", "h-1", "3900m", "6Gi"),
+        ],
+    )
+    document = {
+        "pricing": {"node_types": {"small-4": 1.0, "highmem-4": 1.35}},
+        "analyse": {"excluded_namespaces": [], "max_replaced_nodes": 2},
+        "pools": {"highmem": {"max": 1}},
+    }
+    found = _analyse(c, settings_from_dict(document)).replacement
+    assert found is not None and found.drained == ("h-1",)
+    assert [n.pool.name for n in found.new_nodes] == ["small"] and round(found.saving, 2) == 0.35

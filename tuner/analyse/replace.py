@@ -2,10 +2,12 @@
 consolidation the Cluster Autoscaler cannot do and Karpenter's multi-node consolidation does).
 
 1. Drainable nodes: removable (every pod movable, :class:`~tuner.model.movability.Movability`),
-   not closed, not busy with another autoscaler; sorted emptiest first (highest share of CPU or
-   memory requested), then the most expensive. Taken in that order while their pool stays at
-   or above its minimum, up to ``max_replaced_nodes``.
-2. For each prefix of that list (1, 2, ... nodes) and each pool that can grow and whose
+   not closed, not busy with another autoscaler, in a pool above its minimum. The sets tried:
+   each prefix of them sorted emptiest first (highest share of CPU or memory requested), then
+   the most expensive, taken while their pools stay at or above their minimum, up to
+   ``max_replaced_nodes``; and each of the :data:`SINGLES` most expensive alone (a node of a
+   dear type whose pods would fit a cheaper one, however full it is).
+2. For each set and each pool that can grow and whose
    instance type none of the drained nodes has (new nodes of a drained node's own type would
    be a removal in disguise: removal finds those, after its candidate delay): the drained
    nodes' movable pods are re-placed, largest first, by best fit on the other open nodes and on
@@ -37,6 +39,8 @@ from tuner.model.scheduling import static_fit
 from tuner.model.snapshot import Snapshot
 from tuner.settings import Settings
 
+SINGLES = 8
+"""How many of the dearest drainable nodes are tried alone."""
 NOT_CHEAPER = "no other pool's nodes would cost less than the nodes they replace"
 
 
@@ -216,14 +220,14 @@ class _Search:
         )
 
 
-def _drainable(
+def _drain_sets(
     cluster: Cluster,
     settings: Settings,
     movability: Movability,
     pools: Pools,
     prices: list[float],
-) -> list[int]:
-    """Nodes to drain, in the order they are taken (see the module's step 1)."""
+) -> list[list[int]]:
+    """The sets of nodes to try draining (see the module's step 1)."""
     fills = _fills(cluster)
     order = sorted(
         (
@@ -236,6 +240,7 @@ def _drainable(
         key=lambda i: (fills[cluster.nodes[i].name], -prices[i], cluster.nodes[i].name),
     )
     spare = {name: pools.spare(name) for name in pools.by_name}
+    order = [i for i in order if spare.get(pools.node_pool.get(cluster.nodes[i].name, ""), 1)]
     chosen: list[int] = []
     for index in order:
         pool = pools.node_pool.get(cluster.nodes[index].name)
@@ -246,7 +251,10 @@ def _drainable(
         chosen.append(index)
         if len(chosen) == settings.analyse.max_replaced_nodes:
             break
-    return chosen
+    dearest = sorted(order, key=lambda i: -prices[i])[:SINGLES]
+    return [chosen[:k] for k in range(1, len(chosen) + 1)] + [
+        [i] for i in dearest if chosen[:1] != [i]
+    ]
 
 
 def _trials(
@@ -254,15 +262,14 @@ def _trials(
     settings: Settings,
     pools: Pools,
     growable: dict[str, int],
-    drainable: list[int],
+    sets: list[list[int]],
     prices: list[float],
 ) -> list[tuple[list[int], NodePool, int, float]]:
     """(nodes to drain, pool, most new nodes, saving of the drained nodes) worth simulating:
-    each prefix of ``drainable`` with each growable pool of another type whose nodes are
-    cheap enough that at least one of them costs less than the drained nodes."""
+    each set with each growable pool of another type whose nodes are cheap enough that at
+    least one of them costs less than the drained nodes."""
     trials: list[tuple[list[int], NodePool, int, float]] = []
-    for count in range(1, len(drainable) + 1):
-        drained = drainable[:count]
+    for drained in sets:
         saving = sum(prices[i] for i in drained)
         types = {cluster.nodes[i].instance_type for i in drained}
         for name, spares in growable.items():
@@ -289,10 +296,10 @@ def find_replacement(
     if not growable:
         return ReplaceResult(None, "no node pool can grow")
     prices = [node_price(n, settings.pricing) for n in cluster.nodes]
-    drainable = _drainable(cluster, settings, movability, pools, prices)
-    if not drainable:
+    sets = _drain_sets(cluster, settings, movability, pools, prices)
+    if not sets:
         return ReplaceResult(None, "no node can be drained")
-    trials = _trials(cluster, settings, pools, growable, drainable, prices)
+    trials = _trials(cluster, settings, pools, growable, sets, prices)
     if not trials:
         return ReplaceResult(None, f"no replacement ({NOT_CHEAPER})")
     search = _Search(cluster, settings, movability, pools, growable)
