@@ -1,9 +1,11 @@
 """Replace: several nodes onto fewer or cheaper new nodes of a pool, only when it pays."""
 
+import logging
 import random
 from fractions import Fraction
 
 import pytest
+from prometheus_client import generate_latest
 
 from testkit.builders import cluster, node, pod
 from tuner.analyse.decision import Choice, analyse, replace_wins
@@ -12,6 +14,10 @@ from tuner.analyse.options.previous import PREVIOUS
 from tuner.analyse.options.removal import REMOVAL
 from tuner.analyse.options.replace import REPLACE, propose_replace
 from tuner.analyse.replace import find_replacement
+from tuner.cycle import CycleReport, Outcome, TransitionResult
+from tuner.daemon.cycle_events import cycle_event
+from tuner.daemon.cycle_log import log_cycle
+from tuner.daemon.metrics import Metrics
 from tuner.model.change import DesiredChange, NewNode, Relocation
 from tuner.model.cluster import Cluster, Node
 from tuner.model.movability import Policy, assess
@@ -22,7 +28,7 @@ from tuner.plan.planner import plan
 from tuner.plan.replay import InfeasiblePlan, replay
 from tuner.report.build import build_report
 from tuner.report.text import render_text
-from tuner.settings import Analyse, Settings, Thresholds, settings_from_dict
+from tuner.settings import Analyse, LeaderElection, Settings, Thresholds, settings_from_dict
 
 POOL = POOL_LABELS[0]
 
@@ -277,3 +283,30 @@ def test_a_dear_node_however_full_is_replaced_by_a_cheaper_type_its_pods_fit() -
     found = _analyse(c, settings_from_dict(document)).replacement
     assert found is not None and found.drained == ("h-1",)
     assert [n.pool.name for n in found.new_nodes] == ["small"] and round(found.saving, 2) == 0.35
+
+
+def test_a_replace_shows_in_the_cycle_log_the_event_and_the_metrics(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    c, s = _half_empty(), _settings()
+    report = build_report(c, s, analyse(c, s, [], random.Random(0)))
+    cycle = CycleReport(
+        Outcome.ACTED,
+        0.0,
+        600.0,
+        report.analysis.reason,
+        600.0,
+        plan=report,
+        result=TransitionResult(report.actions, True),
+    )
+    log = logging.getLogger("test.replace")
+    with caplog.at_level(logging.INFO, logger="test.replace"):
+        log_cycle(cycle, log)
+    text = caplog.text
+    assert "replace nodes 2.5000" in text and "decision replace_nodes" in text
+    assert "provision_node big+1 from pool big (big-8)" in text
+    assert cycle_event(cycle, LeaderElection()).reason == "ReplacedNodes"
+    metrics = Metrics(60.0)
+    metrics.observe(cycle, 0.1)
+    exported = generate_latest(metrics.registry).decode()
+    assert 'tuner_actions_total{op="provision_node",result="verified"} 1.0' in exported
