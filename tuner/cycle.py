@@ -41,7 +41,7 @@ from tuner.model.cluster import Cluster
 from tuner.model.execution import Execution, execution_of
 from tuner.model.load import Load
 from tuner.model.price import nodes_cost
-from tuner.model.window_report import Verdict
+from tuner.model.window_report import Scope, Verdict
 from tuner.plan.actions import Action
 from tuner.report.build import PlanReport, build_report
 from tuner.settings import Settings
@@ -176,8 +176,10 @@ def run_cycle(
         return CycleReport(Outcome.WAITING, state.stable_since, now, reason, wait), state
     window = ports.observer.observe(start, now)
     if not window.actionable or window.load is None:
-        outcome = Outcome.UNSTABLE if window.verdict is Verdict.UNSTABLE else Outcome.UNKNOWN
-        return CycleReport(outcome, start, now, window.reason, windows.retry_s, window), state
+        unstable = window.verdict is Verdict.UNSTABLE
+        outcome = Outcome.UNSTABLE if unstable else Outcome.UNKNOWN
+        reason = window.judgement if unstable and window.scope is Scope.TOUCHED else window.reason
+        return CycleReport(outcome, start, now, reason, windows.retry_s, window), state
     cluster = ports.actuator.read()
     load = window.load
     history = _history(ports.knowledge, cluster, settings, load)
