@@ -202,12 +202,14 @@ def run_cycle(
         state = replace(state, awaiting=None)
     state = replace(state, timers=analysis.timers or state.timers)
     plan = build_report(cluster, settings, analysis)
+    # After staying on a window that was not stable as a whole, slide on as after an unstable
+    # one: the next whole-stable window (the one a deployment is recorded after) comes sooner.
     base = CycleReport(
         Outcome.STAYED,
         start,
         now,
         analysis.reason,
-        windows.measure_s,
+        windows.measure_s if window.whole_stable else windows.retry_s,
         window,
         load.total,
         plan,
