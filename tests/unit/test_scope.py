@@ -8,6 +8,7 @@ the kube-state-metrics probes themselves run against a real Prometheus in
 
 from __future__ import annotations
 
+import logging
 import random
 from pathlib import Path
 
@@ -21,12 +22,14 @@ from tuner.analyse.decision import analyse
 from tuner.analyse.exploration import random_migration
 from tuner.analyse.previous import find_previous
 from tuner.analyse.removal import find_removal
-from tuner.cycle import CycleState, Outcome, Ports, run_cycle
+from tuner.cycle import CycleReport, CycleState, Outcome, Ports, run_cycle
+from tuner.daemon.cycle_log import log_cycle
 from tuner.model.cluster import Cluster, Workload
 from tuner.model.execution import execution_of
 from tuner.model.load import Load
 from tuner.model.movability import Policy, assess
 from tuner.model.window_report import Scope, Unsettled, Verdict, WindowReport
+from tuner.monitor.command import render_text
 from tuner.monitor.evidence import Probe, evidence_from_series
 from tuner.monitor.stability import assess as judge
 from tuner.monitor.stability import compare_snapshots
@@ -316,3 +319,41 @@ def test_the_simulator_judges_the_same_way_and_the_cluster_scope_as_before() -> 
         touched += first.actionable
         whole += second.actionable
     assert touched > whole  # changes elsewhere no longer hold the tuner back
+
+
+def test_the_simulator_does_not_count_a_node_the_tuner_left_to_the_autoscaler() -> None:
+    for handed_over, blocked in ((True, False), (False, True)):
+        sim = Simulation(scenario_named("online-boutique", 1.0), 1)
+        sim.advance(1800)
+        name = max(sim.cluster_state.nodes)
+        if handed_over:
+            sim.drain_node(name, "autoscaler")
+        sim.cluster_state.delete_node(name)  # the autoscaler removes it
+        sim.advance(10)  # (before a node it may start for the evicted pods is up)
+        window = sim.window(10, warmup=10)
+        assert ("a node joined or left" in window.blockers) is blocked
+        assert name in window.nodes
+
+
+# ---------------------------------------------------------------- what is printed
+
+
+def test_monitor_text_and_json_say_the_scope_and_whether_to_act() -> None:
+    changed = report(Scope.TOUCHED, Verdict.UNSTABLE, Unsettled(frozenset("b"), frozenset(), ()))
+    text = render_text(changed)
+    assert "scope:    touched scope: 1 node and 0 workloads changed (kept out of the plan)" in text
+    assert "act:      yes, keeping what changed out of the plan; not recorded" in text
+    doc = changed.to_json()
+    assert (doc["scope"], doc["whole_stable"], doc["actionable"]) == ("touched", False, True)
+
+
+def test_the_cycle_log_says_which_scope_was_judged(caplog: pytest.LogCaptureFixture) -> None:
+    blocked = Unsettled(frozenset("b"), frozenset(), ("pending pods: shop/web-1",))
+    seen = report(Scope.TOUCHED, Verdict.UNSTABLE, blocked)
+    cycle = CycleReport(Outcome.UNSTABLE, 0, 600, seen.judgement, 60, seen)
+    with caplog.at_level(logging.INFO):
+        log_cycle(cycle, logging.getLogger("test"))
+    assert (
+        "window not actionable: touched scope: 1 node and 0 workloads changed (kept out of the "
+        "plan); blocked: pending pods: shop/web-1"
+    ) in caplog.messages
