@@ -425,7 +425,7 @@ def test_prometheus_stopped_mid_observation(
     assert report.verdict is Verdict.UNKNOWN
     assert report.load is None
     fourth = flaky.queries[3]
-    assert fourth == Probe.DEPLOYMENTS.query("")  # the three before it were answered
+    assert fourth == Probe.NODE_PODS.query("")  # the three before it were answered
     assert report.failed_query == fourth
     assert report.reason.startswith("stability query failed: Prometheus unreachable at ")
     assert fourth in report.reason
