@@ -135,6 +135,9 @@ class Windows:
     measure_s: float = 600.0
     retry_s: float = 60.0
     warmup_s: float = 0.0
+    scope: str = "touched"
+    """What must stand still over the window: ``touched`` (nothing pending, no node joining or
+    leaving; what changed is kept out of the plan) or ``cluster`` (the thesis' whole cluster)."""
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from tuner.analyse.options.removal import REMOVAL, propose_removal
 from tuner.analyse.options.replace import REPLACE, propose_replace
 from tuner.analyse.removal import CandidateTimers
 from tuner.model.change import DesiredChange
-from tuner.model.cluster import Cluster
+from tuner.model.cluster import Cluster, Workload
 from tuner.model.execution import Execution
 from tuner.model.movability import Movability, Policy, assess
 from tuner.model.pools import discover
@@ -102,11 +102,18 @@ def analyse(
     timers: CandidateTimers | None = None,
     now: float = 0.0,
     kept: frozenset[str] = frozenset(),
+    *,
+    unsettled_nodes: frozenset[str] = frozenset(),
+    unsettled_workloads: frozenset[Workload] = frozenset(),
 ) -> Analysis:
-    """Analyse one stable window. ``history`` holds the knowledge-base entries for this load;
-    ``timers`` (with ``now``) track the candidate delay across windows (see find_removal);
-    the ``kept`` nodes are not removed."""
-    movability = assess(cluster, Policy(settings.analyse.excluded_namespaces, kept))
+    """Analyse one actionable window. ``history`` holds the knowledge-base entries for this
+    load; ``timers`` (with ``now``) track the candidate delay across windows (see
+    find_removal); the ``kept`` nodes are not removed; the unsettled nodes and workloads
+    changed during the window and are kept out of the change."""
+    policy = Policy(
+        settings.analyse.excluded_namespaces, kept, unsettled_nodes, unsettled_workloads
+    )
+    movability = assess(cluster, policy)
     current = nodes_cost(cluster.nodes, settings.pricing)
     pools = discover(cluster, settings)
     removal, timers = propose_removal(cluster, settings, movability, current, timers, now, pools)

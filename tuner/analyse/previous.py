@@ -48,6 +48,8 @@ class PreviousResult:
     reason: str
     unattainable: tuple[tuple[str, str], ...] = ()
     """(execution id, why) of entries that can no longer be reached: the caller deletes them."""
+    not_now: int = 0
+    """Cheaper entries blocked only by nodes or workloads that changed during the window: kept."""
 
 
 class Unattainable(Exception):
@@ -65,13 +67,17 @@ def find_previous(
     """The cheapest entry of ``history`` (already in the load band) that can be reached;
     missing nodes come from ``pools`` that can grow (none given: nothing is provisioned)."""
     unattainable: list[tuple[str, str]] = []
+    not_now = 0
     for execution in sorted(history, key=lambda e: e.rank):
         if execution.cost >= current_cost:
             break
         try:
             change, cost = _transition(cluster, movability, pricing, execution, pools)
         except Unattainable as why:
-            unattainable.append((execution.id, str(why)))
+            if _attainable_later(cluster, movability.later, pricing, execution, pools):
+                not_now += 1
+            else:
+                unattainable.append((execution.id, str(why)))
             continue
         return PreviousResult(
             execution,
@@ -79,13 +85,35 @@ def find_previous(
             cost,
             f"deployment {execution.id} served load {execution.load:g} at {cost:.4f}/h",
             tuple(unattainable),
+            not_now,
         )
-    reason = (
-        "no cheaper deployment is known for this load"
-        if not unattainable
-        else f"{len(unattainable)} cheaper deployment(s) for this load are unattainable"
-    )
-    return PreviousResult(None, None, math.inf, reason, tuple(unattainable))
+    reasons = []
+    if unattainable:
+        reasons.append(f"{len(unattainable)} cheaper deployment(s) for this load are unattainable")
+    if not_now:
+        reasons.append(
+            f"{not_now} cheaper deployment(s) not now: they touch nodes or workloads that "
+            "changed during the window"
+        )
+    reason = "; ".join(reasons) or "no cheaper deployment is known for this load"
+    return PreviousResult(None, None, math.inf, reason, tuple(unattainable), not_now)
+
+
+def _attainable_later(
+    cluster: Cluster,
+    later: Movability | None,
+    pricing: Pricing,
+    execution: Execution,
+    pools: Pools | None,
+) -> bool:
+    """True when only the window's unsettled nodes and workloads block the transition."""
+    if later is None:
+        return False
+    try:
+        _transition(cluster, later, pricing, execution, pools)
+    except Unattainable:
+        return False
+    return True
 
 
 def _counts(pods: Sequence[Pod]) -> Counter[str]:
@@ -285,6 +313,8 @@ def _node_change(
             removals += movable[:-diff]
         elif diff > 0:
             additions += [_addition(node, name, current_types) for _ in range(diff)]
+    if additions and node.name in movability.closed:
+        raise Unattainable(f"{node.name} would receive pods but changed during the window")
     index = snapshot.index[node.name]
     for pod in removals:
         snapshot.unplace(pod, index)

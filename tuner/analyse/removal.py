@@ -83,7 +83,7 @@ class _Greedy:
         self.movability = movability
         self.snapshot = Snapshot(cluster)
         for i, node in enumerate(cluster.nodes):
-            if busy_with_other_autoscaler(node):
+            if busy_with_other_autoscaler(node) or node.name in movability.closed:
                 self.snapshot.close(i)
         self.removed: list[int] = []
         self.residents: list[list[Pod]] = [

@@ -119,6 +119,14 @@ class Window:
     """Pods pending now."""
     changed: float = -math.inf
     """When the node set, the per-workload pod counts or the pending count last changed."""
+    nodes: frozenset[str] = frozenset()
+    """Nodes that joined, left, were cordoned or had pods start or stop on them since the
+    checked start."""
+    workloads: frozenset[Workload] = frozenset()
+    """Workloads whose pod count changed or that had pending or unready pods since then."""
+    blockers: tuple[str, ...] = ()
+    """Cluster-wide: pods pending, nodes joining or leaving (but those the tuner left to the
+    autoscaler) since then."""
 
 
 class Simulation:
@@ -155,6 +163,17 @@ class Simulation:
         self.executor = SimulatedExecutor(self)
         self._signature: tuple[object, ...] = ()
         self._stable_since = self.now
+        self._node_changed: dict[str, float] = {}
+        """Node -> when it last changed (joined, left, cordoned, a pod started or stopped)."""
+        self._workload_changed: dict[Workload, float] = {}
+        """Workload -> until when it counts as changed (a bound pod: until it is ready)."""
+        self._pending_at = -math.inf
+        """When a pod was last pending."""
+        self._nodes_moved_at = -math.inf
+        """When a node last joined or left, but one the tuner left to the autoscaler."""
+        self._registered: frozenset[str] = frozenset()
+        self.handed_over: set[str] = set()
+        """Nodes the tuner's executor left to the autoscaler (their going blocks nothing)."""
         self._loads: deque[tuple[float, float]] = deque()
         for pool in scenario.pools:
             for _ in range(pool.initial_nodes):
@@ -181,17 +200,32 @@ class Simulation:
         while self.now < end - 1e-9:
             self._step()
 
-    def window(self, seconds: float) -> Window:
-        """Whether the last ``seconds`` were stable (same nodes and per-workload pod counts,
-        no pending pods) and the mean load over them."""
+    def window(self, seconds: float, warmup: float = 0.0) -> Window:
+        """Whether the last ``seconds`` and the ``warmup`` before them were stable (same nodes
+        and per-workload pod counts, no pending pods), what changed over them, and the mean load
+        over the last ``seconds``."""
         start = self.now - seconds
-        pending = sum(
-            1 for p in self.cluster_state.pods.values() if p.node is None and not p.placeholder
-        )
-        stable = self._stable_since <= start + 1e-9 and not pending
+        since = start - warmup
+        pending = self.cluster_state.totals.pending
+        stable = self._stable_since <= since + 1e-9 and not pending
         served = [load for t, load in self._loads if t >= start - 1e-9]
         load = sum(served) / len(served) if served else 0.0
-        return Window(start, self.now, stable, load, pending, self._stable_since - self.tick)
+        blockers = []
+        if pending or self._pending_at >= since - 1e-9:
+            blockers.append("pods pending")
+        if self._nodes_moved_at >= since - 1e-9:
+            blockers.append("a node joined or left")
+        return Window(
+            start,
+            self.now,
+            stable,
+            load,
+            pending,
+            self._stable_since - self.tick,
+            frozenset(n for n, t in self._node_changed.items() if t >= since - 1e-9),
+            frozenset(w for w, t in self._workload_changed.items() if t >= since - 1e-9),
+            tuple(blockers),
+        )
 
     def apply(
         self,
@@ -306,6 +340,9 @@ class Simulation:
         state = self.cluster_state
         node = state.nodes[name]
         node.unschedulable = True
+        state.touched_nodes.add(name)
+        if node_removal == "autoscaler":
+            self.handed_over.add(name)
         state.changed()
         for pod in state.pods_on(node):
             if not pod.daemon:
@@ -436,6 +473,32 @@ class Simulation:
             ),
         )
 
+    def _collect_changes(self, registered: frozenset[str], pending: int) -> None:
+        """Stamp the nodes and workloads that changed this tick, and the cluster-wide events."""
+        state, now = self.cluster_state, self.now
+        if registered != self._registered:
+            moved = registered ^ self._registered
+            state.touched_nodes |= moved
+            if moved - self.handed_over:
+                self._nodes_moved_at = now
+            self.handed_over &= registered
+            self._registered = registered
+            for name in [n for n, t in self._node_changed.items() if now - t > MAX_WINDOW]:
+                del self._node_changed[name]
+        if pending:
+            self._pending_at = now
+        for name in state.touched_nodes:
+            self._node_changed[name] = now
+        for service in state.touched_services:
+            self._workload_changed[service.workload] = max(
+                self._workload_changed.get(service.workload, now), now
+            )
+        for service in state.bound_services:
+            self._workload_changed[service.workload] = now + self.scenario.startup
+        state.touched_nodes.clear()
+        state.touched_services.clear()
+        state.bound_services.clear()
+
     def _observe(self) -> None:
         state = self.cluster_state
         now = self.now
@@ -452,6 +515,7 @@ class Simulation:
         if signature != self._signature:
             self._signature = signature
             self._stable_since = now + self.tick
+        self._collect_changes(frozenset(registered), pending)
         self._loads.append((now, load))
         while self._loads and self._loads[0][0] < now - MAX_WINDOW:
             self._loads.popleft()

@@ -140,6 +140,13 @@ class SimCluster:
         """(bound at, pod) of recent bindings, oldest first, for readiness after startup."""
         self.evictions = 0
         """Pods evicted so far, by any actor."""
+        self.touched_nodes: set[str] = set()
+        """Nodes that joined, left, were cordoned or had pods start or stop on them since the
+        simulation last collected them (for the window's per-node stability)."""
+        self.touched_services: set[Service] = set()
+        """Services whose pod count changed since last collected."""
+        self.bound_services: set[Service] = set()
+        """Services with a pod bound (not ready until its startup passed) since last collected."""
         self._uid = 0
         self._node_seq = 0
         self._view: tuple[int, Cluster] | None = None
@@ -156,6 +163,7 @@ class SimCluster:
         labels = {HOSTNAME: name, **pool_labels(node_type, pool, pool_label)}
         node = SimNode(name, node_type, created=now, ready_at=now + delay, pool=pool, labels=labels)
         self.nodes[name] = node
+        self.touched_nodes.add(name)
         self.changed()
         return node
 
@@ -169,6 +177,7 @@ class SimCluster:
         for pod in self.pods_on(node):
             self._forget(pod)
         del self.nodes[name]
+        self.touched_nodes.add(name)
         self.changed()
         return evicted
 
@@ -189,6 +198,7 @@ class SimCluster:
         self.pods[pod.uid] = pod
         self.by_service.setdefault(service, set()).add(pod.uid)
         self.by_name[name] = pod.uid
+        self.touched_services.add(service)
         self.changed()
         return pod
 
@@ -203,6 +213,8 @@ class SimCluster:
         node.pods.add(pod.uid)
         node.cpu += pod.service.cpu
         node.memory += pod.service.memory
+        self.touched_nodes.add(node.name)
+        self.bound_services.add(pod.service)
         self.changed()
 
     def delete_pod(self, pod: SimPod) -> None:
@@ -212,6 +224,8 @@ class SimCluster:
             node.pods.discard(pod.uid)
             node.cpu -= pod.service.cpu
             node.memory -= pod.service.memory
+            self.touched_nodes.add(node.name)
+        self.touched_services.add(pod.service)
         self._forget(pod)
         self.changed()
 

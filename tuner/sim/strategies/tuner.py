@@ -96,7 +96,7 @@ class ProjectTuner:
             return
         if self._ports is None:
             actuator = SimActuator(sim, self.settings.execute.node_removal)
-            self._ports = Ports(SimObserver(sim), actuator, self.knowledge)
+            self._ports = Ports(SimObserver(sim, self.settings.windows), actuator, self.knowledge)
         report, self.state = run_cycle(sim.now, self.state, self.settings, self._ports, self.rng)
         if report.window is not None:
             self.windows += 1
