@@ -310,3 +310,9 @@ def test_a_replace_shows_in_the_cycle_log_the_event_and_the_metrics(
     metrics.observe(cycle, 0.1)
     exported = generate_latest(metrics.registry).decode()
     assert 'tuner_actions_total{op="provision_node",result="verified"} 1.0' in exported
+
+
+def test_a_saving_within_price_rounding_is_no_replacement() -> None:
+    # one big node for two smalls at 1.99 (0.5 % saved): within rounding, not worth a drain
+    assert _analyse(_half_empty(), _settings(big_price=1.99)).replacement is None
+    assert _analyse(_half_empty(), _settings(big_price=1.95)).replacement is not None

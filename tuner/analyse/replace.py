@@ -12,9 +12,9 @@ consolidation the Cluster Autoscaler cannot do and Karpenter's multi-node consol
    be a removal in disguise: removal finds those, after its candidate delay): the drained
    nodes' movable pods are re-placed, largest first, by best fit on the other open nodes and on
    new nodes of the pool's type, a new node opened only when a pod fits nowhere else, and no
-   more new nodes than the saving pays for (nor than the pool's maximum allows). Every fit rule
-   is the scheduling simulation's (:class:`~tuner.model.snapshot.Snapshot`); a new node starts
-   with the requests of the DaemonSets whose pods would run on it.
+   more new nodes than cost 99 % of the drained nodes (nor than the pool's maximum allows).
+   Every fit rule is the scheduling simulation's (:class:`~tuner.model.snapshot.Snapshot`); a
+   new node starts with the requests of the DaemonSets whose pods would run on it.
 3. The result must keep requests over allocatable and over usable capacity under the
    thresholds, as removal does, and must cost less per hour than now.
 4. The cheapest result wins; on a tie, the one that moves the fewest pods.
@@ -39,6 +39,10 @@ from tuner.model.scheduling import static_fit
 from tuner.model.snapshot import Snapshot
 from tuner.settings import Settings
 
+KEEP = 0.99
+"""New nodes may cost at most this share of the drained nodes' price: a replacement saves at
+least 1 % of it (price tables round: two e2-standard-4 cost 0.00001/h less than one
+e2-standard-8, not worth draining a node for)."""
 SINGLES = 8
 """How many of the dearest drainable nodes are tried alone."""
 NOT_CHEAPER = "no other pool's nodes would cost less than the nodes they replace"
@@ -267,7 +271,7 @@ def _trials(
 ) -> list[tuple[list[int], NodePool, int, float]]:
     """(nodes to drain, pool, most new nodes, saving of the drained nodes) worth simulating:
     each set with each growable pool of another type whose nodes are cheap enough that at
-    least one of them costs less than the drained nodes."""
+    least one of them costs at most :data:`KEEP` of the drained nodes' price."""
     trials: list[tuple[list[int], NodePool, int, float]] = []
     for drained in sets:
         saving = sum(prices[i] for i in drained)
@@ -275,7 +279,7 @@ def _trials(
         for name, spares in growable.items():
             pool = pools.by_name[name]
             price = node_price(pool.template, settings.pricing)
-            most = spares if price <= 0 else min(spares, math.ceil(saving / price) - 1)
+            most = spares if price <= 0 else min(spares, math.floor(saving * KEEP / price))
             if pool.node_type not in types and most >= 1:
                 trials.append((drained, pool, most, saving))
     return trials
