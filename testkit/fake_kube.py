@@ -7,7 +7,9 @@ ReplicaSet, scaling down deletes the pod with the lowest pod-deletion-cost (the 
 tie), an eviction deletes the pod and creates its replacement; a new pod lands on a node that
 carries the workload's label, else on :attr:`FakeKube.default_node`, and is Ready when
 :attr:`FakeKube.ready` says so. A wait decides on the state at once: a check that would keep
-waiting times out. Every call is recorded in :attr:`FakeKube.calls`.
+waiting times out. Every call is recorded in :attr:`FakeKube.calls`. A bare pod with a node
+selector (a placeholder) stays Pending, unless :attr:`FakeKube.grows` names a node to add, as a
+Cluster Autoscaler would, with the selector's labels; the pod is then bound to it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ MUTATING = frozenset(
         "put_config_map",
         "patch_config_map",
         "delete_config_map",
+        "create_pod",
+        "delete_pod",
     }
 )
 """The calls that change the cluster."""
@@ -40,6 +44,7 @@ MUTATING = frozenset(
 MODELS = {
     "node": "V1Node",
     "pod": "V1Pod",
+    "priority_class": "V1PriorityClass",
     "rs": "V1ReplicaSet",
     "deploy": "V1Deployment",
     "cm": "V1ConfigMap",
@@ -72,6 +77,9 @@ class FakeKube:
         controller: the remove must notice and roll back)."""
         self.refuse_evictions = False
         """Every eviction is refused (as a PodDisruptionBudget would)."""
+        self.grows: str | None = None
+        """The node an autoscaler adds for a placeholder pod (None: the pod stays Pending)."""
+        self.priority_classes: set[str] = set()
         self.calls: list[tuple[str, str]] = []
         self.nodes: dict[str, dict[str, Any]] = {}
         self.pod_docs: dict[tuple[str, str], dict[str, Any]] = {}
@@ -82,9 +90,13 @@ class FakeKube:
         self._client = ApiClient()
 
     # ------------------------------------------------------------------ setup --
-    def add_node(self, name: str) -> None:
-        """A schedulable node."""
-        self.nodes[name] = {"metadata": {"name": name, "uid": f"node-{name}"}, "spec": {}}
+    def add_node(self, name: str, labels: Mapping[str, str] | None = None) -> None:
+        """A schedulable, Ready node."""
+        self.nodes[name] = {
+            "metadata": {"name": name, "uid": f"node-{name}", "labels": dict(labels or {})},
+            "spec": {},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        }
 
     def add_deployment(self, namespace: str, name: str, on: list[str]) -> None:
         """A Deployment with one pod on each node of ``on`` (selector ``app=<name>``)."""
@@ -200,6 +212,20 @@ class FakeKube:
         docs = self.pod_docs.values()
         return [self._model(d, "pod") for d in docs if d["spec"].get("nodeName") == node]
 
+    def labelled_pods(self, selector: str) -> list[Any]:
+        self.calls.append(("labelled_pods", selector))
+        docs = self.pod_docs.values()
+        return [self._model(d, "pod") for d in docs if selector in d["metadata"]["labels"]]
+
+    def list_nodes(self) -> list[Any]:
+        self.calls.append(("list_nodes", ""))
+        return [self._model(d, "node") for d in self.nodes.values()]
+
+    def priority_class(self, name: str) -> Any | None:
+        self.calls.append(("priority_class", name))
+        doc = {"metadata": {"name": name}, "value": -10}
+        return self._model(doc, "priority_class") if name in self.priority_classes else None
+
     def hpa_scales(self, namespace: str, kind: str, name: str) -> str | None:
         self.calls.append(("hpa_scales", f"{namespace}/{kind}/{name}"))
         return self.hpas.get((namespace, kind, name))
@@ -237,6 +263,21 @@ class FakeKube:
             return None
         merge(doc, patch)
         return self._model(doc, "pod")
+
+    def create_pod(self, namespace: str, body: Mapping[str, Any]) -> Any:
+        name = body["metadata"]["name"]
+        self.calls.append(("create_pod", f"{namespace}/{name}"))
+        doc = json.loads(json.dumps(body))
+        doc["metadata"].update(namespace=namespace, uid=f"uid-{name}")
+        if self.grows is not None:
+            self.add_node(self.grows, doc["spec"].get("nodeSelector"))
+            doc["spec"]["nodeName"] = self.grows
+        self.pod_docs[(namespace, name)] = doc
+        return self._model(doc, "pod")
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        self.calls.append(("delete_pod", f"{namespace}/{name}"))
+        self.pod_docs.pop((namespace, name), None)
 
     def evict(self, pod: Any) -> None:
         namespace, name = pod.metadata.namespace, pod.metadata.name
@@ -277,7 +318,14 @@ class FakeKube:
 
     # ------------------------------------------------------------------ waits --
     def wait_pods(
-        self, namespace: str, selector: str, check: Check, what: str, *, rollback: bool = False
+        self,
+        namespace: str,
+        selector: str,
+        check: Check,
+        what: str,
+        *,
+        rollback: bool = False,
+        timeout_s: float | None = None,
     ) -> Verdict:
         pods = {p.metadata.uid: p for p in self.pods(namespace, selector)}
         return check(pods) or Verdict(False, f"timed out waiting for {what}")
@@ -285,6 +333,11 @@ class FakeKube:
     def wait_pods_on(self, node: str, check: Check, what: str) -> Verdict:
         pods = {p.metadata.uid: p for p in self.pods_on(node)}
         return check(pods) or Verdict(False, f"timed out waiting for {what}")
+
+    def wait_nodes(self, check: Check, what: str, timeout_s: float) -> Verdict:
+        self.calls.append(("wait_nodes", what))
+        nodes = {n.metadata.uid: n for n in self.list_nodes()}
+        return check(nodes) or Verdict(False, f"timed out after {timeout_s:g} s waiting for {what}")
 
     def wait_node_gone(self, node: str, timeout_s: float) -> Verdict:
         self.calls.append(("wait_node_gone", node))

@@ -7,10 +7,14 @@ ports so the same cycle runs against a real cluster, the simulator or a dry run:
 - :class:`Actuator`: read the cluster, carry out actions (or, in a dry run, only check them);
 - the knowledge base (:class:`knowledge.base.KnowledgeBase`).
 
-Rules (thesis §3.2; concepts.md): act only on a window that was stable as a whole; an unstable or
-unknown window is retried after ``windows.retry_s`` (the sliding window); after any change the
-next window starts a warm-up after the change ended; a chosen previous deployment is deleted
-from the knowledge base and comes back when the next window proves the deployment stable;
+Rules (thesis §3.2; concepts.md): act only on an actionable window — under ``windows.scope``
+``cluster`` one stable as a whole, under ``touched`` one without a pod pending or a node joining
+or leaving, whose changed nodes and workloads the analysis keeps out of the plan; record the
+deployment only after a window in which the whole cluster was stable (its key is the whole
+load); a window that is not actionable is retried after ``windows.retry_s`` (the sliding
+window); after any change the next window starts a warm-up after the change ended; a chosen
+previous deployment is deleted from the knowledge base and comes back when the next window
+proves the whole deployment stable;
 the option reads only the cheapest ``knowledge.lookup_limit`` entries that cost less than the
 cluster now (:func:`previous_candidates`), and those found unattainable are deleted;
 candidate-delay timers live across cycles. Unless in a dry run, a cycle first takes back the
@@ -37,7 +41,7 @@ from tuner.model.cluster import Cluster
 from tuner.model.execution import Execution, execution_of
 from tuner.model.load import Load
 from tuner.model.price import nodes_cost
-from tuner.model.window_report import Verdict
+from tuner.model.window_report import Scope, Verdict
 from tuner.plan.actions import Action
 from tuner.report.build import PlanReport, build_report
 from tuner.settings import Settings
@@ -172,26 +176,40 @@ def run_cycle(
         return CycleReport(Outcome.WAITING, state.stable_since, now, reason, wait), state
     window = ports.observer.observe(start, now)
     if not window.actionable or window.load is None:
-        outcome = Outcome.UNSTABLE if window.verdict is Verdict.UNSTABLE else Outcome.UNKNOWN
-        return CycleReport(outcome, start, now, window.reason, windows.retry_s, window), state
+        unstable = window.verdict is Verdict.UNSTABLE
+        outcome = Outcome.UNSTABLE if unstable else Outcome.UNKNOWN
+        reason = window.judgement if unstable and window.scope is Scope.TOUCHED else window.reason
+        return CycleReport(outcome, start, now, reason, windows.retry_s, window), state
     cluster = ports.actuator.read()
     load = window.load
     history = _history(ports.knowledge, cluster, settings, load)
     kept = frozenset(n for n, _ in state.kept)
-    analysis = analyse(cluster, settings, history, rng, state.timers, now, kept)
+    analysis = analyse(
+        cluster,
+        settings,
+        history,
+        rng,
+        state.timers,
+        now,
+        kept,
+        unsettled_nodes=window.unsettled_nodes,
+        unsettled_workloads=window.unsettled_workloads,
+    )
     recorded = None
-    if not dry_run:
+    if not dry_run and window.whole_stable:
         execution = execution_of(cluster, analysis.movability, settings.pricing, load, start, now)
         recorded = _record(ports.knowledge, execution, state.awaiting)
         state = replace(state, awaiting=None)
     state = replace(state, timers=analysis.timers or state.timers)
     plan = build_report(cluster, settings, analysis)
+    # After staying on a window that was not stable as a whole, slide on as after an unstable
+    # one: the next whole-stable window (the one a deployment is recorded after) comes sooner.
     base = CycleReport(
         Outcome.STAYED,
         start,
         now,
         analysis.reason,
-        windows.measure_s,
+        windows.measure_s if window.whole_stable else windows.retry_s,
         window,
         load.total,
         plan,

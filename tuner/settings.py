@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cache
@@ -88,6 +89,34 @@ class Analyse:
     seed: int | None = None
     excluded_namespaces: frozenset[str] = frozenset({"kube-system"})
     min_saving_per_hour: float = 0.0
+    replace_nodes: bool = True
+    max_replaced_nodes: int = 3
+
+
+@dataclass(frozen=True)
+class PoolTemplate:
+    """What a new node of a pool looks like, for a pool that has no node now."""
+
+    instance_type: str
+    cpu: int
+    """Allocatable millicores (also taken as the capacity)."""
+    memory: int
+    """Allocatable bytes (also taken as the capacity)."""
+    pods: int = 110
+    labels: tuple[tuple[str, str], ...] = ()
+    taints: tuple[tuple[str, str, str], ...] = ()
+    """(key, value, effect)."""
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    """One entry of the ``pools`` section: how a pool's nodes are recognised and its bounds."""
+
+    min_size: int | None = None
+    max_size: int | None = None
+    selector: tuple[tuple[str, str], ...] = ()
+    """Node labels that put a node in this pool (before the pool labels are read)."""
+    template: PoolTemplate | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +135,9 @@ class Windows:
     measure_s: float = 600.0
     retry_s: float = 60.0
     warmup_s: float = 0.0
+    scope: str = "touched"
+    """What must stand still over the window: ``touched`` (nothing pending, no node joining or
+    leaving; what changed is kept out of the plan) or ``cluster`` (the thesis' whole cluster)."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +189,12 @@ class Execute:
     autoscaler_grace_s: float = 1800.0
     """How long a node left for the autoscaler may stay before the tuner takes it back (0: for
     ever)."""
+    node_provision: str = "autoscaler"
+    node_provision_command: tuple[str, ...] = ()
+    provision_timeout_s: float = 900.0
+    """How long obtaining a node from a pool may take (the Cluster Autoscaler's own
+    ``--max-node-provision-time`` default, 15 min)."""
+    placeholder_priority_class: str = "deployment-tuner-placeholder"
 
 
 @dataclass(frozen=True)
@@ -193,6 +231,7 @@ class Settings:
     kubernetes: Kubernetes = field(default_factory=Kubernetes)
     execute: Execute = field(default_factory=Execute)
     daemon: Daemon = field(default_factory=Daemon)
+    pools: dict[str, PoolSettings] = field(default_factory=dict)
 
 
 @cache
@@ -231,6 +270,7 @@ def settings_from_dict(document: Any) -> Settings:
         kubernetes=Kubernetes(**doc.get("kubernetes", {})),
         execute=_execute(doc.get("execute", {})),
         daemon=_daemon(doc.get("daemon", {})),
+        pools={name: _pool(name, spec) for name, spec in doc.get("pools", {}).items()},
     )
 
 
@@ -282,13 +322,49 @@ def _analyse(section: dict[str, Any]) -> Analyse:
 
 def _execute(section: dict[str, Any]) -> Execute:
     section = dict(section)
-    command = tuple(section.pop("node_removal_command", ()))
-    if section.get("node_removal") == "command" and not command:
-        raise InputError("execute.node_removal_command: required when node_removal is 'command'")
-    return Execute(node_removal_command=command, **section)
+    commands = {
+        key: tuple(section.pop(f"{key}_command", ())) for key in ("node_removal", "node_provision")
+    }
+    for key, command in commands.items():
+        if section.get(key) == "command" and not command:
+            raise InputError(f"execute.{key}_command: required when {key} is 'command'")
+    return Execute(
+        node_removal_command=commands["node_removal"],
+        node_provision_command=commands["node_provision"],
+        **section,
+    )
 
 
 def _daemon(section: dict[str, Any]) -> Daemon:
     section = dict(section)
     election = LeaderElection(**section.pop("leader_election", {}))
     return Daemon(leader_election=election, **section)
+
+
+def _pool(name: str, spec: dict[str, Any]) -> PoolSettings:
+    low, high = spec.get("min"), spec.get("max")
+    if low is not None and high is not None and low > high:
+        raise InputError(f"pools.{name}.max: {high} is below min {low}")
+    template = spec.get("template")
+    shape = None
+    if template is not None:
+        where = f"pools.{name}.template"
+        shape = PoolTemplate(
+            instance_type=template["instance_type"],
+            cpu=_quantity(cpu_millis, template["cpu"], f"{where}.cpu"),
+            memory=_quantity(memory_bytes, template["memory"], f"{where}.memory"),
+            pods=template.get("pods", 110),
+            labels=tuple(sorted(template.get("labels", {}).items())),
+            taints=tuple(
+                (t["key"], t.get("value", ""), t.get("effect", "NoSchedule"))
+                for t in template.get("taints", ())
+            ),
+        )
+    return PoolSettings(low, high, tuple(sorted(spec.get("selector", {}).items())), shape)
+
+
+def _quantity(parse: Callable[[Any], int], value: Any, where: str) -> int:
+    try:
+        return parse(value)
+    except InputError as err:
+        raise InputError(f"{where}: {err}") from err

@@ -1,20 +1,30 @@
 """Run one transition in a separate process, so that a test can SIGKILL it mid-action.
 
 Usage: python -m tests.cluster.transition_child SETTINGS.json NAMESPACE OP ARG [TARGET]
-with OP ``migrate POD TARGET``, ``add DEPLOYMENT TARGET`` or ``remove_node NODE``.
+with OP ``migrate POD TARGET``, ``add DEPLOYMENT TARGET``, ``remove_node NODE`` or
+``provision POOL`` (a node of the pool labelled ``cloud.google.com/gke-nodepool=POOL``).
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import MappingProxyType
 
 from tuner.execute.actuator import KubeActuator
-from tuner.model.cluster import Workload
+from tuner.model.cluster import Node, Workload
+from tuner.model.pools import POOL_LABELS, NodePool
 from tuner.model.resources import Resources
 from tuner.monitor.kube import api_client, read_cluster
-from tuner.plan.actions import Action, Add, Migrate, RemoveNode
+from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, RemoveNode
 from tuner.settings import load_settings
+
+
+def pool(name: str) -> NodePool:
+    """A pool of KWOK nodes (4 CPU, 8 GiB) selected by the GKE node-pool label."""
+    labels = MappingProxyType({POOL_LABELS[0]: name})
+    size = Resources(4000, 8 << 30)
+    return NodePool(name, "kwok-4", Node("", size, size, labels=labels), selector=labels)
 
 
 def main(argv: list[str]) -> int:
@@ -27,6 +37,8 @@ def main(argv: list[str]) -> int:
         action = Migrate(pod, argv[4])
     elif op == "add":
         action = Add(Workload(namespace, "Deployment", arg), argv[4], Resources(500, 0))
+    elif op == "provision":
+        action = ProvisionNode(f"{arg}+1", pool(arg), Resources(500, 256 << 20))
     else:
         action = RemoveNode(arg)
     result = KubeActuator(api, settings).carry_out([action])

@@ -10,13 +10,13 @@ import itertools
 import math
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
 
 from testkit.builders import cluster, node, pod
-from testkit.exporter import ExportedDeployment, ExportedPod
+from testkit.exporter import ExportedDeployment, ExportedNode, ExportedPod
 from testkit.prometheus_fixture import PrometheusHarness
 from tuner.model.cluster import Cluster
 from tuner.model.load import Load
@@ -156,7 +156,9 @@ def test_scale_up_and_down_inside_the_window_is_unstable(
     report = observe(settings_for(prometheus, end - start, query=query), end)
 
     assert report.verdict is Verdict.UNSTABLE
-    assert not report.actionable
+    assert report.actionable  # windows.scope touched: only web and its node changed
+    assert report.unsettled.nodes == {f"{ns}-node-a"}
+    assert {str(w) for w in report.unsettled.workloads} == {f"{ns}/Deployment/web"}
     web = f"{ns}/Deployment/web"
     assert any(f.startswith(f"{web}: pod count changed 3 → 5 → 3") for f in report.findings)
     assert any(
@@ -233,6 +235,45 @@ def test_a_node_added_inside_the_window_makes_it_unstable(
         )
         <= 3
     )
+
+
+def test_touched_scope_a_cordon_unsettles_its_node_a_new_node_blocks(
+    prometheus: PrometheusHarness, ns: str
+) -> None:
+    exporter = prometheus.exporter
+    exporter.set_request_rate(ns, "web", 10.0)
+    state = two_workloads(ns)
+    exporter.set_cluster(**state)
+    start = begin(prometheus)
+    prometheus.wait_for_scrapes(2)
+    cordoned = [f"{ns}-node-a", ExportedNode(f"{ns}-node-b", unschedulable=True)]
+    exporter.set_cluster(**{**state, "nodes": cordoned})
+    prometheus.wait_for_scrapes(2)
+    end = time.time()
+    prometheus.wait_for_scrapes(1)
+    exporter.set_cluster(**{**state, "nodes": [*cordoned, f"{ns}-node-c"]})
+    prometheus.wait_for_scrapes(2)
+    later = time.time()
+    prometheus.wait_for_scrapes(1)
+
+    query = f'sum(rate(http_requests_total{{namespace="{ns}"}}[$window]))'
+    cordon = observe(settings_for(prometheus, end - start, query=query), end)
+    # A cordon alone leaves the whole cluster stable (as the thesis' rule has it): nothing to
+    # keep out; the probe still names the node once the window is not stable as a whole.
+    assert cordon.verdict is Verdict.STABLE
+    assert cordon.actionable
+
+    joined = observe(settings_for(prometheus, later - start, query=query), later)
+    assert joined.verdict is Verdict.UNSTABLE
+    assert not joined.actionable
+    assert joined.unsettled.blockers == (f"nodes joining or leaving: {ns}-node-c",)
+    assert joined.unsettled.nodes == {f"{ns}-node-b", f"{ns}-node-c"}
+    assert joined.unsettled.workloads == frozenset()
+    assert joined.judgement.startswith("touched scope: 2 nodes and 0 workloads changed")
+
+    thesis = settings_for(prometheus, later - start, query=query)
+    thesis = replace(thesis, windows=replace(thesis.windows, scope="cluster"))
+    assert observe(thesis, later).judgement.startswith("cluster scope: the cluster changed")
 
 
 @dataclass
@@ -384,7 +425,7 @@ def test_prometheus_stopped_mid_observation(
     assert report.verdict is Verdict.UNKNOWN
     assert report.load is None
     fourth = flaky.queries[3]
-    assert fourth == Probe.DEPLOYMENTS.query("")  # the three before it were answered
+    assert fourth == Probe.NODE_PODS.query("")  # the three before it were answered
     assert report.failed_query == fourth
     assert report.reason.startswith("stability query failed: Prometheus unreachable at ")
     assert fourth in report.reason

@@ -135,9 +135,11 @@ def test_every_option_answers_with_a_proposal_and_the_decision_reports_them() ->
         execution_of(gone, assess(gone, policy), s.pricing, 100, 0, 1),
     ]
     result = analyse(now, s, history, random.Random(0))
-    removal, previous = result.proposals
+    removal, previous, replace = result.proposals
     assert (removal.option.choice, previous.option.choice) == (Choice.REMOVE_NODES, Choice.PREVIOUS)
     assert not removal.possible and removal.reason == "node removal is disabled"
+    assert replace.option.choice == Choice.REPLACE_NODES
+    assert not replace.possible and replace.reason == "no node pool can grow"
     assert result.chosen is previous and previous.cost_after == result.cost_after == 8
     assert previous.change == result.change and previous.disruption.nodes_drained == 1
     # what the decision does to the knowledge base: hold the chosen entry, forget the unattainable

@@ -39,6 +39,8 @@ CALLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "list_pod_for_all_namespaces": ("", "pods", ("list", "watch")),
     "list_namespaced_pod": ("", "pods", ("list", "watch")),
     "read_namespaced_pod": ("", "pods", ("get",)),
+    "create_namespaced_pod": ("", "pods", ("create",)),
+    "delete_namespaced_pod": ("", "pods", ("delete",)),
     "patch_namespaced_pod": ("", "pods", ("patch",)),
     "create_namespaced_pod_eviction": ("", "pods/eviction", ("create",)),
     "list_deployment_for_all_namespaces": ("apps", "deployments", ("list", "watch")),
@@ -76,12 +78,15 @@ CALLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "patch_namespaced_config_map": ("", "configmaps", ("patch",)),
     "delete_namespaced_config_map": ("", "configmaps", ("delete",)),
     "create_namespaced_event": ("events.k8s.io", "events", ("create",)),
+    "read_priority_class": ("scheduling.k8s.io", "priorityclasses", ("get",)),
 }
 NOT_THE_DAEMON = {"tuner/execute/onboard.py"}
 """Commands a person runs with their own credentials (``tuner onboard`` rolls a Deployment
 once); the daemon's ServiceAccount does not get their permissions."""
 NAMESPACED_TO_ITS_OWN = {"leases", "configmaps"}
 """Resources the tuner only touches in its own namespace (a Role, not the ClusterRole)."""
+IN_ITS_OWN = {"create_namespaced_pod", "delete_namespaced_pod"}
+"""Calls the tuner only makes in its own namespace (placeholder pods, execute.journal_namespace)."""
 NOT_REQUESTS = {"close"}
 """Methods of the API classes that make no request (``close`` releases the client's pool; the
 word also names closing a half-read response in the live reads)."""
@@ -93,6 +98,7 @@ API_CLASSES = (
     client.AutoscalingV2Api,
     client.CoordinationV1Api,
     client.EventsV1Api,
+    client.SchedulingV1Api,
 )
 
 
@@ -137,7 +143,7 @@ def needed(*, own_namespace: bool) -> set[Permission]:
         (group, resource, verb)
         for method in api_calls()
         for group, resource, verbs in [CALLS[method]]
-        if (resource in NAMESPACED_TO_ITS_OWN) == own_namespace
+        if (resource in NAMESPACED_TO_ITS_OWN or method in IN_ITS_OWN) == own_namespace
         for verb in verbs
     }
 
@@ -186,7 +192,7 @@ def test_bindings_give_the_roles_to_the_service_account() -> None:
 
 def test_every_object_is_in_the_tuners_namespace_and_in_the_kustomization() -> None:
     for doc in documents():
-        if doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
+        if doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass"):
             assert doc["metadata"]["namespace"] == NAMESPACE, doc["kind"]
     listed = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"]
     files = {p.name for p in DEPLOY.glob("*.yaml")} - {"kustomization.yaml"}

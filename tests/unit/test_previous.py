@@ -14,10 +14,11 @@ from tuner.analyse.previous import _scores, find_previous
 from tuner.model.cluster import Cluster
 from tuner.model.execution import Execution, NodeState, WorkloadType, execution_of
 from tuner.model.movability import Policy, assess
+from tuner.model.pools import discover
 from tuner.model.scheduling import AntiAffinityTerm, Constraints, LabelSelector
 from tuner.plan.planner import plan
 from tuner.plan.replay import replay
-from tuner.settings import Pricing
+from tuner.settings import Pricing, Settings, settings_from_dict
 
 PRICING = Pricing(price_per_core=1.0, price_per_gb=0.0)
 POLICY = Policy(frozenset())
@@ -229,3 +230,33 @@ def test_the_cost_is_summed_in_the_clusters_node_order() -> None:
     result = previous(now, [record(then)])
     assert result.execution is not None
     assert result.cost == sum(float(p) for p in prices)  # in node order, bit for bit
+
+
+def test_a_deployment_on_another_node_type_is_provisioned_from_a_pool_of_that_type() -> None:
+    big = {"cloud.google.com/gke-nodepool": "big"}
+    then = cluster(
+        [node("b-1", "8", "16Gi", labels=big, instance_type="big-8")],
+        [pod("web-1", "b-1", "3"), pod("web-2", "b-1", "3")],
+    )
+    entry = replace(record(then), cost=6.0)
+    now = cluster(
+        [node("s-1", instance_type="small-4"), node("s-2", instance_type="small-4")],
+        [pod("web-1", "s-1", "3"), pod("web-2", "s-2", "3")],
+    )
+    movability = assess(now, POLICY)
+    # no pool offers big-8: unattainable, as before
+    alone = find_previous(now, movability, PRICING, [entry], 8.0, discover(now, Settings()))
+    assert alone.execution is None and "no node pool of that type" in alone.unattainable[0][1]
+    # a pool of big-8 nodes that may grow: the deployment comes back on a new node
+    template = {"instance_type": "big-8", "cpu": "8", "memory": "16Gi", "labels": big}
+    pools = settings_from_dict({"pools": {"big": {"max": 1, "template": template}}})
+    found = find_previous(now, movability, PRICING, [entry], 8.0, discover(now, pools))
+    assert found.change is not None and found.cost == 8.0
+    assert [(n.name, n.pool.name) for n in found.change.new_nodes] == [("big+1", "big")]
+    assert set(found.change.remove_nodes) == {"s-1", "s-2"}
+    actions = plan(now, found.change)
+    final = replay(now, actions)
+    assert sorted(final.pods["big+1"]) == ["default/web-1", "default/web-2"]
+    # a pool at its maximum cannot grow: unattainable
+    full = settings_from_dict({"pools": {"big": {"max": 0, "template": template}}})
+    assert find_previous(now, movability, PRICING, [entry], 8.0, discover(now, full)).change is None

@@ -13,20 +13,23 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from testkit.builders import cluster, node, pod
 from tuner.analyse.decision import Choice, analyse
+from tuner.analyse.options.replace import propose_replace
 from tuner.model import scheduling as rules
 from tuner.model.cluster import Cluster, Node, Pdb, Pod
 from tuner.model.execution import execution_of
 from tuner.model.movability import Policy, assess
+from tuner.model.pools import discover
+from tuner.model.price import node_price
 from tuner.model.resources import Resources
-from tuner.plan.actions import Add, Migrate, Remove, RemoveNode
+from tuner.plan.actions import Add, Migrate, ProvisionNode, Remove, RemoveNode
 from tuner.plan.planner import plan
 from tuner.plan.replay import replay
-from tuner.settings import Analyse, Pricing, Settings
+from tuner.settings import Analyse, PoolSettings, PoolTemplate, Pricing, Settings
 
 KINDS = ["Deployment", "Deployment", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"]
 SHAPES = [("2", "4Gi"), ("4", "8Gi"), ("4", "16Gi")]
@@ -197,3 +200,52 @@ def test_previous_deployment_plans_are_safe_and_reach_the_recorded_counts(
         assert result.cost_after < result.cost_current
     else:
         assert counts_after(c, actions) == replica_counts(c)
+
+
+def _pool_settings(big_max: int) -> Settings:
+    """Pools ``a`` and ``b`` (the nodes' ``pool`` label, at least one node each) and ``big``,
+    8-core nodes cheaper per core than the others, that may grow by ``big_max``."""
+    template = PoolTemplate("big-8", 8000, 32 * 2**30, 110, (("pool", "big"),))
+    return Settings(
+        pricing=Pricing(price_per_core=1.0, price_per_gb=0.1, node_types={"big-8": 5.0}),
+        analyse=Analyse(max_replaced_nodes=4, excluded_namespaces=frozenset()),
+        pools={
+            "a": PoolSettings(1, None, (("pool", "a"),)),
+            "b": PoolSettings(1, None, (("pool", "b"),)),
+            "big": PoolSettings(0, big_max, (("pool", "big"),), template),
+        },
+    )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.integers(0, 3), st.integers(0, 2**32))
+def test_replace_plans_are_safe_cheaper_and_respect_pools_and_unsettled_nodes(
+    c: Cluster, big_max: int, seed: int
+) -> None:
+    rng = random.Random(seed)
+    unsettled = frozenset(n.name for n in c.nodes if rng.random() < 0.2)
+    s = _pool_settings(big_max)
+    movability = assess(c, Policy(frozenset(), unsettled_nodes=unsettled))
+    pools = discover(c, s)
+    current = sum(node_price(n, s.pricing) for n in c.nodes)
+    proposal = propose_replace(c, s, movability, pools, current)
+    actions = plan(c, proposal.change)
+    check_plan_invariants(c, actions, {p.key for p in c.pods if movability.movable(p)})
+    assert counts_after(c, actions) == replica_counts(c)
+    event(f"replace possible: {proposal.possible}")
+    if not proposal.possible:
+        assert actions == ()
+        return
+    assert proposal.cost_after < current
+    provisions = [a for a in actions if isinstance(a, ProvisionNode)]
+    assert provisions and actions[: len(provisions)] == tuple(provisions)
+    grown = Counter(a.pool.name for a in provisions)
+    assert grown["big"] <= big_max and set(grown) <= set(pools.by_name)
+    drained = proposal.change.remove_nodes
+    assert len(drained) <= s.analyse.max_replaced_nodes and not unsettled & set(drained)
+    for name in ("a", "b"):
+        left = pools.size(name) - sum(pools.node_pool.get(n) == name for n in drained)
+        assert left >= min(pools.size(name), 1)
+    for action in actions:
+        if isinstance(action, Migrate | Add):
+            assert action.target not in unsettled

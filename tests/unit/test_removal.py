@@ -8,7 +8,7 @@ from tuner.analyse.removal import CandidateTimers, find_removal
 from tuner.model.cluster import Cluster
 from tuner.model.movability import Policy, assess
 from tuner.model.scheduling import Constraints, Requirement, Taint
-from tuner.settings import Analyse, Pricing, Settings, Thresholds
+from tuner.settings import Analyse, PoolSettings, Pricing, Settings, Thresholds
 
 GREEN = Constraints(node_affinity=((Requirement("color", "In", ("green",)),),))
 
@@ -213,3 +213,19 @@ def test_saving_is_the_price_of_the_removed_nodes() -> None:
     )
     result = run(c, s)
     assert result.removal is not None and result.removal.saving == 8.0
+
+
+def test_removal_never_plans_a_pool_below_its_minimum() -> None:
+    pool = {"cloud.google.com/gke-nodepool": "general"}
+    c = cluster(
+        [node(f"n-{i}", "4", "8G", labels=pool) for i in (1, 2, 3)],
+        [pod("a-1", "n-1", "500m", "1G"), pod("b-1", "n-2", "500m", "1G")],
+    )
+    free = run(c, settings(max_parallel_removals=3))
+    assert free.removal is not None and len(free.removal.nodes) == 2
+    floor = replace(settings(max_parallel_removals=3), pools={"general": PoolSettings(2)})
+    one = run(c, floor)
+    assert one.removal is not None and len(one.removal.nodes) == 1
+    full = run(c, replace(floor, pools={"general": PoolSettings(3)}))
+    assert full.removal is None
+    assert full.reason == "no node can be removed (every candidate's pool is at its minimum size)"

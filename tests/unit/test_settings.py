@@ -72,6 +72,12 @@ def test_legacy_flat_keys_are_mapped_with_a_warning(caplog: pytest.LogCaptureFix
             "analyse.usability: invalid quantity 'fast'",
         ),
         ({"execute": {"node_removal": "command"}}, "execute.node_removal_command: required"),
+        ({"execute": {"node_provision": "command"}}, "execute.node_provision_command: required"),
+        ({"execute": {"node_provision": "karpenter"}}, "execute.node_provision: 'karpenter' is"),
+        (
+            {"execute": {"provision_timeout_s": 0}},
+            "execute.provision_timeout_s: 0 is less than or equal to the minimum of 0",
+        ),
         ([], "must be a JSON object"),
     ],
 )

@@ -1,9 +1,14 @@
-"""The decision (thesis Algorithm 1): remove nodes, return to a previous deployment, or stay.
+"""The decision (thesis Algorithm 1): remove nodes, return to a previous deployment, or stay;
+then replace nodes.
 
 removal if cost_removal <= cost_previous; else stay if cost_current <= cost_previous; else
 previous. When both options are impossible (both infinite) the answer is "stay", not
-"remove". An option whose saving is below ``min_saving_per_hour`` is not worth its
-disruption: stay. When staying, with probability ``migration_chance``, one random migration.
+"remove". Replace (new nodes of a pool's type, :mod:`tuner.analyse.replace`) is weighed after
+that, by cost after: it wins when it costs less than what Algorithm 1 chose (staying costs
+``cost_current``); on an equal cost it wins against a previous deployment only when it is
+less disruptive (:attr:`Disruption.rank`), and never against removal or staying. An option
+whose saving is below ``min_saving_per_hour`` is not worth its disruption: stay. When
+staying, with probability ``migration_chance``, one random migration.
 """
 
 from __future__ import annotations
@@ -18,11 +23,13 @@ from tuner.analyse.options import Forget, Proposal
 from tuner.analyse.options.exploration import EXPLORATION, propose_exploration
 from tuner.analyse.options.previous import PREVIOUS, propose_previous
 from tuner.analyse.options.removal import REMOVAL, propose_removal
+from tuner.analyse.options.replace import REPLACE, propose_replace
 from tuner.analyse.removal import CandidateTimers
 from tuner.model.change import DesiredChange
-from tuner.model.cluster import Cluster
+from tuner.model.cluster import Cluster, Workload
 from tuner.model.execution import Execution
 from tuner.model.movability import Movability, Policy, assess
+from tuner.model.pools import discover
 from tuner.model.price import nodes_cost
 from tuner.settings import Settings
 
@@ -32,6 +39,7 @@ class Choice(StrEnum):
 
     REMOVE_NODES = REMOVAL.choice
     PREVIOUS = PREVIOUS.choice
+    REPLACE_NODES = REPLACE.choice
     STAY = "stay"
     RANDOM = EXPLORATION.choice
 
@@ -75,6 +83,17 @@ def choose(cost_current: float, cost_removal: float, cost_previous: float) -> Ch
     return Choice.PREVIOUS
 
 
+def replace_wins(chosen: Proposal | None, cost_current: float, replace: Proposal) -> bool:
+    """Whether ``replace`` beats what Algorithm 1 chose (``chosen``; None: stay)."""
+    if not replace.possible:
+        return False
+    if chosen is None:
+        return replace.cost_after < cost_current
+    if replace.cost_after != chosen.cost_after or chosen.option is not PREVIOUS:
+        return replace.cost_after < chosen.cost_after
+    return replace.disruption.rank < chosen.disruption.rank
+
+
 def analyse(
     cluster: Cluster,
     settings: Settings,
@@ -83,22 +102,35 @@ def analyse(
     timers: CandidateTimers | None = None,
     now: float = 0.0,
     kept: frozenset[str] = frozenset(),
+    *,
+    unsettled_nodes: frozenset[str] = frozenset(),
+    unsettled_workloads: frozenset[Workload] = frozenset(),
 ) -> Analysis:
-    """Analyse one stable window. ``history`` holds the knowledge-base entries for this load;
-    ``timers`` (with ``now``) track the candidate delay across windows (see find_removal);
-    the ``kept`` nodes are not removed."""
-    movability = assess(cluster, Policy(settings.analyse.excluded_namespaces, kept))
+    """Analyse one actionable window. ``history`` holds the knowledge-base entries for this
+    load; ``timers`` (with ``now``) track the candidate delay across windows (see
+    find_removal); the ``kept`` nodes are not removed; the unsettled nodes and workloads
+    changed during the window and are kept out of the change."""
+    policy = Policy(
+        settings.analyse.excluded_namespaces, kept, unsettled_nodes, unsettled_workloads
+    )
+    movability = assess(cluster, policy)
     current = nodes_cost(cluster.nodes, settings.pricing)
-    removal, timers = propose_removal(cluster, settings, movability, current, timers, now)
-    previous = propose_previous(cluster, movability, settings.pricing, history, current)
-    proposals = (removal, previous)
+    pools = discover(cluster, settings)
+    removal, timers = propose_removal(cluster, settings, movability, current, timers, now, pools)
+    previous = propose_previous(cluster, movability, settings.pricing, history, current, pools)
+    replace = propose_replace(cluster, settings, movability, pools, current)
+    proposals = (removal, previous, replace)
     choice = choose(current, removal.cost_after, previous.cost_after)
     chosen = {Choice.REMOVE_NODES: removal, Choice.PREVIOUS: previous}.get(choice)
-    if chosen is not None and chosen.possible:
+    if chosen is not None and not chosen.possible:
+        chosen = None
+    if replace_wins(chosen, current, replace):
+        choice, chosen = Choice.REPLACE_NODES, replace
+    if chosen is not None:
         reason = chosen.option.announce + chosen.reason
     else:
         reason = "stay: " + "; ".join(p.reason for p in proposals)
-        choice, chosen = Choice.STAY, None
+        choice = Choice.STAY
     saving = current - (chosen.cost_after if chosen else current)
     if chosen is not None and saving < settings.analyse.min_saving_per_hour:
         reason = (

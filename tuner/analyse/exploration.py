@@ -25,7 +25,7 @@ def random_migration(
     """A uniformly drawn feasible migration, or None when no pod can move anywhere."""
     snapshot = Snapshot(cluster)
     for i, node in enumerate(cluster.nodes):
-        if busy_with_other_autoscaler(node):
+        if busy_with_other_autoscaler(node) or node.name in movability.closed:
             snapshot.close(i)
     groups: dict[tuple[object, ...], list[Pod]] = defaultdict(list)
     for pod in cluster.pods:

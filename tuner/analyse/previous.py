@@ -7,6 +7,10 @@ Score of current node i standing for previous node j: per workload, matching pod
 pod; a current node mapped to nothing loses all its pods. Relative to "mapped to nothing"
 that is ``sum_w (weight_w + 2) * min(c_iw, p_jw) - sum_w p_jw``, and the last term is the
 same for every assignment, so the matrix holds only the first.
+
+A shape the cluster has too few nodes of is obtained from a node pool of that instance type
+that can grow by the difference (the previous nodes left unmatched become new nodes of it);
+without such a pool the deployment is unattainable.
 """
 
 from __future__ import annotations
@@ -19,10 +23,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from tuner.model.change import Addition, DesiredChange
+from tuner.model.change import Addition, DesiredChange, NewNode
 from tuner.model.cluster import Cluster, Node, Pod, Workload
 from tuner.model.execution import Execution, NodeState, WorkloadType
 from tuner.model.movability import MOVABLE_OWNERS, Movability
+from tuner.model.pools import NodePool, Pools
 from tuner.model.price import node_price
 from tuner.model.resources import Resources
 from tuner.model.snapshot import Snapshot
@@ -43,6 +48,8 @@ class PreviousResult:
     reason: str
     unattainable: tuple[tuple[str, str], ...] = ()
     """(execution id, why) of entries that can no longer be reached: the caller deletes them."""
+    not_now: int = 0
+    """Cheaper entries blocked only by nodes or workloads that changed during the window: kept."""
 
 
 class Unattainable(Exception):
@@ -55,16 +62,22 @@ def find_previous(
     pricing: Pricing,
     history: Sequence[Execution],
     current_cost: float,
+    pools: Pools | None = None,
 ) -> PreviousResult:
-    """The cheapest entry of ``history`` (already in the load band) that can be reached."""
+    """The cheapest entry of ``history`` (already in the load band) that can be reached;
+    missing nodes come from ``pools`` that can grow (none given: nothing is provisioned)."""
     unattainable: list[tuple[str, str]] = []
+    not_now = 0
     for execution in sorted(history, key=lambda e: e.rank):
         if execution.cost >= current_cost:
             break
         try:
-            change, cost = _transition(cluster, movability, pricing, execution)
+            change, cost = _transition(cluster, movability, pricing, execution, pools)
         except Unattainable as why:
-            unattainable.append((execution.id, str(why)))
+            if _attainable_later(cluster, movability.later, pricing, execution, pools):
+                not_now += 1
+            else:
+                unattainable.append((execution.id, str(why)))
             continue
         return PreviousResult(
             execution,
@@ -72,13 +85,35 @@ def find_previous(
             cost,
             f"deployment {execution.id} served load {execution.load:g} at {cost:.4f}/h",
             tuple(unattainable),
+            not_now,
         )
-    reason = (
-        "no cheaper deployment is known for this load"
-        if not unattainable
-        else f"{len(unattainable)} cheaper deployment(s) for this load are unattainable"
-    )
-    return PreviousResult(None, None, math.inf, reason, tuple(unattainable))
+    reasons = []
+    if unattainable:
+        reasons.append(f"{len(unattainable)} cheaper deployment(s) for this load are unattainable")
+    if not_now:
+        reasons.append(
+            f"{not_now} cheaper deployment(s) not now: they touch nodes or workloads that "
+            "changed during the window"
+        )
+    reason = "; ".join(reasons) or "no cheaper deployment is known for this load"
+    return PreviousResult(None, None, math.inf, reason, tuple(unattainable), not_now)
+
+
+def _attainable_later(
+    cluster: Cluster,
+    later: Movability | None,
+    pricing: Pricing,
+    execution: Execution,
+    pools: Pools | None,
+) -> bool:
+    """True when only the window's unsettled nodes and workloads block the transition."""
+    if later is None:
+        return False
+    try:
+        _transition(cluster, later, pricing, execution, pools)
+    except Unattainable:
+        return False
+    return True
 
 
 def _counts(pods: Sequence[Pod]) -> Counter[str]:
@@ -86,7 +121,11 @@ def _counts(pods: Sequence[Pod]) -> Counter[str]:
 
 
 def _transition(
-    cluster: Cluster, movability: Movability, pricing: Pricing, execution: Execution
+    cluster: Cluster,
+    movability: Movability,
+    pricing: Pricing,
+    execution: Execution,
+    pools: Pools | None,
 ) -> tuple[DesiredChange, float]:
     """The change that turns the cluster into the execution's deployment, and its cost."""
     types = {w.workload: w for w in execution.workloads}
@@ -95,11 +134,11 @@ def _transition(
         name: 1 if (t.movable and current_types.get(name, t).movable) else UNMOVABLE_WEIGHT
         for name, t in {**types, **current_types}.items()
     }
-    matches = _match(cluster, movability, execution, weights)
+    matches, new_nodes = _match(cluster, movability, execution, weights, pools)
     kept = {node.name for node, _ in matches}
     removals: list[Pod] = []
     additions: list[Addition] = []
-    snapshot = Snapshot(cluster)
+    snapshot = Snapshot(cluster, new_nodes=[n.node for n in new_nodes])
     for node, state in matches:
         removed, added = _node_change(snapshot, movability, node, state, current_types, templates)
         removals += removed
@@ -113,8 +152,12 @@ def _transition(
     _keep_hpa_replicas(cluster, removals, additions)
     # summed in the cluster's node order: a float sum over a set would change with the hash seed
     cost = sum(node_price(n, pricing) for n in cluster.nodes if n.name in kept)
+    cost += sum(node_price(n.node, pricing) for n in new_nodes)
     change = DesiredChange(
-        removals=tuple(removals), additions=tuple(additions), remove_nodes=tuple(remove_nodes)
+        removals=tuple(removals),
+        additions=tuple(additions),
+        remove_nodes=tuple(remove_nodes),
+        new_nodes=new_nodes,
     )
     return change, cost
 
@@ -153,9 +196,14 @@ def _current_types(
 
 
 def _match(
-    cluster: Cluster, movability: Movability, execution: Execution, weights: Mapping[str, int]
-) -> list[tuple[Node, NodeState]]:
-    """Pairs (current node, previous node) of the best assignment within each shape."""
+    cluster: Cluster,
+    movability: Movability,
+    execution: Execution,
+    weights: Mapping[str, int],
+    pools: Pools | None,
+) -> tuple[list[tuple[Node, NodeState]], tuple[NewNode, ...]]:
+    """Pairs (node, previous node) of the best assignment within each shape, and the new
+    nodes among them (previous nodes no current node of their shape is left for)."""
     current_by_shape: dict[tuple[str, int, int], list[Node]] = defaultdict(list)
     for node in cluster.nodes:
         current_by_shape[node.shape].append(node)
@@ -163,17 +211,43 @@ def _match(
     for state in execution.nodes:
         previous_by_shape[state.shape].append(state)
     pairs: list[tuple[Node, NodeState]] = []
+    new_nodes: list[NewNode] = []
+    grown: Counter[str] = Counter()
     for shape, states in previous_by_shape.items():
         nodes = current_by_shape.get(shape, [])
-        if len(nodes) < len(states):
-            raise Unattainable(
-                f"needs {len(states)} node(s) of type {shape[0] or '?'} "
-                f"({shape[1]}m, {shape[2]}B), the cluster has {len(nodes)}"
-            )
         scores = _scores(cluster, movability, nodes, states, weights)
         rows, cols = linear_sum_assignment(scores, maximize=True)
         pairs += [(nodes[r], states[c]) for r, c in zip(rows, cols, strict=True)]
-    return pairs
+        missing = sorted(set(range(len(states))) - set(cols.tolist()))
+        if not missing:
+            continue
+        pool = _growable_pool(pools, shape, len(missing), grown)
+        if pool is None:
+            raise Unattainable(
+                f"needs {len(states)} node(s) of type {shape[0] or '?'} "
+                f"({shape[1]}m, {shape[2]}B), the cluster has {len(nodes)} "
+                "and no node pool of that type can grow by the difference"
+            )
+        for c in missing:
+            grown[pool.name] += 1
+            new = NewNode(f"{pool.name}+{grown[pool.name]}", pool)
+            new_nodes.append(new)
+            pairs.append((new.node, states[c]))
+    return pairs, tuple(new_nodes)
+
+
+def _growable_pool(
+    pools: Pools | None, shape: tuple[str, int, int], count: int, grown: Counter[str]
+) -> NodePool | None:
+    """A pool whose nodes have the previous nodes' instance type (their shape when the type
+    is unknown) and that can grow by ``count`` more nodes than ``grown`` already took."""
+    for pool in pools.by_name.values() if pools else ():
+        if (pool.node_type or pool.template.shape) != (shape[0] or shape):
+            continue
+        room = pools.room(pool.name) if pools else 0
+        if room is None or room - grown[pool.name] >= count:
+            return pool
+    return None
 
 
 def _scores(
@@ -222,7 +296,7 @@ def _node_change(
     The change is made in ``snapshot``, and each added instance must fit by every rule (the
     template pod's constraints and labels, today's requests) once the removals are gone.
     """
-    pods = [p for p in snapshot.cluster.pods_by_node[node.name] if not p.follows_node]
+    pods = [p for p in snapshot.cluster.pods_by_node.get(node.name, ()) if not p.follows_node]
     have = _counts(pods)
     want = dict(state.pods)
     removals: list[Pod] = []
@@ -239,6 +313,8 @@ def _node_change(
             removals += movable[:-diff]
         elif diff > 0:
             additions += [_addition(node, name, current_types) for _ in range(diff)]
+    if additions and node.name in movability.closed:
+        raise Unattainable(f"{node.name} would receive pods but changed during the window")
     index = snapshot.index[node.name]
     for pod in removals:
         snapshot.unplace(pod, index)

@@ -11,24 +11,26 @@ Follows the down-scaling thesis (003) and the parallel-drain proposal (001):
 5. the most expensive removable node wins; ties go to the fewest pods to move, then to the
    lowest maximum CPU share of the receiving nodes (the thesis' most even spread);
 6. up to ``max_parallel_removals`` nodes, greedily: each accepted node's pods are committed into
-   the snapshot before the next node is tried, so the set is removable together.
+   the snapshot before the next node is tried, so the set is removable together;
+7. never a pool below its minimum (:class:`~tuner.model.pools.Pools`): nodes are counted per
+   pool as they are chosen.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from fractions import Fraction
 
 import numpy as np
 
-from tuner.analyse.usable import usable_capacity
+from tuner.analyse.usable import node_usable, under_thresholds
 from tuner.model.cluster import Cluster, Pod
 from tuner.model.movability import Movability, busy_with_other_autoscaler
+from tuner.model.pools import Pools, discover
 from tuner.model.price import node_price
 from tuner.model.resources import Resources
 from tuner.model.snapshot import Move, Snapshot
-from tuner.settings import Settings, Thresholds
+from tuner.settings import Settings
 
 TIE_LIMIT = 8
 """How many equally priced, equally full removable nodes are compared for the spread tie-break."""
@@ -72,19 +74,6 @@ class RemovalResult:
     """The candidate-delay timers updated with this analysis (None when not tracked)."""
 
 
-def _under(requested: Resources, capacity: Resources, limits: Thresholds) -> bool:
-    """requested/capacity < threshold on every limited dimension."""
-    for used, cap, limit in (
-        (requested.cpu, capacity.cpu, limits.cpu),
-        (requested.memory, capacity.memory, limits.memory),
-    ):
-        if limit is None:
-            continue
-        if cap <= 0 or Fraction(used, cap) >= limit:
-            return False
-    return True
-
-
 class _Greedy:
     """State of the greedy multi-node removal over one snapshot."""
 
@@ -94,7 +83,7 @@ class _Greedy:
         self.movability = movability
         self.snapshot = Snapshot(cluster)
         for i, node in enumerate(cluster.nodes):
-            if busy_with_other_autoscaler(node):
+            if busy_with_other_autoscaler(node) or node.name in movability.closed:
                 self.snapshot.close(i)
         self.removed: list[int] = []
         self.residents: list[list[Pod]] = [
@@ -108,11 +97,8 @@ class _Greedy:
     def usable_of(self, index: int) -> Resources:
         """Usable capacity of a node in the simulated state; a cordoned node's free part is
         usable by no pod, so it contributes only its requests."""
-        requested = self.snapshot.requested(index)
         node = self.cluster.nodes[index]
-        if node.unschedulable:
-            return requested
-        return usable_capacity(node.allocatable, requested, self.settings.analyse.usability)
+        return node_usable(node, self.snapshot.requested(index), self.settings.analyse.usability)
 
     def node_pods(self, index: int) -> tuple[list[Pod], Resources]:
         """Pods to re-place when the node goes, and the requests that vanish with it."""
@@ -124,7 +110,7 @@ class _Greedy:
         """The linear candidate check (003 §4.4)."""
         node = self.cluster.nodes[index]
         _, vanishing = self.node_pods(index)
-        return _under(
+        return under_thresholds(
             self.requested - vanishing,
             self.allocatable - node.allocatable,
             self.settings.analyse.thresholds,
@@ -170,7 +156,7 @@ class _Greedy:
             if isinstance(outcome, str):
                 return outcome
             moves, usable_delta = outcome
-            if not _under(
+            if not under_thresholds(
                 self.requested - vanishing,
                 self.usable + usable_delta,
                 self.settings.analyse.thresholds,
@@ -210,15 +196,19 @@ def find_removal(
     movability: Movability,
     timers: CandidateTimers | None = None,
     now: float = 0.0,
+    pools: Pools | None = None,
 ) -> RemovalResult:
     """The best set of up to ``max_parallel_removals`` nodes removable together.
 
     With ``timers``, only candidates that have stayed candidates for ``candidate_delay_s`` up to
     ``now`` are tried, and the updated timers are returned; without, every candidate counts as
-    past its delay (the offline ``tuner plan``).
+    past its delay (the offline ``tuner plan``). ``pools`` (discovered from the cluster when
+    not given) bound how many nodes of each pool may go.
     """
     greedy = _Greedy(cluster, settings, movability)
     nodes = cluster.nodes
+    pools = pools or discover(cluster, settings)
+    spare = {name: pools.spare(name) for name in pools.by_name}
     prices = [node_price(n, settings.pricing) for n in nodes]
     candidates = frozenset(
         n.name
@@ -233,6 +223,9 @@ def find_removal(
         return RemovalResult(None, "node removal is disabled", candidates, timers)
     chosen: list[tuple[int, list[Move]]] = []
     last_reason = "no node passed the candidate check"
+    at_minimum = {n.name for n in nodes if spare.get(pools.node_pool.get(n.name, ""), 1) <= 0}
+    if candidates and candidates <= at_minimum:
+        last_reason = "every candidate's pool is at its minimum size"
     for _ in range(settings.analyse.max_parallel_removals):
 
         def rank(i: int) -> tuple[float, int]:
@@ -245,6 +238,7 @@ def find_removal(
                 if n.name in candidates
                 and (eligible is None or n.name in eligible)
                 and i not in greedy.removed
+                and spare.get(pools.node_pool.get(n.name, ""), 1) > 0
                 and greedy.passes_check(i)
             ),
             key=lambda i: (*rank(i), nodes[i].name),
@@ -267,6 +261,9 @@ def find_removal(
         _, index, moves, delta = best
         greedy.commit(index, moves, delta)
         chosen.append((index, moves))
+        pool = pools.node_pool.get(nodes[index].name)
+        if pool is not None:
+            spare[pool] -= 1
     if not chosen:
         if eligible is not None and candidates and not eligible & candidates:
             last_reason = "no candidate has passed its candidate delay yet"

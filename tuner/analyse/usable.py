@@ -13,9 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 
+from tuner.model.cluster import Node
 from tuner.model.quantity import GIB
 from tuner.model.resources import Resources
-from tuner.settings import Usability
+from tuner.settings import Thresholds, Usability
 
 
 def usable_capacity(
@@ -33,6 +34,27 @@ def usable_capacity(
         cap = math.floor(Fraction(free_cpu, 1000) * usability.max_memory_to_cpu * GIB)
         free_memory = min(free_memory, cap)
     return Resources(requested.cpu + free_cpu, requested.memory + free_memory)
+
+
+def node_usable(node: Node, requested: Resources, usability: Usability) -> Resources:
+    """Usable capacity of a node with ``requested`` on it; a cordoned node's free part is
+    usable by no pod, so it contributes only its requests."""
+    if node.unschedulable:
+        return requested
+    return usable_capacity(node.allocatable, requested, usability)
+
+
+def under_thresholds(requested: Resources, capacity: Resources, limits: Thresholds) -> bool:
+    """requested/capacity < threshold on every limited dimension."""
+    for used, cap, limit in (
+        (requested.cpu, capacity.cpu, limits.cpu),
+        (requested.memory, capacity.memory, limits.memory),
+    ):
+        if limit is None:
+            continue
+        if cap <= 0 or Fraction(used, cap) >= limit:
+            return False
+    return True
 
 
 def _ratio(part: int, whole: int) -> float:

@@ -1,5 +1,6 @@
-"""What a cycle says in the logs: window, verdict, load, each option's cost, the decision,
-each action and its verification. With JSON logs the same facts are fields of the records."""
+"""What a cycle says in the logs: window, verdict, load, the scope judged and why the window is or
+is not actionable, each option's cost, the decision, each action and its verification. With
+JSON logs the same facts are fields of the records."""
 
 from __future__ import annotations
 
@@ -53,6 +54,21 @@ def log_cycle(report: CycleReport, log: logging.Logger) -> None:
             load,
             seen.reason,
             extra={**base, "verdict": seen.verdict.value, "load": report.load},
+        )
+        actionable = "actionable" if seen.actionable else "not actionable"
+        if seen.actionable and not seen.whole_stable:
+            actionable += " (not recorded: the whole cluster was not stable)"
+        log.info(
+            "window %s: %s",
+            actionable,
+            seen.judgement,
+            extra={
+                **base,
+                "scope": seen.scope.value,
+                "actionable": seen.actionable,
+                "whole_stable": seen.whole_stable,
+                **seen.unsettled.to_json(),
+            },
         )
     plan = report.plan
     if plan is not None:

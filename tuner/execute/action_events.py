@@ -1,8 +1,9 @@
 """The Event for each action the executor carried out, or that failed (:mod:`.events`).
 
 It is about what the action acts on: the pod a migrate or remove moves or takes away, the
-Deployment or ReplicaSet an add scales, the node a remove_node empties; a migrate's or add's
-destination node is the related object.
+Deployment or ReplicaSet an add scales, the node a remove_node empties, the node a
+provision_node obtained (its placeholder pod when it failed); a migrate's or add's destination
+node is the related object.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ REASONS: dict[type, _Reasons] = {
 
 
 def subject(action: Action) -> Ref:
-    """What the action acts on (without its uid)."""
+    """What the action acts on (without its uid). A provision's provisional node does not
+    exist: the runner puts the transition's journal, then the placeholder pod or the node
+    obtained in its place (:class:`~tuner.execute.provision.Provisioning`)."""
     match action:
         case Migrate(pod=pod) | Remove(pod=pod):
             return Ref("v1", "Pod", pod.name, pod.namespace)

@@ -1,20 +1,21 @@
 from __future__ import annotations
 
 import logging
-import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tuner.execute import checks
 from tuner.execute.affinity import has_preference
+from tuner.execute.command import run_command
 from tuner.execute.kube import now_iso, selector_text
 from tuner.execute.marks import drain_node, hand_over, label_node, undo_node
 from tuner.execute.port import KubePort
+from tuner.execute.provision import check_provision, pending_target
 from tuner.execute.retry import ActionFailed
 from tuner.execute.scaling import Scaled, restore, settled, take, undo, withdraw
 from tuner.execute.watch import Verdict
-from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode
+from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode, provisional
 
 log = logging.getLogger(__name__)
 
@@ -31,19 +32,43 @@ class Step(Protocol):
         """Carry it out, verified; how it went, or :class:`ActionFailed`."""
 
 
-def check(kube: KubePort, action: Action) -> Step:
-    """The reads and refusals of one action (no change to the cluster)."""
+def check(kube: KubePort, action: Action, bindings: MutableMapping[str, str] | None = None) -> Step:
+    """The reads and refusals of one action (no change to the cluster). ``action`` names
+    real nodes where the transition has bound provisional ones (:func:`.provision.resolved`);
+    a provision records its binding in ``bindings``. A migrate or add onto a provisional node
+    not bound yet (a dry run) is checked but for its destination."""
+    step: Step
     match action:
         case Migrate():
-            return check_migrate(kube, action)
+            step = check_migrate(kube, action)
         case Add():
-            return check_add(kube, action)
+            step = check_add(kube, action)
         case Remove():
             return check_remove(kube, action)
+        case RemoveNode(node=node) if provisional(node):
+            raise ActionFailed(f"node {node} was not provisioned in this transition")
         case RemoveNode():
             return check_remove_node(kube, action)
         case ProvisionNode():
-            raise ActionFailed("obtaining a node from a pool is not built yet")
+            return check_provision(kube, action, {} if bindings is None else bindings)
+    pending = pending_target(action)
+    return step if pending is None else OnProvisioned(step, pending)
+
+
+@dataclass(frozen=True)
+class OnProvisioned:
+    """A migrate or add onto a node the transition has yet to provision."""
+
+    step: Step
+    node: str
+
+    def would(self) -> str:
+        """What the step would do once the node is there."""
+        return f"would run on the node provisioned as {self.node}: {self.step.would()}"
+
+    def apply(self, kube: KubePort) -> str:
+        """Refused: no node was bound to the provisional name."""
+        raise ActionFailed(f"node {self.node} was not provisioned in this transition")
 
 
 # ------------------------------------------------------------------ reads/checks --
@@ -171,7 +196,8 @@ def check_migrate(kube: KubePort, action: Migrate) -> Migration:
     namespace, target = action.pod.namespace, action.target
     pod = _pod(kube, namespace, action.pod.name, action.source)
     rs, _, workload = _workload_of(kube, pod)
-    _destination(kube, target)
+    if not provisional(target):
+        _destination(kube, target)
     label = kube.keys.workload_label(namespace, workload)
     onboarded = has_preference(_affinity(pod.spec, kube), label)
     return Migration(pod, selector_text(rs.spec.selector), target, label, onboarded, workload)
@@ -222,7 +248,8 @@ def check_add(kube: KubePort, action: Add) -> Addition:
     """The workload is scalable (no HPA owns it), the destination open."""
     wl, target = action.workload, action.target
     obj = _scalable(kube, wl.namespace, wl.kind, wl.name)
-    _destination(kube, target)
+    if not provisional(target):
+        _destination(kube, target)
     label = kube.keys.workload_label(wl.namespace, wl.name)
     onboarded = has_preference(_affinity(obj.spec.template.spec, kube), label)
     replicas = kube.replicas(wl.kind, wl.namespace, wl.name)
@@ -418,16 +445,4 @@ def _leave_for_removal(kube: KubePort, name: str) -> None:
 
 def _run_command(kube: KubePort, node: str) -> None:
     argv = [*kube.settings.node_removal_command, node]
-    try:
-        done = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            timeout=kube.settings.verify_timeout_s,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise ActionFailed(f"node removal command {argv[0]}: {err}") from err
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or [""])[-1]
-        raise ActionFailed(f"node removal command exited {done.returncode}: {last}")
+    run_command(argv, "node removal command", kube.settings.verify_timeout_s)

@@ -1,7 +1,8 @@
 """The journal of the transition in flight: a ConfigMap written before every action and
 deleted when the transition ends, so a run that died mid-transition is visible to the next.
 Before an add or remove scales, it also records the workload and its replica count before and
-after the change (``scaled``), so that recovery can restore the count.
+after the change (``scaled``), so that recovery can restore the count; before a provision
+creates a placeholder pod, its name (``placeholder``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tuner.execute.events import Ref
 from tuner.execute.kube import now_iso
 from tuner.execute.port import KubePort
 from tuner.plan.actions import Action, action_json
@@ -24,6 +26,11 @@ class Journal:
         self.kube = kube
         self.name = kube.keys.journal
         self.namespace = kube.settings.journal_namespace
+
+    @property
+    def ref(self) -> Ref:
+        """The journal as an Event's subject."""
+        return Ref("v1", "ConfigMap", self.name, self.namespace)
 
     def read(self) -> dict[str, str] | None:
         """The journal's data, or None when no transition is in flight."""
@@ -58,6 +65,11 @@ class Journal:
     def settled(self) -> None:
         """The replica change recorded by :meth:`scaling` was verified: drop it."""
         self._patch({"scaled": None})
+
+    def placeholder(self, name: str | None) -> None:
+        """Record the placeholder pod about to be created (None: it was deleted), so that a
+        recovery says which one it deletes."""
+        self._patch({"placeholder": name})
 
     def _patch(self, data: Mapping[str, str | None]) -> None:
         self.kube.patch_config_map(

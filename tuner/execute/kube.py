@@ -57,6 +57,7 @@ class Kube:
         self.core: Any = client.CoreV1Api(api)
         self.apps: Any = client.AppsV1Api(api)
         self.autoscaling: Any = client.AutoscalingV2Api(api)
+        self.scheduling: Any = client.SchedulingV1Api(api)
 
     def stop_requested(self) -> bool:
         """True once a stop (SIGTERM) was requested."""
@@ -115,6 +116,24 @@ class Kube:
             lambda: self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}"),
         )
         return list(listing.items)
+
+    def labelled_pods(self, selector: str) -> list[Any]:
+        """Pods of every namespace matching a label selector."""
+        listing = self.retry.call(
+            f"list pods {selector}",
+            lambda: self.core.list_pod_for_all_namespaces(label_selector=selector),
+        )
+        return list(listing.items)
+
+    def list_nodes(self) -> list[Any]:
+        """Every node."""
+        return list(self.retry.call("list nodes", self.core.list_node).items)
+
+    def priority_class(self, name: str) -> Any | None:
+        """The PriorityClass, or None."""
+        return self.get_or_none(
+            f"read priorityclass {name}", lambda: self.scheduling.read_priority_class(name)
+        )
 
     def hpa_scales(self, namespace: str, kind: str, name: str) -> str | None:
         """The name of an HPA scaling this workload, or None."""
@@ -208,6 +227,38 @@ class Kube:
                 raise
 
         return self.retry.call(f"patch pod {namespace}/{name}", attempt)
+
+    def create_pod(self, namespace: str, body: Mapping[str, Any]) -> Any:
+        """Create a pod (an earlier attempt whose answer was lost counts: 409 reads it)."""
+        name = body["metadata"]["name"]
+
+        def create() -> Any:
+            try:
+                return self.core.create_namespaced_pod(namespace, body)
+            except ApiException as err:
+                if err.status != 409:
+                    raise
+                return self.core.read_namespaced_pod(name, namespace)
+
+        return self.retry.call(f"create pod {namespace}/{name}", create)
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        """Delete a pod at once (grace period 0; gone already is fine); retried after a stop
+        request too, as it undoes a change."""
+        self.rollback_retry.call(
+            f"delete pod {namespace}/{name}",
+            lambda: self._missing_ok(
+                lambda: self.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+            ),
+        )
+
+    @staticmethod
+    def _missing_ok(fn: Callable[[], Any]) -> None:
+        try:
+            fn()
+        except ApiException as err:
+            if err.status != 404:
+                raise
 
     def evict(self, pod: Any) -> None:
         """Evict a pod through the Eviction API; a PDB's 429 is retried with backoff up to
@@ -303,14 +354,22 @@ class Kube:
 
     # ------------------------------------------------------------------ waits --
     def wait_pods(
-        self, namespace: str, selector: str, check: Check, what: str, *, rollback: bool = False
+        self,
+        namespace: str,
+        selector: str,
+        check: Check,
+        what: str,
+        *,
+        rollback: bool = False,
+        timeout_s: float | None = None,
     ) -> Verdict:
-        """Wait (watch) until ``check`` decides on the pods matching a selector; a
-        ``rollback`` wait ignores the stop flag."""
+        """Wait (watch) until ``check`` decides on the pods matching a selector, at most
+        ``timeout_s`` (default ``verify_timeout_s``); a ``rollback`` wait ignores the stop
+        flag."""
         return wait_until(
             self.core.list_namespaced_pod,
             check,
-            timeout_s=self.settings.verify_timeout_s,
+            timeout_s=self.settings.verify_timeout_s if timeout_s is None else timeout_s,
             retry=self.rollback_retry if rollback else self.retry,
             what=what,
             namespace=namespace,
@@ -326,6 +385,12 @@ class Kube:
             retry=self.retry,
             what=what,
             field_selector=f"spec.nodeName={node}",
+        )
+
+    def wait_nodes(self, check: Check, what: str, timeout_s: float) -> Verdict:
+        """Wait (watch) until ``check`` decides on the nodes."""
+        return wait_until(
+            self.core.list_node, check, timeout_s=timeout_s, retry=self.retry, what=what
         )
 
     def wait_node_gone(self, node: str, timeout_s: float) -> Verdict:

@@ -49,6 +49,17 @@ class Keys:
         return f"{self.prefix}/left-for-removal"
 
     @property
+    def placeholder(self) -> str:
+        """Label of a placeholder pod that makes an autoscaler add a node (its value: the pod's
+        name); :func:`~tuner.execute.recover.recover` deletes every pod carrying it."""
+        return f"{self.prefix}/placeholder"
+
+    @property
+    def provisional(self) -> str:
+        """Annotation on a placeholder pod: the plan's provisional name of the node it asks for."""
+        return f"{self.prefix}/provisional-node"
+
+    @property
     def onboarded(self) -> str:
         """Annotation on an onboarded Deployment (its template carries the affinity)."""
         return f"{self.prefix}/onboarded"

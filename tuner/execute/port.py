@@ -44,6 +44,15 @@ class KubePort(Protocol):
     def pods_on(self, node: str) -> list[Any]:
         """Pods bound to a node."""
 
+    def labelled_pods(self, selector: str) -> list[Any]:
+        """Pods of every namespace matching a label selector."""
+
+    def list_nodes(self) -> list[Any]:
+        """Every node."""
+
+    def priority_class(self, name: str) -> Any | None:
+        """The PriorityClass, or None."""
+
     def hpa_scales(self, namespace: str, kind: str, name: str) -> str | None:
         """The name of an HPA scaling this workload, or None."""
 
@@ -65,6 +74,12 @@ class KubePort(Protocol):
     ) -> Any | None:
         """Read the pod, build a patch from it, apply it; None when the pod or patch is absent."""
 
+    def create_pod(self, namespace: str, body: Mapping[str, Any]) -> Any:
+        """Create a pod."""
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        """Delete a pod at once (grace period 0; gone already is fine)."""
+
     def evict(self, pod: Any) -> None:
         """Evict a pod through the Eviction API (PodDisruptionBudgets apply)."""
 
@@ -85,10 +100,20 @@ class KubePort(Protocol):
 
     # waits
     def wait_pods(
-        self, namespace: str, selector: str, check: Check, what: str, *, rollback: bool = False
+        self,
+        namespace: str,
+        selector: str,
+        check: Check,
+        what: str,
+        *,
+        rollback: bool = False,
+        timeout_s: float | None = None,
     ) -> Verdict:
-        """Wait until ``check`` decides on the pods matching a selector; a ``rollback`` wait
-        ignores the stop flag."""
+        """Wait until ``check`` decides on the pods matching a selector, at most ``timeout_s``
+        (default ``verify_timeout_s``); a ``rollback`` wait ignores the stop flag."""
+
+    def wait_nodes(self, check: Check, what: str, timeout_s: float) -> Verdict:
+        """Wait until ``check`` decides on the nodes."""
 
     def wait_pods_on(self, node: str, check: Check, what: str) -> Verdict:
         """Wait until ``check`` decides on the pods bound to a node."""

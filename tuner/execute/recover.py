@@ -5,6 +5,9 @@ Everything the tuner changes carries the ``<prefix>/managed`` label and a record
 taints and pod-deletion-costs. The journal names the transition that was interrupted and, when
 an add or remove was interrupted after its scaling, the replica count to restore
 (:func:`~tuner.execute.scaling.undo_scale`: only when nobody has changed it since, verified).
+Placeholder pods of an interrupted provision are found by their own label
+(:func:`~tuner.execute.provision.remove_placeholders`), so even one created just before its
+journal entry is deleted.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 from tuner.execute.journal import Journal, interrupted
 from tuner.execute.kube import Kube
 from tuner.execute.marks import undo_node, undo_pod
+from tuner.execute.provision import remove_placeholders
 from tuner.execute.scaling import undo_scale
 
 
@@ -37,6 +41,7 @@ def recover(kube: Kube) -> list[str]:
         namespace, name = pod.metadata.namespace, pod.metadata.name
         if kube.patch_pod(namespace, name, lambda p: undo_pod(p, kube.keys)) is not None:
             undone.append(f"pod {namespace}/{name}: restored its pod-deletion-cost")
+    undone += remove_placeholders(kube)
     if data is not None:
         if data.get("scaled"):
             undone.append(undo_scale(kube, data["scaled"]))

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from tuner.model.cluster import Pod, Workload
+from tuner.model.cluster import Node, Pod, Workload
 from tuner.model.pools import NodePool
 from tuner.model.resources import Resources
 
@@ -34,6 +34,11 @@ class NewNode:
 
     name: str
     pool: NodePool
+
+    @property
+    def node(self) -> Node:
+        """The node as the plan sees it: the pool's template under the provisional name."""
+        return replace(self.pool.template, name=self.name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tuner.model.cluster import Cluster, Node, Pdb, Pod, Workload
 
@@ -91,6 +91,9 @@ class Movability:
     """Unremovable node name -> reason."""
     closed: frozenset[str] = frozenset()
     """Nodes no pod may be placed on by a plan (they changed during the window)."""
+    later: Movability | None = None
+    """The same cluster judged without the window's unsettled nodes and workloads (None when
+    there were none): an option blocked only by them is blocked for now, not for good."""
 
     def movable(self, pod: Pod) -> bool:
         """True when the tuner may move (evict and re-create elsewhere) the pod."""
@@ -124,4 +127,8 @@ def assess(cluster: Cluster, policy: Policy) -> Movability:
         if reason is not None:
             node_reasons[node.name] = reason
     closed = frozenset(n.name for n in cluster.nodes if n.name in policy.unsettled_nodes)
-    return Movability(pod_reasons, node_reasons, closed)
+    later = None
+    if policy.unsettled_nodes or policy.unsettled_workloads:
+        settled = replace(policy, unsettled_nodes=frozenset(), unsettled_workloads=frozenset())
+        later = assess(cluster, settled)
+    return Movability(pod_reasons, node_reasons, closed, later)

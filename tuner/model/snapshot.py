@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from tuner.model.cluster import Cluster, Pod
+from tuner.model.cluster import Cluster, Node, Pod
 from tuner.model.resources import Resources
 from tuner.model.scheduling import (
     AntiAffinityTerm,
@@ -46,11 +46,15 @@ class Snapshot:
     """Node occupancy of a cluster that answers fit and placement and can be changed (place,
     unplace, move, close) and rolled back (fork, revert)."""
 
-    def __init__(self, cluster: Cluster, arriving: Iterable[Pod] = ()) -> None:
+    def __init__(
+        self, cluster: Cluster, arriving: Iterable[Pod] = (), new_nodes: Iterable[Node] = ()
+    ) -> None:
         """The cluster as it runs now; ``arriving`` are pods not in it that may be placed later
-        (their anti-affinity, like the residents', switches the label index on)."""
+        (their anti-affinity, like the residents', switches the label index on); ``new_nodes``
+        are nodes not in it yet (a pool's template under a provisional name), empty and open,
+        indexed after the cluster's own."""
         self.cluster = cluster
-        self.nodes = cluster.nodes
+        self.nodes: tuple[Node, ...] = (*cluster.nodes, *new_nodes)
         self.index = {n.name: i for i, n in enumerate(self.nodes)}
         size = len(self.nodes)
         self.alloc_cpu = np.array([n.allocatable.cpu for n in self.nodes], dtype=np.int64)

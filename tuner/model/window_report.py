@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from tuner.model.cluster import Workload
 from tuner.model.load import Load
 
 
@@ -24,11 +25,57 @@ KSM = "kube-state-metrics"
 SNAPSHOTS = "snapshots"
 
 
+class Scope(StrEnum):
+    """What must have stood still over a window for the tuner to act (``windows.scope``)."""
+
+    TOUCHED = "touched"
+    """Nothing pending and no node joining or leaving; what changed is kept out of the plan."""
+    CLUSTER = "cluster"
+    """The thesis' rule: the whole cluster unchanged."""
+
+
+@dataclass(frozen=True)
+class Unsettled:
+    """What changed over a window and its warm-up, as a stability judge saw it."""
+
+    nodes: frozenset[str] = frozenset()
+    """Nodes that joined, were cordoned or uncordoned, or had pods start or stop on them."""
+    workloads: frozenset[Workload] = frozenset()
+    """Workloads whose pod count changed, that rolled out, or had pending or unready pods."""
+    blockers: tuple[str, ...] = ()
+    """Cluster-wide reasons not to act at all: a pod pending anywhere, a node joining or
+    leaving (but one the tuner left to the autoscaler), a change no node or workload explains."""
+
+    def describe(self) -> str:
+        """One line: what changed and whether anything blocks the whole cluster."""
+        kept = (
+            f"{_counted(len(self.nodes), 'node')} and {_counted(len(self.workloads), 'workload')} "
+            "changed (kept out of the plan)"
+        )
+        if self.blockers:
+            return f"{kept}; blocked: {'; '.join(self.blockers)}"
+        return f"{kept}; nothing pending, no node joining or leaving"
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready values."""
+        return {
+            "nodes": sorted(self.nodes),
+            "workloads": sorted(str(w) for w in self.workloads),
+            "blockers": list(self.blockers),
+        }
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 @dataclass(frozen=True)
 class WindowReport:
     """The monitor's verdict on one window.
 
-    The tuner may act, and record the deployment under :attr:`load`, only when :attr:`actionable`.
+    The tuner may act only when :attr:`actionable`, and record the deployment under
+    :attr:`load` only when, besides, :attr:`whole_stable` (the knowledge base keys a deployment
+    by the load of the whole cluster).
     """
 
     verdict: Verdict
@@ -47,11 +94,46 @@ class WindowReport:
     """The load query as sent (``$window`` replaced)."""
     failed_query: str | None = None
     """The query that failed or answered nonsense (verdict ``unknown``)."""
+    scope: Scope = Scope.CLUSTER
+    """The scope judged; a report that does not say what changed is judged as a whole."""
+    unsettled: Unsettled = field(default_factory=Unsettled)
+    """What changed, when the verdict is ``unstable`` (empty otherwise)."""
+
+    @property
+    def whole_stable(self) -> bool:
+        """The whole cluster was stable over the window and its warm-up."""
+        return self.verdict is Verdict.STABLE
 
     @property
     def actionable(self) -> bool:
-        """Stable, with a load: the only window the tuner acts on and records."""
-        return self.verdict is Verdict.STABLE and self.load is not None
+        """The tuner may act on this window: a load, and under the ``cluster`` scope a stable
+        cluster; under ``touched``, a judged window without a cluster-wide blocker."""
+        if self.load is None or self.verdict is Verdict.UNKNOWN:
+            return False
+        if self.scope is Scope.CLUSTER or self.whole_stable:
+            return self.whole_stable
+        return not self.unsettled.blockers
+
+    @property
+    def unsettled_nodes(self) -> frozenset[str]:
+        """Nodes a plan must keep out of (none when the whole cluster was stable)."""
+        return frozenset() if self.whole_stable else self.unsettled.nodes
+
+    @property
+    def unsettled_workloads(self) -> frozenset[Workload]:
+        """Workloads a plan must keep out of (none when the whole cluster was stable)."""
+        return frozenset() if self.whole_stable else self.unsettled.workloads
+
+    @property
+    def judgement(self) -> str:
+        """One line: the scope judged and why the window is or is not actionable."""
+        if self.verdict is Verdict.UNKNOWN:
+            return f"{self.scope.value} scope: not judged ({self.reason})"
+        if self.whole_stable:
+            return f"{self.scope.value} scope: the whole cluster was stable"
+        if self.scope is Scope.CLUSTER:
+            return f"cluster scope: the cluster changed ({self.reason})"
+        return f"touched scope: {self.unsettled.describe()}"
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON-ready values (``tuner monitor --format json``)."""
@@ -70,4 +152,9 @@ class WindowReport:
             },
             "source": self.source,
             "failed_query": self.failed_query,
+            "scope": self.scope.value,
+            "whole_stable": self.whole_stable,
+            "actionable": self.actionable,
+            "judgement": self.judgement,
+            "unsettled": self.unsettled.to_json(),
         }

@@ -59,6 +59,8 @@ def render_text(report: WindowReport) -> str:
         f"query:    {report.load_query}",
         f"verdict:  {report.verdict.value}",
         f"reason:   {report.reason}",
+        f"scope:    {report.judgement}",
+        f"act:      {_act(report)}",
     ]
     if report.failed_query:
         lines.append(f"failed:   {report.failed_query}")
@@ -68,6 +70,14 @@ def render_text(report: WindowReport) -> str:
         lines.append("findings:")
         lines += [f"  - {finding}" for finding in report.findings]
     return "\n".join(lines)
+
+
+def _act(report: WindowReport) -> str:
+    if not report.actionable:
+        return "no: the tuner would not act on this window"
+    if report.whole_stable:
+        return "yes, and the deployment would be recorded under this load"
+    return "yes, keeping what changed out of the plan; not recorded (the cluster changed)"
 
 
 def add_monitor_parser(commands: Any) -> None:

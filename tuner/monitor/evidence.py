@@ -3,11 +3,15 @@
 Two kinds of probes look at the checked span (warm-up + window):
 
 - **range probes**, evaluated at every step (:mod:`tuner.monitor.window`), give timelines: which
-  nodes existed, how many live pods each workload had, each deployment's replica counters;
+  nodes existed, how many live pods each workload and each node had, each deployment's replica
+  counters;
 - **over-the-window probes**, one instant query at the end with ``*_over_time``/``changes()``
   over the whole span, look at *every* scraped sample, so a change that went and came back
   between two steps is still seen: every node and pod that existed at any time, every pod that
-  was ever Pending or not Ready, every change of a deployment's replicas or generation.
+  was ever Pending or not Ready (and on which node), every change of a deployment's replicas or
+  generation, every node cordoned or uncordoned.
+
+Every probe is grouped by node, workload or pod, so its answer is bounded by the cluster's size.
 
 :func:`evidence_from_series` turns the answers (plain :class:`~tuner.monitor.series.Series`)
 into a :class:`WindowEvidence`; :func:`tuner.monitor.stability.assess` judges it. Neither does
@@ -57,6 +61,7 @@ class Probe(StrEnum):
     PRESENCE = "presence"
     NODES = "nodes"
     PODS = "pods"
+    NODE_PODS = "node_pods"
     DEPLOYMENTS = "deployments"
     NODES_SEEN = "nodes_seen"
     PODS_SEEN = "pods_seen"
@@ -64,11 +69,18 @@ class Probe(StrEnum):
     UNREADY = "unready"
     DEPLOYMENT_CHANGES = "deployment_changes"
     REPLICASET_OWNERS = "replicaset_owners"
+    CORDONS = "cordons"
 
     @property
     def ranged(self) -> bool:
         """True for range queries (one point per step), False for one instant query."""
-        return self in (Probe.PRESENCE, Probe.NODES, Probe.PODS, Probe.DEPLOYMENTS)
+        return self in (
+            Probe.PRESENCE,
+            Probe.NODES,
+            Probe.PODS,
+            Probe.NODE_PODS,
+            Probe.DEPLOYMENTS,
+        )
 
     def query(self, span: str) -> str:
         """The PromQL of this probe over a span such as ``660s``."""
@@ -83,6 +95,11 @@ _QUERIES: Mapping[Probe, str] = {
         f"max by ({_POD_OWNER}) (kube_pod_info) "
         f"unless on (namespace, pod) ({_FINISHED} == 1))"
     ),
+    Probe.NODE_PODS: (
+        "count by (node) ("
+        "max by (namespace, pod, node) (kube_pod_info) "
+        f"unless on (namespace, pod) ({_FINISHED} == 1))"
+    ),
     Probe.DEPLOYMENTS: (
         'max by (__name__, namespace, deployment) ({__name__=~"'
         + "|".join(DEPLOYMENT_FIELDS)
@@ -90,7 +107,7 @@ _QUERIES: Mapping[Probe, str] = {
     ),
     Probe.NODES_SEEN: "max by (node) (max_over_time(kube_node_info[{span}]))",
     Probe.PODS_SEEN: (
-        f"max by ({_POD_OWNER}) (max_over_time(kube_pod_info[{{span}}])) "
+        f"max by ({_POD_OWNER}, node) (max_over_time(kube_pod_info[{{span}}])) "
         f"unless on (namespace, pod) (min_over_time({_FINISHED}[{{span}}]) == 1)"
     ),
     Probe.PENDING: (
@@ -115,6 +132,7 @@ _QUERIES: Mapping[Probe, str] = {
         "max by (namespace, replicaset, owner_kind, owner_name) "
         "(max_over_time(kube_replicaset_owner[{span}]))"
     ),
+    Probe.CORDONS: "max by (node) (changes(kube_node_spec_unschedulable[{span}])) > 0",
 }
 
 
@@ -151,6 +169,14 @@ class WindowEvidence:
     """Workload -> per step: live pods (not finished; Job pods left out)."""
     pods_seen: Mapping[Workload, int] = field(default_factory=dict)
     """Workload -> different pods that lived at any time in the span."""
+    node_pods: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """Node -> per step: live pods on it (Job pods included: they start and stop on nodes)."""
+    node_pods_seen: Mapping[str, int] = field(default_factory=dict)
+    """Node -> different pods that lived on it at any time in the span."""
+    pod_workloads: Mapping[str, Workload] = field(default_factory=dict)
+    """``namespace/pod`` -> its workload, for every pod seen (Job pods left out)."""
+    cordons: frozenset[str] = frozenset()
+    """Nodes cordoned or uncordoned in the span."""
     pending: frozenset[str] = frozenset()
     """``namespace/pod`` of pods that were Pending at any sample."""
     unready: frozenset[str] = frozenset()
@@ -229,10 +255,20 @@ def evidence_from_series(steps: Steps, results: Mapping[Probe, Sequence[Series]]
         for k, v in enumerate(timeline(s)):
             per_step[k] += int(v or 0)
 
+    node_counts = {
+        s.label("node"): tuple(int(v or 0) for v in timeline(s))
+        for s in answer(Probe.NODE_PODS)
+        if s.label("node")
+    }
+
     seen: dict[Workload, set[str]] = defaultdict(set)
+    on_node: dict[str, set[str]] = defaultdict(set)
+    pod_workloads: dict[str, Workload] = {}
     job_pods: set[str] = set()
     for s in answer(Probe.PODS_SEEN):
         key = f"{s.label('namespace')}/{s.label('pod')}"
+        if s.label("node"):
+            on_node[s.label("node")].add(key)
         workload = workload_of(
             s.label("namespace"), s.label("created_by_kind"), s.label("created_by_name"), owners
         )
@@ -240,6 +276,7 @@ def evidence_from_series(steps: Steps, results: Mapping[Probe, Sequence[Series]]
             job_pods.add(key)
         else:
             seen[workload].add(key)
+            pod_workloads[key] = workload
 
     def pods(probe: Probe) -> frozenset[str]:
         keys = {f"{s.label('namespace')}/{s.label('pod')}" for s in answer(probe)}
@@ -268,6 +305,10 @@ def evidence_from_series(steps: Steps, results: Mapping[Probe, Sequence[Series]]
         nodes_seen=frozenset(s.label("node") for s in answer(Probe.NODES_SEEN) if s.label("node")),
         pod_counts=MappingProxyType({w: tuple(c) for w, c in sorted(counts.items())}),
         pods_seen=MappingProxyType({w: len(p) for w, p in sorted(seen.items())}),
+        node_pods=MappingProxyType(dict(sorted(node_counts.items()))),
+        node_pods_seen=MappingProxyType({n: len(p) for n, p in sorted(on_node.items())}),
+        pod_workloads=MappingProxyType(dict(sorted(pod_workloads.items()))),
+        cordons=frozenset(s.label("node") for s in answer(Probe.CORDONS) if s.label("node")),
         pending=pods(Probe.PENDING),
         unready=pods(Probe.UNREADY),
         deployments=MappingProxyType(

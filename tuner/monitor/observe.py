@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from tuner.errors import InputError, ServiceError
 from tuner.model.load import Load
-from tuner.model.window_report import KSM, SNAPSHOTS, Verdict, WindowReport
+from tuner.model.window_report import KSM, SNAPSHOTS, Scope, Verdict, WindowReport
 from tuner.monitor.evidence import REQUIRED_METRICS, Probe, WindowEvidence, evidence_from_series
 from tuner.monitor.load import LoadError, load_from_scalar, load_from_vector, load_query
 from tuner.monitor.load import render_query as render_load_query
 from tuner.monitor.prometheus import Queries, QueryError
 from tuner.monitor.series import Series
 from tuner.monitor.snapshots import SnapshotSource
-from tuner.monitor.stability import Assessment, assess, compare_snapshots
+from tuner.monitor.stability import Assessment, assess, compare_snapshots, left_to_autoscaler
 from tuner.monitor.window import Steps, Window, clock_time, promql_duration, steps_over
 from tuner.settings import Settings, Windows
 
@@ -38,6 +38,8 @@ def observe_window(
     cluster at the checked start and at the end (the daemon keeps them in a
     :class:`~tuner.monitor.snapshots.SnapshotHistory`). The load is ``load.query`` (or the
     2019 ``load.pod_name`` query) evaluated at ``end`` with ``$window`` = the window's length.
+    The report says what changed and judges it by ``windows.scope``; the nodes the tuner left
+    to the autoscaler are read from the snapshot at the checked start, when there is one.
 
     Never raises for a failing service (Prometheus down, slow, refusing, answering nonsense;
     a snapshot that cannot be read): the verdict is then ``unknown``, the reason says why and
@@ -79,6 +81,8 @@ def observe_window(
         source=source,
         load_query=query,
         failed_query=failed,
+        scope=Scope(windows.scope),
+        unsettled=stability.unsettled,
     )
 
 
@@ -131,7 +135,18 @@ def _stability(
         return Assessment(Verdict.UNKNOWN, (f"stability query failed: {err}",)), KSM, err.query
     if evidence.absent:
         return _from_snapshots(window, snapshots, evidence.absent), SNAPSHOTS, None
-    return assess(evidence), KSM, None
+    return assess(evidence, _left_for_removal(window, snapshots)), KSM, None
+
+
+def _left_for_removal(window: Window, snapshots: SnapshotSource | None) -> frozenset[str]:
+    """Nodes the tuner had left to the autoscaler at the checked start (none when unknown)."""
+    if snapshots is None:
+        return frozenset()
+    try:
+        first = snapshots.snapshot(window.checked_start)
+    except (ServiceError, InputError):
+        return frozenset()
+    return frozenset() if first is None else left_to_autoscaler(first)
 
 
 def _from_snapshots(

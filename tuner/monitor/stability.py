@@ -9,6 +9,13 @@ change, no pod was Pending or not Ready, and no rollout was in progress. Two jud
   cluster at the window's start and at its end, compared by node names, per-workload pod
   counts and pending/unready pods.
 
+Besides the verdict on the whole cluster, both judges say what changed (:class:`Unsettled`):
+the nodes that joined, were cordoned or uncordoned or had pods start or stop on them, the
+workloads whose pod count changed, that rolled out or had unready pods, and the cluster-wide
+blockers: a pod pending anywhere, a node joining or leaving — except the nodes the tuner itself
+left to the autoscaler (``handed_over``), whose going is the change it made. Under the
+``touched`` scope the tuner acts when there is no blocker and keeps what changed out of the plan.
+
 A third verdict, ``unknown``, means the window could not be judged (data missing, a query
 failed); the tuner never acts on it. All functions here are pure.
 """
@@ -18,14 +25,16 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from tuner.model.cluster import Cluster, Pod, Workload
-from tuner.model.window_report import Verdict
+from tuner.model.window_report import Unsettled, Verdict
 from tuner.monitor.evidence import DeploymentState, WindowEvidence
 from tuner.monitor.window import clock_time
 
+LEFT_FOR_REMOVAL = "/left-for-removal"
+"""The end of the annotation the executor puts on a node it left to the autoscaler."""
 LISTED = 5
 """Names listed per finding before "and N more"."""
 MAX_BLIND_FRACTION = 0.1
@@ -40,6 +49,8 @@ class Assessment:
 
     verdict: Verdict
     reasons: tuple[str, ...]
+    unsettled: Unsettled = field(default_factory=Unsettled)
+    """What changed (empty unless the verdict is ``unstable``)."""
 
     @property
     def reason(self) -> str:
@@ -47,8 +58,9 @@ class Assessment:
         return "; ".join(self.reasons)
 
 
-def assess(evidence: WindowEvidence) -> Assessment:
-    """Judge a window from kube-state-metrics evidence.
+def assess(evidence: WindowEvidence, handed_over: frozenset[str] = frozenset()) -> Assessment:
+    """Judge a window from kube-state-metrics evidence; ``handed_over`` are the nodes the tuner
+    left to the autoscaler (their leaving blocks nothing).
 
     Steps where every kube-state-metrics series is missing at once (a failed scrape) say
     nothing about the cluster: they are left out of the timelines, up to
@@ -86,7 +98,7 @@ def assess(evidence: WindowEvidence) -> Assessment:
         *_deployment_findings(seen, times),
     ]
     if findings:
-        return Assessment(Verdict.UNSTABLE, tuple(findings))
+        return Assessment(Verdict.UNSTABLE, tuple(findings), _unsettled(seen, times, handed_over))
     pods = sum(counts[-1] for counts in seen.pod_counts.values())
     missed = (
         f"; no data at {sum(blind)} of {len(blind)} steps (a failed scrape)" if any(blind) else ""
@@ -112,16 +124,22 @@ def _at_steps(evidence: WindowEvidence, keep: Sequence[int]) -> WindowEvidence:
         evidence,
         nodes={n: pick(p) for n, p in evidence.nodes.items()},
         pod_counts={w: pick(c) for w, c in evidence.pod_counts.items()},
+        node_pods={n: pick(c) for n, c in evidence.node_pods.items()},
         deployments={d: pick(s) for d, s in evidence.deployments.items()},
     )
 
 
 def compare_snapshots(
-    start: Cluster, end: Cluster, start_time: float, end_time: float
+    start: Cluster,
+    end: Cluster,
+    start_time: float,
+    end_time: float,
+    handed_over: frozenset[str] = frozenset(),
 ) -> Assessment:
     """The thesis' check: the cluster at the window's start against the cluster at its end.
 
-    A change that went and came back inside the window cannot be seen this way.
+    A change that went and came back inside the window cannot be seen this way. The nodes the
+    tuner left to the autoscaler are ``handed_over`` plus those annotated so at the start.
     """
     findings: list[str] = []
     before, after = {n.name for n in start.nodes}, {n.name for n in end.nodes}
@@ -142,7 +160,8 @@ def compare_snapshots(
         if unready:
             findings.append(f"not ready at {when}: {_names(unready)}")
     if findings:
-        return Assessment(Verdict.UNSTABLE, tuple(findings))
+        left = handed_over | left_to_autoscaler(start)
+        return Assessment(Verdict.UNSTABLE, tuple(findings), _snapshot_unsettled(start, end, left))
     pods = sum(counts_after.values())
     return Assessment(
         Verdict.STABLE,
@@ -153,6 +172,101 @@ def compare_snapshots(
             "no pod pending or unready",
         ),
     )
+
+
+# ---------------------------------------------------------------- what changed
+
+
+def _unsettled(
+    evidence: WindowEvidence, times: Sequence[float], handed_over: frozenset[str]
+) -> Unsettled:
+    """The nodes and workloads that changed, and the cluster-wide blockers, from the series."""
+    nodes = {n for n, present in evidence.nodes.items() if any(present)}
+    comings = {n for n, present in evidence.nodes.items() if not all(present)}
+    comings |= evidence.nodes_seen - nodes
+    nodes_changed = comings | set(evidence.cordons)
+    for node, counts in evidence.node_pods.items():
+        if len(set(counts)) > 1 or evidence.node_pods_seen.get(node, 0) > counts[0]:
+            nodes_changed.add(node)
+    for node, seen in evidence.node_pods_seen.items():
+        if node not in evidence.node_pods and seen:
+            nodes_changed.add(node)
+    workloads = {
+        w
+        for w, counts in evidence.pod_counts.items()
+        if len(set(counts)) > 1 or evidence.pods_seen.get(w, 0) > counts[0]
+    }
+    workloads |= {w for w in evidence.pods_seen if w not in evidence.pod_counts}
+    workloads |= {
+        _deployment(name)
+        for name in set(evidence.deployments) | set(evidence.deployment_changes)
+        if _rollout_issues(evidence.deployments.get(name, ()), times)
+        or any(evidence.deployment_changes.get(name, {}).values())
+    }
+    orphans: set[str] = set()
+    for key in evidence.pending | evidence.unready:
+        workload = evidence.pod_workloads.get(key)
+        if workload is None:
+            orphans.add(key)
+        else:
+            workloads.add(workload)
+    blockers = _blockers(evidence.pending, comings - handed_over)
+    if orphans - evidence.pending:
+        blockers.append(f"unready pods of no known workload: {_names(orphans - evidence.pending)}")
+    return Unsettled(frozenset(nodes_changed), frozenset(workloads), tuple(blockers))
+
+
+def _snapshot_unsettled(start: Cluster, end: Cluster, handed_over: frozenset[str]) -> Unsettled:
+    """What changed between two snapshots (a change that came back is not seen)."""
+    before, after = {n.name: n for n in start.nodes}, {n.name: n for n in end.nodes}
+    comings = set(before) ^ set(after)
+    nodes = comings | {
+        name
+        for name in set(before) & set(after)
+        if before[name].unschedulable != after[name].unschedulable
+        or _pod_keys(start, name) != _pod_keys(end, name)
+    }
+    counts_before, counts_after = _pod_counts(start), _pod_counts(end)
+    workloads = {
+        w
+        for w in set(counts_before) | set(counts_after)
+        if counts_before.get(w, 0) != counts_after.get(w, 0)
+    }
+    pending: set[str] = set()
+    for cluster in (start, end):
+        for pod in _counted(cluster.pods):
+            if _is_pending(pod):
+                pending.add(pod.key)
+            if _is_pending(pod) or not pod.ready:
+                workloads.add(pod.workload)
+    blockers = _blockers(pending, comings - handed_over)
+    return Unsettled(frozenset(nodes), frozenset(workloads), tuple(blockers))
+
+
+def _blockers(pending: Iterable[str], comings: Iterable[str]) -> list[str]:
+    """Cluster-wide reasons not to act: pending pods, nodes joining or leaving."""
+    blockers = []
+    if pending := set(pending):
+        blockers.append(f"pending pods: {_names(pending)}")
+    if comings := set(comings):
+        blockers.append(f"nodes joining or leaving: {_names(comings)}")
+    return blockers
+
+
+def _pod_keys(cluster: Cluster, node: str) -> frozenset[str]:
+    return frozenset(p.key for p in cluster.pods_by_node[node])
+
+
+def left_to_autoscaler(cluster: Cluster) -> frozenset[str]:
+    """Nodes annotated as left to the autoscaler by the tuner (any ``execute.label_prefix``)."""
+    return frozenset(
+        n.name for n in cluster.nodes if any(k.endswith(LEFT_FOR_REMOVAL) for k in n.annotations)
+    )
+
+
+def _deployment(name: str) -> Workload:
+    namespace, deployment = name.split("/", 1)
+    return Workload(namespace, "Deployment", deployment)
 
 
 # ---------------------------------------------------------------- findings from evidence

@@ -3,7 +3,8 @@ JSON form (docs/concepts.md)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tuner.model.cluster import Pod, Workload
@@ -57,8 +58,35 @@ class ProvisionNode:
     pool: NodePool
     requests: Resources
 
+    @property
+    def placeholder_requests(self) -> Resources:
+        """What a placeholder pod asks for: ``requests``, no more than the new node offers."""
+        room = self.pool.template.allocatable
+        return Resources(min(self.requests.cpu, room.cpu), min(self.requests.memory, room.memory))
+
 
 Action = ProvisionNode | Migrate | Add | Remove | RemoveNode
+
+
+PROVISIONAL = "+"
+"""In a node name, marks a plan's name for a node still to be provisioned (no Kubernetes node
+name has it)."""
+
+
+def provisional(name: str) -> bool:
+    """A plan's name for a node still to be provisioned (``general-8+1``)."""
+    return PROVISIONAL in name
+
+
+def resolved(action: Action, bindings: Mapping[str, str]) -> Action:
+    """The action with the provisional node names bound so far (provisional -> real name)
+    replaced by the real ones."""
+    match action:
+        case Migrate(target=target) | Add(target=target) if target in bindings:
+            return replace(action, target=bindings[target])
+        case RemoveNode(node=node) if node in bindings:
+            return replace(action, node=bindings[node])
+    return action
 
 
 def placed_workload(action: Action) -> Workload | None:

@@ -11,6 +11,8 @@
   when nothing can go, a pending removal that frees a waiting node runs first; when only
   migrations are stuck (two full nodes swapping pods), one of them is split into a removal now
   and an addition later (the temporary remove/add); node removals come last.
+- New nodes (:class:`~tuner.model.change.NewNode`) are provisioned first, each asking for what
+  the plan places on it; the scheduling simulation knows them from the start.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from dataclasses import replace
 
 from tuner.model.change import Addition, DesiredChange
 from tuner.model.cluster import Cluster, Pod, Workload
+from tuner.model.resources import Resources
 from tuner.model.snapshot import Snapshot
-from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
+from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode
 from tuner.plan.replay import InfeasiblePlan
 
 Placing = Migrate | Add
@@ -31,8 +34,21 @@ Placing = Migrate | Add
 def plan(cluster: Cluster, change: DesiredChange) -> tuple[Action, ...]:
     """The ordered actions that carry out ``change``."""
     placings, removals = _pair(change)
-    ordered = _Orderer(cluster).run(placings, removals)
-    return (*ordered, *(RemoveNode(n) for n in change.remove_nodes))
+    ordered = _Orderer(cluster, change).run(placings, removals)
+    return (*_provisions(change), *ordered, *(RemoveNode(n) for n in change.remove_nodes))
+
+
+def _provisions(change: DesiredChange) -> list[ProvisionNode]:
+    """One action per new node, asking for the requests the change places on it."""
+    placed: dict[str, list[Resources]] = defaultdict(list)
+    for relocation in change.relocations:
+        placed[relocation.node].append(relocation.pod.requests)
+    for addition in change.additions:
+        placed[addition.node].append(addition.requests)
+    return [
+        ProvisionNode(n.name, n.pool, Resources.total(placed.get(n.name, [])))
+        for n in change.new_nodes
+    ]
 
 
 def _pair(change: DesiredChange) -> tuple[list[Placing], list[Remove]]:
@@ -72,11 +88,11 @@ def _net(pods: list[Pod], adds: list[Addition]) -> tuple[list[Pod], list[Additio
 class _Orderer:
     """Event-driven ordering: actions wait per target node and retry when room frees there."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, change: DesiredChange) -> None:
         self.cluster = cluster
         self.templates: dict[Workload, Pod] | None = None
         """The first running pod of each workload: what an added instance looks like."""
-        self.snapshot = Snapshot(cluster)
+        self.snapshot = Snapshot(cluster, new_nodes=[n.node for n in change.new_nodes])
         self.waiting: dict[str, deque[Placing]] = defaultdict(deque)
         self.out: list[Action] = []
         self.freed: deque[str] = deque()

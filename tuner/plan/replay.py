@@ -3,7 +3,8 @@
 Independent of the planner and of the scheduling simulation it orders with
 (:mod:`tuner.model.snapshot`): plain per-node dictionaries, one step at a time, asking the
 domain model's rule predicates (:mod:`tuner.model.scheduling`) directly. Tests and the CLI's
-"after" figures trust a plan because it survives this replay. Whether a pod may be moved at
+"after" figures trust a plan because it survives this replay. A provisioned node joins as its
+pool's template under the action's provisional name, empty. Whether a pod may be moved at
 all (PDBs, owners, annotations) is the analysis' movability, not a fit rule: the property
 tests check it beside the replay.
 """
@@ -13,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable, KeysView
 from dataclasses import dataclass, field, replace
 
-from tuner.model.cluster import Cluster, Pod, Workload
+from tuner.model.cluster import Cluster, Node, Pod, Workload
 from tuner.model.resources import Resources
 from tuner.model.scheduling import repels, resource_fit, static_fit
-from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
+from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode
 
 
 class InfeasiblePlan(Exception):
@@ -45,6 +46,7 @@ class _State:
     nodes."""
 
     cluster: Cluster
+    nodes: dict[str, Node]
     residents: dict[str, dict[str, Pod]]
     requested: dict[str, Resources]
     removed: set[str] = field(default_factory=set)
@@ -69,6 +71,7 @@ def replay(cluster: Cluster, actions: Iterable[Action]) -> Occupancy:
     by_node = cluster.pods_by_node
     state = _State(
         cluster,
+        nodes={n.name: n for n in cluster.nodes},
         residents={n.name: {p.key: p for p in by_node[n.name]} for n in cluster.nodes},
         requested={
             n.name: Resources.total([p.requests for p in by_node[n.name]]) for n in cluster.nodes
@@ -76,6 +79,12 @@ def replay(cluster: Cluster, actions: Iterable[Action]) -> Occupancy:
     )
     for step, action in enumerate(actions, 1):
         match action:
+            case ProvisionNode(node=node, pool=pool):
+                if node in state.nodes:
+                    raise InfeasiblePlan(f"step {step}: node {node} already exists")
+                state.nodes[node] = replace(pool.template, name=node)
+                state.residents[node] = {}
+                state.requested[node] = Resources()
             case Migrate(pod=pod, target=target):
                 _take_off(state, pod, step)
                 _put_on(state, replace(pod, node=target), step)
@@ -91,7 +100,7 @@ def replay(cluster: Cluster, actions: Iterable[Action]) -> Occupancy:
                     raise InfeasiblePlan(f"step {step}: node {node} still runs {left[0]}")
                 state.removed.add(node)
     return Occupancy(
-        allocatable={n.name: n.allocatable for n in cluster.nodes},
+        allocatable={name: n.allocatable for name, n in state.nodes.items()},
         requested=state.requested,
         residents=state.residents,
         removed=state.removed,
@@ -109,7 +118,7 @@ def _take_off(state: _State, pod: Pod, step: int) -> None:
 def _put_on(state: _State, pod: Pod, step: int) -> None:
     """Place a pod (``pod.node`` is its target) after checking every fit rule."""
     name = pod.node or ""
-    node = state.cluster.node_by_name.get(name)
+    node = state.nodes.get(name)
     if node is None:
         raise InfeasiblePlan(f"step {step}: unknown node {name}")
     if name in state.removed:

@@ -57,6 +57,10 @@ class PlanReport:
                 "after": {k: round(v, 4) for k, v in asdict(self.after).items()},
             },
             "removed_nodes": list(analysis.change.remove_nodes),
+            "new_nodes": [
+                {"node": n.name, "pool": n.pool.name, "type": n.pool.node_type}
+                for n in analysis.change.new_nodes
+            ],
             "previous_deployment": next((p.holds for p in analysis.proposals if p.holds), None),
             "unattainable": [
                 {"id": f.entry, "reason": f.reason}
@@ -79,8 +83,9 @@ def _finite(value: float) -> float | None:
 
 
 def build_report(cluster: Cluster, settings: Settings, analysis: Analysis) -> PlanReport:
-    """Plan the analysis' change, measure utilization before and after it, and say how each
-    new pod is placed (``execute.label_prefix`` names the onboarding labels)."""
+    """Plan the analysis' change, measure utilization before and after it (provisioned nodes
+    included), and say how each new pod is placed (``execute.label_prefix`` names the
+    onboarding labels)."""
     usability = settings.analyse.usability
     actions = plan(cluster, analysis.change)
     final = replay(cluster, actions)
@@ -89,9 +94,9 @@ def build_report(cluster: Cluster, settings: Settings, analysis: Analysis) -> Pl
     )
     after = Utilization.of(
         (
-            (final.allocatable[n.name], final.requested[n.name])
-            for n in cluster.nodes
-            if n.name not in final.removed
+            (allocatable, final.requested[name])
+            for name, allocatable in final.allocatable.items()
+            if name not in final.removed
         ),
         usability,
     )

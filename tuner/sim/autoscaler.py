@@ -4,7 +4,11 @@ Scale-up (every scan): pending pods that fit on no ready node are packed first-f
 free room of nodes already coming up; for the rest, each node pool estimates how many of its
 template nodes (allocatable minus the DaemonSet pods) they need, first-fit, capped at the pool's
 maximum; the ``--expander`` picks one pool (:mod:`tuner.sim.expander`) and that many of its
-nodes are requested; they become ready after ``provisioning_delay``.
+nodes are requested; they become ready after ``provisioning_delay``. A pod with constraints of
+its own (the tuner's placeholder: a node selector, a required affinity) only counts for the
+nodes and pool templates it may run on. Its priority (the placeholder's -10, at the default
+``--expendable-pods-priority-cutoff``) is not expendable, so it triggers a scale-up as any
+pod does.
 
 Scale-down (every scan): a node is *unneeded* when its utilization, max(CPU, memory) requests
 (DaemonSet pods included) over allocatable, is below ``utilization_threshold`` (0.5) and all its
@@ -12,8 +16,12 @@ pods can be placed on the other nodes (pods already hinted onto a node count the
 removable in the same pass are not destinations). It carries the ``PreferNoSchedule``
 ``DeletionCandidateOfClusterAutoscaler`` taint while unneeded. A node unneeded for
 ``unneeded_time`` (10 min) is deleted and its pods are evicted and rescheduled: empty nodes
-up to ``max_empty_bulk_delete`` (10) at once, one node with pods per scan. Nothing is deleted
-within ``delay_after_add`` (10 min) of a scale-up, and no pool shrinks below its minimum. Nodes
+up to ``max_empty_bulk_delete`` (10) at once, one node with pods per scan. Within
+``delay_after_add`` (10 min) of a scale-up nothing is deleted and the taints are left as they
+are (unneeded time still accrues): the Cluster Autoscaler updates its soft taints only when
+scale-down is not in cooldown (``core/static_autoscaler.go``), so a node it just added is not
+marked a deletion candidate before the pods it was added for reach it. No pool shrinks below its
+minimum. Nodes
 running ``kube-system`` pods that are neither DaemonSet pods nor covered by a
 PodDisruptionBudget are skipped (``--skip-nodes-with-system-pods=true``), and so are nodes with
 pods whose PodDisruptionBudget allows too few disruptions.
@@ -29,7 +37,7 @@ from tuner.model.resources import Resources
 from tuner.model.scheduling import Constraints, Taint, resource_fit, static_fit
 from tuner.sim.expander import Option, choose
 from tuner.sim.pools import NodePool
-from tuner.sim.state import DELETION_CANDIDATE, SimCluster, SimNode, SimPod
+from tuner.sim.state import DELETION_CANDIDATE, SimCluster, SimNode, SimPod, pool_labels
 from tuner.sim.workloads import Service
 
 CANDIDATE_TAINT = Taint(DELETION_CANDIDATE, "", "PreferNoSchedule")
@@ -81,11 +89,12 @@ class ClusterAutoscaler:
         the pool's maximum; None when no pod fits or the pool is full."""
         room = self.template_room(pool)
         slots = pool.node_type.max_pods - len(self.daemonsets)
+        template = _Template(pool_labels(pool.node_type, pool.name, self.pool_label))
         bins: list[list[int]] = []
         """Per new node: free CPU, free memory, free slots, then the pods' CPU and memory."""
         for pod in pods:
             req = pod.requests
-            if resource_fit(req, room, slots) is not None:
+            if resource_fit(req, room, slots) is not None or not _allows(pod, template):
                 continue
             for free in bins:
                 if _fits(req, free):
@@ -112,15 +121,21 @@ class ClusterAutoscaler:
         how many."""
         if not unschedulable:
             return 0
+        booting = [n for n in cluster.nodes.values() if not n.ready(now) and n.registered]
         bins: list[list[int]] = [
-            [n.free().cpu, n.free().memory, n.type.max_pods - len(n.pods)]
-            for n in cluster.nodes.values()
-            if not n.ready(now) and n.registered
+            [n.free().cpu, n.free().memory, n.type.max_pods - len(n.pods)] for n in booting
         ]
         waiting: list[SimPod] = []
         for pod in sorted(unschedulable, key=lambda p: (-p.service.cpu, p.uid)):
             req = pod.requests
-            room = next((b for b in bins if _fits(req, b)), None)
+            room = next(
+                (
+                    b
+                    for b, n in zip(bins, booting, strict=True)
+                    if _fits(req, b) and _allows(pod, n)
+                ),
+                None,
+            )
             if room is None:
                 waiting.append(pod)
                 continue
@@ -208,6 +223,8 @@ class ClusterAutoscaler:
         """Track unneeded nodes and delete the ripe ones; returns the evicted pods."""
         unneeded = self.find_unneeded(cluster, now)
         self.unneeded_since = {n: self.unneeded_since.get(n, now) for n in unneeded}
+        if now - self.last_scale_up < self.config.delay_after_add:
+            return []
         for node in cluster.nodes.values():
             tainted = CANDIDATE_TAINT in node.taints
             if node.name in self.unneeded_since and not tainted:
@@ -216,8 +233,6 @@ class ClusterAutoscaler:
             elif node.name not in self.unneeded_since and tainted:
                 node.taints = tuple(t for t in node.taints if t != CANDIDATE_TAINT)
                 cluster.changed()
-        if now - self.last_scale_up < self.config.delay_after_add:
-            return []
         ripe = [n for n in unneeded if now - self.unneeded_since[n] >= self.config.unneeded_time]
         budget = {p.name: cluster.pool_size(p.name) - p.min_nodes for p in self.pools}
         doomed: list[str] = []
@@ -247,6 +262,20 @@ class ClusterAutoscaler:
         if self.scale_up(cluster, unschedulable, now):
             return []
         return self.scale_down(cluster, now)
+
+
+@dataclass(frozen=True, slots=True)
+class _Template:
+    """A pool's next node as the scale-up simulation sees it: its labels, schedulable."""
+
+    labels: dict[str, str]
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+
+
+def _allows(pod: SimPod, node: SimNode | _Template) -> bool:
+    """A placeholder's own constraints admit the node (a workload pod has none here)."""
+    return pod.constraints is None or static_fit(pod.constraints, node) is None
 
 
 def _free(node: SimNode) -> tuple[int, int]:

@@ -13,12 +13,15 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from tuner.model.cluster import Cluster, Hpa, Workload
-from tuner.plan.actions import Action
+from tuner.model.resources import Resources
+from tuner.model.scheduling import Constraints
+from tuner.plan.actions import Action, resolved
+from tuner.settings import Execute
 from tuner.sim.autoscaler import AutoscalerConfig, ClusterAutoscaler
 from tuner.sim.executor import SimulatedExecutor
 from tuner.sim.hpa import SYNC_PERIOD, HorizontalPodAutoscaler
@@ -116,6 +119,14 @@ class Window:
     """Pods pending now."""
     changed: float = -math.inf
     """When the node set, the per-workload pod counts or the pending count last changed."""
+    nodes: frozenset[str] = frozenset()
+    """Nodes that joined, left, were cordoned or had pods start or stop on them since the
+    checked start."""
+    workloads: frozenset[Workload] = frozenset()
+    """Workloads whose pod count changed or that had pending or unready pods since then."""
+    blockers: tuple[str, ...] = ()
+    """Cluster-wide: pods pending, nodes joining or leaving (but those the tuner left to the
+    autoscaler) since then."""
 
 
 class Simulation:
@@ -152,6 +163,17 @@ class Simulation:
         self.executor = SimulatedExecutor(self)
         self._signature: tuple[object, ...] = ()
         self._stable_since = self.now
+        self._node_changed: dict[str, float] = {}
+        """Node -> when it last changed (joined, left, cordoned, a pod started or stopped)."""
+        self._workload_changed: dict[Workload, float] = {}
+        """Workload -> until when it counts as changed (a bound pod: until it is ready)."""
+        self._pending_at = -math.inf
+        """When a pod was last pending."""
+        self._nodes_moved_at = -math.inf
+        """When a node last joined or left, but one the tuner left to the autoscaler."""
+        self._registered: frozenset[str] = frozenset()
+        self.handed_over: set[str] = set()
+        """Nodes the tuner's executor left to the autoscaler (their going blocks nothing)."""
         self._loads: deque[tuple[float, float]] = deque()
         for pool in scenario.pools:
             for _ in range(pool.initial_nodes):
@@ -159,6 +181,7 @@ class Simulation:
                     pool.node_type, self.now, 0.0, pool.name, self.pool_label
                 )
         self._evictions = 0
+        self._placeholders = 0
         self._loads_now: tuple[float, dict[str, float]] = (math.nan, {})
         self._counts: tuple[int, tuple[int, ...]] = (-1, ())
         """Pods per service, as of a state version."""
@@ -177,29 +200,53 @@ class Simulation:
         while self.now < end - 1e-9:
             self._step()
 
-    def window(self, seconds: float) -> Window:
-        """Whether the last ``seconds`` were stable (same nodes and per-workload pod counts,
-        no pending pods) and the mean load over them."""
+    def window(self, seconds: float, warmup: float = 0.0) -> Window:
+        """Whether the last ``seconds`` and the ``warmup`` before them were stable (same nodes
+        and per-workload pod counts, no pending pods), what changed over them, and the mean load
+        over the last ``seconds``."""
         start = self.now - seconds
-        pending = sum(1 for p in self.cluster_state.pods.values() if p.node is None)
-        stable = self._stable_since <= start + 1e-9 and not pending
+        since = start - warmup
+        pending = self.cluster_state.totals.pending
+        stable = self._stable_since <= since + 1e-9 and not pending
         served = [load for t, load in self._loads if t >= start - 1e-9]
         load = sum(served) / len(served) if served else 0.0
-        return Window(start, self.now, stable, load, pending, self._stable_since - self.tick)
+        blockers = []
+        if pending or self._pending_at >= since - 1e-9:
+            blockers.append("pods pending")
+        if self._nodes_moved_at >= since - 1e-9:
+            blockers.append("a node joined or left")
+        return Window(
+            start,
+            self.now,
+            stable,
+            load,
+            pending,
+            self._stable_since - self.tick,
+            frozenset(n for n, t in self._node_changed.items() if t >= since - 1e-9),
+            frozenset(w for w, t in self._workload_changed.items() if t >= since - 1e-9),
+            tuple(blockers),
+        )
 
     def apply(
-        self, actions: Sequence[Action], node_removal: str = "autoscaler"
+        self,
+        actions: Sequence[Action],
+        node_removal: str = "autoscaler",
+        provision_timeout_s: float = Execute.provision_timeout_s,
     ) -> tuple[ActionResult, ...]:
         """Carry out actions through the simulated executor, in order, verifying each; the
-        first failed verification stops the rest (they are not returned).
+        first failed verification stops the rest (they are not returned). A provision binds
+        its provisional node name; later actions name the node it obtained.
 
         ``node_removal``: ``autoscaler`` cordons and leaves the empty node to the Cluster
         Autoscaler; ``command`` deletes the VM now; ``delete-node`` deletes the Node object
         only (its VM keeps running and registers again); see :mod:`tuner.sim.executor`.
+        A provision waits at most ``provision_timeout_s`` of simulated time for its node.
         """
         results: list[ActionResult] = []
+        bindings: dict[str, str] = {}
         for action in actions:
-            result = self.executor.execute(action, node_removal)
+            live = resolved(action, bindings)
+            result = self.executor.execute(live, node_removal, provision_timeout_s, bindings)
             results.append(result)
             if not result.verified:
                 break
@@ -259,6 +306,32 @@ class Simulation:
         state.bind(pod, chosen, self.now)
         return chosen.name
 
+    def node_names(self) -> tuple[str, ...]:
+        """Every node that exists, booting ones included."""
+        return tuple(sorted(self.cluster_state.nodes))
+
+    def create_placeholder(self, requests: Resources, constraints: Constraints) -> SimPod:
+        """Create a bare pending pod with these requests and constraints (the placeholder a
+        provision makes the Cluster Autoscaler add a node for)."""
+        self._placeholders += 1
+        service = Service(
+            f"placeholder-{self._placeholders}", requests.cpu, requests.memory, kind="Pod"
+        )
+        return self.cluster_state.create_pod(service, self.now, constraints)
+
+    def pass_time(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Let simulated time pass, tick by tick, with every controller but the strategy
+        running (it is the one waiting), until ``done()`` or ``timeout`` seconds; whether
+        ``done()`` came true."""
+        deadline = self.now + timeout
+        while not done():
+            if self.now >= deadline - 1e-9:
+                return False
+            self._observe()
+            self.now += self.tick
+            self._controllers()
+        return True
+
     def drain_node(self, name: str, node_removal: str) -> None:
         """Cordon the node and evict its pods but DaemonSet pods; then ``autoscaler`` leaves the
         empty node to the Cluster Autoscaler, ``command`` deletes the VM now, ``delete-node``
@@ -267,6 +340,9 @@ class Simulation:
         state = self.cluster_state
         node = state.nodes[name]
         node.unschedulable = True
+        state.touched_nodes.add(name)
+        if node_removal == "autoscaler":
+            self.handed_over.add(name)
         state.changed()
         for pod in state.pods_on(node):
             if not pod.daemon:
@@ -287,6 +363,15 @@ class Simulation:
     # -- one tick ------------------------------------------------------------------------------
 
     def _step(self) -> None:
+        self._controllers()
+        if self.strategy is not None and self.now >= 0:
+            self.strategy.on_tick(self)  # may pass time itself (a provision waiting)
+        self._observe()
+        self.now += self.tick
+
+    def _controllers(self) -> None:
+        """What runs each tick besides the strategy: re-registering nodes, DaemonSets, HPAs,
+        ReplicaSets, kube-scheduler, the autoscaler."""
         now = self.now
         state = self.cluster_state
         for when, name in list(self.reregister):
@@ -304,10 +389,6 @@ class Simulation:
         if evicted:
             self.reconcile()
             self.scheduler.schedule(state, now)
-        if self.strategy is not None and now >= 0:
-            self.strategy.on_tick(self)
-        self._observe()
-        self.now = now + self.tick
 
     def _start_daemons(self) -> None:
         state = self.cluster_state
@@ -392,6 +473,32 @@ class Simulation:
             ),
         )
 
+    def _collect_changes(self, registered: frozenset[str], pending: int) -> None:
+        """Stamp the nodes and workloads that changed this tick, and the cluster-wide events."""
+        state, now = self.cluster_state, self.now
+        if registered != self._registered:
+            moved = registered ^ self._registered
+            state.touched_nodes |= moved
+            if moved - self.handed_over:
+                self._nodes_moved_at = now
+            self.handed_over &= registered
+            self._registered = registered
+            for name in [n for n, t in self._node_changed.items() if now - t > MAX_WINDOW]:
+                del self._node_changed[name]
+        if pending:
+            self._pending_at = now
+        for name in state.touched_nodes:
+            self._node_changed[name] = now
+        for service in state.touched_services:
+            self._workload_changed[service.workload] = max(
+                self._workload_changed.get(service.workload, now), now
+            )
+        for service in state.bound_services:
+            self._workload_changed[service.workload] = now + self.scenario.startup
+        state.touched_nodes.clear()
+        state.touched_services.clear()
+        state.bound_services.clear()
+
     def _observe(self) -> None:
         state = self.cluster_state
         now = self.now
@@ -408,6 +515,7 @@ class Simulation:
         if signature != self._signature:
             self._signature = signature
             self._stable_since = now + self.tick
+        self._collect_changes(frozenset(registered), pending)
         self._loads.append((now, load))
         while self._loads and self._loads[0][0] < now - MAX_WINDOW:
             self._loads.popleft()

@@ -7,19 +7,29 @@
 - remove: one replica fewer, that very pod deleted;
 - remove_node: cordon and evict what is left, then by ``execute.node_removal``: ``autoscaler``
   leaves the empty node to the Cluster Autoscaler, ``command`` deletes the VM now,
-  ``delete-node`` deletes the Node object only (the VM keeps running and registers again).
+  ``delete-node`` deletes the Node object only (the VM keeps running and registers again);
+- provision_node (``execute.node_provision: autoscaler``): create a placeholder pod (pending,
+  the action's requests capped to the pool template's allocatable, the pool's node selector,
+  tolerations of its taints, a required affinity that keeps it off every node that exists now;
+  lowest priority, never preempting: the simulator does not preempt anyway), let simulated time
+  pass while the Cluster Autoscaler grows the pool and the node boots, until the placeholder is
+  bound to a Ready node (or ``provision_timeout_s``), delete it, and bind the provisional name
+  to that node.
 
 A pod that lands elsewhere (or nowhere) fails verification; the caller stops the transition.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, MutableMapping
 from typing import Protocol
 
 from tuner.model.cluster import Workload
-from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
+from tuner.model.resources import Resources
+from tuner.model.scheduling import Constraints, Requirement, Toleration
+from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode
 from tuner.sim.metrics import ActionResult
-from tuner.sim.state import SimPod, affinity_label
+from tuner.sim.state import HOSTNAME, SimPod, affinity_label
 from tuner.sim.workloads import Service
 
 
@@ -57,6 +67,16 @@ class Controls(Protocol):
         """Cordon the node, evict its pods but DaemonSet pods, and remove it as
         ``execute.node_removal`` says; the controllers and the scheduler then catch up."""
 
+    def node_names(self) -> tuple[str, ...]:
+        """Every node that exists, booting ones included."""
+
+    def create_placeholder(self, requests: Resources, constraints: Constraints) -> SimPod:
+        """Create a bare pending pod with these requests and constraints."""
+
+    def pass_time(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Wait (simulated time passes, the cluster's controllers run) until ``done()`` or
+        ``timeout`` seconds; whether ``done()`` came true."""
+
 
 class SimulatedExecutor:
     """Executes actions through a simulated cluster's :class:`Controls`."""
@@ -64,10 +84,18 @@ class SimulatedExecutor:
     def __init__(self, cluster: Controls) -> None:
         self.cluster = cluster
 
-    def execute(self, action: Action, node_removal: str) -> ActionResult:
-        """Carry out one action and verify it."""
+    def execute(
+        self,
+        action: Action,
+        node_removal: str,
+        provision_timeout_s: float,
+        bindings: MutableMapping[str, str],
+    ) -> ActionResult:
+        """Carry out one action and verify it; a provision records its node in ``bindings``."""
         cluster = self.cluster
         match action:
+            case ProvisionNode():
+                return self._provision(action, provision_timeout_s, bindings)
             case Migrate(pod=pod, target=target):
                 sim_pod = cluster.pod_on(pod.name, pod.node)
                 if sim_pod is None:
@@ -93,6 +121,32 @@ class SimulatedExecutor:
                 cluster.drain_node(name, node_removal)
                 return ActionResult(action, True)
         raise TypeError(action)
+
+    def _provision(
+        self, action: ProvisionNode, timeout: float, bindings: MutableMapping[str, str]
+    ) -> ActionResult:
+        """Placeholder, wait for the autoscaler's new node, delete the placeholder, bind."""
+        cluster, pool = self.cluster, action.pool
+        template = pool.template
+        constraints = Constraints(
+            tolerations=tuple(
+                Toleration(t.key, "Equal", t.value, t.effect) for t in template.taints
+            ),
+            node_selector=tuple(sorted(pool.selector.items())),
+            node_affinity=((Requirement(HOSTNAME, "NotIn", cluster.node_names()),),),
+        )
+        pod = cluster.create_placeholder(action.placeholder_requests, constraints)
+        landed = cluster.pass_time(
+            lambda: pod.node is not None and cluster.node_ready(pod.node), timeout
+        )
+        node = pod.node
+        cluster.delete_pod(pod)
+        if not landed or node is None:
+            return ActionResult(
+                action, False, f"no new Ready node of pool {pool.name} within {timeout:g} s"
+            )
+        bindings[action.node] = node
+        return ActionResult(action, True)
 
     def _steer(self, action: Action, service: Service, target: str) -> ActionResult:
         """Label the target, let the scheduler place the new pod, verify, unlabel."""

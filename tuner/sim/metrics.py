@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
+from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +45,7 @@ class ActionCounts:
     add: int = 0
     remove: int = 0
     remove_node: int = 0
+    provision_node: int = 0
     failed: int = 0
 
     def count(self, results: Sequence[ActionResult]) -> None:
@@ -62,8 +63,11 @@ class ActionCounts:
                     self.remove += 1
                 case RemoveNode():
                     self.remove_node += 1
+                case ProvisionNode():
+                    self.provision_node += 1
 
     @property
     def total(self) -> int:
         """Every action executed, verified or not."""
-        return self.migrate + self.add + self.remove + self.remove_node + self.failed
+        verified = self.migrate + self.add + self.remove + self.remove_node + self.provision_node
+        return verified + self.failed

@@ -3,8 +3,11 @@ real cycle (:func:`tuner.cycle.run_cycle`) runs unchanged against the simulated 
 evaluation (``strategies.tuner``) and in ``tuner demo`` (through the moderator).
 
 - :class:`SimObserver` (the monitor): advances the simulation to the window's end if it is not
-  there yet and judges the window as the monitor does (node set and per-workload pod counts
-  unchanged, no pending pod); the load is the mean load served over the window.
+  there yet and judges the window and its warm-up as the monitor does: the whole cluster (node
+  set and per-workload pod counts unchanged, no pending pod), and what changed — the nodes and
+  workloads to keep out of the plan, the cluster-wide blockers (a pod pending, a node joining or
+  leaving but one the tuner left to the autoscaler) — by ``windows.scope``; the load is the
+  mean load served over the window.
 - :class:`SimActuator`: reads the simulated cluster and carries actions out through the
   simulated executor, verified, stopping at the first failure.
 """
@@ -16,8 +19,9 @@ from collections.abc import Sequence
 from tuner.cycle import TransitionResult
 from tuner.model.cluster import Cluster
 from tuner.model.load import Load
-from tuner.model.window_report import Verdict, WindowReport
+from tuner.model.window_report import Scope, Unsettled, Verdict, WindowReport
 from tuner.plan.actions import Action
+from tuner.settings import Windows
 from tuner.sim.engine import Simulation
 
 SOURCE = "simulator"
@@ -26,24 +30,41 @@ SOURCE = "simulator"
 class SimObserver:
     """The monitor port over a simulation."""
 
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: Simulation, windows: Windows | None = None) -> None:
         self.sim = sim
+        self.windows = windows or Windows()
 
     def observe(self, start: float, end: float) -> WindowReport:
-        """Stable when the node set and pod counts did not change over [start, end]."""
+        """Stable when the node set and pod counts did not change over the warm-up and
+        [start, end]; otherwise what changed, judged by the scope."""
         if end > self.sim.now:
             self.sim.advance(end - self.sim.now)
-        window = self.sim.window(end - start)
+        warmup = self.windows.warmup_s
+        window = self.sim.window(end - start, warmup)
+        load = Load.scalar(window.load)
+        scope = Scope(self.windows.scope)
         if not window.stable:
             reason = (
                 f"{window.pending} pods pending"
                 if window.pending
                 else f"nodes or pod counts changed {end - window.changed:.0f} s before its end"
             )
-            return WindowReport(Verdict.UNSTABLE, reason, None, start, end, start, source=SOURCE)
-        reason = f"nodes and pod counts unchanged for {end - start:.0f} s, no pod pending"
-        load = Load.scalar(window.load)
-        return WindowReport(Verdict.STABLE, reason, load, start, end, start, source=SOURCE)
+            unsettled = Unsettled(window.nodes, window.workloads, window.blockers)
+            return WindowReport(
+                Verdict.UNSTABLE,
+                reason,
+                load,
+                start,
+                end,
+                start - warmup,
+                source=SOURCE,
+                scope=scope,
+                unsettled=unsettled,
+            )
+        reason = f"nodes and pod counts unchanged for {end - start + warmup:.0f} s, no pod pending"
+        return WindowReport(
+            Verdict.STABLE, reason, load, start, end, start - warmup, source=SOURCE, scope=scope
+        )
 
 
 class SimActuator:

@@ -162,6 +162,7 @@ def _actions(counts: ActionCounts) -> str:
             (counts.add, "add"),
             (counts.remove, "remove"),
             (counts.remove_node, "remove_node"),
+            (counts.provision_node, "provision_node"),
             (counts.failed, "failed"),
         )
         if n

@@ -55,8 +55,9 @@ class Scheduler:
 
     def feasible(self, cluster: SimCluster, pod: SimPod, now: float) -> list[SimNode]:
         """Nodes that pass every filter for the pod, in name order (the fit rules are the
-        domain model's; a service's pods have no constraints, a DaemonSet's tolerate all)."""
-        constraints = TOLERATE_ALL if pod.daemon else NO_CONSTRAINTS
+        domain model's; a service's pods have no constraints, a DaemonSet's tolerate all, a
+        placeholder has its own)."""
+        constraints = pod.constraints or (TOLERATE_ALL if pod.daemon else NO_CONSTRAINTS)
         requests = pod.requests
         return [
             node
@@ -106,11 +107,16 @@ class Scheduler:
 
         Within one pass nodes only fill up, so a pod with the same requests and tolerations as
         one that fitted nowhere fits nowhere either: it is not filtered again (no node is
-        scored, nothing random is drawn, the outcome is the same)."""
+        scored, nothing random is drawn, the outcome is the same). A placeholder is like no
+        other pod."""
         bound = 0
-        unfit: set[tuple[int, int, bool]] = set()
+        unfit: set[tuple[int, int, bool | int]] = set()
         for pod in cluster.pending():
-            shape = (pod.service.cpu, pod.service.memory, pod.daemon)
+            shape = (
+                pod.service.cpu,
+                pod.service.memory,
+                -pod.uid if pod.placeholder else pod.daemon,
+            )
             if shape in unfit:
                 continue
             node = self.choose(cluster, pod, now)

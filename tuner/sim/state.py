@@ -1,7 +1,8 @@
 """The simulated cluster's mutable state: nodes, pods, and its immutable domain-model view.
 
 The simulator mutates this state; the tuner only ever sees :meth:`SimCluster.view`, a
-:class:`~tuner.model.cluster.Cluster` value built from it (cached until the next change).
+:class:`~tuner.model.cluster.Cluster` value built from it (cached until the next change),
+without its own placeholder pods (they exist only while its executor waits for a node).
 """
 
 from __future__ import annotations
@@ -22,6 +23,14 @@ HOSTNAME = "kubernetes.io/hostname"
 TUNER_LABEL_PREFIX = "tuner.dev/"
 DELETION_CANDIDATE = "DeletionCandidateOfClusterAutoscaler"
 TOLERATE_ALL = Constraints(tolerations=(Toleration(operator="Exists"),))
+
+
+def pool_labels(node_type: NodeType, pool: str, pool_label: str) -> dict[str, str]:
+    """The labels every node of a pool carries (its template's)."""
+    labels = {INSTANCE_TYPE: node_type.name}
+    if pool_label:
+        labels[pool_label] = pool
+    return labels
 
 
 def affinity_label(service: Service) -> str:
@@ -72,7 +81,9 @@ class Totals:
     memory: int = 0
 
     def add(self, pod: SimPod, sign: int) -> None:
-        """Count a pod in (sign 1, as created: pending) or out (-1)."""
+        """Count a pod in (sign 1, as created: pending) or out (-1); placeholders are not."""
+        if pod.placeholder:
+            return
         if pod.node is None:
             self.pending += sign
         if not pod.daemon:
@@ -91,6 +102,15 @@ class SimPod:
     created: float
     node: str | None = None
     bound_at: float = 0.0
+    constraints: Constraints | None = None
+    """A placeholder pod's node selector, required affinity and tolerations; None for a
+    workload's pod."""
+
+    @property
+    def placeholder(self) -> bool:
+        """The tuner's placeholder (asks the autoscaler for a node): no workload's pod, so not
+        counted among the pending or running pods."""
+        return self.constraints is not None
 
     @property
     def requests(self) -> Resources:
@@ -120,6 +140,13 @@ class SimCluster:
         """(bound at, pod) of recent bindings, oldest first, for readiness after startup."""
         self.evictions = 0
         """Pods evicted so far, by any actor."""
+        self.touched_nodes: set[str] = set()
+        """Nodes that joined, left, were cordoned or had pods start or stop on them since the
+        simulation last collected them (for the window's per-node stability)."""
+        self.touched_services: set[Service] = set()
+        """Services whose pod count changed since last collected."""
+        self.bound_services: set[Service] = set()
+        """Services with a pod bound (not ready until its startup passed) since last collected."""
         self._uid = 0
         self._node_seq = 0
         self._view: tuple[int, Cluster] | None = None
@@ -133,11 +160,10 @@ class SimCluster:
         ``pool_label``, the node carries the pool's name under that label key."""
         self._node_seq += 1
         name = f"{pool}-{self._node_seq:04d}"
-        labels = {HOSTNAME: name, INSTANCE_TYPE: node_type.name}
-        if pool_label:
-            labels[pool_label] = pool
+        labels = {HOSTNAME: name, **pool_labels(node_type, pool, pool_label)}
         node = SimNode(name, node_type, created=now, ready_at=now + delay, pool=pool, labels=labels)
         self.nodes[name] = node
+        self.touched_nodes.add(name)
         self.changed()
         return node
 
@@ -151,6 +177,7 @@ class SimCluster:
         for pod in self.pods_on(node):
             self._forget(pod)
         del self.nodes[name]
+        self.touched_nodes.add(name)
         self.changed()
         return evicted
 
@@ -160,15 +187,18 @@ class SimCluster:
 
     # -- pods ----------------------------------------------------------------------------------
 
-    def create_pod(self, service: Service, now: float) -> SimPod:
-        """A new pending pod of ``service``."""
+    def create_pod(
+        self, service: Service, now: float, constraints: Constraints | None = None
+    ) -> SimPod:
+        """A new pending pod of ``service`` (a placeholder with ``constraints``)."""
         self._uid += 1
         name = f"{service.name}-{self._uid:06d}"
-        pod = SimPod(self._uid, name, service, created=now)
+        pod = SimPod(self._uid, name, service, created=now, constraints=constraints)
         self.totals.add(pod, 1)
         self.pods[pod.uid] = pod
         self.by_service.setdefault(service, set()).add(pod.uid)
         self.by_name[name] = pod.uid
+        self.touched_services.add(service)
         self.changed()
         return pod
 
@@ -176,12 +206,15 @@ class SimCluster:
         """Place a pending pod on a node."""
         pod.node = node.name
         pod.bound_at = now
-        self.totals.pending -= 1
+        if not pod.placeholder:
+            self.totals.pending -= 1
         self.bound[pod.service] = self.bound.get(pod.service, 0) + 1
         self.recent_binds.append((now, pod))
         node.pods.add(pod.uid)
         node.cpu += pod.service.cpu
         node.memory += pod.service.memory
+        self.touched_nodes.add(node.name)
+        self.bound_services.add(pod.service)
         self.changed()
 
     def delete_pod(self, pod: SimPod) -> None:
@@ -191,6 +224,8 @@ class SimCluster:
             node.pods.discard(pod.uid)
             node.cpu -= pod.service.cpu
             node.memory -= pod.service.memory
+            self.touched_nodes.add(node.name)
+        self.touched_services.add(pod.service)
         self._forget(pod)
         self.changed()
 
@@ -218,7 +253,7 @@ class SimCluster:
         del self.by_name[pod.name]
 
     def pending(self) -> list[SimPod]:
-        """Pods waiting for a node, oldest first."""
+        """Pods waiting for a node, oldest first (placeholders too)."""
         return sorted((p for p in self.pods.values() if p.node is None), key=lambda p: p.uid)
 
     def pods_of(self, service: Service) -> list[SimPod]:
@@ -252,7 +287,7 @@ class SimCluster:
         pods = tuple(
             _pod_value(p)
             for p in sorted(self.pods.values(), key=lambda p: p.uid)
-            if p.node is None or p.node in names
+            if (p.node is None or p.node in names) and not p.placeholder
         )
         cluster = Cluster(nodes=nodes, pods=pods, hpas=tuple(hpas))
         self._view = (self.version, cluster)

@@ -41,6 +41,7 @@ class Disruption:
     pods_added: int = 0
     pods_removed: int = 0
     nodes_drained: int = 0
+    nodes_provisioned: int = 0
 
     @staticmethod
     def of(change: DesiredChange) -> Disruption:
@@ -50,6 +51,15 @@ class Disruption:
             len(change.additions),
             len(change.removals),
             len(change.remove_nodes),
+            len(change.new_nodes),
+        )
+
+    @property
+    def rank(self) -> tuple[int, int]:
+        """Less is less disruptive: nodes drained or provisioned, then pods touched."""
+        return (
+            self.nodes_drained + self.nodes_provisioned,
+            self.pods_moved + self.pods_added + self.pods_removed,
         )
 
 

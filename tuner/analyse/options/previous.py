@@ -12,6 +12,7 @@ from tuner.model.change import DesiredChange
 from tuner.model.cluster import Cluster
 from tuner.model.execution import Execution
 from tuner.model.movability import Movability
+from tuner.model.pools import Pools
 from tuner.settings import Pricing
 
 PREVIOUS = Option(
@@ -30,9 +31,11 @@ def propose_previous(
     pricing: Pricing,
     history: Sequence[Execution],
     current: float,
+    pools: Pools | None = None,
 ) -> Proposal:
-    """The previous-deployment proposal among ``history`` (entries for this load)."""
-    result = find_previous(cluster, movability, pricing, history, current)
+    """The previous-deployment proposal among ``history`` (entries for this load); missing
+    nodes come from ``pools`` that can grow."""
+    result = find_previous(cluster, movability, pricing, history, current, pools)
     forget = tuple(Forget(entry, "unattainable", why) for entry, why in result.unattainable)
     if result.execution is None or result.change is None:
         return Proposal(PREVIOUS, result.cost, DesiredChange(), result.reason, forget)

@@ -10,6 +10,7 @@ from tuner.analyse.removal import CandidateTimers, find_removal
 from tuner.model.change import DesiredChange, Relocation
 from tuner.model.cluster import Cluster
 from tuner.model.movability import Movability
+from tuner.model.pools import Pools
 from tuner.settings import Settings
 
 REMOVAL = Option("remove_nodes", "remove nodes", "impossible", "cost_removal", "RemovedNodes")
@@ -22,10 +23,11 @@ def propose_removal(
     current: float,
     timers: CandidateTimers | None,
     now: float,
+    pools: Pools | None = None,
 ) -> tuple[Proposal, CandidateTimers | None]:
     """The removal proposal from the cluster costing ``current`` per hour, and the
     candidate-delay timers updated (None when not tracked)."""
-    result = find_removal(cluster, settings, movability, timers, now)
+    result = find_removal(cluster, settings, movability, timers, now, pools)
     found = result.removal
     if found is None:
         return Proposal(REMOVAL, math.inf, DesiredChange(), result.reason), result.timers

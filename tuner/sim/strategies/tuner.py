@@ -6,7 +6,10 @@ Settings (:func:`simulation_settings`): the scenario's node price table; cluster
 85 % CPU and memory requests (headroom for the next HPA scale-up); up to two nodes per plan;
 candidates must stay candidates for 10 minutes; a 10-minute window re-checked every minute;
 no exploration; emptied nodes are left cordoned to the Cluster Autoscaler (the default
-``execute.node_removal``), which deletes them after its own unneeded time.
+``execute.node_removal``), which deletes them after its own unneeded time. The scenario's node
+pools, with their minimum and maximum size and a template from their node type (for a pool
+with no node now), are the ``pools`` settings: nodes are found in them by the pool label the
+simulated provider sets.
 """
 
 from __future__ import annotations
@@ -18,9 +21,19 @@ from fractions import Fraction
 
 from knowledge.memory import MemoryKnowledge
 from tuner.cycle import CycleState, Ports, run_cycle
-from tuner.settings import Analyse, Execute, Load, Settings, Thresholds, Windows
+from tuner.model.cluster import INSTANCE_TYPE_LABELS
+from tuner.settings import (
+    Analyse,
+    Execute,
+    Load,
+    PoolSettings,
+    PoolTemplate,
+    Settings,
+    Thresholds,
+    Windows,
+)
 from tuner.sim.engine import Scenario, Simulation
-from tuner.sim.pools import pricing
+from tuner.sim.pools import POOL_LABELS, pricing
 from tuner.sim.ports import SimActuator, SimObserver
 
 
@@ -38,7 +51,27 @@ def simulation_settings(scenario: Scenario, seed: int) -> Settings:
         load=Load(delta=0.1),
         windows=Windows(measure_s=600.0, retry_s=60.0),
         execute=Execute(node_removal="autoscaler"),
+        pools=pool_settings(scenario),
     )
+
+
+def pool_settings(scenario: Scenario) -> dict[str, PoolSettings]:
+    """The scenario's pools as the tuner's ``pools`` settings."""
+    label = POOL_LABELS.get(scenario.system)
+    pools: dict[str, PoolSettings] = {}
+    for pool in scenario.pools:
+        kind = pool.node_type
+        labels = {INSTANCE_TYPE_LABELS[0]: kind.name, **({label: pool.name} if label else {})}
+        template = PoolTemplate(
+            kind.name,
+            kind.allocatable.cpu,
+            kind.allocatable.memory,
+            kind.max_pods,
+            tuple(sorted(labels.items())),
+        )
+        selector = ((label, pool.name),) if label else ()
+        pools[pool.name] = PoolSettings(pool.min_nodes, pool.max_nodes, selector, template)
+    return pools
 
 
 class ProjectTuner:
@@ -64,7 +97,7 @@ class ProjectTuner:
             return
         if self._ports is None:
             actuator = SimActuator(sim, self.settings.execute.node_removal)
-            self._ports = Ports(SimObserver(sim), actuator, self.knowledge)
+            self._ports = Ports(SimObserver(sim, self.settings.windows), actuator, self.knowledge)
         report, self.state = run_cycle(sim.now, self.state, self.settings, self._ports, self.rng)
         if report.window is not None:
             self.windows += 1

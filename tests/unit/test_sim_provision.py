@@ -1,0 +1,103 @@
+"""The simulated executor's provision_node: a placeholder the simulated Cluster Autoscaler grows
+the right pool for (its node selector, the pool's maximum), simulated time that really passes,
+and later actions of the plan landing on the node it bound."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from tuner.model.cluster import Node
+from tuner.model.pools import NodePool
+from tuner.model.resources import Resources
+from tuner.plan.actions import Action, Migrate, ProvisionNode, RemoveNode
+from tuner.sim import pools
+from tuner.sim.engine import Scenario, Simulation
+from tuner.sim.prices import NODE_TYPES
+from tuner.sim.workloads import Service
+
+LABEL = pools.POOL_LABELS["gke"]
+SMALL = NODE_TYPES["e2-standard-4"]
+BIG = NODE_TYPES["e2-standard-8"]
+WEB = Service("web", 1000, 1 << 30, replicas=2)
+
+
+def simulation(big_max: int = 3) -> Simulation:
+    scenario = Scenario(
+        name="replace",
+        title="two small nodes, a pool of big ones",
+        services=(WEB,),
+        daemonsets=(),
+        loads={},
+        pools=(
+            pools.NodePool("small", SMALL, min_nodes=0, initial_nodes=2),
+            pools.NodePool("big", BIG, max_nodes=big_max),
+            pools.NodePool("other", BIG, max_nodes=3),
+        ),
+        duration=3600.0,
+        warmup=0.0,
+    )
+    return Simulation(scenario, seed=1)
+
+
+def provision() -> ProvisionNode:
+    labels = MappingProxyType({LABEL: "big"})
+    template = Node("", BIG.capacity, BIG.allocatable, labels=labels)
+    return ProvisionNode("big+1", NodePool("big", BIG.name, template, selector=labels), WEB_TWO)
+
+
+WEB_TWO = Resources(2000, 2 << 30)
+
+
+def test_a_replace_grows_the_selected_pool_and_the_pods_land_on_the_new_node() -> None:
+    sim = simulation()
+    sim.advance(60)
+    web = [p for p in sim.cluster().pods if p.workload == WEB.workload]
+    old = sorted({p.node or "" for p in web})
+    plan: list[Action] = [
+        provision(),
+        *(Migrate(p, "big+1") for p in web),
+        *(RemoveNode(n) for n in old),
+    ]
+    start = sim.now
+
+    results = sim.apply(plan, node_removal="command")
+
+    assert [r.verified for r in results] == [True] * len(plan), [r.detail for r in results]
+    nodes = sim.cluster_state.nodes
+    (new,) = [n for n in nodes.values() if n.pool == "big"]
+    assert not any(n.pool == "other" for n in nodes.values())
+    assert sim.now - start >= sim.scenario.autoscaler.provisioning_delay
+    assert {p.node for p in sim.cluster().pods} == {new.name}
+    assert set(old).isdisjoint(nodes)
+    assert results[1].action == Migrate(web[0], new.name)
+    assert not any(p.placeholder for p in sim.cluster_state.pods.values())
+    assert max(sim.series.pending) == 0  # the placeholder is no workload's pending pod
+    assert sim.actions.provision_node == 1
+
+
+def test_a_pool_at_its_maximum_is_not_grown_and_the_provision_times_out() -> None:
+    sim = simulation(big_max=0)
+    sim.advance(60)
+    web = [p for p in sim.cluster().pods if p.workload == WEB.workload]
+    before = sorted(sim.cluster_state.nodes)
+    start = sim.now
+
+    results = sim.apply([provision(), Migrate(web[0], "big+1")], provision_timeout_s=300)
+
+    assert [r.verified for r in results] == [False]
+    assert results[0].detail == "no new Ready node of pool big within 300 s"
+    assert sim.now - start >= 300
+    assert sorted(sim.cluster_state.nodes) == before  # no other pool grew for it either
+    assert not any(p.placeholder for p in sim.cluster_state.pods.values())
+    assert [p.node for p in sim.cluster().pods] == [p.node for p in web]
+
+
+def test_the_same_seed_gives_the_same_replace() -> None:
+    def run() -> tuple[float, list[str]]:
+        sim = simulation()
+        sim.advance(60)
+        web = [p for p in sim.cluster().pods if p.workload == WEB.workload]
+        sim.apply([provision(), *(Migrate(p, "big+1") for p in web)])
+        return sim.now, sorted(p.node or "" for p in sim.cluster().pods)
+
+    assert run() == run()
