@@ -141,6 +141,8 @@ class KindState:
     last_error: str = ""
     lists: int = 0
     events: int = 0
+    list_s: float = 0.0
+    """How long its last list took (requests, decoding and parsing)."""
 
 
 class ClusterCache:
@@ -242,6 +244,17 @@ class ClusterCache:
                 if not self._healthy(state)
             )
 
+    @property
+    def changes(self) -> int:
+        """How many changes the stores have taken (a read after a change assembles anew)."""
+        with self._changed:
+            return self._generation
+
+    def list_seconds(self) -> dict[str, float]:
+        """Kind -> seconds its last list took (where a first sync's time went)."""
+        with self._changed:
+            return {kind: state.list_s for kind, state in self._states.items()}
+
     def counts(self) -> dict[str, tuple[int, int, int]]:
         """Kind -> (objects, lists done, events applied): how the cache got where it is."""
         with self._changed:
@@ -265,7 +278,9 @@ class ClusterCache:
         while not self._stop.is_set():
             try:
                 if relist:
+                    started = self._clock()
                     listing = list_kind(self.api, kind, entry, from_cache=self.from_cache)
+                    state.list_s = self._clock() - started
                     self._replace(state, listing)
                     relist = False
                 self._watch(state)
