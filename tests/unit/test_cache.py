@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -374,6 +375,24 @@ def test_error_events_say_gone_or_fail() -> None:
         apply_event({}, "Pod", other)
     with pytest.raises(ValueError, match="without an object"):
         apply_event({}, "Pod", {"type": "ADDED"})
+
+
+def test_an_unusable_object_is_skipped_and_warned_about_by_every_read(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    mirror = _Mirror(random_cluster(4, seed=2)["items"])
+    node = _first(mirror, "Node")
+    node["metadata"]["annotations"] = {"tuner.dev/price-per-hour": "-5"}
+    mirror.event("Node", "MODIFIED", node)
+    for _read in range(2):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="tuner.monitor.dump"):
+            cluster = cluster_of(mirror.stores)
+        text, name = caplog.text, node["metadata"]["name"]
+        assert f"skipping node '{name}': annotation tuner.dev/price-per-hour" in text
+        assert f"is on unknown node '{name}'" in text  # its pods
+        assert name not in {n.name for n in cluster.nodes}
+        assert cluster == mirror.dump()
 
 
 class _Script:

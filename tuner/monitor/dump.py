@@ -104,6 +104,8 @@ class Parsed(NamedTuple):
     """A ReplicaSet's or Job's key and its controller."""
     template: tuple[Workload, frozenset[str]] | None = None
     """A Deployment or ReplicaSet and the node labels its pod template prefers."""
+    problems: tuple[str, ...] = ()
+    """Why a part was unusable, kept to be refused again by every :func:`assemble` of it."""
 
 
 PARSED_KINDS = (
@@ -143,9 +145,12 @@ def assemble(
 ) -> Cluster:
     """The cluster of objects parsed alone, by kind (each kind in its objects' order): pods'
     workloads followed through their ReplicaSet or Job owners (``followed`` remembers them
-    between assemblies), a pod on an unknown node and a second node or pod of one name
-    refused."""
+    between assemblies); the objects' kept problems, a pod on an unknown node and a second node
+    or pod of one name refused."""
     follow = followed or Followed()
+    for kind in PARSED_KINDS:
+        for problem in (m for p in parsed.get(kind, ()) for m in p.problems):
+            refuse(problem)
 
     def values(kind: str) -> Iterable[object]:
         return (p.value for p in parsed.get(kind, ()) if p.value is not None)

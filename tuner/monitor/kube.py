@@ -91,8 +91,11 @@ SKIP = refusal(strict=False)
 
 
 def parse_live(kind: str, obj: Mapping[str, Any]) -> Parsed:
-    """A live object of ``kind`` parsed alone (a list's items carry no ``kind``)."""
-    return parse_object({**obj, "kind": kind}, SKIP)
+    """A live object of ``kind`` parsed alone (a list's items carry no ``kind``); what is
+    unusable in it is skipped, and warned about by each assembly of it, not now."""
+    problems: list[str] = []
+    parsed = parse_object({**obj, "kind": kind}, problems.append)
+    return parsed._replace(problems=tuple(problems)) if problems else parsed
 
 
 @dataclass(frozen=True)
