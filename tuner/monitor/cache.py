@@ -3,10 +3,13 @@
 One daemon thread per kind (:data:`~tuner.monitor.kube.KINDS`) lists the kind (in pages of
 500; ``from_cache=True`` asks the API server's watch cache instead, see
 :func:`~tuner.monitor.kube.list_kind`), then watches it from the list's resourceVersion with
-bookmarks, applying each event to its store of pruned objects. A dropped connection or an API
-server restart resumes the watch from the last resourceVersion seen (after a short back-off); a
-``410 Gone`` (that version is older than the server's watch cache holds, e.g. after a restart)
-lists the kind again and replaces its store.
+bookmarks, applying each event to its store. A store holds each object parsed alone
+(:func:`~tuner.monitor.kube.parse_live`: parsed once, in the watcher thread, when its event
+arrives; replaced on MODIFIED, dropped on DELETED, every object parsed again on a relist),
+never the API object itself. A dropped connection or an API server restart resumes the watch
+from the last resourceVersion seen (after a short back-off); a ``410 Gone`` (that version is
+older than the server's watch cache holds, e.g. after a restart) lists the kind again and
+replaces its store.
 
 Usage::
 
@@ -15,11 +18,13 @@ Usage::
     cluster = cache.cluster(timeout_s=60)   # waits until every kind is synced
     cache.stop()
 
-:meth:`ClusterCache.cluster` copies the stores under the cache's lock (a consistent snapshot:
-no event half-applied) and parses them with :func:`~tuner.monitor.dump.cluster_from_objects`,
-the same code as a dump. It never answers from a cache that is not synced: a kind that has not
-been listed yet, or whose watch has been failing for longer than ``stale_after_s``, makes it
-wait, then raise a :class:`~tuner.errors.ServiceError` naming the kinds and the last error.
+:meth:`ClusterCache.cluster` copies the stores' parsed values under the cache's lock (a
+consistent snapshot: no event half-applied) and joins them with
+:func:`~tuner.monitor.dump.assemble` — owners, templates, budgets, duplicates — as
+:func:`~tuner.monitor.dump.cluster_from_objects` joins a dump's, so the cluster is the one a
+dump of the same objects gives. It never answers from a cache that is not synced: a kind that
+has not been listed yet, or whose watch has been failing for longer than ``stale_after_s``,
+makes it wait, then raise a :class:`~tuner.errors.ServiceError` naming the kinds and the last error.
 """
 
 from __future__ import annotations
@@ -37,9 +42,9 @@ from kubernetes.client.exceptions import ApiException
 
 from tuner.errors import ServiceError
 from tuner.model.cluster import Cluster
-from tuner.monitor.dump import cluster_from_objects
-from tuner.monitor.kube import KINDS, Listing, WatchStream, list_kind
-from tuner.monitor.prune import Obj, pruned
+from tuner.monitor.decode import gc_paused
+from tuner.monitor.dump import Followed, Parsed, assemble
+from tuner.monitor.kube import KINDS, SKIP, Listing, WatchStream, list_kind, parse_live
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +56,11 @@ SYNC_TIMEOUT_S = 120.0
 
 GONE = 410
 
-Store = dict[str, Obj]
-"""Pruned objects of one kind by uid."""
+Store = dict[str, Parsed]
+"""The objects of one kind, each parsed alone, by uid."""
+
+Entry = tuple[str, Parsed]
+"""An object's key in its store and the object parsed."""
 
 
 class Expired(Exception):
@@ -83,7 +91,7 @@ class Applied(NamedTuple):
 def apply_event(store: Store, kind: str, event: Mapping[str, Any]) -> Applied:
     """Apply one watch event (decoded JSON) to ``store``.
 
-    ADDED/MODIFIED put the pruned object, DELETED removes it, BOOKMARK only moves the version;
+    ADDED/MODIFIED put the object parsed, DELETED removes it, BOOKMARK only moves the version;
     an update of fields no parser reads (e.g. a node's heartbeat) changes nothing. An ERROR
     event raises :class:`Expired` for 410 Gone, else :class:`ApiException`.
     """
@@ -99,7 +107,7 @@ def apply_event(store: Store, kind: str, event: Mapping[str, Any]) -> Applied:
     key = object_key(obj)
     changed = False
     if kind_of_event in ("ADDED", "MODIFIED"):
-        new = pruned(kind, obj)
+        new = parse_live(kind, obj)
         changed = store.get(key) != new
         store[key] = new
     elif kind_of_event == "DELETED":
@@ -107,9 +115,17 @@ def apply_event(store: Store, kind: str, event: Mapping[str, Any]) -> Applied:
     return Applied(_version(obj), changed)
 
 
-def store_of(objects: Iterable[Obj]) -> Store:
-    """A fresh store holding a list's (pruned) objects."""
-    return {object_key(obj): obj for obj in objects}
+def entry(kind: str, obj: Mapping[str, Any]) -> Entry:
+    """A listed object's key and the object parsed (how :func:`list_kind` converts for us)."""
+    return object_key(obj), parse_live(kind, obj)
+
+
+def cluster_of(stores: Mapping[str, Store], followed: Followed | None = None) -> Cluster:
+    """The cluster of the stores' parsed objects (by kind), as a dump of them would give it
+    (``followed``: see :func:`~tuner.monitor.dump.assemble`). The cyclic garbage collector
+    is paused meanwhile: its passes over the stores cost more than the assembly."""
+    with gc_paused():
+        return assemble({kind: store.values() for kind, store in stores.items()}, SKIP, followed)
 
 
 @dataclass
@@ -125,6 +141,8 @@ class KindState:
     last_error: str = ""
     lists: int = 0
     events: int = 0
+    list_s: float = 0.0
+    """How long its last list took (requests, decoding and parsing)."""
 
 
 class ClusterCache:
@@ -153,6 +171,8 @@ class ClusterCache:
         self._threads: list[threading.Thread] = []
         self._generation = 0  # bumped by every change of a store
         self._parsed: tuple[int, Cluster] | None = None
+        self._assembly = threading.Lock()  # one read assembles at a time (its Followed)
+        self._followed = Followed()
 
     # ------------------------------------------------------------ lifecycle --
     def start(self) -> None:
@@ -196,25 +216,20 @@ class ClusterCache:
                 self._changed.wait(min(remaining, 1.0))
             return True
 
-    def objects(self, timeout_s: float = SYNC_TIMEOUT_S) -> list[Obj]:
-        """A consistent copy of every cached object; a :class:`ServiceError` when the cache
-        is not synced within ``timeout_s``."""
+    def cluster(self, timeout_s: float = SYNC_TIMEOUT_S) -> Cluster:
+        """The cluster as the cache has it now; a :class:`ServiceError` when the cache is not
+        synced within ``timeout_s``. The same immutable value again while nothing changed."""
         with self._changed:  # reentrant: waiting releases it, the copy holds it
             if not self.wait_synced(timeout_s):
                 raise ServiceError(
                     f"kubernetes cache not synced after {timeout_s:g} s: {self.why()}"
                 )
-            return [obj for state in self._states.values() for obj in state.store.values()]
-
-    def cluster(self, timeout_s: float = SYNC_TIMEOUT_S) -> Cluster:
-        """The cluster as the cache has it now, parsed like a dump (the same immutable value
-        again while nothing changed: parsing is most of a read's time)."""
-        with self._changed:
-            objects = self.objects(timeout_s)
             generation, parsed = self._generation, self._parsed
-        if parsed is not None and parsed[0] == generation:
-            return parsed[1]
-        cluster = cluster_from_objects(objects, strict=False)  # skip, warn
+            if parsed is not None and parsed[0] == generation:
+                return parsed[1]
+            stores = {kind: dict(state.store) for kind, state in self._states.items()}
+        with self._assembly:
+            cluster = cluster_of(stores, self._followed)
         with self._changed:
             self._parsed = (generation, cluster)
         return cluster
@@ -228,6 +243,17 @@ class ClusterCache:
                 for state in self._states.values()
                 if not self._healthy(state)
             )
+
+    @property
+    def changes(self) -> int:
+        """How many changes the stores have taken (a read after a change assembles anew)."""
+        with self._changed:
+            return self._generation
+
+    def list_seconds(self) -> dict[str, float]:
+        """Kind -> seconds its last list took (where a first sync's time went)."""
+        with self._changed:
+            return {kind: state.list_s for kind, state in self._states.items()}
 
     def counts(self) -> dict[str, tuple[int, int, int]]:
         """Kind -> (objects, lists done, events applied): how the cache got where it is."""
@@ -252,7 +278,10 @@ class ClusterCache:
         while not self._stop.is_set():
             try:
                 if relist:
-                    self._replace(state, list_kind(self.api, kind, from_cache=self.from_cache))
+                    started = self._clock()
+                    listing = list_kind(self.api, kind, entry, from_cache=self.from_cache)
+                    state.list_s = self._clock() - started
+                    self._replace(state, listing)
                     relist = False
                 self._watch(state)
             except Expired as err:
@@ -269,8 +298,8 @@ class ClusterCache:
                 relist = True
                 self._failed(state, f"{type(err).__name__}: {err}")
 
-    def _replace(self, state: KindState, listing: Listing) -> None:
-        store = store_of(listing.objects)
+    def _replace(self, state: KindState, listing: Listing[Entry]) -> None:
+        store = dict(listing.objects)
         with self._changed:
             state.store = store
             state.version = listing.version

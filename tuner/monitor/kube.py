@@ -1,18 +1,19 @@
 """The live cluster through the official ``kubernetes`` client (kubeconfig, context or in-cluster).
 
-Objects are read raw (``_preload_content=False``), decoded with ``orjson`` and pruned to the
-fields the parsers read (:mod:`tuner.monitor.prune`) — the client's generated models cost most
-of the time and memory of a large read. They are then parsed by the same code as an offline dump,
-so both sources always agree. :func:`list_kind` and :func:`watch_kind` are shared with the
-daemon's watch-backed cache (:mod:`tuner.monitor.cache`).
+Objects are read raw (``_preload_content=False``) and decoded with ``orjson`` — the client's
+generated models cost most of the time and memory of a large read — then each is parsed alone
+as it arrives (:func:`parse_live`, the parsers of an offline dump) and the page dropped, so a
+list never holds more than one page of API objects. :func:`~tuner.monitor.dump.assemble` joins
+the parsed objects into a cluster exactly as a dump's are joined. :func:`list_kind` and
+:class:`WatchStream` are shared with the daemon's watch-backed cache (:mod:`tuner.monitor.cache`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import orjson
 import urllib3
@@ -25,8 +26,8 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from tuner.errors import InputError, ServiceError
 from tuner.model.cluster import Cluster
-from tuner.monitor.dump import cluster_from_objects
-from tuner.monitor.prune import Obj, pruned
+from tuner.monitor.decode import gc_paused
+from tuner.monitor.dump import Parsed, assemble, parse_object, refusal
 from tuner.settings import Kubernetes
 
 PAGE_LIMIT = 500
@@ -82,11 +83,27 @@ KINDS: tuple[str, ...] = tuple(_LISTERS)
 """Every kind the tuner reads (those :func:`~tuner.monitor.dump.cluster_from_objects` parses)."""
 
 
-@dataclass(frozen=True)
-class Listing:
-    """A complete list of one kind: pruned objects and the resourceVersion to watch from."""
+T = TypeVar("T")
+Obj = dict[str, Any]
 
-    objects: list[Obj]
+SKIP = refusal(strict=False)
+"""What happens to an unusable live object: it is skipped with a warning naming it."""
+
+
+def parse_live(kind: str, obj: Mapping[str, Any]) -> Parsed:
+    """A live object of ``kind`` parsed alone (a list's items carry no ``kind``); what is
+    unusable in it is skipped, and warned about by each assembly of it, not now."""
+    problems: list[str] = []
+    parsed = parse_object({**obj, "kind": kind}, problems.append)
+    return parsed._replace(problems=tuple(problems)) if problems else parsed
+
+
+@dataclass(frozen=True)
+class Listing(Generic[T]):
+    """A complete list of one kind: each object converted, and the resourceVersion to watch
+    from."""
+
+    objects: list[T]
     version: str
 
 
@@ -104,8 +121,15 @@ def _released(response: Any) -> Iterator[Any]:
         response.release_conn()
 
 
-def list_kind(api: ApiClient, kind: str, *, from_cache: bool = False) -> Listing:
-    """Every object of ``kind``, in pages of :data:`PAGE_LIMIT` (a consistent read).
+def list_kind(
+    api: ApiClient,
+    kind: str,
+    convert: Callable[[str, Obj], T],
+    *,
+    from_cache: bool = False,
+) -> Listing[T]:
+    """Every object of ``kind`` as ``convert(kind, object)`` gives it, in pages of
+    :data:`PAGE_LIMIT` (a consistent read; one page of API objects lives at a time).
 
     With ``from_cache`` the first page asks for ``resourceVersion=0`` (``NotOlderThan``), which
     the API server answers from its watch cache instead of etcd — but kube-apiserver 1.33 then
@@ -115,7 +139,7 @@ def list_kind(api: ApiClient, kind: str, *, from_cache: bool = False) -> Listing
     error.
     """
     lister = _LISTERS[kind](api)
-    objects: list[Obj] = []
+    objects: list[T] = []
     token = ""
     while True:
         params: dict[str, Any] = {"limit": PAGE_LIMIT}
@@ -124,8 +148,10 @@ def list_kind(api: ApiClient, kind: str, *, from_cache: bool = False) -> Listing
         elif from_cache:
             params |= {"resource_version": "0", "resource_version_match": "NotOlderThan"}
         with _released(lister(**params, _preload_content=False)) as response:
-            page = orjson.loads(response.data)
-        objects.extend(pruned(kind, item) for item in page.get("items") or ())
+            data = response.data
+        with gc_paused():  # its passes over a page's tree cost twice the decoding
+            page = orjson.loads(data)
+            objects.extend(convert(kind, item) for item in page.get("items") or ())
         meta = page.get("metadata") or {}
         token = meta.get("continue") or ""
         if not token:
@@ -162,15 +188,10 @@ class WatchStream:
             self._response.shutdown()
 
 
-def list_objects(api: ApiClient) -> list[Obj]:
-    """Every object the tuner reads, pruned, with its ``kind`` (reads only)."""
-    return [obj for kind in KINDS for obj in list_kind(api, kind).objects]
-
-
 def read_cluster(api: ApiClient) -> Cluster:
     """The cluster as it is now; an unreachable or refusing API server is a ServiceError."""
     try:
-        objects = list_objects(api)
+        parsed = {kind: list_kind(api, kind, parse_live).objects for kind in KINDS}
     except ApiException as err:
         raise ServiceError(f"kubernetes API: {err.status} {err.reason}") from err
     except (urllib3.exceptions.HTTPError, OSError) as err:
@@ -178,4 +199,4 @@ def read_cluster(api: ApiClient) -> Cluster:
         raise ServiceError(f"kubernetes API unreachable at {host}: {err}") from err
     except orjson.JSONDecodeError as err:
         raise ServiceError(f"kubernetes API sent invalid JSON: {err}") from err
-    return cluster_from_objects(objects, strict=False)  # unusable objects: skipped, warned
+    return assemble(parsed, SKIP)  # unusable objects: skipped, warned
