@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from pathlib import Path
+from typing import Any
 
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from testkit.cluster_fixture import REPO_ROOT, ClusterHarness, kwok_node
+from testkit.cluster_fixture import REPO_ROOT, ClusterHarness, eventually, kwok_node
 from tests.cluster.conftest import make_actuator, model_pod
 from tests.cluster.test_safety import _kill_child_when, _transition_child
 from tests.cluster.transition_child import pool
@@ -86,6 +88,53 @@ def test_a_replace_by_provider_command_moves_the_pods_to_the_new_node(
         "default", field_selector=f"involvedObject.name={new},reason=NodeProvisioned"
     ).items
     assert [e.involved_object.kind for e in events] == ["Node"]
+
+
+def test_a_replace_through_a_placeholder_pod_the_autoscaler_answers(
+    kube: ClusterHarness,
+) -> None:
+    """No Cluster Autoscaler runs on this control plane: a thread stands in for it, adding a
+    KWOK node of the pool once a placeholder is Pending. The placeholder itself (PriorityClass
+    admission, nodeSelector, the affinity that keeps it off the old node) is the real API's
+    and kube-scheduler's."""
+    _priority_class(kube)
+    old = kube.add_node(f"{kube.namespace}-old", labels={POOL_LABEL: "small"})
+    kube.deployment("web", 2)
+    new = f"{kube.namespace}-big"
+    pods = [model_pod(kube, name) for name in sorted(kube.placement("app=web"))]
+    seen: list[Any] = []
+
+    def autoscaler() -> None:
+        seen.extend(eventually(lambda: _pending_placeholders(kube), what="a placeholder"))
+        kube.add_node(new, labels={POOL_LABEL: "big"})
+
+    thread = threading.Thread(target=autoscaler, daemon=True)
+    thread.start()
+    actuator = make_actuator(kube, node_provision="autoscaler", provision_timeout_s=120)
+
+    result = actuator.carry_out(
+        [
+            ProvisionNode("big+1", pool("big"), Resources(1000, 512 << 20)),
+            *(Migrate(pod, "big+1") for pod in pods),
+            RemoveNode(old),
+        ]
+    )
+
+    thread.join(timeout=60)
+    assert result.completed, result.reason
+    (placeholder,) = seen
+    assert placeholder.spec.priority == -10
+    assert placeholder.spec.preemption_policy == "Never"
+    assert placeholder.spec.node_selector == {POOL_LABEL: "big"}
+    kube.wait_available("web", 2)
+    assert set(kube.placement("app=web").values()) == {new}
+    assert _placeholders(kube) == []
+    assert kube.leftovers() == []
+
+
+def _pending_placeholders(kube: ClusterHarness) -> list[Any]:
+    pods = kube.core.list_pod_for_all_namespaces(label_selector=KEYS.placeholder).items
+    return [p for p in pods if not p.spec.node_name]
 
 
 def test_without_an_autoscaler_the_placeholder_times_out_and_is_deleted(
