@@ -4,11 +4,13 @@
 
 For each size: a private control plane (own ports and state dir, ``down`` at the end), N KWOK
 nodes (2/4/8-core, labelled with instance types), ~100 Deployments, 2 DaemonSets, PDBs and HPAs
-giving ~30 pods a node, created by the controllers, the scheduler and kwok (client rate limits
-off: ``TUNER_DISABLE_QPS_LIMITS``). Then, each in its own process under ``/usr/bin/time`` (wall and
-peak RSS), medians over the repeats: the cache's first sync and a cycle's read + analyse + plan
-on the synced cache, ``tuner run --dry-run --once``, the ``kubectl get … -o json`` dump, ``tuner
-plan --snapshot`` on it and ``tuner plan --live``. Prints a Markdown table with the load average.
+giving ~30 pods a node: created by the controllers, bound by the bench (see :func:`populate`),
+run by kwok (client rate limits off: ``TUNER_DISABLE_QPS_LIMITS``). Then, each in its own
+process under ``/usr/bin/time`` (wall and peak RSS), medians over the repeats: the cache's first
+sync and a cycle's read + analyse + plan on the synced cache (and once, :mod:`bench.live_sync`:
+where a sync's time goes), ``kubectl get pods -A -o json`` (the API server's own time),
+``tuner run --dry-run --once``, the ``kubectl get … -o json`` dump, ``tuner plan --snapshot`` on
+it and ``tuner plan --live``. Prints a Markdown table with the load average.
 """
 
 from __future__ import annotations
@@ -339,6 +341,14 @@ def measure(harness: ClusterHarness, repeat: int, work: Path) -> dict[str, Run]:
     tuner = str(Path(sys.executable).with_name("tuner"))
     names = ("sync", "cycle", "pods", "once", "dump", "snapshot", "live")
     runs = {name: Run() for name in names}
+    parts = subprocess.run(
+        [sys.executable, "-m", "bench.live_sync", str(settings)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    print(f"where a sync's time goes: {parts.stdout.strip()}", file=sys.stderr, flush=True)
     for _ in range(repeat):
         child = [sys.executable, "-m", "bench.live_scale_child", str(settings), str(repeat)]
         proc = timed(child, env, stdout=subprocess.PIPE)
