@@ -4,11 +4,13 @@
 
 For each size: a private control plane (own ports and state dir, ``down`` at the end), N KWOK
 nodes (2/4/8-core, labelled with instance types), ~100 Deployments, 2 DaemonSets, PDBs and HPAs
-giving ~30 pods a node, created by the controllers, the scheduler and kwok (client rate limits
-off: ``TUNER_DISABLE_QPS_LIMITS``). Then, each in its own process under ``/usr/bin/time`` (wall and
-peak RSS), medians over the repeats: the cache's first sync and a cycle's read + analyse + plan
-on the synced cache, ``tuner run --dry-run --once``, the ``kubectl get … -o json`` dump, ``tuner
-plan --snapshot`` on it and ``tuner plan --live``. Prints a Markdown table with the load average.
+giving ~30 pods a node: created by the controllers, bound by the bench (see :func:`populate`),
+run by kwok (client rate limits off: ``TUNER_DISABLE_QPS_LIMITS``). Then, each in its own
+process under ``/usr/bin/time`` (wall and peak RSS), medians over the repeats: the cache's first
+sync and a cycle's read + analyse + plan on the synced cache (and once, :mod:`bench.live_sync`:
+where a sync's time goes), ``kubectl get pods -A -o json`` (the API server's own time),
+``tuner run --dry-run --once``, the ``kubectl get … -o json`` dump, ``tuner plan --snapshot`` on
+it and ``tuner plan --live``. Prints a Markdown table with the load average.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
+import orjson
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -100,8 +104,9 @@ def populate(harness: ClusterHarness, nodes: int, limit_s: float) -> dict[str, f
     first), many at a time: kube-scheduler on this machine bound ~55 pods a second. kwok then
     marks the bound pods Running, as far as it gets within ``limit_s``.
     """
-    api = harness.new_api()
-    api.configuration.connection_pool_maxsize = 32
+    configuration = harness.new_api().configuration
+    configuration.connection_pool_maxsize = 32  # one connection a thread, kept: no handshakes
+    api = client.ApiClient(configuration)
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
     t0 = time.monotonic()
     shapes = [_node(i) for i in range(nodes)]
@@ -125,7 +130,7 @@ def populate(harness: ClusterHarness, nodes: int, limit_s: float) -> dict[str, f
         apps.create_namespaced_daemon_set("kube-system", _daemonset(f"agent-{d}"))
     target = replicas * DEPLOYMENTS + DAEMONSETS * nodes
     deadline = time.monotonic() + limit_s
-    bound = _bind_all(core, Binder(shapes), target, deadline)
+    bound = _bind_all(api, Binder(shapes), target, deadline)
     t_bound = time.monotonic() - t0 - t_nodes
     running = _wait_running(core, target, deadline)
     return {
@@ -171,31 +176,49 @@ class Binder:
         return node
 
 
-def _bind_all(core: client.CoreV1Api, binder: Binder, target: int, deadline: float) -> int:
+def _bind_all(api: client.ApiClient, binder: Binder, target: int, deadline: float) -> int:
     """Bind every unbound pod of :data:`BINDER` as the controllers create them, until
     ``target`` are bound or ``deadline`` (monotonic); how many are bound."""
-    bound = 0
+    bound, start, told = 0, time.monotonic(), time.monotonic()
     with ThreadPoolExecutor(32) as pool:
         while bound < target and time.monotonic() < deadline:
-            pending = _unbound(core)
+            if time.monotonic() - told > 30:
+                told = time.monotonic()
+                print(f"  {bound} pods bound after {told - start:.0f} s", file=sys.stderr)
+            pending = _unbound(api)
             if not pending:
                 time.sleep(1)
                 continue
-            jobs = [pool.submit(_bind, core, pod["metadata"], binder.place(pod)) for pod in pending]
+            jobs = [pool.submit(_bind, api, pod["metadata"], binder.place(pod)) for pod in pending]
             bound += sum(job.result() for job in jobs)
     return bound
 
 
-def _unbound(core: client.CoreV1Api) -> list[dict[str, Any]]:
-    page = core.list_pod_for_all_namespaces(
-        field_selector=f"spec.nodeName=,spec.schedulerName={BINDER}",
-        limit=2000,
-        _preload_content=False,
+def _request(api: client.ApiClient, method: str, path: str, body: Any = None) -> Any:
+    """One raw request on the client's connection pool (the generated client's per-call
+    validation cost the bench more CPU than the API server's work); its decoded answer, None
+    for 404 and 409, a RuntimeError for other failures."""
+    response = api.rest_client.pool_manager.request(
+        method,
+        api.configuration.host + path,
+        body=None if body is None else orjson.dumps(body),
+        headers={"Content-Type": "application/json", "Accept": "application/json"},
     )
-    return list(json.loads(page.data)["items"])
+    if response.status in (404, 409):
+        return None
+    if response.status >= 300:
+        raise RuntimeError(f"{method} {path}: {response.status} {response.data[:200]!r}")
+    return orjson.loads(response.data)
 
 
-def _bind(core: client.CoreV1Api, meta: dict[str, Any], node: str) -> bool:
+def _unbound(api: client.ApiClient) -> list[dict[str, Any]]:
+    unbound = f"spec.nodeName=,spec.schedulerName={BINDER}"
+    query = urlencode({"limit": 2000, "fieldSelector": unbound})
+    page = _request(api, "GET", f"/api/v1/pods?{query}")
+    return list(page["items"])
+
+
+def _bind(api: client.ApiClient, meta: dict[str, Any], node: str) -> bool:
     """Bind one pod (as a scheduler does); False when it went meanwhile or is bound."""
     body = {
         "apiVersion": "v1",
@@ -203,15 +226,8 @@ def _bind(core: client.CoreV1Api, meta: dict[str, Any], node: str) -> bool:
         "metadata": {"name": meta["name"]},
         "target": {"apiVersion": "v1", "kind": "Node", "name": node},
     }
-    try:
-        core.create_namespaced_pod_binding(
-            meta["name"], meta["namespace"], body, _preload_content=False
-        )
-    except ApiException as err:
-        if err.status in (404, 409):
-            return False
-        raise
-    return True
+    path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/binding"
+    return _request(api, "POST", path, body) is not None
 
 
 def _wait_running(
@@ -325,6 +341,14 @@ def measure(harness: ClusterHarness, repeat: int, work: Path) -> dict[str, Run]:
     tuner = str(Path(sys.executable).with_name("tuner"))
     names = ("sync", "cycle", "pods", "once", "dump", "snapshot", "live")
     runs = {name: Run() for name in names}
+    parts = subprocess.run(
+        [sys.executable, "-m", "bench.live_sync", str(settings)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    print(f"where a sync's time goes: {parts.stdout.strip()}", file=sys.stderr, flush=True)
     for _ in range(repeat):
         child = [sys.executable, "-m", "bench.live_scale_child", str(settings), str(repeat)]
         proc = timed(child, env, stdout=subprocess.PIPE)

@@ -45,7 +45,8 @@ def main() -> None:
         cycle_s, cycle_cpu = [], []
         for index in range(cycles):
             before = cache.changes
-            label = {"metadata": {"labels": {"bench.tuner.dev/cycle": str(index)}}}
+            stamp = f"{time.time_ns()}-{index}"  # a new value: an old one would change nothing
+            label = {"metadata": {"labels": {"bench.tuner.dev/cycle": stamp}}}
             client.CoreV1Api(api).patch_node(node, label)
             while cache.changes == before:
                 time.sleep(0.05)

@@ -123,3 +123,11 @@ def test_a_configured_pool_without_nodes_has_its_template() -> None:
 def test_bad_pool_settings_name_the_field(document: object, message: str) -> None:
     with pytest.raises(Exception, match=message):
         settings_from_dict(document)
+
+
+def test_a_pool_with_nodes_takes_its_template_from_them_not_from_the_settings() -> None:
+    template = {"instance_type": "e2-standard-4", "cpu": "1", "memory": "1Gi"}
+    settings = settings_from_dict({"pools": {"general": {"template": template}}})
+    c = cluster([node("n-1", "4", "16Gi", labels={POOL_LABELS[0]: "general"})], [])
+    assert discover(c, settings).by_name["general"].template.allocatable.cpu == 4000
+    assert discover(cluster([], []), settings).by_name["general"].template.allocatable.cpu == 1000

@@ -151,9 +151,10 @@ class Pools:
 def discover(cluster: Cluster, settings: Settings) -> Pools:
     """The pools of ``cluster``'s nodes, plus the ``pools`` settings' entries with a template.
 
-    A pool's template is its first node (sorted by name) as a new one would join, unless the
-    settings give one; its minimum defaults to 0 when the settings do not say (the pool's
-    autoscaler still enforces its own), its maximum to no limit.
+    A pool's template is its first node (sorted by name) as a new one would join; the
+    settings' template serves a pool with no node now. Its minimum defaults to 0 when the
+    settings do not say (the pool's autoscaler still enforces its own), its maximum to no
+    limit.
     """
     node_pool: dict[str, str] = {}
     found: dict[str, tuple[Node, Mapping[str, str]]] = {}
@@ -166,11 +167,11 @@ def discover(cluster: Cluster, settings: Settings) -> Pools:
     pools: dict[str, NodePool] = {}
     for name in sorted(set(found) | set(settings.pools)):
         spec = settings.pools.get(name, PoolSettings())
-        if spec.template is not None:
-            template = _configured_template(spec.template)
-            selector = found[name][1] if name in found else _selector(name, spec, template)
-        elif name in found:
+        if name in found:
             template, selector = found[name]
+        elif spec.template is not None:
+            template = _configured_template(spec.template)
+            selector = _selector(name, spec, template)
         else:
             continue
         pools[name] = NodePool(

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+import msgspec
 import orjson
 import urllib3
 import yaml  # type: ignore[import-untyped]
@@ -121,6 +123,20 @@ def _released(response: Any) -> Iterator[Any]:
         response.release_conn()
 
 
+class _ListMeta(msgspec.Struct, rename={"token": "continue", "version": "resourceVersion"}):
+    token: str = ""
+    version: str = ""
+
+
+class _ListHead(msgspec.Struct):
+    """A list response's metadata; its items are skipped (scanned in C, no objects built)."""
+
+    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
+
+
+_HEAD = msgspec.json.Decoder(_ListHead)
+
+
 def list_kind(
     api: ApiClient,
     kind: str,
@@ -129,19 +145,19 @@ def list_kind(
     from_cache: bool = False,
 ) -> Listing[T]:
     """Every object of ``kind`` as ``convert(kind, object)`` gives it, in pages of
-    :data:`PAGE_LIMIT` (a consistent read; one page of API objects lives at a time).
+    :data:`PAGE_LIMIT` (a consistent read). The next page is requested as soon as a page has
+    come (its ``continue`` token read first), so the API server prepares it while this process
+    decodes and converts the last: at most two pages are held, one as API objects.
 
     With ``from_cache`` the first page asks for ``resourceVersion=0`` (``NotOlderThan``), which
     the API server answers from its watch cache instead of etcd — but kube-apiserver 1.33 then
     ignores the limit and sends every object in one response (measured: 3,000 pods, 10 MB in one
     page), whose decoding is the peak of a large cluster's memory; hence not the default.
-    Later pages follow the ``continue`` token. Raises :class:`ApiException` or a connection
-    error.
+    Raises :class:`ApiException`, a connection error or a ``ValueError`` (invalid JSON).
     """
     lister = _LISTERS[kind](api)
-    objects: list[T] = []
-    token = ""
-    while True:
+
+    def fetch(token: str) -> tuple[bytes, _ListMeta]:
         params: dict[str, Any] = {"limit": PAGE_LIMIT}
         if token:
             params["_continue"] = token
@@ -149,13 +165,20 @@ def list_kind(
             params |= {"resource_version": "0", "resource_version_match": "NotOlderThan"}
         with _released(lister(**params, _preload_content=False)) as response:
             data = response.data
-        with gc_paused():  # its passes over a page's tree cost twice the decoding
-            page = orjson.loads(data)
-            objects.extend(convert(kind, item) for item in page.get("items") or ())
-        meta = page.get("metadata") or {}
-        token = meta.get("continue") or ""
-        if not token:
-            return Listing(objects, str(meta.get("resourceVersion", "")))
+        return data, _HEAD.decode(data).metadata
+
+    objects: list[T] = []
+    with ThreadPoolExecutor(1, thread_name_prefix=f"list-{kind}") as fetcher:
+        page = fetcher.submit(fetch, "")
+        while True:
+            data, meta = page.result()
+            if meta.token:
+                page = fetcher.submit(fetch, meta.token)
+            with gc_paused():  # its passes over a page's tree cost twice the decoding
+                items = orjson.loads(data).get("items") or ()
+                objects.extend(convert(kind, item) for item in items)
+            if not meta.token:
+                return Listing(objects, meta.version)
 
 
 class WatchStream:
@@ -197,6 +220,6 @@ def read_cluster(api: ApiClient) -> Cluster:
     except (urllib3.exceptions.HTTPError, OSError) as err:
         host = api.configuration.host
         raise ServiceError(f"kubernetes API unreachable at {host}: {err}") from err
-    except orjson.JSONDecodeError as err:
+    except ValueError as err:  # orjson's and msgspec's decode errors
         raise ServiceError(f"kubernetes API sent invalid JSON: {err}") from err
     return assemble(parsed, SKIP)  # unusable objects: skipped, warned
