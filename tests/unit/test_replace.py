@@ -2,6 +2,7 @@
 
 import logging
 import random
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -93,6 +94,14 @@ def test_two_half_empty_nodes_become_one_cheaper_new_node() -> None:
     assert result.decision is Choice.REPLACE_NODES
     assert (result.cost_current, result.cost_after) == (3.0, 2.5)
     assert result.chosen is not None and result.chosen.disruption.nodes_provisioned == 1
+
+
+def test_never_more_actions_than_one_cycle_may_take() -> None:
+    c, s = _half_empty(), _settings()
+    s = replace(s, execute=replace(s.execute, max_actions_per_cycle=4))  # needs 1 + 2 + 2
+    result = _analyse(c, s)
+    assert result.replacement is None
+    assert "5 actions, more than execute.max_actions_per_cycle 4" in result.reason
 
 
 def test_no_replacement_unless_cheaper_after_provisioning() -> None:

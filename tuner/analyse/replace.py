@@ -16,7 +16,9 @@ consolidation the Cluster Autoscaler cannot do and Karpenter's multi-node consol
    Every fit rule is the scheduling simulation's (:class:`~tuner.model.snapshot.Snapshot`); a
    new node starts with the requests of the DaemonSets whose pods would run on it.
 3. The result must keep requests over allocatable and over usable capacity under the
-   thresholds, as removal does, and must cost less per hour than now.
+   thresholds, as removal does, must cost less per hour than now, and must fit in one cycle
+   (provisions, migrations and node removals at most ``execute.max_actions_per_cycle``: a
+   larger one would be chosen every window and skipped every time).
 4. The cheapest result wins; on a tie, the one that moves the fewest pods.
 """
 
@@ -181,6 +183,12 @@ class _Search:
                 moves.append((pod, target))
             if used == 0:
                 return "the pods fit on the other nodes: that is a removal"
+            actions = used + len(moves) + len(drained)
+            if actions > self.settings.execute.max_actions_per_cycle:
+                return (
+                    f"it takes {actions} actions, more than execute.max_actions_per_cycle "
+                    f"{self.settings.execute.max_actions_per_cycle}"
+                )
             if not self._under_thresholds(drained, spares[:used], pool, moves):
                 return "usable utilization would exceed the thresholds"
             return moves, used
