@@ -175,7 +175,7 @@ def table(comparison: Comparison) -> str:
     currency = comparison.scenario.currency
     rows = [
         "| strategy | node-hours | cost | savings vs CA | gap to lower bound "
-        "| evictions/h | pending pod-s | s over 100 % CPU | stable windows | actions |",
+        "| evictions/h | pending pod-s | s over 100 % CPU | actionable windows | actions |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for outcome in comparison.outcomes:
