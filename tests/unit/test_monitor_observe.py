@@ -243,6 +243,23 @@ def test_a_node_added_between_the_snapshots_is_unstable() -> None:
     assert report.source == "snapshots"
 
 
+def test_the_snapshot_judge_tells_the_touched_scope_what_changed() -> None:
+    grown = replace(BEFORE, nodes=(*BEFORE.nodes, node("n3")))
+    joined = observe_window(
+        settings(), END, Served(present=()), Snapshots((0.0, BEFORE), (END - 10, grown))
+    )
+    assert joined.unsettled.blockers == ("nodes joining or leaving: n3",)
+    assert not joined.actionable
+    scaled = replace(BEFORE, pods=(*BEFORE.pods, pod("web-3", "n2")))
+    report = observe_window(
+        settings(), END, Served(present=()), Snapshots((0.0, BEFORE), (END - 10, scaled))
+    )
+    assert report.verdict is Verdict.UNSTABLE
+    assert {str(w) for w in report.unsettled_workloads} == {"default/Deployment/web"}
+    assert report.unsettled_nodes == {"n2"}
+    assert report.actionable
+
+
 def test_the_daemon_snapshot_history_feeds_the_fallback() -> None:
     now = [END - 600]
     reads = iter([BEFORE, replace(BEFORE, pods=BEFORE.pods[:1])])

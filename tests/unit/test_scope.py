@@ -166,6 +166,9 @@ def test_actionable_by_scope() -> None:
     assert not report(Scope.CLUSTER, Verdict.UNSTABLE, changed).actionable
     assert not report(Scope.TOUCHED, Verdict.UNKNOWN, changed).actionable
     assert report(Scope.CLUSTER, Verdict.STABLE, Unsettled()).actionable
+    unexplained = report(Scope.TOUCHED, Verdict.UNSTABLE, Unsettled())
+    assert not unexplained.actionable  # unstable, but the judge named nothing: not scoped
+    assert unexplained.judgement.startswith("touched scope: the judge named no node or workload")
     touched = report(Scope.TOUCHED, Verdict.UNSTABLE, changed)
     assert not touched.whole_stable
     assert touched.judgement == (

@@ -46,6 +46,12 @@ class Unsettled:
     """Cluster-wide reasons not to act at all: a pod pending anywhere, a node joining or
     leaving (but one the tuner left to the autoscaler), a change no node or workload explains."""
 
+    @property
+    def named(self) -> bool:
+        """Whether the judge named anything that changed: an unstable window that names nothing
+        cannot be scoped, so it is not acted on."""
+        return bool(self.nodes or self.workloads or self.blockers)
+
     def describe(self) -> str:
         """One line: what changed and whether anything blocks the whole cluster."""
         kept = (
@@ -112,7 +118,7 @@ class WindowReport:
             return False
         if self.scope is Scope.CLUSTER or self.whole_stable:
             return self.whole_stable
-        return not self.unsettled.blockers
+        return self.unsettled.named and not self.unsettled.blockers
 
     @property
     def unsettled_nodes(self) -> frozenset[str]:
@@ -133,6 +139,10 @@ class WindowReport:
             return f"{self.scope.value} scope: the whole cluster was stable"
         if self.scope is Scope.CLUSTER:
             return f"cluster scope: the cluster changed ({self.reason})"
+        if not self.unsettled.named:
+            return (
+                f"touched scope: the judge named no node or workload that changed ({self.reason})"
+            )
         return f"touched scope: {self.unsettled.describe()}"
 
     def to_json(self) -> dict[str, Any]:

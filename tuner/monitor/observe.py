@@ -172,4 +172,6 @@ def _from_snapshots(
             (f"{why}, and there is no API snapshot from {missing} to compare with",),
         )
     judged = compare_snapshots(first, last, window.checked_start, window.end)
-    return Assessment(judged.verdict, (*judged.reasons, f"judged by API snapshots: {why}"))
+    return Assessment(
+        judged.verdict, (*judged.reasons, f"judged by API snapshots: {why}"), judged.unsettled
+    )
