@@ -20,12 +20,14 @@ import heapq
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +62,8 @@ class Run:
     status: set[int] = field(default_factory=set)
     rss: list[float] = field(default_factory=list)
     load: list[float] = field(default_factory=list)
+    size_mb: float = 0.0
+    """The output's size (the dump's), where it is kept."""
 
 
 def timed(
@@ -330,8 +334,15 @@ def _hpa(name: str, replicas: int) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ measurements --
-def measure(harness: ClusterHarness, repeat: int, work: Path) -> dict[str, Run]:
-    """Every measured command, ``repeat`` times each."""
+STEPS = ("sync", "cycle", "pods", "once", "dump", "snapshot", "live")
+"""The measured steps, in order (``sync`` and ``cycle`` come from one child process)."""
+
+
+def measure(
+    harness: ClusterHarness, repeat: int, work: Path, steps: Sequence[str], keep: Path | None
+) -> dict[str, Run]:
+    """Every measured command of ``steps``, ``repeat`` times each (``snapshot`` reads the dump
+    ``dump`` wrote); the last dump is copied to ``keep`` if given."""
     env = dict(harness.env)
     settings = work / "settings.json"
     # tuner run needs a load query; no Prometheus runs here, so its cycle ends without one
@@ -339,8 +350,14 @@ def measure(harness: ClusterHarness, repeat: int, work: Path) -> dict[str, Run]:
     settings.write_text(json.dumps(doc))
     dump = work / "dump.json"
     tuner = str(Path(sys.executable).with_name("tuner"))
-    names = ("sync", "cycle", "pods", "once", "dump", "snapshot", "live")
-    runs = {name: Run() for name in names}
+    commands = {
+        "pods": ["bash", "scripts/cluster.sh", "kubectl", "get", "pods", "-A", "-o", "json"],
+        "once": [tuner, "run", "--dry-run", "--once", "--settings", str(settings)],
+        "dump": ["bash", "scripts/cluster.sh", "kubectl", "get", DUMP_KINDS, "-A", "-o", "json"],
+        "snapshot": [tuner, "plan", "--snapshot", str(dump), "--settings", str(settings)],
+        "live": [tuner, "plan", "--live", "--settings", str(settings)],
+    }
+    runs = {name: Run() for name in STEPS if name in steps}
     parts = subprocess.run(
         [sys.executable, "-m", "bench.live_sync", str(settings)],
         env=env,
@@ -350,26 +367,29 @@ def measure(harness: ClusterHarness, repeat: int, work: Path) -> dict[str, Run]:
     )
     print(f"where a sync's time goes: {parts.stdout.strip()}", file=sys.stderr, flush=True)
     for _ in range(repeat):
-        child = [sys.executable, "-m", "bench.live_scale_child", str(settings), str(repeat)]
-        proc = timed(child, env, stdout=subprocess.PIPE)
-        figures = json.loads(proc.stdout)
-        record(runs["sync"], proc, figures["sync_s"])
-        record(runs["cycle"], proc, statistics.median(figures["cycle_s"]))
-        print(f"cache figures: {json.dumps(figures)}", file=sys.stderr, flush=True)
-        pods = ["bash", "scripts/cluster.sh", "kubectl", "get", "pods", "-A", "-o", "json"]
-        record(runs["pods"], timed(pods, env))  # the API server's own time for the pods
-        once = [tuner, "run", "--dry-run", "--once", "--settings", str(settings)]
-        record(runs["once"], timed(once, env, ok=max(ONCE_EXIT.values())))
-        kubectl = ["bash", "scripts/cluster.sh", "kubectl", "get", DUMP_KINDS, "-A", "-o", "json"]
-        with dump.open("w") as out:
-            record(runs["dump"], timed(kubectl, env, stdout=out))
-        snapshot = [tuner, "plan", "--snapshot", str(dump), "--settings", str(settings)]
-        record(runs["snapshot"], timed(snapshot, env))
-        live = [tuner, "plan", "--live", "--settings", str(settings)]
-        record(runs["live"], timed(live, env))
+        if "sync" in runs or "cycle" in runs:
+            child = [sys.executable, "-m", "bench.live_scale_child", str(settings), str(repeat)]
+            proc = timed(child, env, stdout=subprocess.PIPE)
+            figures = json.loads(proc.stdout)
+            walls = {"sync": figures["sync_s"], "cycle": statistics.median(figures["cycle_s"])}
+            for key, wall in walls.items():
+                if key in runs:
+                    record(runs[key], proc, wall)
+            print(f"cache figures: {json.dumps(figures)}", file=sys.stderr, flush=True)
+        for key, argv in commands.items():
+            if key not in runs:
+                continue
+            if key == "dump":
+                with dump.open("w") as out:
+                    record(runs[key], timed(argv, env, stdout=out))
+            else:  # the --once cycle ends without a load reading: its exit says so
+                record(runs[key], timed(argv, env, ok=max(ONCE_EXIT.values()) * (key == "once")))
         done = {key: (run.wall[-1], run.rss[-1], run.load[-1]) for key, run in runs.items()}
         print(f"repeat (wall s, RSS MB, load): {done}", file=sys.stderr, flush=True)
-    runs["dump"].load.append(dump.stat().st_size / 2**20)  # the dump's size rides along
+    if "dump" in runs:
+        runs["dump"].size_mb = dump.stat().st_size / 2**20
+        if keep is not None:
+            shutil.copyfile(dump, keep)
     return runs
 
 
@@ -386,14 +406,14 @@ LABELS = {
 
 def table(size: int, population: dict[str, float], runs: dict[str, Run]) -> str:
     """The Markdown table for one cluster size."""
-    mb = runs["dump"].load.pop()
+    dump = runs.get("dump")
+    dumped = "" if dump is None else f"; dump {dump.size_mb:.0f} MB"
     lines = [
         f"### {size} nodes, {population['target']:.0f} pods",
         "",
         f"Created in {population['nodes_s']:.0f} s (nodes) + {population['bound_s']:.0f} s "
         f"(pods created and bound: {population['bound']:.0f}); "
-        f"{population['pods']:.0f} Running after {population['pods_s']:.0f} s; "
-        f"dump {mb:.0f} MB.",
+        f"{population['pods']:.0f} Running after {population['pods_s']:.0f} s{dumped}.",
         "",
         "| step | wall (median) | peak RSS (median) | load (1 min) |",
         "|---|---:|---:|---:|",
@@ -405,12 +425,16 @@ def table(size: int, population: dict[str, float], runs: dict[str, Run]) -> str:
             f"| {statistics.median(run.rss):.0f} MB "
             f"| {min(run.load):.1f}–{max(run.load):.1f} |"
         )
-    lines.append(f"\n(n = {len(runs['sync'].wall)} repeats; cycle = median of its in-process runs)")
+    repeats = max(len(run.wall) for run in runs.values())
+    lines.append(f"\n(n = {repeats} repeats; cycle = median of its in-process runs)")
     return "\n".join(lines)
 
 
-def bench_size(size: int, repeat: int, limit_s: float) -> str:
-    """Bring up, populate, measure and tear down one cluster of ``size`` nodes."""
+def bench_size(
+    size: int, repeat: int, limit_s: float, steps: Sequence[str], keep: Path | None
+) -> str:
+    """Bring up, populate, measure and tear down one cluster of ``size`` nodes (``keep``: a
+    directory the dump is copied to, as ``dump-<size>.json``)."""
     with tempfile.TemporaryDirectory(prefix=f"live-scale-{size}-") as tmp:
         work = Path(tmp)
         harness = ClusterHarness(work / "state", f"scale{size}-{random.randrange(10**6)}")
@@ -419,7 +443,8 @@ def bench_size(size: int, repeat: int, limit_s: float) -> str:
             harness.start()
             population = populate(harness, size, limit_s)
             print(f"populated {size} nodes: {population}", file=sys.stderr, flush=True)
-            return table(size, population, measure(harness, repeat, work))
+            kept = None if keep is None else keep / f"dump-{size}.json"
+            return table(size, population, measure(harness, repeat, work, steps, kept))
         finally:
             harness.stop()
 
@@ -434,11 +459,20 @@ def main() -> None:
         default=3600,
         help="seconds to wait for the pods to run before measuring what is there",
     )
+    parser.add_argument(
+        "--steps",
+        nargs="+",
+        choices=STEPS,
+        default=list(STEPS),
+        help="the steps to measure (default: all; kubectl's dump of 5,000 nodes needs ~12 GB)",
+    )
+    parser.add_argument("--keep-dump", type=Path, help="a directory to copy each size's dump to")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # tear the cluster down on TERM
     print(f"machine: {os.cpu_count()} cores; load at start {os.getloadavg()[0]:.1f}\n")
     for size in args.nodes:
-        print(bench_size(size, args.repeat, args.populate_limit) + "\n", flush=True)
+        table = bench_size(size, args.repeat, args.populate_limit, args.steps, args.keep_dump)
+        print(table + "\n", flush=True)
 
 
 if __name__ == "__main__":
