@@ -61,6 +61,16 @@ def observe(settings: Settings, end: float, snapshots: SnapshotsAt | None = None
         return observe_window(settings, end, client, snapshots)
 
 
+def rate_query(ns: str) -> str:
+    """The namespace's request rate over the window."""
+    return f'sum(rate(http_requests_total{{namespace="{ns}"}}[$window]))'
+
+
+def observe_rate(prometheus: PrometheusHarness, ns: str, start: float, end: float) -> WindowReport:
+    """The window from ``start`` to ``end`` with the namespace's request rate as its load."""
+    return observe(settings_for(prometheus, end - start, query=rate_query(ns)), end)
+
+
 def wait_past(prometheus: PrometheusHarness, t: float) -> None:
     """Wait until Prometheus has ingested a scrape taken after ``t`` (no sleeping)."""
     while time.time() < t:
@@ -152,8 +162,7 @@ def test_scale_up_and_down_inside_the_window_is_unstable(
     end = time.time()
     prometheus.wait_for_scrapes(1)
 
-    query = f'sum(rate(http_requests_total{{namespace="{ns}"}}[$window]))'
-    report = observe(settings_for(prometheus, end - start, query=query), end)
+    report = observe_rate(prometheus, ns, start, end)
 
     assert report.verdict is Verdict.UNSTABLE
     assert report.actionable  # windows.scope touched: only web and its node changed
@@ -171,7 +180,7 @@ def test_scale_up_and_down_inside_the_window_is_unstable(
     # With only two steps (the window's start and end, the thesis' comparison) the timelines
     # see 3 and 3; the over-the-window probes still see every scraped sample.
     monkeypatch.setattr(window_module, "MAX_STEPS", 1)
-    coarse = observe(settings_for(prometheus, end - start, query=query), end)
+    coarse = observe_rate(prometheus, ns, start, end)
     assert coarse.verdict is Verdict.UNSTABLE
     assert not any("pod count changed" in f for f in coarse.findings)
     assert f"{web}: 5 different pods in the window but 3 at a time" in coarse.reason
@@ -198,8 +207,7 @@ def test_a_pod_pending_for_two_scrapes_makes_the_window_unstable(
     end = time.time()
     prometheus.wait_for_scrapes(1)
 
-    query = f'sum(rate(http_requests_total{{namespace="{ns}"}}[$window]))'
-    report = observe(settings_for(prometheus, end - start, query=query), end)
+    report = observe_rate(prometheus, ns, start, end)
 
     assert report.verdict is Verdict.UNSTABLE
     assert report.findings == (f"pending pods: {ns}/web-5f7d8-c",)
@@ -220,8 +228,7 @@ def test_a_node_added_inside_the_window_makes_it_unstable(
     end = time.time()
     prometheus.wait_for_scrapes(1)
 
-    query = f'sum(rate(http_requests_total{{namespace="{ns}"}}[$window]))'
-    report = observe(settings_for(prometheus, end - start, query=query), end)
+    report = observe_rate(prometheus, ns, start, end)
 
     assert report.verdict is Verdict.UNSTABLE
     [finding] = report.findings
@@ -256,14 +263,13 @@ def test_touched_scope_a_cordon_unsettles_its_node_a_new_node_blocks(
     later = time.time()
     prometheus.wait_for_scrapes(1)
 
-    query = f'sum(rate(http_requests_total{{namespace="{ns}"}}[$window]))'
-    cordon = observe(settings_for(prometheus, end - start, query=query), end)
+    cordon = observe_rate(prometheus, ns, start, end)
     # A cordon alone leaves the whole cluster stable (as the thesis' rule has it): nothing to
     # keep out; the probe still names the node once the window is not stable as a whole.
     assert cordon.verdict is Verdict.STABLE
     assert cordon.actionable
 
-    joined = observe(settings_for(prometheus, later - start, query=query), later)
+    joined = observe_rate(prometheus, ns, start, later)
     assert joined.verdict is Verdict.UNSTABLE
     assert not joined.actionable
     assert joined.unsettled.blockers == (f"nodes joining or leaving: {ns}-node-c",)
@@ -271,7 +277,7 @@ def test_touched_scope_a_cordon_unsettles_its_node_a_new_node_blocks(
     assert joined.unsettled.workloads == frozenset()
     assert joined.judgement.startswith("touched scope: 2 nodes and 0 workloads changed")
 
-    thesis = settings_for(prometheus, later - start, query=query)
+    thesis = settings_for(prometheus, later - start, query=rate_query(ns))
     thesis = replace(thesis, windows=replace(thesis.windows, scope="cluster"))
     assert observe(thesis, later).judgement.startswith("cluster scope: the cluster changed")
 
@@ -296,11 +302,7 @@ def test_without_kube_state_metrics_the_snapshots_decide(
     prometheus.wait_for_scrapes(3)
     end = time.time()
     prometheus.wait_for_scrapes(1)
-    settings = settings_for(
-        prometheus,
-        end - start,
-        query=f'sum(rate(http_requests_total{{namespace="{ns}"}}[$window]))',
-    )
+    settings = settings_for(prometheus, end - start, query=rate_query(ns))
     a = cluster([node("n1"), node("n2")], [pod("web-1", "n1"), pod("web-2", "n2")])
     grown = cluster([*a.nodes, node("n3")], list(a.pods))
 
@@ -351,8 +353,7 @@ def test_a_slow_prometheus_times_out_into_unknown(prometheus: PrometheusHarness,
     start = begin(prometheus)
     prometheus.wait_for_scrapes(2)
     end = time.time()
-    query = f'sum(rate(http_requests_total{{namespace="{ns}"}}[$window]))'
-    settings = settings_for(prometheus, end - start, query=query, timeout_s=0.5)
+    settings = settings_for(prometheus, end - start, query=rate_query(ns), timeout_s=0.5)
 
     with prometheus.paused():
         began = time.monotonic()
@@ -413,7 +414,7 @@ def test_prometheus_stopped_mid_observation(
     settings = settings_for(
         prometheus,
         end - start,
-        query=f'sum(rate(http_requests_total{{namespace="{ns}"}}[$window]))',
+        query=rate_query(ns),
         timeout_s=2.0,
     )
     with PrometheusClient(settings.prometheus) as client:
