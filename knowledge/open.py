@@ -7,7 +7,6 @@ from pathlib import Path
 
 from knowledge.base import KnowledgeBase, KnowledgeError
 from knowledge.embedded import EmbeddedKnowledgeBase
-from knowledge.neo4j_store import Neo4jKnowledgeBase
 from tuner.errors import InputError
 from tuner.redact import redact_url
 from tuner.settings import Knowledge
@@ -32,6 +31,8 @@ def open_knowledge(settings: Knowledge, *, read_only: bool = False) -> Knowledge
     if settings.backend == "embedded":
         return EmbeddedKnowledgeBase(Path(settings.path), read_only=read_only)
     if settings.backend == "neo4j":
+        from knowledge.neo4j_store import Neo4jKnowledgeBase  # the driver loads only when used
+
         return Neo4jKnowledgeBase(
             settings.uri,
             settings.user,

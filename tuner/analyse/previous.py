@@ -21,7 +21,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from tuner.model.change import Addition, DesiredChange, NewNode
 from tuner.model.cluster import Cluster, Node, Pod, Workload
@@ -204,6 +203,8 @@ def _match(
 ) -> tuple[list[tuple[Node, NodeState]], tuple[NewNode, ...]]:
     """Pairs (node, previous node) of the best assignment within each shape, and the new
     nodes among them (previous nodes no current node of their shape is left for)."""
+    from scipy.optimize import linear_sum_assignment  # ~1 s to import; only matching needs it
+
     current_by_shape: dict[tuple[str, int, int], list[Node]] = defaultdict(list)
     for node in cluster.nodes:
         current_by_shape[node.shape].append(node)

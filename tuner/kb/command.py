@@ -17,7 +17,6 @@ from urllib.parse import quote, urlsplit
 from knowledge.base import KnowledgeBase, KnowledgeError
 from knowledge.browser.queries import ready_queries
 from knowledge.browser.style import style_command
-from knowledge.neo4j_store import Neo4jKnowledgeBase
 from knowledge.open import open_knowledge
 from knowledge.transfer import FORMAT, copy_history, export_document, read_document, record_all
 from tuner import arguments
@@ -216,6 +215,8 @@ def _prune(args: argparse.Namespace) -> int:
         raise InputError("--orphans applies to the neo4j backend only")
 
     def run(kb: KnowledgeBase, _: Settings) -> int:
+        from knowledge.neo4j_store import Neo4jKnowledgeBase  # the driver loads only when used
+
         cutoff = None if args.older_than is None else time.time() - args.older_than
         print(f"pruned {kb.prune(older_than=cutoff, keep=args.keep)} executions")
         if args.orphans and isinstance(kb, Neo4jKnowledgeBase):

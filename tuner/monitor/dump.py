@@ -31,6 +31,7 @@ from tuner.model.scheduling import (
     freeze_labels,
 )
 from tuner.monitor.decode import gc_paused, list_items
+from tuner.monitor.prune import OBJECT
 from tuner.settings import PRICE_ANNOTATION
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ def cluster_from_objects(
     refuse = refusal(strict)
     by_kind: dict[str, list[Obj]] = {}
     for index, item in enumerate(items):
-        if not isinstance(item, Mapping) or not isinstance(item.get("kind"), str):
+        if not isinstance(item, OBJECT) or not isinstance(item.get("kind"), str):
             refuse(f"item {index} has no 'kind'")
             continue
         by_kind.setdefault(item["kind"], []).append(item)
@@ -227,8 +228,8 @@ def _one(parse: Callable[[Obj], T], obj: Obj, refuse: Callable[[str], None]) -> 
 
 def _describe(obj: Obj) -> str:
     meta = obj.get("metadata") or {}
-    name = meta.get("name", "?") if isinstance(meta, Mapping) else "?"
-    namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
+    name = meta.get("name", "?") if isinstance(meta, OBJECT) else "?"
+    namespace = meta.get("namespace") if isinstance(meta, OBJECT) else None
     where = f"{namespace}/{name}" if namespace else str(name)
     return f"{str(obj.get('kind', '?')).lower()} {where!r}"
 
@@ -236,7 +237,7 @@ def _describe(obj: Obj) -> str:
 def _metadata(obj: Obj) -> tuple[Obj, str]:
     """The object's ``metadata`` and its name, both checked."""
     meta = obj.get("metadata")
-    if not isinstance(meta, Mapping):
+    if not isinstance(meta, OBJECT):
         raise InputError("metadata is missing or not an object")
     name = meta.get("name")
     if not isinstance(name, str) or not name:
@@ -270,7 +271,7 @@ def _price(annotations: Mapping[str, str], key: str) -> None:
 def _frozen(mapping: Any, field: str = "labels") -> Mapping[str, str]:
     """Labels or annotations: strings to strings."""
     mapping = mapping or {}
-    if not isinstance(mapping, Mapping) or not all(
+    if not isinstance(mapping, OBJECT) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in mapping.items()
     ):
         raise InputError(f"metadata.{field} is not a map of strings")
@@ -279,7 +280,7 @@ def _frozen(mapping: Any, field: str = "labels") -> Mapping[str, str]:
 
 def _resources(values: Any) -> Resources:
     values = values or {}
-    if not isinstance(values, Mapping):
+    if not isinstance(values, OBJECT):
         raise InputError(f"resources {values!r} are not a map")
     return Resources(
         cpu_millis(values["cpu"]) if "cpu" in values else 0,
@@ -313,7 +314,7 @@ def _node(obj: Obj, price_annotation: str = PRICE_ANNOTATION) -> Node:
 def _controller(meta: Obj) -> tuple[str, str] | None:
     refs = meta.get("ownerReferences") or []
     if not isinstance(refs, list) or not all(
-        isinstance(r, Mapping) and isinstance(r.get("kind"), str) and isinstance(r.get("name"), str)
+        isinstance(r, OBJECT) and isinstance(r.get("kind"), str) and isinstance(r.get("name"), str)
         for r in refs
     ):
         raise InputError("metadata.ownerReferences is not a list of references (kind, name)")
