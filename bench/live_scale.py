@@ -386,7 +386,8 @@ def measure(
                 with dump.open("w") as out:
                     record(runs[key], timed(argv, env, stdout=out))
             else:  # the --once cycle ends without a load reading: its exit says so
-                record(runs[key], timed(argv, env, ok=max(ONCE_EXIT.values()) * (key == "once")))
+                ok = max(ONCE_EXIT.values()) if key == "once" else 0
+                record(runs[key], timed(argv, env, ok=ok))
         done = {key: (run.wall[-1], run.rss[-1], run.load[-1]) for key, run in runs.items()}
         print(f"repeat (wall s, RSS MB, load): {done}", file=sys.stderr, flush=True)
     if "dump" in runs:

@@ -30,6 +30,7 @@ from tuner.errors import InputError, ServiceError
 from tuner.model.cluster import Cluster
 from tuner.monitor.decode import gc_paused
 from tuner.monitor.dump import Parsed, assemble, parse_object, refusal
+from tuner.monitor.prune import Obj
 from tuner.settings import Kubernetes
 
 PAGE_LIMIT = 500
@@ -86,7 +87,6 @@ KINDS: tuple[str, ...] = tuple(_LISTERS)
 
 
 T = TypeVar("T")
-Obj = dict[str, Any]
 
 SKIP = refusal(strict=False)
 """What happens to an unusable live object: it is skipped with a warning naming it."""
