@@ -85,6 +85,10 @@ class Actuator(Protocol):
         """Take back the nodes left for an autoscaler that did not remove them in time; their
         names."""
 
+    def take_back_needed(self, now: float) -> tuple[str, ...]:
+        """Take back the nodes left for an autoscaler that pending pods would run on (at any
+        time: the daemon checks every ``windows.retry_s``); their names."""
+
 
 class Outcome(StrEnum):
     """How a cycle ended (also the label of the cycles metric)."""

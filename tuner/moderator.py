@@ -81,10 +81,21 @@ class Moderator:
             job, "interval", seconds=seconds, id=name, max_instances=1, coalesce=True
         )
 
+    def take_back(self) -> tuple[str, ...]:
+        """Between cycles (never in a dry run): take back the nodes left for an autoscaler that
+        pending pods would run on; their names."""
+        if self.dry_run:
+            return ()
+        with self._lock:
+            return self.ports.actuator.take_back_needed(self.now())
+
     def run_forever(self, max_cycles: int | None = None) -> None:
-        """Block, running cycles until :meth:`stop` (or ``max_cycles`` cycles)."""
+        """Block, running cycles until :meth:`stop` (or ``max_cycles`` cycles), and
+        :meth:`take_back` every ``windows.retry_s``."""
         if self._stopped.is_set():
             return
+        if not self.dry_run:
+            self.every(self.settings.windows.retry_s / self.speed, self.take_back, "take-back")
         self._schedule(0.0, max_cycles)
         self._scheduler.start()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from testkit.cluster_fixture import ClusterHarness
+from testkit.cluster_fixture import ClusterHarness, eventually
 from tests.cluster.conftest import make_actuator, model_pod
 from tuner.execute.actuator import KubeActuator
 from tuner.execute.marks import Keys
@@ -151,6 +151,42 @@ def test_a_node_the_autoscaler_did_not_remove_is_taken_back_after_the_grace(
     assert left.spec.unschedulable
     assert KEYS.left_for_removal in left.metadata.annotations
     assert actuator.reclaim_unremoved(time.time()) == ()
+
+
+def test_a_node_left_for_the_autoscaler_is_taken_back_when_pods_pend_for_it(
+    kube: ClusterHarness,
+) -> None:
+    wanted, unwanted, _ = _three_nodes(kube)
+    actuator = make_actuator(kube, node_removal="autoscaler")
+    assert actuator.carry_out([RemoveNode(wanted), RemoveNode(unwanted)]).completed
+    assert actuator.take_back_needed(time.time()) == ()  # nothing pending
+    container = {"name": "app", "image": "fake", "resources": {"requests": {"cpu": "500m"}}}
+    kube.core.create_namespaced_pod(
+        kube.namespace,
+        {
+            "metadata": {"name": "needs-it", "labels": {"app": "needs-it"}},
+            "spec": {
+                "containers": [container],
+                "nodeSelector": {"kubernetes.io/hostname": wanted},
+                "terminationGracePeriodSeconds": 0,
+            },
+        },
+    )
+
+    taken = actuator.take_back_needed(time.time())
+
+    assert taken == (wanted,)
+    node = kube.core.read_node(wanted)
+    assert not node.spec.unschedulable
+    assert KEYS.left_for_removal not in (node.metadata.annotations or {})
+    assert [f for f in kube.leftovers() if f.startswith(f"{wanted} ")] == []
+    events = kube.core.list_namespaced_event(
+        "default", field_selector=f"involvedObject.name={wanted},reason=NodeNeeded"
+    ).items
+    assert [(e.type, e.involved_object.kind) for e in events] == [("Normal", "Node")]
+    eventually(lambda: kube.placement("app=needs-it").get("needs-it"), what="the pod bound")
+    assert kube.core.read_node(unwanted).spec.unschedulable  # no pod needs it: still left
+    assert actuator.take_back_needed(time.time()) == ()
 
 
 def test_remove_node_by_a_provider_command(kube: ClusterHarness) -> None:

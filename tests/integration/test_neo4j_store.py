@@ -274,6 +274,9 @@ class Fixed:
     def reclaim_unremoved(self, now: float) -> tuple[str, ...]:
         return ()
 
+    def take_back_needed(self, now: float) -> tuple[str, ...]:
+        return ()
+
 
 def test_the_cycle_keeps_running_through_an_outage_and_recovers(
     restarts: Neo4jServer, caplog: pytest.LogCaptureFixture

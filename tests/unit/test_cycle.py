@@ -83,6 +83,9 @@ class Recorder:
         self.reclaims += 1
         return self.unremoved
 
+    def take_back_needed(self, now: float) -> tuple[str, ...]:
+        return ()
+
 
 STABLE = Seen(Verdict.STABLE, "nothing changed", Load.scalar(100.0))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,6 +79,9 @@ class NothingLeft:
     def reclaim_unremoved(self, now: float) -> tuple[str, ...]:
         return ()
 
+    def take_back_needed(self, now: float) -> tuple[str, ...]:
+        return ()
+
 
 def test_a_cycle_that_raises_is_reported_as_an_error_and_retried(tmp_path: Path) -> None:
     settings = Settings(windows=Windows(measure_s=600, retry_s=0.01))
@@ -89,6 +93,35 @@ def test_a_cycle_that_raises_is_reported_as_an_error_and_retried(tmp_path: Path)
     assert [r.outcome for r in reports] == [Outcome.ERROR, Outcome.ERROR]
     assert "connection refused" in reports[0].reason
     assert reports[0].next_in == 0.01
+
+
+class Needed(NothingLeft):
+    """An actuator with a node that pending pods need: stops the moderator once taken back."""
+
+    def __init__(self) -> None:
+        self.moderator: Moderator | None = None
+        self.taken = 0
+
+    def take_back_needed(self, now: float) -> tuple[str, ...]:
+        self.taken += 1
+        if self.moderator is not None:
+            threading.Thread(target=self.moderator.stop, daemon=True).start()
+        return ("node-1",)
+
+
+def test_the_moderator_takes_needed_nodes_back_between_cycles(tmp_path: Path) -> None:
+    settings = Settings(windows=Windows(measure_s=600, retry_s=0.01))
+    actuator = Needed()
+    with EmbeddedKnowledgeBase(tmp_path / "kb.sqlite") as kb:
+        ports = Ports(Failing(), actuator, kb)  # type: ignore[arg-type]
+        moderator = Moderator(settings, ports)
+        actuator.moderator = moderator
+        moderator.run_forever(max_cycles=1000)  # bounded: the take-back job stops it first
+        assert actuator.taken >= 1
+        assert moderator.cycles < 1000
+        taken = actuator.taken
+        assert Moderator(settings, ports, dry_run=True).take_back() == ()
+        assert actuator.taken == taken  # a dry run never takes a node back
 
 
 def test_the_loop_goes_on_when_reporting_a_failed_cycle_fails(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from tuner.errors import ServiceError
 from tuner.execute.events import Recorder, identity
 from tuner.execute.journal import Journal
 from tuner.execute.kube import Kube
-from tuner.execute.reclaim import reclaim_unremoved
+from tuner.execute.reclaim import reclaim_unremoved, take_back_needed
 from tuner.execute.recover import recover
 from tuner.execute.retry import ActionFailed
 from tuner.execute.runner import check_transition, run_transition
@@ -79,6 +79,15 @@ class KubeActuator:
             return reclaim_unremoved(self.kube, self.events, now)
         except ActionFailed as err:
             log.error("nodes left for the autoscaler not checked: %s", err)
+            return ()
+
+    def take_back_needed(self, now: float) -> tuple[str, ...]:
+        """Take back the nodes left for an autoscaler that pending pods would run on; their
+        names (none when the cluster cannot be read or the API fails: logged)."""
+        try:
+            return take_back_needed(self.kube, self.events, self.read())
+        except (ActionFailed, ServiceError) as err:
+            log.error("nodes left for the autoscaler not checked for pending pods: %s", err)
             return ()
 
     def recover(self) -> list[str]:

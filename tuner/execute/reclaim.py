@@ -6,6 +6,10 @@ autoscaler deletes it within ``execute.autoscaler_grace_s`` (a node group at its
 scale-down disabled, consolidation off), :func:`reclaim_unremoved` undoes the tuner's cordon and
 stamp so the node is paid for and usable again, and says so in a ``NodeNotRemoved`` Warning
 Event and the log. A node an autoscaler has started deleting (its deletion taint) is left alone.
+
+:func:`take_back_needed` takes a handed-over node back at once, whatever its age, when pods are
+pending that it could hold (:func:`~tuner.analyse.take_back.needed_back`): it is Ready and
+billed until the autoscaler deletes it, so the pods run now instead of waiting for a new node.
 """
 
 from __future__ import annotations
@@ -15,10 +19,12 @@ import logging
 import time
 from typing import Any
 
+from tuner.analyse.take_back import deleting, needed_back
 from tuner.execute.checks import autoscaler_taint
 from tuner.execute.events import Event, Recorder, Ref
 from tuner.execute.kube import Kube
 from tuner.execute.marks import Keys, reclaim
+from tuner.model.cluster import Cluster
 
 log = logging.getLogger(__name__)
 
@@ -68,5 +74,30 @@ def reclaim_unremoved(kube: Kube, events: Recorder, now: float) -> tuple[str, ..
         )
         log.warning("%s", note)
         events.record(Event(Ref.node(name), "Reclaim", "NodeNotRemoved", note, warning=True))
+        taken.append(name)
+    return tuple(taken)
+
+
+def take_back_needed(kube: Kube, events: Recorder, cluster: Cluster) -> tuple[str, ...]:
+    """Take back the handed-over nodes of ``cluster`` that its pending pods would run on; their
+    names (the tuner's own placeholders, which ask for a new node, do not count)."""
+    keys = kube.keys
+    handed = [n.name for n in cluster.nodes if keys.left_for_removal in n.annotations]
+    if not handed:
+        return ()
+    taken: list[str] = []
+    for name in needed_back(cluster, handed, lambda pod: keys.placeholder in pod.labels):
+
+        def build(live: Any) -> Any:
+            return None if deleting(live.spec.taints or ()) else reclaim(live, keys)
+
+        if kube.patch_node(name, build) is None:
+            continue
+        note = (
+            f"pods are pending that node {name} can hold: the tuner's cordon is undone and the "
+            "node, left for the autoscaler, is in use again"
+        )
+        log.warning("%s", note)
+        events.record(Event(Ref.node(name), "Reclaim", "NodeNeeded", note))
         taken.append(name)
     return tuple(taken)

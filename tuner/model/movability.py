@@ -17,6 +17,8 @@ OTHER_AUTOSCALER_TAINTS = (
     "DeletionCandidateOfClusterAutoscaler",
     "karpenter.sh/disrupted",
 )
+DELETING_TAINTS = frozenset({"ToBeDeletedByClusterAutoscaler", "karpenter.sh/disrupted"})
+"""Taints an autoscaler puts on a node it has started deleting."""
 MOVABLE_OWNERS = ("Deployment", "ReplicaSet")
 
 

@@ -16,6 +16,7 @@ STRATEGY_NAMES = (
     "karpenter",
     "tuner2019",
     "tuner",
+    "tuner-unlimited",
 )
 
 
@@ -27,7 +28,8 @@ def add_simulate_parser(commands: Any) -> None:
         description=(
             "Simulate a scenario (a name, 'all', or a scenario JSON file) with the Cluster "
             "Autoscaler alone, with a bin-packing scheduler, with the descheduler, with "
-            "Karpenter instead, with the 2019 tuner, and with this tuner, on the same load; "
+            "Karpenter instead, with the 2019 tuner, and with this tuner (with and without "
+            "thresholds), on the same load; "
             "print the comparison table and, with --output, write PNG plots and results."
         ),
     )

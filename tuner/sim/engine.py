@@ -253,6 +253,16 @@ class Simulation:
         self.actions.count(results)
         return tuple(results)
 
+    def take_back(self, name: str) -> None:
+        """Uncordon a node left to the autoscaler (the tuner takes it back); the scheduler then
+        binds pending pods to it."""
+        state = self.cluster_state
+        state.nodes[name].unschedulable = False
+        self.handed_over.discard(name)
+        state.touched_nodes.add(name)
+        state.changed()
+        self.scheduler.schedule(state, self.now)
+
     def evict(self, pod: SimPod) -> None:
         """Evict a pod (any actor: the Cluster Autoscaler's drain, the tuner's executor, a
         descheduler, Karpenter): it is deleted, its ReplicaSet re-creates it, and it counts

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tuner.analyse.take_back import needed_back
 from tuner.cycle import TransitionResult
 from tuner.model.cluster import Cluster
 from tuner.model.load import Load
@@ -95,5 +96,14 @@ class SimActuator:
         return TransitionResult(done, True)
 
     def reclaim_unremoved(self, now: float) -> tuple[str, ...]:
-        """None: the simulation does not model taking a node back from its autoscaler."""
+        """None: the simulated Cluster Autoscaler always removes what it is left."""
         return ()
+
+    def take_back_needed(self, now: float) -> tuple[str, ...]:
+        """Uncordon the nodes left to the autoscaler that pending pods would run on (those it
+        has not started deleting); their names."""
+        sim = self.sim
+        taken = needed_back(sim.cluster(), sim.handed_over) if sim.handed_over else ()
+        for name in taken:
+            sim.take_back(name)
+        return taken

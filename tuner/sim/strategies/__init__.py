@@ -5,7 +5,9 @@
 - ``descheduler``: the descheduler's ``HighNodeUtilization`` with ``MostAllocated`` scoring;
 - ``karpenter``: Karpenter instead of the Cluster Autoscaler;
 - ``tuner2019``: a re-implementation of the 2019 thesis' tuner's decisions;
-- ``tuner``: this project's tuner (the real ``tuner.analyse`` and ``tuner.plan``).
+- ``tuner``: this project's tuner (the real ``tuner.analyse`` and ``tuner.plan``), with 85 % CPU
+  and memory thresholds;
+- ``tuner-unlimited``: the same without thresholds (the daemon's default).
 
 The lower bound is not a strategy: :mod:`tuner.sim.report` computes it from a run's requests.
 """
@@ -20,7 +22,7 @@ from tuner.sim.strategies.binpacking import BinPacking
 from tuner.sim.strategies.descheduler import Descheduler
 from tuner.sim.strategies.karpenter import KarpenterStrategy
 from tuner.sim.strategies.thesis2019 import Tuner2019
-from tuner.sim.strategies.tuner import ProjectTuner
+from tuner.sim.strategies.tuner import ProjectTuner, unlimited_settings
 
 STRATEGIES: dict[str, Callable[[Scenario, int], Strategy]] = {
     "autoscaler": lambda scenario, seed: AutoscalerOnly(),
@@ -29,6 +31,9 @@ STRATEGIES: dict[str, Callable[[Scenario, int], Strategy]] = {
     "karpenter": lambda scenario, seed: KarpenterStrategy(),
     "tuner2019": Tuner2019,
     "tuner": ProjectTuner,
+    "tuner-unlimited": lambda scenario, seed: ProjectTuner(
+        scenario, seed, unlimited_settings(scenario, seed)
+    ),
 }
 LABELS = {
     "autoscaler": "CA alone",
@@ -37,4 +42,5 @@ LABELS = {
     "karpenter": "Karpenter",
     "tuner2019": "CA + 2019 tuner",
     "tuner": "CA + tuner",
+    "tuner-unlimited": "CA + tuner, no thresholds",
 }

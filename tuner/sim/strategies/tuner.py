@@ -3,7 +3,8 @@ real monitor verdict rules, knowledge-base bookkeeping, ``tuner.analyse`` and ``
 the simulation's ports (``tuner.sim.ports``), with an in-memory knowledge base.
 
 Settings (:func:`simulation_settings`): the scenario's node price table; cluster thresholds of
-85 % CPU and memory requests (headroom for the next HPA scale-up); up to two nodes per plan;
+85 % CPU and memory requests (headroom for the next HPA scale-up; :func:`unlimited_settings`
+drops them, as the daemon's defaults do); up to two nodes per plan;
 candidates must stay candidates for 10 minutes; a 10-minute window re-checked every minute;
 no exploration; emptied nodes are left cordoned to the Cluster Autoscaler (the default
 ``execute.node_removal``), which deletes them after its own unneeded time. The scenario's node
@@ -17,6 +18,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
+from dataclasses import replace
 from fractions import Fraction
 
 from knowledge.memory import MemoryKnowledge
@@ -55,6 +57,13 @@ def simulation_settings(scenario: Scenario, seed: int) -> Settings:
     )
 
 
+def unlimited_settings(scenario: Scenario, seed: int) -> Settings:
+    """The simulation settings without cluster thresholds (the daemon's default): a node goes
+    whenever its pods fit on the others."""
+    settings = simulation_settings(scenario, seed)
+    return replace(settings, analyse=replace(settings.analyse, thresholds=Thresholds()))
+
+
 def pool_settings(scenario: Scenario) -> dict[str, PoolSettings]:
     """The scenario's pools as the tuner's ``pools`` settings."""
     label = POOL_LABELS.get(scenario.system)
@@ -85,6 +94,9 @@ class ProjectTuner:
         self.knowledge = MemoryKnowledge()
         self.state = CycleState()
         self.next_check = -math.inf
+        self.next_take_back = -math.inf
+        self.taken_back = 0
+        """Nodes taken back from the autoscaler for pending pods."""
         self.windows = 0
         """Windows the monitor judged."""
         self.stable_windows = 0
@@ -92,12 +104,16 @@ class ProjectTuner:
         self._ports: Ports | None = None
 
     def on_tick(self, sim: Simulation) -> None:
-        """Run a cycle when one is due."""
-        if sim.now < self.next_check:
-            return
+        """Take back needed nodes every ``windows.retry_s`` (as the moderator does); run a
+        cycle when one is due."""
         if self._ports is None:
             actuator = SimActuator(sim, self.settings.execute.node_removal)
             self._ports = Ports(SimObserver(sim, self.settings.windows), actuator, self.knowledge)
+        if sim.now >= self.next_take_back:
+            self.next_take_back = sim.now + self.settings.windows.retry_s
+            self.taken_back += len(self._ports.actuator.take_back_needed(sim.now))
+        if sim.now < self.next_check:
+            return
         report, self.state = run_cycle(sim.now, self.state, self.settings, self._ports, self.rng)
         if report.window is not None:
             self.windows += 1
