@@ -2,8 +2,8 @@
 simulated actuator)."""
 
 from testkit.builders import cluster, node, pod
-from tuner.analyse.take_back import needed_back
 from tuner.model.scheduling import Constraints, Taint
+from tuner.plan.take_back import needed_back
 from tuner.sim.engine import Simulation
 from tuner.sim.ports import SimActuator
 from tuner.sim.scenarios import scenario

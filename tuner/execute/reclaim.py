@@ -8,7 +8,7 @@ stamp so the node is paid for and usable again, and says so in a ``NodeNotRemove
 Event and the log. A node an autoscaler has started deleting (its deletion taint) is left alone.
 
 :func:`take_back_needed` takes a handed-over node back at once, whatever its age, when pods are
-pending that it could hold (:func:`~tuner.analyse.take_back.needed_back`): it is Ready and
+pending that it could hold (:func:`~tuner.plan.take_back.needed_back`): it is Ready and
 billed until the autoscaler deletes it, so the pods run now instead of waiting for a new node.
 """
 
@@ -19,12 +19,12 @@ import logging
 import time
 from typing import Any
 
-from tuner.analyse.take_back import deleting, needed_back
 from tuner.execute.checks import autoscaler_taint
 from tuner.execute.events import Event, Recorder, Ref
 from tuner.execute.kube import Kube
 from tuner.execute.marks import Keys, reclaim
 from tuner.model.cluster import Cluster
+from tuner.plan.take_back import deleting, needed_back
 
 log = logging.getLogger(__name__)
 

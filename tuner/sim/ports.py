@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tuner.analyse.take_back import needed_back
 from tuner.cycle import TransitionResult
 from tuner.model.cluster import Cluster
 from tuner.model.load import Load
 from tuner.model.window_report import Scope, Unsettled, Verdict, WindowReport
 from tuner.plan.actions import Action
+from tuner.plan.take_back import needed_back
 from tuner.settings import Windows
 from tuner.sim.engine import Simulation
 
