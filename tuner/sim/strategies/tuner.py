@@ -95,8 +95,6 @@ class ProjectTuner:
         self.state = CycleState()
         self.next_check = -math.inf
         self.next_take_back = -math.inf
-        self.taken_back = 0
-        """Nodes taken back from the autoscaler for pending pods."""
         self.windows = 0
         """Windows the monitor judged."""
         self.stable_windows = 0
@@ -111,7 +109,7 @@ class ProjectTuner:
             self._ports = Ports(SimObserver(sim, self.settings.windows), actuator, self.knowledge)
         if sim.now >= self.next_take_back:
             self.next_take_back = sim.now + self.settings.windows.retry_s
-            self.taken_back += len(self._ports.actuator.take_back_needed(sim.now))
+            self._ports.actuator.take_back_needed(sim.now)
         if sim.now < self.next_check:
             return
         report, self.state = run_cycle(sim.now, self.state, self.settings, self._ports, self.rng)
