@@ -104,6 +104,17 @@ INVALID = [
     ("trace too short", with_change("loads.shop.first_day", 27), "loads.shop.first_day: 27"),
     ("duplicate pool", with_change("pools.1.name", "general"), "pools[1].name: 'general'"),
     ("boolean seed", with_change("seed", True), "seed: True"),
+    (
+        "DaemonSets fill the node",
+        {
+            **VALID,
+            "services": [
+                {**VALID["services"][0], "kind": "DaemonSet", "cpu": "2"},
+                VALID["services"][1],
+            ],
+        },
+        "pools[0].node_type: 'm5.large'",
+    ),
     ("top level is a list", [VALID], "(top level): "),
 ]
 

@@ -1,23 +1,24 @@
-"""The lower bound: the cheapest fractional mix of the scenario's node types that holds a tick's
-requests.
+"""The lower bound: the cheapest mix of whole nodes of the scenario's node types that holds a
+tick's requests.
 
-Per tick, with ``x_i`` nodes of pool ``i`` (real numbers, at least the pool's minimum), minimise
+Per tick, with ``x_i`` nodes of pool ``i`` (whole numbers, at least the pool's minimum), minimise
 the price per hour ``sum(price_i * x_i)`` subject to covering the non-DaemonSet pods' CPU
 requests, memory requests and pod count, where one node of pool ``i`` offers its allocatable
 minus its DaemonSet pods' requests and its pod slots minus its DaemonSet pods. Placement rules,
-how pods split across nodes and pool maximums are ignored, so no strategy can go below it.
+how pods split across nodes, provisioning time and pool maximums are ignored: every strategy
+runs whole nodes whose free room together covers what it places, so none can go below it.
 
-The linear programme has three constraints, so an optimum lies on a vertex with at most three
-pools above their minimum: every vertex is enumerated (a square system per choice of pools and
-binding constraints) and the cheapest feasible one is taken.
+The integer programme (one variable per pool, three constraints) is solved exactly by SciPy's
+``milp`` (HiGHS branch and bound, no optimality gap allowed); its rounded solution is checked
+against the constraints in integers before it is used.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import combinations
 
 import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
 
 from tuner.sim.pools import NodePool
 from tuner.sim.workloads import Service
@@ -25,18 +26,18 @@ from tuner.sim.workloads import Service
 
 @dataclass(frozen=True, slots=True)
 class Mix:
-    """A fractional node mix: its price per hour and its node count."""
+    """A node mix: its price per hour and its node count."""
 
     cost: float
-    nodes: float
+    nodes: int
 
 
-class FluidBound:
-    """The cheapest fractional node mix per (CPU, memory, pods) demand, cached."""
+class WholeBound:
+    """The cheapest mix of whole nodes per (CPU, memory, pods) demand, cached."""
 
     def __init__(self, pools: tuple[NodePool, ...], daemonsets: tuple[Service, ...]) -> None:
         self.prices = np.array([p.node_type.price for p in pools])
-        self.least = np.array([float(p.min_nodes) for p in pools])
+        self.least = np.array([p.min_nodes for p in pools], dtype=np.int64)
         self.room = np.array(
             [
                 [
@@ -46,38 +47,37 @@ class FluidBound:
                 ]
                 for p in pools
             ],
-            dtype=float,
+            dtype=np.int64,
         ).T
         """Rows: CPU, memory, pod slots; one column per pool."""
+        self._scale = np.maximum(self.room.max(axis=1), 1).astype(float)
+        """Each row's largest room: the solver sees every row in nodes of its roomiest type."""
         self._cache: dict[tuple[int, int, int], Mix] = {}
 
     def __call__(self, cpu: int, memory: int, pods: int) -> Mix:
-        """The cheapest mix holding these requests."""
+        """The cheapest mix of whole nodes holding these requests."""
         key = (cpu, memory, pods)
         if key not in self._cache:
-            self._cache[key] = self._solve(np.array(key, dtype=float))
+            self._cache[key] = self._solve(np.array(key, dtype=np.int64))
         return self._cache[key]
 
+    def _holds(self, nodes: np.ndarray, demand: np.ndarray) -> bool:
+        return bool((self.room @ nodes >= demand).all())
+
     def _solve(self, demand: np.ndarray) -> Mix:
-        need = demand - self.room @ self.least
-        best = np.zeros(len(self.prices))
-        best_cost = 0.0 if (need <= 1e-9).all() else np.inf
-        pools = range(len(self.prices))
-        for size in range(1, min(3, len(self.prices)) + 1):
-            for chosen in combinations(pools, size):
-                for rows in combinations(range(3), size):
-                    matrix = self.room[np.ix_(rows, chosen)]
-                    if abs(np.linalg.det(matrix)) < 1e-9:
-                        continue
-                    part = np.linalg.solve(matrix, need[list(rows)])
-                    if (part < -1e-9).any():
-                        continue
-                    x = np.zeros(len(self.prices))
-                    x[list(chosen)] = part
-                    if (self.room @ x < need - 1e-6 * np.maximum(abs(need), 1)).any():
-                        continue
-                    cost = float(self.prices @ x)
-                    if cost < best_cost:
-                        best, best_cost = x, cost
-        total = best + self.least
-        return Mix(float(self.prices @ total), float(total.sum()))
+        if self._holds(self.least, demand):
+            return Mix(float(self.prices @ self.least), int(self.least.sum()))
+        scaled = self.room / self._scale[:, None]
+        result = milp(
+            self.prices,
+            constraints=LinearConstraint(scaled, lb=demand / self._scale),
+            integrality=np.ones(len(self.prices)),
+            bounds=Bounds(self.least, np.inf),
+            options={"mip_rel_gap": 0.0},
+        )
+        if result.x is None:
+            raise ValueError(f"no mix of the pools' nodes holds requests {tuple(demand)}")
+        nodes = np.round(result.x).astype(np.int64)
+        if not self._holds(nodes, demand):
+            raise ArithmeticError(f"the solver's mix {tuple(nodes)} misses {tuple(demand)}")
+        return Mix(float(self.prices @ nodes), int(nodes.sum()))

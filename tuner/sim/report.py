@@ -9,10 +9,11 @@ taken (failed = verification failed, transition stopped).
 Evictions per hour count every pod any actor evicted (the Cluster Autoscaler's drains and node
 deletions, the tuner's executor, a descheduler, Karpenter) over the simulated hours.
 
-The lower bound (:mod:`tuner.sim.bound`), per tick, is the cheapest *fractional* mix of the
+The lower bound (:mod:`tuner.sim.bound`), per tick, is the cheapest mix of *whole* nodes of the
 scenario's pool node types (at least each pool's minimum) whose allocatable, minus each node's
 DaemonSet pods, covers the CA-alone run's non-DaemonSet CPU requests, memory requests and pod
-count. It ignores placement rules and how pods split across nodes, so no strategy can go below it.
+count. It ignores placement rules, how pods split across nodes and provisioning time, so no
+strategy can go below it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tuner.sim.bound import FluidBound, Mix
+from tuner.sim.bound import Mix, WholeBound
 from tuner.sim.command import STRATEGY_NAMES
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.metrics import ActionCounts, Series
@@ -79,8 +80,8 @@ class Comparison:
     outcomes: tuple[Outcome, ...]
     lower_bound: tuple[float, ...]
     """Cost per hour of the lower bound at each tick."""
-    lower_bound_nodes: tuple[float, ...] = ()
-    """Nodes (fractional) of the lower bound at each tick."""
+    lower_bound_nodes: tuple[int, ...] = ()
+    """Nodes of the lower bound at each tick."""
 
     @property
     def lower_bound_cost(self) -> float:
@@ -109,8 +110,8 @@ class Comparison:
 
 
 def lower_bound(scenario: Scenario, series: Series) -> tuple[Mix, ...]:
-    """The cheapest fractional node mix holding each tick's requests."""
-    bound = FluidBound(scenario.pools, scenario.daemonsets)
+    """The cheapest mix of whole nodes holding each tick's requests."""
+    bound = WholeBound(scenario.pools, scenario.daemonsets)
     return tuple(
         bound(cpu, memory, pods)
         for cpu, memory, pods in zip(series.cpu, series.memory, series.pods, strict=True)

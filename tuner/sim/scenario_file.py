@@ -208,6 +208,23 @@ def _check_service(
             raise InputError(f"{where}.hpa.min: {hpa.get('min', 1)} is above max {hpa['max']}")
 
 
+def _check_room(pools: tuple[NodePool, ...], daemonsets: tuple[Service, ...]) -> None:
+    """Every pool's node type leaves room for a pod once the DaemonSets run on it."""
+    cpu, memory = sum(d.cpu for d in daemonsets), sum(d.memory for d in daemonsets)
+    for i, pool in enumerate(pools):
+        kind = pool.node_type
+        for what, used, has in (
+            ("CPU millicores", cpu, kind.allocatable.cpu),
+            ("memory bytes", memory, kind.allocatable.memory),
+            ("pod slots", len(daemonsets), kind.max_pods),
+        ):
+            if used >= has:
+                raise InputError(
+                    f"pools[{i}].node_type: {kind.name!r} has {has} {what} allocatable "
+                    f"and the DaemonSets take {used}, leaving no room for other pods"
+                )
+
+
 # -- building ----------------------------------------------------------------------------------
 
 
@@ -288,11 +305,13 @@ def build(doc: dict[str, Any], hours: float | None = None) -> Scenario:
         )
         for p in doc["pools"]
     )
+    daemonsets = (*daemons, *(s for s in custom if s.kind == "DaemonSet"))
+    _check_room(pools, daemonsets)
     return Scenario(
         name=doc["name"],
         title=doc.get("title", doc["name"]),
         services=tuple(services),
-        daemonsets=(*daemons, *(s for s in custom if s.kind == "DaemonSet")),
+        daemonsets=daemonsets,
         loads=loads,
         pools=pools,
         duration=duration,
