@@ -8,9 +8,11 @@ from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.load import Phase, Phases
 from tuner.sim.pools import NodePool
 from tuner.sim.prices import NODE_TYPES
+from tuner.sim.scheduler import MOST_ALLOCATED
 from tuner.sim.strategies.autoscaler_only import AutoscalerOnly
+from tuner.sim.strategies.binpacking import UNNEEDED_TIME, BinPacking
 from tuner.sim.strategies.thesis2019 import removal_2019
-from tuner.sim.strategies.tuner import ProjectTuner
+from tuner.sim.strategies.tuner import PackingTuner, ProjectTuner
 from tuner.sim.workloads import Service
 
 E2 = NODE_TYPES["e2-standard-4"]  # 3920m allocatable
@@ -48,6 +50,17 @@ def test_the_tuner_empties_a_node_the_autoscaler_keeps() -> None:
     assert tuned.actions.remove_node == 1
     assert tuned.actions.failed == 0
     assert tuned.actions.migrate == 6
+
+
+def test_the_tuner_beside_the_bin_packing_profile_runs_under_its_scheduler_and_flags() -> None:
+    peer = run(BinPacking())
+    both = run(PackingTuner(fragmented(), 1))
+    for sim in (peer, both):
+        assert sim.scheduler.scoring == MOST_ALLOCATED
+        assert sim.autoscaler.config.unneeded_time == UNNEEDED_TIME  # type: ignore[attr-defined]
+    assert both.strategy.settings.analyse.thresholds.cpu is None  # type: ignore[attr-defined]
+    assert sum(both.series.cost) <= sum(peer.series.cost)
+    assert both.series.nodes[-1] == peer.series.nodes[-1] == 3
 
 
 def test_2019_removal_tries_only_the_node_with_fewest_pods_and_checks_cpu_only() -> None:

@@ -17,6 +17,7 @@ STRATEGY_NAMES = (
     "tuner2019",
     "tuner",
     "tuner-unlimited",
+    "binpacking-tuner",
 )
 
 
@@ -29,7 +30,7 @@ def add_simulate_parser(commands: Any) -> None:
             "Simulate a scenario (a name, 'all', or a scenario JSON file) with the Cluster "
             "Autoscaler alone, with a bin-packing scheduler, with the descheduler, with "
             "Karpenter instead, with the 2019 tuner, and with this tuner (with and without "
-            "thresholds), on the same load; "
+            "thresholds, and beside the bin-packing scheduler), on the same load; "
             "print the comparison table and, with --output, write PNG plots and results."
         ),
     )

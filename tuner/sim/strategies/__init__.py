@@ -7,7 +7,8 @@
 - ``tuner2019``: a re-implementation of the 2019 thesis' tuner's decisions;
 - ``tuner``: this project's tuner (the real ``tuner.analyse`` and ``tuner.plan``), with 85 % CPU
   and memory thresholds;
-- ``tuner-unlimited``: the same without thresholds (the daemon's default).
+- ``tuner-unlimited``: the same without thresholds (the daemon's default);
+- ``binpacking-tuner``: ``tuner-unlimited`` beside ``binpacking``'s scheduler and scale-down.
 
 The lower bound is not a strategy: :mod:`tuner.sim.report` computes it from a run's requests.
 """
@@ -22,7 +23,7 @@ from tuner.sim.strategies.binpacking import BinPacking
 from tuner.sim.strategies.descheduler import Descheduler
 from tuner.sim.strategies.karpenter import KarpenterStrategy
 from tuner.sim.strategies.thesis2019 import Tuner2019
-from tuner.sim.strategies.tuner import ProjectTuner, unlimited_settings
+from tuner.sim.strategies.tuner import PackingTuner, ProjectTuner, unlimited_settings
 
 STRATEGIES: dict[str, Callable[[Scenario, int], Strategy]] = {
     "autoscaler": lambda scenario, seed: AutoscalerOnly(),
@@ -34,6 +35,7 @@ STRATEGIES: dict[str, Callable[[Scenario, int], Strategy]] = {
     "tuner-unlimited": lambda scenario, seed: ProjectTuner(
         scenario, seed, unlimited_settings(scenario, seed)
     ),
+    "binpacking-tuner": PackingTuner,
 }
 LABELS = {
     "autoscaler": "CA alone",
@@ -43,4 +45,5 @@ LABELS = {
     "tuner2019": "CA + 2019 tuner",
     "tuner": "CA + tuner",
     "tuner-unlimited": "CA + tuner, no thresholds",
+    "binpacking-tuner": "CA + MostAllocated + tuner, no thresholds",
 }

@@ -37,6 +37,7 @@ from tuner.settings import (
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.pools import POOL_LABELS, pricing
 from tuner.sim.ports import SimActuator, SimObserver
+from tuner.sim.strategies.binpacking import BinPacking
 
 
 def simulation_settings(scenario: Scenario, seed: int) -> Settings:
@@ -119,3 +120,16 @@ class ProjectTuner:
         if report.plan is not None:
             self.decisions[report.plan.analysis.decision.value] += 1
         self.next_check = sim.now + report.next_in
+
+
+class PackingTuner(ProjectTuner):
+    """The tuner with the daemon's default settings (no thresholds) beside GKE's
+    ``optimize-utilization`` profile: the bin-packing peer's scheduler scoring and Cluster
+    Autoscaler flags (:mod:`tuner.sim.strategies.binpacking`)."""
+
+    name = "binpacking-tuner"
+    scoring = BinPacking.scoring
+    profile = staticmethod(BinPacking.profile)
+
+    def __init__(self, scenario: Scenario, seed: int) -> None:
+        super().__init__(scenario, seed, unlimited_settings(scenario, seed))
