@@ -7,17 +7,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tuner.execute.watch import Check, Verdict
+from tuner.model.movability import DO_NOT_DISRUPT, OTHER_AUTOSCALER_TAINTS, SAFE_TO_EVICT
 
-SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
-DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 MIRROR = "kubernetes.io/config.mirror"
-AUTOSCALER_TAINTS = frozenset(
-    {
-        "ToBeDeletedByClusterAutoscaler",
-        "DeletionCandidateOfClusterAutoscaler",
-        "karpenter.sh/disrupted",
-    }
-)
 
 
 def owner(obj: Any) -> tuple[str, str] | None:
@@ -62,7 +54,7 @@ def node_refusal(node: Any) -> str | None:
 
 def autoscaler_taint(node: Any) -> str | None:
     """The Cluster Autoscaler's or Karpenter's deletion taint on a node, or None."""
-    return next((t.key for t in node.spec.taints or () if t.key in AUTOSCALER_TAINTS), None)
+    return next((t.key for t in node.spec.taints or () if t.key in OTHER_AUTOSCALER_TAINTS), None)
 
 
 def ready(pod: Any) -> bool:

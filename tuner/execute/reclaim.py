@@ -85,12 +85,12 @@ def take_back_needed(kube: Kube, events: Recorder, cluster: Cluster) -> tuple[st
     handed = [n.name for n in cluster.nodes if keys.left_for_removal in n.annotations]
     if not handed:
         return ()
+
+    def build(live: Any) -> Any:
+        return None if deleting(live.spec.taints or ()) else reclaim(live, keys)
+
     taken: list[str] = []
     for name in needed_back(cluster, handed, lambda pod: keys.placeholder in pod.labels):
-
-        def build(live: Any) -> Any:
-            return None if deleting(live.spec.taints or ()) else reclaim(live, keys)
-
         if kube.patch_node(name, build) is None:
             continue
         note = (

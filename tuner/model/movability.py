@@ -12,13 +12,10 @@ SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
-OTHER_AUTOSCALER_TAINTS = (
-    "ToBeDeletedByClusterAutoscaler",
-    "DeletionCandidateOfClusterAutoscaler",
-    "karpenter.sh/disrupted",
-)
 DELETING_TAINTS = frozenset({"ToBeDeletedByClusterAutoscaler", "karpenter.sh/disrupted"})
 """Taints an autoscaler puts on a node it has started deleting."""
+OTHER_AUTOSCALER_TAINTS = DELETING_TAINTS | {"DeletionCandidateOfClusterAutoscaler"}
+"""Every taint an autoscaler marks a node with: deleting it, or a candidate for deletion."""
 MOVABLE_OWNERS = ("Deployment", "ReplicaSet")
 
 
