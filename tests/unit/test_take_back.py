@@ -2,7 +2,7 @@
 simulated actuator)."""
 
 from testkit.builders import cluster, node, pod
-from tuner.model.scheduling import Constraints, Taint
+from tuner.model.scheduling import AntiAffinityTerm, Constraints, LabelSelector, Taint
 from tuner.plan.take_back import needed_back
 from tuner.sim.engine import Simulation
 from tuner.sim.ports import SimActuator
@@ -63,6 +63,19 @@ def test_pending_pods_fill_a_taken_node_before_another_is_taken() -> None:
         "handed",
         "handed-2",
     )
+
+
+def test_replicas_that_repel_each_other_take_back_a_node_each() -> None:
+    spread = Constraints(
+        anti_affinity=(AntiAffinityTerm(LabelSelector((("app", "web"),)), ("default",)),)
+    )
+    second = node("handed-2", "4", "8Gi", unschedulable=True)
+    pending = [pod(f"web-{i}", None, "1", "1Gi", constraints=spread) for i in (2, 3)]
+    handed = ["handed", "handed-2"]
+    assert needed_back(cluster([BUSY, HANDED, second], pending), handed) == ("handed", "handed-2")
+    # a resident of the handed-over node that the pending pod repels keeps the node handed over
+    resident = pod("web-1", "handed", "100m", kind="DaemonSet", workload="web")
+    assert needed_back(cluster([BUSY, HANDED], [resident, pending[0]]), ["handed"]) == ()
 
 
 def test_the_simulated_actuator_uncordons_a_needed_node_and_its_pods_run() -> None:

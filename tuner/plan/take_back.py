@@ -5,7 +5,10 @@ the autoscaler deletes it (the Cluster Autoscaler after its 10-minute unneeded t
 load rises in that time, its pods go Pending and the autoscaler buys a new node while the idle
 one waits for deletion. :func:`needed_back` names the handed-over nodes whose cordon, undone,
 lets pending pods run at once: each pending pod (largest first) goes to the first chosen node it
-fits on, else to the handed-over node with the most free CPU it fits on. Only a workload's pods
+fits on, else to the handed-over node with the most free CPU it fits on; a fit is the model's
+static rules, resources, pod slots and required pod anti-affinity with the node's pods and the
+pending pods already sent there (topology spread is outside the model, as everywhere in it).
+Only a workload's pods
 count: a pod that follows its node (DaemonSet) or that ``ignore`` names (the tuner's own
 placeholder, which asks for a *new* node) does not. A node an autoscaler has started deleting
 (:data:`~tuner.model.movability.DELETING_TAINTS`) is not taken back.
@@ -20,7 +23,7 @@ from typing import Any
 from tuner.model.cluster import Cluster, Node, Pod
 from tuner.model.movability import DELETING_TAINTS
 from tuner.model.resources import Resources
-from tuner.model.scheduling import resource_fit, static_fit
+from tuner.model.scheduling import repels, resource_fit, static_fit
 
 CORDON_TAINT = "node.kubernetes.io/unschedulable"
 """The taint the node lifecycle controller puts on a cordoned node (and takes off)."""
@@ -37,10 +40,15 @@ def needed_back(
         return ()
     free = {n.name: n.allocatable - cluster.requested(n.name) for n in nodes}
     slots = {n.name: n.max_pods - len(cluster.pods_by_node[n.name]) for n in nodes}
-    open_nodes = {n.name: uncordoned(n) for n in nodes}
+    residents = {n.name: list(cluster.pods_by_node[n.name]) for n in nodes}
+    open_nodes = [uncordoned(n) for n in nodes]
     chosen: list[str] = []
     for pod in sorted(pending, key=lambda p: (-p.requests.cpu, -p.requests.memory, p.key)):
-        fits = [n for n in open_nodes.values() if _fits(pod, n, free[n.name], slots[n.name])]
+        fits = [
+            n
+            for n in open_nodes
+            if _fits(pod, n, free[n.name], slots[n.name]) and not _repelled(pod, residents[n.name])
+        ]
         if not fits:
             continue
         taken = [n for n in fits if n.name in chosen]
@@ -49,6 +57,7 @@ def needed_back(
             chosen.append(target.name)
         free[target.name] = free[target.name] - pod.requests
         slots[target.name] -= 1
+        residents[target.name].append(pod)
     return tuple(sorted(chosen))
 
 
@@ -63,6 +72,15 @@ def deleting(taints: Iterable[Any]) -> bool:
     """Whether the taints (model or API objects) say an autoscaler has started deleting the
     node."""
     return any(t.key in DELETING_TAINTS for t in taints)
+
+
+def _repelled(pod: Pod, residents: Iterable[Pod]) -> bool:
+    """Whether required pod anti-affinity keeps ``pod`` off a host with ``residents``."""
+    return any(
+        repels(pod.constraints, other.namespace, other.labels)
+        or repels(other.constraints, pod.namespace, pod.labels)
+        for other in residents
+    )
 
 
 def _fits(pod: Pod, node: Node, free: Resources, slots: int) -> bool:
