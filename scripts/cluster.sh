@@ -7,8 +7,9 @@
 #   scripts/cluster.sh down               stop everything, remove runtime state
 #   scripts/cluster.sh status             print whether the cluster is up (exit 0 if up)
 #   scripts/cluster.sh env                print `export KUBECONFIG=...` etc. (eval it)
-#   scripts/cluster.sh restart-apiserver [--hard]  restart kube-apiserver alone
-#                                     (etcd data kept; --hard = SIGKILL)
+#   scripts/cluster.sh restart-apiserver [--hard]  restart kube-apiserver (etcd data
+#                                     kept; --hard = SIGKILL), then the components
+#                                     that watch it
 #   scripts/cluster.sh kubectl ARGS...    run the cached kubectl against the cluster
 #
 # Components: etcd, kube-apiserver (audit log: every request at Metadata level),
@@ -406,17 +407,28 @@ cmd_env() {
   echo "export TUNER_CLUSTER_LOGS=$CLUSTER_DIR/logs"
 }
 
-# Restart kube-apiserver alone; etcd (and so every object) is kept, the other
-# components keep running and reconnect. `--hard` kills it with SIGKILL (a
-# crash) instead of a graceful SIGTERM. kwokctl has no per-component restart,
-# but `kwokctl start cluster` starts exactly the components whose process is
-# gone, with the same command line, log file and pid file as at `up`.
+# Restart kube-apiserver; etcd (and so every object) is kept. `--hard` kills it
+# with SIGKILL (a crash) instead of a graceful SIGTERM. kwokctl has no
+# per-component restart, but `kwokctl start cluster` starts exactly the
+# components whose process is gone, with the same command line, log file and
+# pid file as at `up`.
+#
+# kube-controller-manager and kube-scheduler are restarted after it. Left
+# running, each of their informers retries with client-go's backoff (up to 30s,
+# jittered up to twice that, and not reset for 2 minutes), so for a minute or
+# more after the api server is back a controller may not see a new object: a
+# scaled ReplicaSet gets no new pods, a new node no pods scheduled. Whatever
+# runs next needs a whole control plane, not one still catching up. The kwok
+# controller keeps running: it holds each node's Lease under its own instance
+# id, and a new instance does not take a node over while that Lease is valid.
+WATCHERS=(kube-controller-manager kube-scheduler)
+
 cmd_restart_apiserver() {
-  local pidfile="$CLUSTER_DIR/pids/kube-apiserver.pid" pid t0
+  local pids="$CLUSTER_DIR/pids" pid t0 name
   [[ -d "$CLUSTER_DIR" ]] || die "cluster $CLUSTER_NAME is not up"
   t0=$(now)
-  if [[ -f "$pidfile" ]]; then
-    pid=$(cat "$pidfile")
+  if [[ -f "$pids/kube-apiserver.pid" ]]; then
+    pid=$(cat "$pids/kube-apiserver.pid")
     if [[ "${1:-}" == --hard ]]; then
       log "killing kube-apiserver (pid $pid, SIGKILL)"
       kill -9 "$pid" 2>/dev/null || true
@@ -424,12 +436,36 @@ cmd_restart_apiserver() {
       log "stopping kube-apiserver (pid $pid, SIGTERM)"
     fi
     stop_pid "$pid" 15
-    rm -f "$pidfile"
+    rm -f "$pids/kube-apiserver.pid"
   fi
+  start_missing
+  log "kube-apiserver (pid $(cat "$pids/kube-apiserver.pid")) ready again after $(elapsed "$t0")s"
+  for name in "${WATCHERS[@]}"; do
+    [[ -f "$pids/$name.pid" ]] && stop_pid "$(cat "$pids/$name.pid")" 15
+    rm -f "$pids/$name.pid"
+  done
+  start_missing
+  wait_healthy "$UP_TIMEOUT" "$KCM_PORT" "$SCHEDULER_PORT"
+  log "${WATCHERS[*]} restarted after $(elapsed "$t0")s"
+}
+
+# Start the components whose process is gone; wait until the api server is ready.
+start_missing() {
   kwokctl start cluster --timeout "${UP_TIMEOUT}s" >>"$STATE_DIR/create.log" 2>&1 ||
     die "kwokctl start cluster failed (see $STATE_DIR/create.log)"
   wait_ready "$UP_TIMEOUT"
-  log "kube-apiserver (pid $(cat "$pidfile")) ready again after $(elapsed "$t0")s"
+}
+
+# Poll each PORT's /healthz until it answers ok or TIMEOUT_SECONDS pass.
+wait_healthy() { # TIMEOUT_SECONDS PORT...
+  local timeout=$1 deadline=$((SECONDS + $1)) port
+  shift
+  for port in "$@"; do
+    until [[ "$(curl -sk --max-time 3 "https://$BIND_ADDRESS:$port/healthz")" == ok ]]; do
+      ((SECONDS < deadline)) || die "no healthy component on port $port after ${timeout}s (logs: $CLUSTER_DIR/logs)"
+      sleep 0.2
+    done
+  done
 }
 
 usage() {

@@ -241,7 +241,26 @@ class ClusterHarness:
             pods = [p for p in self.pods(f"app={name}") if not p.metadata.deletion_timestamp]
             return len(pods) == replicas and all(_ready(p) for p in pods)
 
-        eventually(settled, what=f"deployment {name} with {replicas} Ready pods")
+        try:
+            eventually(settled, what=f"deployment {name} with {replicas} Ready pods")
+        except AssertionError as err:
+            raise AssertionError(f"{err}\n{self.diagnosis(f'app={name}')}") from None
+
+    def diagnosis(self, selector: str) -> str:
+        """What a timed-out wait leaves to read: the pods, the namespace's Events and the
+        last lines of every component's log."""
+        lines = [
+            f"pod {p.metadata.name}: {p.status.phase} on {p.spec.node_name}, "
+            + ", ".join(f"{c.type}={c.status}" for c in p.status.conditions or [])
+            for p in self.pods(selector)
+        ]
+        events = self.core.list_namespaced_event(self.namespace).items
+        lines += [f"event {e.involved_object.name}: {e.reason} {e.message}" for e in events]
+        logs = Path(self.env.get("TUNER_CLUSTER_LOGS", ""))
+        for log in sorted(logs.glob("*.log")) if logs.is_dir() else []:
+            tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-5:]
+            lines += [f"{log.name}: {line}" for line in tail]
+        return "\n".join(lines)
 
     def pods(self, selector: str = "") -> list[Any]:
         """Pods of the test's namespace."""
