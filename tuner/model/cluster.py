@@ -9,7 +9,7 @@ from functools import cached_property
 from types import MappingProxyType
 
 from tuner.model.resources import Resources
-from tuner.model.scheduling import Constraints, LabelSelector, Taint
+from tuner.model.scheduling import Constraints, LabelSelector, Taint, repels
 
 EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -96,6 +96,13 @@ class Pod:
     def follows_node(self) -> bool:
         """DaemonSet and mirror pods stay with their node and vanish with it."""
         return self.owner_kind in ("DaemonSet", "Node")
+
+    def shuns(self, other: Pod) -> bool:
+        """Whether required pod anti-affinity (this pod's or the other's) keeps the two off one
+        host."""
+        return repels(self.constraints, other.namespace, other.labels) or repels(
+            other.constraints, self.namespace, self.labels
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from tuner.model.cluster import Cluster, Node, Pod, Workload
 from tuner.model.resources import Resources
-from tuner.model.scheduling import repels, resource_fit, static_fit
+from tuner.model.scheduling import resource_fit, static_fit
 from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode
 
 
@@ -130,13 +130,7 @@ def _put_on(state: _State, pod: Pod, step: int) -> None:
     )
     if why is None:
         why = next(
-            (
-                f"required pod anti-affinity with {other.key}"
-                for other in residents
-                if repels(pod.constraints, other.namespace, other.labels)
-                or repels(other.constraints, pod.namespace, pod.labels)
-            ),
-            None,
+            (f"required pod anti-affinity with {o.key}" for o in residents if pod.shuns(o)), None
         )
     if why is not None:
         raise InfeasiblePlan(f"step {step}: pod {pod.key} cannot go to node {name}: {why}")

@@ -8,10 +8,9 @@ lets pending pods run at once: each pending pod (largest first) goes to the firs
 fits on, else to the handed-over node with the most free CPU it fits on; a fit is the model's
 static rules, resources, pod slots and required pod anti-affinity with the node's pods and the
 pending pods already sent there (topology spread is outside the model, as everywhere in it).
-Only a workload's pods
-count: a pod that follows its node (DaemonSet) or that ``ignore`` names (the tuner's own
-placeholder, which asks for a *new* node) does not. A node an autoscaler has started deleting
-(:data:`~tuner.model.movability.DELETING_TAINTS`) is not taken back.
+Only a workload's pods count: a pod that follows its node (DaemonSet) or that ``ignore`` names
+(the tuner's own placeholder, which asks for a *new* node) does not. A node an autoscaler has
+started deleting (:data:`~tuner.model.movability.DELETING_TAINTS`) is not taken back.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from typing import Any
 from tuner.model.cluster import Cluster, Node, Pod
 from tuner.model.movability import DELETING_TAINTS
 from tuner.model.resources import Resources
-from tuner.model.scheduling import repels, resource_fit, static_fit
+from tuner.model.scheduling import resource_fit, static_fit
 
 CORDON_TAINT = "node.kubernetes.io/unschedulable"
 """The taint the node lifecycle controller puts on a cordoned node (and takes off)."""
@@ -47,7 +46,8 @@ def needed_back(
         fits = [
             n
             for n in open_nodes
-            if _fits(pod, n, free[n.name], slots[n.name]) and not _repelled(pod, residents[n.name])
+            if _fits(pod, n, free[n.name], slots[n.name])
+            and not any(pod.shuns(o) for o in residents[n.name])
         ]
         if not fits:
             continue
@@ -72,15 +72,6 @@ def deleting(taints: Iterable[Any]) -> bool:
     """Whether the taints (model or API objects) say an autoscaler has started deleting the
     node."""
     return any(t.key in DELETING_TAINTS for t in taints)
-
-
-def _repelled(pod: Pod, residents: Iterable[Pod]) -> bool:
-    """Whether required pod anti-affinity keeps ``pod`` off a host with ``residents``."""
-    return any(
-        repels(pod.constraints, other.namespace, other.labels)
-        or repels(other.constraints, pod.namespace, pod.labels)
-        for other in residents
-    )
 
 
 def _fits(pod: Pod, node: Node, free: Resources, slots: int) -> bool:
