@@ -248,7 +248,7 @@ class ClusterHarness:
 
     def diagnosis(self, selector: str) -> str:
         """What a timed-out wait leaves to read: the pods, the namespace's Events and the
-        last lines of every component's log."""
+        last lines of every component's log (not the audit log's)."""
         lines = [
             f"pod {p.metadata.name}: {p.status.phase} on {p.spec.node_name}, "
             + ", ".join(f"{c.type}={c.status}" for c in p.status.conditions or [])
@@ -256,8 +256,9 @@ class ClusterHarness:
         ]
         events = self.core.list_namespaced_event(self.namespace).items
         lines += [f"event {e.involved_object.name}: {e.reason} {e.message}" for e in events]
-        logs = Path(self.env.get("TUNER_CLUSTER_LOGS", ""))
-        for log in sorted(logs.glob("*.log")) if logs.is_dir() else []:
+        for log in sorted(self.audit_log.parent.glob("*.log")):
+            if log == self.audit_log:
+                continue  # the diagnosis' own requests
             tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-5:]
             lines += [f"{log.name}: {line}" for line in tail]
         return "\n".join(lines)

@@ -38,17 +38,11 @@ def needed_back(
     if not nodes or not pending:
         return ()
     free = {n.name: n.allocatable - cluster.requested(n.name) for n in nodes}
-    slots = {n.name: n.max_pods - len(cluster.pods_by_node[n.name]) for n in nodes}
     residents = {n.name: list(cluster.pods_by_node[n.name]) for n in nodes}
     open_nodes = [uncordoned(n) for n in nodes]
     chosen: list[str] = []
     for pod in sorted(pending, key=lambda p: (-p.requests.cpu, -p.requests.memory, p.key)):
-        fits = [
-            n
-            for n in open_nodes
-            if _fits(pod, n, free[n.name], slots[n.name])
-            and not any(pod.shuns(o) for o in residents[n.name])
-        ]
+        fits = [n for n in open_nodes if _fits(pod, n, free[n.name], residents[n.name])]
         if not fits:
             continue
         taken = [n for n in fits if n.name in chosen]
@@ -56,7 +50,6 @@ def needed_back(
         if target.name not in chosen:
             chosen.append(target.name)
         free[target.name] = free[target.name] - pod.requests
-        slots[target.name] -= 1
         residents[target.name].append(pod)
     return tuple(sorted(chosen))
 
@@ -74,8 +67,10 @@ def deleting(taints: Iterable[Any]) -> bool:
     return any(t.key in DELETING_TAINTS for t in taints)
 
 
-def _fits(pod: Pod, node: Node, free: Resources, slots: int) -> bool:
+def _fits(pod: Pod, node: Node, free: Resources, residents: list[Pod]) -> bool:
+    """Whether the pod fits on the node beside ``residents`` with ``free`` left."""
     return (
         static_fit(pod.constraints, node) is None
-        and resource_fit(pod.requests, free, slots) is None
+        and resource_fit(pod.requests, free, node.max_pods - len(residents)) is None
+        and not any(pod.shuns(other) for other in residents)
     )
