@@ -65,7 +65,9 @@ def test_a_replace_grows_the_pool_migrates_onto_the_new_node_and_hands_the_old_o
     assert placeholders(kube) == []
     assert marks_left(kube) == []
     assert kube.config_maps == {}
-    provision, migrate, _ = events
+    assert [e.reason for e in events] == ["NodeProvisioned", "Cordoned", "Migrated", "NodeRemoved"]
+    provision, cordoned, migrate, _ = events
+    assert cordoned.regarding.name == pod.node  # after the provision, before the first move
     assert (provision.reason, provision.regarding.kind) == ("NodeProvisioned", "Node")
     assert provision.regarding.name == "gke-general-8-abcd"
     assert migrate.related is not None and migrate.related.name == "gke-general-8-abcd"
