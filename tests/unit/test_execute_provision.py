@@ -81,7 +81,8 @@ def test_the_placeholder_asks_for_a_new_node_of_the_pool_at_the_lowest_priority(
 
     assert ok, reason
     created = [what for call, what in kube.calls if call == "create_pod"]
-    assert len(created) == 1 and created[0].startswith("tuner-system/tuner-dev-placeholder-general-8-1-")
+    assert len(created) == 1
+    assert created[0].startswith("tuner-system/tuner-dev-placeholder-general-8-1-")
     body = placeholder_pod(kube.keys, kube.settings, "p", PROVISION, ("node-1", "node-2"))
     spec = body["spec"]
     assert spec["priorityClassName"] == "deployment-tuner-placeholder"
