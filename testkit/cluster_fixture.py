@@ -208,6 +208,7 @@ class ClusterHarness:
         memory: str = "256Mi",
         onboarded: bool = True,
         node_selector: dict[str, str] | None = None,
+        tolerations: list[dict[str, str]] | None = None,
     ) -> None:
         """A Deployment (onboarded: with the tuner's preferred node affinity); waits until
         all its replicas are available."""
@@ -225,6 +226,8 @@ class ClusterHarness:
             spec["affinity"] = with_preference(None, Keys().workload_label(self.namespace, name))
         if node_selector:
             spec["nodeSelector"] = node_selector
+        if tolerations:
+            spec["tolerations"] = tolerations
         self.apps.create_namespaced_deployment(
             self.namespace,
             {

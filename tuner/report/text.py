@@ -4,16 +4,8 @@ from __future__ import annotations
 
 from tuner.analyse.usable import Utilization
 from tuner.model.onboarding import Placement
-from tuner.plan.actions import (
-    Action,
-    Add,
-    Migrate,
-    ProvisionNode,
-    Remove,
-    RemoveNode,
-    emptied,
-    first_move,
-)
+from tuner.plan import actions as plan
+from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode
 from tuner.report.build import PlanReport
 
 
@@ -81,7 +73,7 @@ def render_text(report: PlanReport) -> str:
         lines.append(
             "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
         )
-    nodes, first = emptied(report.actions), first_move(report.actions)
+    nodes, first = plan.emptied(report.actions), plan.first_move(report.actions)
     if nodes and first is not None:
         lines.append(
             f"before action {first + 1}: {', '.join(nodes)} cordoned and tainted, so that no pod "
