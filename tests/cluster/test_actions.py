@@ -103,7 +103,8 @@ def test_a_workload_that_is_not_onboarded_is_still_moved_by_eviction(
 
     result = actuator.carry_out([Migrate(model_pod(kube, name), target)])
 
-    assert "not onboarded: no placement control" in dry[0]
+    assert "not onboarded: placement not controlled" in dry[0]
+    assert f"Ready on a node other than {source}" in dry[0]
     assert result.completed, result.reason
     kube.wait_available("plain", 1)
     assert name not in kube.placement("app=plain")

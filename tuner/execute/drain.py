@@ -38,6 +38,10 @@ log = logging.getLogger(__name__)
 ACTION = "Drain"
 
 
+class DrainFailed(ActionFailed):
+    """A node the transition empties could not be cordoned: no pod has moved."""
+
+
 def mark(kube: KubePort, name: str, build: Callable[[Any], Patch | None]) -> None:
     """Apply a marks patch to a node; a refusal of the builder (``ValueError``) or a node
     that is gone fails the action."""
@@ -123,7 +127,7 @@ class Drain:
 
     def before(self, index: int) -> None:
         """Mark every node when action ``index`` is the plan's first move; raises
-        :class:`ActionFailed` when one cannot be marked (those marked are kept for
+        :class:`DrainFailed` when one cannot be marked (those marked are kept for
         :meth:`release`)."""
         if index != self.first or not self.nodes:
             return
@@ -137,7 +141,7 @@ class Drain:
             except ActionFailed as err:
                 self._event(name, "CordonFailed", f"not cordoned: {err}", warning=True)
                 why = f"node {name} not cordoned before the first move: {err}"
-                raise ActionFailed(why) from err
+                raise DrainFailed(why) from err
             self.marked.append(name)
             note = (
                 f"cordoned and tainted {taint} before the first pod moves: the tuner empties "

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from tuner.cycle import TransitionResult
 from tuner.execute.action_events import action_event, identified, subject
 from tuner.execute.actions import check
-from tuner.execute.drain import Drain, would
+from tuner.execute.drain import Drain, DrainFailed, would
 from tuner.execute.events import Ref, Sink
 from tuner.execute.journal import Journal
 from tuner.execute.port import KubePort
@@ -72,15 +72,14 @@ def _carry_out(
         regarding = journal.ref if isinstance(live, ProvisionNode) else subject(live)
         step: Step | None = None
         try:
+            regarding = identified(kube, regarding)
             journal.step(index)
-            drain.before(index)
-        except ActionFailed as err:
+            step = check(kube, live, bindings, draining)
+            drain.before(index)  # after the first move's checks: a refused plan drains nothing
+            outcome = step.apply(kube, events)
+        except DrainFailed as err:
             log.error("before %s: %s", label, err)
             return stopped(f"before {label}: {err}")
-        try:
-            regarding = identified(kube, regarding)
-            step = check(kube, live, bindings, draining)
-            outcome = step.apply(kube, events)
         except ActionFailed as err:
             log.error("%s failed: %s", label, err)
             events.record(action_event(live, _real(step, regarding), str(err)))
