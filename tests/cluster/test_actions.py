@@ -201,6 +201,10 @@ def test_remove_node_by_a_provider_command(kube: ClusterHarness) -> None:
 
     assert result.completed, result.reason
     assert victim not in {n.metadata.name for n in kube.core.list_node().items}
+    (event,) = kube.core.list_namespaced_event(
+        "default", field_selector=f"involvedObject.name={victim},reason=NodeRemoved"
+    ).items
+    assert event.message.endswith(f"node {victim} removed by the provider command (kubectl)")
 
 
 def test_a_failing_provider_command_undoes_the_cordon(kube: ClusterHarness) -> None:

@@ -4,6 +4,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tuner.execute import checks
@@ -487,8 +488,8 @@ def _leave_for_removal(kube: KubePort, name: str) -> None:
 
 
 def _run_command(kube: KubePort, node: str) -> str:
-    """Run ``execute.node_removal_command`` for the node; the command line, as the outcome
-    names it."""
+    """Run ``execute.node_removal_command`` for the node; the program, as the outcome names it
+    (not its arguments, which may hold what an Event should not show)."""
     argv = [*kube.settings.node_removal_command, node]
     run_command(argv, "node removal command", kube.settings.verify_timeout_s)
-    return " ".join(argv)
+    return Path(argv[0]).name
