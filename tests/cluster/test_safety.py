@@ -117,7 +117,8 @@ def test_replacement_on_the_wrong_node_stops_the_transition(
 
     assert not result.completed
     assert result.done == ()
-    assert f"not {target}" in result.reason
+    # Scheduled elsewhere: on the third node, or back on its source.
+    assert f"not {target}" in result.reason or "its source" in result.reason
     assert "action 1/2" in result.reason
     assert other in kube.placement("app=web")  # the second action never ran
     assert kube.leftovers() == []
