@@ -35,11 +35,13 @@ from kubernetes.client.exceptions import ApiException
 
 from tuner.execute.affinity import with_preference
 from tuner.execute.marks import Keys
+from tuner.settings import Execute
 
 from .scripts import run_script
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PORTS = ("APISERVER", "ETCD", "ETCD_PEER", "KCM", "SCHEDULER", "KWOK")
+TUNER_NAMESPACE = Execute().journal_namespace
 T = TypeVar("T")
 
 __all__ = ["ClusterHarness", "kube", "kube_harness", "kwok_node"]
@@ -128,6 +130,8 @@ class ClusterHarness:
         self.api = self.new_api()
         self.core = client.CoreV1Api(self.api)
         self.apps = client.AppsV1Api(self.api)
+        # The tuner's own namespace (its journal, placeholder pods), as deploy/ creates it.
+        self.core.create_namespace({"metadata": {"name": TUNER_NAMESPACE}})
 
     def stop(self) -> None:
         """``down``: stop every component and remove the state."""
@@ -204,6 +208,7 @@ class ClusterHarness:
         memory: str = "256Mi",
         onboarded: bool = True,
         node_selector: dict[str, str] | None = None,
+        tolerations: list[dict[str, str]] | None = None,
     ) -> None:
         """A Deployment (onboarded: with the tuner's preferred node affinity); waits until
         all its replicas are available."""
@@ -221,6 +226,8 @@ class ClusterHarness:
             spec["affinity"] = with_preference(None, Keys().workload_label(self.namespace, name))
         if node_selector:
             spec["nodeSelector"] = node_selector
+        if tolerations:
+            spec["tolerations"] = tolerations
         self.apps.create_namespaced_deployment(
             self.namespace,
             {
@@ -300,7 +307,7 @@ class ClusterHarness:
                 if "tuner.dev" in k or k == "controller.kubernetes.io/pod-deletion-cost"
             ]
         try:
-            self.core.read_namespaced_config_map("tuner-dev-journal", "default")
+            self.core.read_namespaced_config_map("tuner-dev-journal", TUNER_NAMESPACE)
             found.append("journal ConfigMap")
         except ApiException:
             pass

@@ -4,9 +4,11 @@ A fast unit-test double only: the real-control-plane tests in ``tests/cluster/``
 actions, rollbacks and journal against an API server. It models just enough of the
 controllers for the actions' verifications: scaling a Deployment up creates pods of its one
 ReplicaSet, scaling down deletes the pod with the lowest pod-deletion-cost (the newest on a
-tie), an eviction deletes the pod and creates its replacement; a new pod lands on a node that
-carries the workload's label, else on :attr:`FakeKube.default_node`, and is Ready when
-:attr:`FakeKube.ready` says so. A wait decides on the state at once: a check that would keep
+tie), an eviction deletes the pod and creates its replacement; a new pod of an onboarded
+workload lands on a node that carries the workload's label, else where
+:attr:`FakeKube.default_node` says the scheduler puts it (never on a cordoned or NoSchedule
+tainted node, unless the pod tolerates every taint), and is Ready when :attr:`FakeKube.ready`
+says so. A wait decides on the state at once: a check that would keep
 waiting times out. Every call is recorded in :attr:`FakeKube.calls`. A bare pod with a node
 selector (a placeholder) stays Pending, unless :attr:`FakeKube.grows` names a node to add, as a
 Cluster Autoscaler would, with the selector's labels; the pod is then bound to it.
@@ -20,9 +22,11 @@ from typing import Any
 
 from kubernetes.client import ApiClient
 
+from tuner.execute.affinity import with_preference
 from tuner.execute.marks import DELETION_COST, Keys, Patch
 from tuner.execute.retry import ActionFailed
 from tuner.execute.watch import Check, Verdict
+from tuner.model.onboarding import preferred_labels
 from tuner.settings import Execute
 
 MUTATING = frozenset(
@@ -71,7 +75,9 @@ class FakeKube:
         self.ready = True
         """Whether new pods become Ready."""
         self.default_node: str | None = None
-        """Where a new pod lands when no node carries its workload's label (None: Pending)."""
+        """The scheduler's favourite node for a new pod no label steers (None: no node fits, the
+        pod stays Pending); when the pod may not go there, the next node (in the order added)
+        it may go to."""
         self.newest_goes = False
         """Scale-down ignores pod-deletion-cost and deletes the newest pod (a misbehaving
         controller: the remove must notice and roll back)."""
@@ -98,14 +104,29 @@ class FakeKube:
             "status": {"conditions": [{"type": "Ready", "status": "True"}]},
         }
 
-    def add_deployment(self, namespace: str, name: str, on: list[str]) -> None:
-        """A Deployment with one pod on each node of ``on`` (selector ``app=<name>``)."""
+    def add_deployment(
+        self,
+        namespace: str,
+        name: str,
+        on: list[str],
+        *,
+        onboarded: bool = True,
+        tolerates_all: bool = False,
+    ) -> None:
+        """A Deployment with one pod on each node of ``on`` (selector ``app=<name>``);
+        ``onboarded``: its pod template prefers its workload label; ``tolerates_all``: its pods
+        tolerate every taint (a cordon and the tuner's taint included)."""
+        spec: dict[str, Any] = {"containers": [{"name": "app", "image": "app"}]}
+        if onboarded:
+            spec["affinity"] = with_preference(None, self.keys.workload_label(namespace, name))
+        if tolerates_all:
+            spec["tolerations"] = [{"operator": "Exists"}]
         self.deployments[(namespace, name)] = {
             "metadata": {"name": name, "namespace": namespace, "uid": f"deploy-{name}"},
             "spec": {
                 "replicas": len(on),
                 "selector": {"matchLabels": {"app": name}},
-                "template": {"spec": {"containers": [{"name": "app", "image": "app"}]}},
+                "template": {"spec": spec},
             },
         }
         for node in on:
@@ -135,9 +156,8 @@ class FakeKube:
         name = f"{workload}-rs-{self._serial:05d}"
         hour, rest = divmod(self._serial, 3600)
         minute, second = divmod(rest, 60)
-        label = self.keys.workload_label(namespace, workload)
-        labelled = next((n for n, d in self.nodes.items() if label in _labels(d)), None)
-        where = node or labelled or self.default_node
+        spec = json.loads(json.dumps(self.deployments[(namespace, workload)]["spec"]["template"]))
+        where = node or self._scheduled(spec["spec"], namespace, workload)
         ready = "True" if self.ready or node else "False"
         self.pod_docs[(namespace, name)] = {
             "metadata": {
@@ -148,9 +168,31 @@ class FakeKube:
                 "creationTimestamp": f"2026-01-01T{hour:02d}:{minute:02d}:{second:02d}Z",
                 "ownerReferences": [_owner("ReplicaSet", f"{workload}-rs")],
             },
-            "spec": {"nodeName": where, "containers": [{"name": "app", "image": "app"}]},
+            "spec": {**spec["spec"], "nodeName": where},
             "status": {"conditions": [{"type": "Ready", "status": ready}]},
         }
+
+    def _scheduled(self, spec: Mapping[str, Any], namespace: str, workload: str) -> str | None:
+        """Where the scheduler puts a new pod of the workload (None: Pending)."""
+        tolerant = bool(spec.get("tolerations"))
+
+        def fits(name: str) -> bool:
+            node = self.nodes[name]
+            closed = node["spec"].get("unschedulable") or any(
+                t["effect"] == "NoSchedule" for t in node["spec"].get("taints") or ()
+            )
+            return tolerant or not closed
+
+        label = self.keys.workload_label(namespace, workload)
+        if label in preferred_labels(spec.get("affinity")):
+            steered = [n for n, d in self.nodes.items() if label in _labels(d) and fits(n)]
+            if steered:
+                return steered[0]
+        if self.default_node is None:
+            return None
+        order = list(self.nodes)
+        start = order.index(self.default_node) if self.default_node in order else 0
+        return next((n for n in order[start:] + order[:start] if fits(n)), None)
 
     def _reconcile(self, namespace: str, workload: str) -> None:
         docs = self._docs(namespace, {"app": workload})
@@ -245,9 +287,10 @@ class FakeKube:
 
     # ----------------------------------------------------------------- writes --
     def patch_node(self, name: str, build: Callable[[Any], Patch | None]) -> Any | None:
-        self.calls.append(("patch_node", name))
         doc = self.nodes.get(name)
         patch = None if doc is None else build(self._model(doc, "node"))
+        # Only a patch applied is a write: with none to make, the real adapter only read.
+        self.calls.append(("node" if patch is None else "patch_node", name))
         if doc is None or patch is None:
             return None
         merge(doc, patch)

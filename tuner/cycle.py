@@ -67,6 +67,10 @@ class TransitionResult:
     done: tuple[Action, ...]
     completed: bool
     reason: str = ""
+    eviction_only: tuple[Action, ...] = ()
+    """The verified migrates and adds (of :attr:`done`) whose workload is not onboarded: the
+    scheduler chose the node (placement not controlled), the executor only verified it is not
+    the source or a node being emptied."""
 
 
 class Actuator(Protocol):

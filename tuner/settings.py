@@ -185,7 +185,9 @@ class Execute:
     eviction_retries: int = 8
     eviction_backoff_s: float = 2.0
     api_retry_s: float = 60.0
-    journal_namespace: str = "default"
+    journal_namespace: str = "tuner-system"
+    """The tuner's own namespace (the journal, placeholder pods): where ``deploy/`` runs it and
+    its Role grants ConfigMaps and pods."""
     autoscaler_grace_s: float = 1800.0
     """How long a node left for the autoscaler may stay before the tuner takes it back (0: for
     ever)."""

@@ -103,7 +103,8 @@ def test_a_workload_that_is_not_onboarded_is_still_moved_by_eviction(
 
     result = actuator.carry_out([Migrate(model_pod(kube, name), target)])
 
-    assert "not onboarded: no placement control" in dry[0]
+    assert "not onboarded: placement not controlled" in dry[0]
+    assert f"Ready on a node other than {source}" in dry[0]
     assert result.completed, result.reason
     kube.wait_available("plain", 1)
     assert name not in kube.placement("app=plain")
@@ -200,6 +201,10 @@ def test_remove_node_by_a_provider_command(kube: ClusterHarness) -> None:
 
     assert result.completed, result.reason
     assert victim not in {n.metadata.name for n in kube.core.list_node().items}
+    (event,) = kube.core.list_namespaced_event(
+        "default", field_selector=f"involvedObject.name={victim},reason=NodeRemoved"
+    ).items
+    assert event.message.endswith(f"node {victim} removed by the provider command (kubectl)")
 
 
 def test_a_failing_provider_command_undoes_the_cordon(kube: ClusterHarness) -> None:

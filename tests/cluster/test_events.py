@@ -63,8 +63,12 @@ def test_a_failed_migration_is_a_warning_and_a_removed_node_is_described(
     assert (warning.reason, warning.type) == ("MigrationFailed", "Warning")
     assert "node nowhere is gone" in warning.message
     assert removed.completed, removed.reason
-    (event,) = _described(kube, "default", "Node", spare, spare)
-    assert (event.reason, event.type) == ("NodeRemoved", "Normal")
+    described = _described(kube, "default", "Node", spare, spare)
+    # Cordoned before the first move, then removed.
+    assert sorted((e.reason, e.type) for e in described) == [
+        ("Cordoned", "Normal"),
+        ("NodeRemoved", "Normal"),
+    ]
 
 
 def test_an_event_that_cannot_be_recorded_fails_nothing(

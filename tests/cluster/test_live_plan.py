@@ -65,8 +65,11 @@ def test_a_live_plan_says_which_moves_are_eviction_only(
         for a in plan["actions"]
         if a["op"] == "migrate"
     }
-    assert placements == {"web": "node label", "plain": "eviction only (not onboarded)"}
+    assert placements == {
+        "web": "node label",
+        "plain": "not controlled (not onboarded): lands where the scheduler puts it",
+    }
     (plain,) = [row for row in table if "/plain-" in row]
     (web,) = [row for row in table if "/web-" in row]
-    assert plain.endswith("eviction only (not onboarded)")
+    assert plain.endswith("not controlled (not onboarded): lands where the scheduler puts it")
     assert "onboarded" not in web

@@ -156,7 +156,7 @@ def test_without_an_autoscaler_the_placeholder_times_out_and_is_deleted(
     assert not result.completed
     assert "action 1/3" in result.reason
     assert "no new Ready node of pool big within 3 s" in result.reason
-    assert "placeholder pod default/tuner-dev-placeholder-big-1-" in result.reason
+    assert "placeholder pod tuner-system/tuner-dev-placeholder-big-1-" in result.reason
     assert _placeholders(kube) == []
     assert kube.placement("app=web") == {pod.name: old}
     assert kube.leftovers() == []
@@ -179,7 +179,7 @@ def test_a_transition_killed_while_provisioning_leaves_no_placeholder_after_reco
     undone = make_actuator(kube).recover()
 
     assert any("interrupted at action 1 (op=provision_node" in line for line in undone), undone
-    assert any("placeholder pod default/" in line and "big+1" in line for line in undone)
+    assert any("placeholder pod tuner-system/" in line and "big+1" in line for line in undone)
     assert _placeholders(kube) == []
     assert kube.leftovers() == []
     assert make_actuator(kube).recover() == []

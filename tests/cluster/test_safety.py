@@ -117,7 +117,8 @@ def test_replacement_on_the_wrong_node_stops_the_transition(
 
     assert not result.completed
     assert result.done == ()
-    assert f"not {target}" in result.reason
+    # Scheduled elsewhere: on the third node, or back on its source.
+    assert f"not {target}" in result.reason or "its source" in result.reason
     assert "action 1/2" in result.reason
     assert other in kube.placement("app=web")  # the second action never ran
     assert kube.leftovers() == []
@@ -373,7 +374,9 @@ def test_dry_run_makes_no_mutating_request(kube: ClusterHarness) -> None:
     actuator.read()
 
     assert result.done == ()
-    assert len(lines) == 4 and all("would" in line for line in lines)
+    drain, *steps = lines  # the node removed is cordoned before the first move
+    assert drain.startswith(f"dry run: before action 1: would cordon node(s) {node} and taint")
+    assert len(steps) == 4 and all("would" in line for line in steps)
     events = _audit_events(kube.audit_log, start, "tuner-dry-run-test")
     verbs = {e["verb"] for e in events}
     assert verbs and verbs <= {"get", "list", "watch"}, verbs

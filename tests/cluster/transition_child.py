@@ -1,8 +1,10 @@
 """Run one transition in a separate process, so that a test can SIGKILL it mid-action.
 
 Usage: python -m tests.cluster.transition_child SETTINGS.json NAMESPACE OP ARG [TARGET]
-with OP ``migrate POD TARGET``, ``add DEPLOYMENT TARGET``, ``remove_node NODE`` or
-``provision POOL`` (a node of the pool labelled ``cloud.google.com/gke-nodepool=POOL``).
+with OP ``migrate POD TARGET``, ``add DEPLOYMENT TARGET``, ``remove_node NODE``, ``empty NODE
+TARGET`` (migrate the namespace's pods on NODE to TARGET, then remove NODE: the node is drained
+before the first migration) or ``provision POOL`` (a node of the pool labelled
+``cloud.google.com/gke-nodepool=POOL``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import sys
 from pathlib import Path
 from types import MappingProxyType
 
+from tuner.cycle import TransitionResult
 from tuner.execute.actuator import KubeActuator
 from tuner.model.cluster import Node, Workload
 from tuner.model.pools import POOL_LABELS, NodePool
@@ -32,6 +35,11 @@ def main(argv: list[str]) -> int:
     namespace, op, arg = argv[1], argv[2], argv[3]
     api = api_client(settings.kubernetes)
     action: Action
+    if op == "empty":
+        on = [p for p in read_cluster(api).pods if p.namespace == namespace and p.node == arg]
+        pods = sorted(on, key=lambda p: p.name)
+        plan: list[Action] = [*(Migrate(p, argv[4]) for p in pods), RemoveNode(arg)]
+        return _report(KubeActuator(api, settings).carry_out(plan))
     if op == "migrate":
         pod = next(p for p in read_cluster(api).pods if p.key == f"{namespace}/{arg}")
         action = Migrate(pod, argv[4])
@@ -41,7 +49,10 @@ def main(argv: list[str]) -> int:
         action = ProvisionNode(f"{arg}+1", pool(arg), Resources(500, 256 << 20))
     else:
         action = RemoveNode(arg)
-    result = KubeActuator(api, settings).carry_out([action])
+    return _report(KubeActuator(api, settings).carry_out([action]))
+
+
+def _report(result: TransitionResult) -> int:
     print(result.reason, flush=True)
     return 0 if result.completed else 1
 

@@ -62,7 +62,10 @@ def test_plan_json_follows_the_contract(tmp_path: Path) -> None:
             # the contract's fields, and how the new pod is placed (no Deployment in the
             # example dump is onboarded)
             assert set(action) == {"op", "pod", "workload", "from", "to", "placement"}
-            assert action["placement"] == "eviction only (not onboarded)"
+            assert (
+                action["placement"]
+                == "not controlled (not onboarded): lands where the scheduler puts it"
+            )
             assert (
                 action["from"] in plan["removed_nodes"]
                 and action["to"] not in plan["removed_nodes"]

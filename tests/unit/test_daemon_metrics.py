@@ -43,7 +43,7 @@ def _acted_report() -> CycleReport:
     )
     c = cluster([node("a"), node("b")], [pod("w-1", "a"), pod("w-2", "b")])
     plan = build_report(c, s, analyse(c, s, [], random.Random(0)))
-    result = TransitionResult(plan.actions[:1], False, "wrong node")
+    result = TransitionResult(plan.actions[:1], False, "wrong node", plan.actions[:1])
     return CycleReport(
         Outcome.FAILED, 0, 600, "x", 600, load=100.0, plan=plan, result=result, recorded="id"
     )
@@ -56,6 +56,7 @@ def test_cycles_actions_and_costs_are_exported(served: tuple[Metrics, str]) -> N
     assert status == 200
     assert 'tuner_cycles_total{outcome="failed"} 1.0' in text
     assert 'tuner_actions_total{op="migrate",result="verified"} 1.0' in text
+    assert 'tuner_eviction_only_actions_total{op="migrate"} 1.0' in text  # not onboarded
     assert 'tuner_actions_total{op="remove_node",result="failed"} 1.0' in text
     assert 'tuner_cost_per_hour{when="before"} 8.0' in text
     assert 'tuner_cost_per_hour{when="after"} 4.0' in text

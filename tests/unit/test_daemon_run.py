@@ -24,6 +24,7 @@ from tuner.errors import ServiceError
 from tuner.model.execution import execution_of
 from tuner.model.load import Load
 from tuner.model.movability import Policy, assess
+from tuner.model.onboarding import Placement
 from tuner.model.window_report import Verdict, WindowReport
 from tuner.moderator import Moderator
 from tuner.report.build import build_report
@@ -149,7 +150,8 @@ def test_a_cycle_logs_window_verdict_load_costs_decision_and_each_action(
     c = cluster([node("a"), node("b")], [pod("w-1", "a"), pod("w-2", "b")])
     plan = build_report(c, s, analyse(c, s, [], random.Random(0)))
     window = WindowReport(Verdict.STABLE, "nothing changed", Load.scalar(42.0), 0, 600, 0)
-    result = TransitionResult(plan.actions[:1], False, "pod landed on node c")
+    first = plan.actions[:1]  # verified where the scheduler put it: the workload not onboarded
+    result = TransitionResult(first, False, "pod landed on node c", eviction_only=first)
     report = CycleReport(
         Outcome.FAILED, 0, 600, "stopped", 600, window, 42.0, plan, result, recorded="abc"
     )
@@ -163,4 +165,9 @@ def test_a_cycle_logs_window_verdict_load_costs_decision_and_each_action(
     assert options.cost_previous is None  # no previous deployment for this load
     statuses = [r.status for r in records if hasattr(r, "action")]
     assert statuses == ["verified", "failed", *["not started"] * (len(plan.actions) - 2)]
+    verified = next(r for r in records if getattr(r, "status", None) == "verified")
+    assert verified.getMessage().endswith(
+        "verified (placement not controlled: not onboarded, the scheduler chose the node)"
+    )
+    assert verified.placement == Placement.EVICTION_ONLY.value
     assert all(r.outcome == "failed" for r in records)

@@ -15,6 +15,7 @@ from kubernetes import client
 from prometheus_client.metrics_core import Metric
 
 from tuner.daemon.metrics import Metrics
+from tuner.model.movability import DO_NOT_DISRUPT, SAFE_TO_EVICT
 from tuner.model.quantity import memory_bytes
 from tuner.settings import Settings, settings_from_dict
 
@@ -236,6 +237,33 @@ def test_deployment_is_probed_on_healthz_and_locked_down() -> None:
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
     assert "/etc/tuner" in mounts
     assert "/etc/tuner/settings.json" in container["args"]
+
+
+def test_the_defaults_match_the_shipped_rbac() -> None:
+    """Without a setting, the journal, the placeholders and the Lease go where the Role grants
+    them (the trial's journal went to ``default``, where the Role grants nothing)."""
+    defaults = Settings()
+    role = one("Role")["metadata"]["namespace"]
+    assert defaults.execute.journal_namespace == role == NAMESPACE
+    assert defaults.daemon.leader_election.namespace == role
+
+
+def test_the_tuner_never_pins_its_nodes_and_spreads_its_replicas() -> None:
+    deployment = one("Deployment")
+    template = deployment["spec"]["template"]
+    labels = template["metadata"]["labels"]
+    annotations = template["metadata"].get("annotations") or {}
+    assert annotations.get(SAFE_TO_EVICT) != "false"  # an autoscaler may drain its nodes
+    assert annotations.get(DO_NOT_DISRUPT) != "true"
+    pdb = one("PodDisruptionBudget")
+    selector = pdb["spec"]["selector"]["matchLabels"]
+    assert selector == deployment["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= labels.items()
+    assert pdb["spec"]["maxUnavailable"] == 1 < deployment["spec"]["replicas"]
+    spread = {c["topologyKey"]: c for c in template["spec"]["topologySpreadConstraints"]}
+    hostname = spread["kubernetes.io/hostname"]
+    assert (hostname["maxSkew"], hostname["whenUnsatisfiable"]) == (1, "ScheduleAnyway")
+    assert all(c["labelSelector"]["matchLabels"] == selector for c in spread.values())
 
 
 def exported_names(metric: Metric) -> set[str]:

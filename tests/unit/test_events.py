@@ -12,6 +12,7 @@ from tuner.cycle import CycleReport, Outcome, TransitionResult
 from tuner.daemon.cycle_events import REASONS, cycle_event
 from tuner.execute.action_events import action_event, subject
 from tuner.execute.events import Event, Ref
+from tuner.execute.step import Done
 from tuner.model.cluster import Workload
 from tuner.model.resources import Resources
 from tuner.plan.actions import Add, Migrate, RemoveNode
@@ -48,23 +49,28 @@ def test_a_long_note_is_cut_to_the_apis_limit_in_bytes() -> None:
     assert len(note.encode()) <= 1024 and note == "é" * 512
 
 
-def test_action_events_name_what_was_acted_on_and_where_to() -> None:
+def test_action_events_name_what_was_acted_on_and_where_it_landed() -> None:
     web = pod("web-1", "node-1", namespace="shop")
     migrate = Migrate(web, "node-2")
     regarding = subject(migrate)
 
-    done = action_event(migrate, regarding, "pod web-2 is Ready on node-2", ok=True)
-    failed = action_event(migrate, regarding, "timed out", ok=False)
+    done = action_event(migrate, regarding, Done("pod web-2 is Ready on node-2", "node-2"))
+    elsewhere = action_event(migrate, regarding, Done("pod web-3 is Ready on node-3", "node-3"))
+    failed = action_event(migrate, regarding, "timed out")
 
     assert regarding == Ref("v1", "Pod", "web-1", "shop")
     assert (done.action, done.reason, done.warning) == ("Migrate", "Migrated", False)
     assert done.note == "migrate shop/web-1 node-1 -> node-2: pod web-2 is Ready on node-2"
     assert done.related == Ref.node("node-2")
+    assert elsewhere.related == Ref.node("node-3")  # where it really landed, not the plan's
     assert (failed.reason, failed.warning) == ("MigrationFailed", True)
+    assert failed.related == Ref.node("node-2")
     add = Add(Workload("shop", "Deployment", "web"), "node-2", Resources(100, 0))
     assert subject(add) == Ref("apps/v1", "Deployment", "web", "shop")
-    assert action_event(add, subject(add), "x", ok=False).reason == "AddFailed"
-    assert action_event(RemoveNode("n"), Ref.node("n"), "x", ok=True).reason == "NodeRemoved"
+    assert action_event(add, subject(add), "x").reason == "AddFailed"
+    assert action_event(RemoveNode("n"), Ref.node("n"), Done("x")).reason == "NodeRemoved"
+    left = Done("left", reason="LeftForAutoscaler")
+    assert action_event(RemoveNode("n"), Ref.node("n"), left).reason == "LeftForAutoscaler"
 
 
 def _cycle(outcome: Outcome, result: TransitionResult | None = None) -> CycleReport:

@@ -29,6 +29,8 @@ from tuner.model.cluster import Cluster, Pod, Workload
 from tuner.model.resources import Resources
 from tuner.plan.actions import Add, Migrate, Remove, RemoveNode
 
+SINCE = 1767225600.5
+"""2026-01-01T00:00:00.5Z: the taint's value is whole epoch seconds."""
 KEYS = Keys()
 API = client.ApiClient()
 
@@ -75,16 +77,19 @@ def test_a_label_and_its_undo_leave_the_node_as_it_was() -> None:
 def test_undo_never_removes_a_cordon_or_taint_someone_else_set() -> None:
     theirs = {"key": "dedicated", "value": "x", "effect": "NoSchedule"}
     before = node(unschedulable=True, taints=[theirs])
-    drained = apply(before, lambda n: drain_node(n, KEYS))
+    drained = apply(before, lambda n: drain_node(n, KEYS, SINCE))
     assert drained["spec"]["unschedulable"] is True
-    assert [t["key"] for t in drained["spec"]["taints"]] == ["dedicated", KEYS.taint]
+    assert drained["spec"]["taints"] == [
+        theirs,
+        {"key": KEYS.taint, "value": "1767225600", "effect": "NoSchedule"},  # as CA spells it
+    ]
     undone = apply(drained, lambda n: undo_node(n, KEYS))
     assert undone["spec"] == {"unschedulable": True, "taints": [theirs]}
     assert undone["metadata"]["labels"] == {"zone": "a"}
 
 
 def test_a_cordon_the_tuner_set_is_undone_unless_the_node_is_handed_over() -> None:
-    drained = apply(node(), lambda n: drain_node(n, KEYS))
+    drained = apply(node(), lambda n: drain_node(n, KEYS, SINCE))
     assert apply(drained, lambda n: undo_node(n, KEYS))["spec"].get("unschedulable") is False
     kept = apply(drained, lambda n: undo_node(n, KEYS, keep_cordon=True))
     assert kept["spec"]["unschedulable"] is True
@@ -93,13 +98,15 @@ def test_a_cordon_the_tuner_set_is_undone_unless_the_node_is_handed_over() -> No
 
 def test_a_node_handed_over_then_reclaimed_is_as_it_was() -> None:
     before = node()
-    drained = apply(before, lambda n: drain_node(n, KEYS))
+    drained = apply(before, lambda n: drain_node(n, KEYS, SINCE))
     handed = apply(drained, lambda n: hand_over(n, KEYS, "2026-01-01T00:00:00Z"))
     assert handed["spec"]["unschedulable"] is True
     assert "taints" not in handed["spec"]
     assert KEYS.managed not in handed["metadata"]["labels"]  # recover() leaves it alone
     assert handed["metadata"]["annotations"][KEYS.left_for_removal] == "2026-01-01T00:00:00Z"
-    again = apply(apply(handed, lambda n: drain_node(n, KEYS)), lambda n: hand_over(n, KEYS, "z"))
+    again = apply(
+        apply(handed, lambda n: drain_node(n, KEYS, SINCE)), lambda n: hand_over(n, KEYS, "z")
+    )
     assert again["metadata"]["annotations"][KEYS.left_for_removal] == "2026-01-01T00:00:00Z"
     reclaimed = apply(again, lambda n: reclaim(n, KEYS))
     assert reclaimed["spec"].get("unschedulable") is False
@@ -108,7 +115,7 @@ def test_a_node_handed_over_then_reclaimed_is_as_it_was() -> None:
 
 
 def test_a_reclaim_keeps_a_cordon_someone_else_set() -> None:
-    drained = apply(node(unschedulable=True), lambda n: drain_node(n, KEYS))
+    drained = apply(node(unschedulable=True), lambda n: drain_node(n, KEYS, SINCE))
     handed = apply(drained, lambda n: hand_over(n, KEYS, "2026-01-01T00:00:00Z"))
     reclaimed = apply(handed, lambda n: reclaim(n, KEYS))
     assert reclaimed["spec"]["unschedulable"] is True

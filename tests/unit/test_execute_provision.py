@@ -65,7 +65,9 @@ def test_a_replace_grows_the_pool_migrates_onto_the_new_node_and_hands_the_old_o
     assert placeholders(kube) == []
     assert marks_left(kube) == []
     assert kube.config_maps == {}
-    provision, migrate, _ = events
+    assert [e.reason for e in events] == ["NodeProvisioned", "Cordoned", "Migrated", "NodeRemoved"]
+    provision, cordoned, migrate, _ = events
+    assert cordoned.regarding.name == pod.node  # after the provision, before the first move
     assert (provision.reason, provision.regarding.kind) == ("NodeProvisioned", "Node")
     assert provision.regarding.name == "gke-general-8-abcd"
     assert migrate.related is not None and migrate.related.name == "gke-general-8-abcd"
@@ -79,7 +81,8 @@ def test_the_placeholder_asks_for_a_new_node_of_the_pool_at_the_lowest_priority(
 
     assert ok, reason
     created = [what for call, what in kube.calls if call == "create_pod"]
-    assert len(created) == 1 and created[0].startswith("default/tuner-dev-placeholder-general-8-1-")
+    assert len(created) == 1
+    assert created[0].startswith("tuner-system/tuner-dev-placeholder-general-8-1-")
     body = placeholder_pod(kube.keys, kube.settings, "p", PROVISION, ("node-1", "node-2"))
     spec = body["spec"]
     assert spec["priorityClassName"] == "deployment-tuner-placeholder"

@@ -165,7 +165,9 @@ def test_a_dry_run_only_reads() -> None:
     lines: list[str] = []
     result = check_transition(kube, plan, lines.append)
     assert result.completed, lines
-    assert len(lines) == 4 and all("): would " in line for line in lines), lines
+    drain, *steps = lines
+    assert drain.startswith("dry run: before action 1: would cordon node(s) node-1 and taint")
+    assert len(steps) == 4 and all("): would " in line for line in steps), lines
     assert kube.calls and kube.mutations() == []
 
 

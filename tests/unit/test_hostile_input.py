@@ -213,7 +213,7 @@ def test_hostile_numbers_on_the_command_line(
     ("kubeconfig", "fragment"),
     [("not: [yaml", "is not valid YAML"), ("clusters: 5", "is malformed"), ("- a", "is malformed")],
 )
-@pytest.mark.parametrize("argv", [["plan", "--live"], ["onboard", "--dry-run"], ["run"]])
+@pytest.mark.parametrize("argv", [["plan", "--live"], ["onboard", "--all", "--dry-run"], ["run"]])
 def test_a_malformed_kubeconfig(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,

@@ -75,11 +75,18 @@ def test_plan_json_and_table_mark_what_is_not_onboarded() -> None:
     placed = {
         a["workload"]: a["placement"] for a in report.to_json()["actions"] if a["op"] == "migrate"
     }
-    rows = {line.split()[2]: line for line in render_text(report).splitlines()[-3:]}
+    *table, drain = render_text(report).splitlines()
+    rows = {line.split()[2]: line for line in table[-3:]}
 
-    assert placed == {str(WEB): "node label", str(API): "eviction only (not onboarded)"}
-    assert rows["default/api-1"].endswith("eviction only (not onboarded)")
+    assert placed == {
+        str(WEB): "node label",
+        str(API): "not controlled (not onboarded): lands where the scheduler puts it",
+    }
+    assert rows["default/api-1"].endswith(
+        "not controlled (not onboarded): lands where the scheduler puts it"
+    )
     assert "onboarded" not in rows["default/web-1"]
+    assert drain.startswith("before action 1: b cordoned and tainted, so that no pod lands there")
     assert "onboarded" not in rows["b"]  # remove_node: nothing is placed
 
 

@@ -9,6 +9,7 @@ import math
 from collections.abc import Mapping
 
 from tuner.cycle import CycleReport, Outcome
+from tuner.model.onboarding import Placement
 from tuner.monitor.window import clock_time
 from tuner.plan.actions import (
     Action,
@@ -19,6 +20,8 @@ from tuner.plan.actions import (
     RemoveNode,
     action_json,
 )
+
+UNCONTROLLED = "placement not controlled: not onboarded, the scheduler chose the node"
 
 
 def describe(action: Action) -> str:
@@ -112,10 +115,14 @@ def _log_actions(report: CycleReport, log: logging.Logger, base: Mapping[str, ob
         return
     done = len(result.done)
     for number, action in enumerate(actions, 1):
+        placement = {}
         if report.outcome is Outcome.PLANNED:
             status = "planned (dry run: not carried out)"
         elif number <= done:
             status = "verified"
+            if action in result.eviction_only:
+                status += f" ({UNCONTROLLED})"
+                placement = {"placement": Placement.EVICTION_ONLY.value}
         elif number == done + 1 and not result.completed:
             status = f"failed: {result.reason}"
         else:
@@ -126,5 +133,10 @@ def _log_actions(report: CycleReport, log: logging.Logger, base: Mapping[str, ob
             len(actions),
             describe(action),
             status,
-            extra={**base, "action": action_json(action), "status": status.split(":")[0]},
+            extra={
+                **base,
+                "action": action_json(action),
+                "status": status.split(":")[0].split(" (")[0],
+                **placement,
+            },
         )

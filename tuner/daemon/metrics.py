@@ -43,6 +43,13 @@ class Metrics:
         self.actions = Counter(
             "tuner_actions", "Actions by op and result", ["op", "result"], registry=self.registry
         )
+        self.eviction_only = Counter(
+            "tuner_eviction_only_actions",
+            "Verified migrations and adds of workloads not onboarded: placement not controlled "
+            "(the scheduler chose the node; verified off the source)",
+            ["op"],
+            registry=self.registry,
+        )
         self.cost = Gauge(
             "tuner_cost_per_hour",
             "Estimated node cost per hour before and after the last decision",
@@ -84,6 +91,8 @@ class Metrics:
             ok = "dry_run" if report.outcome is Outcome.PLANNED else "verified"
             for action in report.result.done:
                 self.actions.labels(action_op(action), ok).inc()
+            for action in report.result.eviction_only:
+                self.eviction_only.labels(action_op(action)).inc()
             if not report.result.completed and len(report.result.done) < len(report.plan.actions):
                 failed = report.plan.actions[len(report.result.done)]
                 self.actions.labels(action_op(failed), "failed").inc()

@@ -2,8 +2,10 @@
 
 It is about what the action acts on: the pod a migrate or remove moves or takes away, the
 Deployment or ReplicaSet an add scales, the node a remove_node empties, the node a
-provision_node obtained (its placeholder pod when it failed); a migrate's or add's destination
-node is the related object.
+provision_node obtained (its placeholder pod when it failed). A verified migrate's or add's
+related object is the node its new pod really landed on (a workload that is not onboarded lands
+where the scheduler puts it), a failed one's the planned destination. A node a remove_node
+left for the autoscaler is ``LeftForAutoscaler``, not ``NodeRemoved``: it is still there.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass, replace
 from tuner.execute.events import Event, Ref
 from tuner.execute.port import KubePort
 from tuner.execute.retry import ActionFailed
+from tuner.execute.step import Done
 from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode
 from tuner.report.text import describe
 
@@ -62,15 +65,24 @@ def identified(kube: KubePort, ref: Ref) -> Ref:
     return ref if obj is None else replace(ref, uid=str(obj.metadata.uid))
 
 
-def action_event(action: Action, regarding: Ref, outcome: str, *, ok: bool) -> Event:
-    """The Event on an action that was verified (``ok``) or failed, ``outcome`` saying how."""
+def action_event(action: Action, regarding: Ref, outcome: Done | str) -> Event:
+    """The Event on an action that was verified (``outcome``: how it went) or failed
+    (``outcome``: why)."""
     reasons = REASONS[type(action)]
-    related = Ref.node(action.target) if isinstance(action, Migrate | Add) else None
+    ok = isinstance(outcome, Done)
+    related = None
+    if isinstance(action, Migrate | Add):
+        landed = outcome.landed if isinstance(outcome, Done) else None
+        related = Ref.node(landed or action.target)
+    if isinstance(outcome, Done):
+        reason, note = outcome.reason or reasons.done, outcome.note
+    else:
+        reason, note = reasons.failed, outcome
     return Event(
         regarding,
         reasons.action,
-        reasons.done if ok else reasons.failed,
-        f"{describe(action)}: {outcome}",
+        reason,
+        f"{describe(action)}: {note}",
         warning=not ok,
         related=related,
     )

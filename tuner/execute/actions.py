@@ -1,20 +1,25 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, MutableMapping
+import time
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any
 
 from tuner.execute import checks
 from tuner.execute.affinity import has_preference
 from tuner.execute.command import run_command
+from tuner.execute.drain import drained, mark, unmark
+from tuner.execute.events import Event, Ref, Sink
 from tuner.execute.kube import now_iso, selector_text
-from tuner.execute.marks import drain_node, hand_over, label_node, undo_node
+from tuner.execute.marks import hand_over, label_node
 from tuner.execute.port import KubePort
 from tuner.execute.provision import check_provision, pending_target
 from tuner.execute.retry import ActionFailed
-from tuner.execute.scaling import Scaled, restore, settled, take, undo, withdraw
-from tuner.execute.watch import Verdict
+from tuner.execute.scaling import Scaled, restore, settled, take, withdraw
+from tuner.execute.step import Done, Step
+from tuner.execute.watch import Check, Verdict
 from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode, provisional
 
 log = logging.getLogger(__name__)
@@ -22,27 +27,23 @@ log = logging.getLogger(__name__)
 SCALABLE = ("Deployment", "ReplicaSet")
 
 
-class Step(Protocol):
-    """An action that passed its checks, with what they read."""
-
-    def would(self) -> str:
-        """What applying it would do (a dry run's account)."""
-
-    def apply(self, kube: KubePort) -> str:
-        """Carry it out, verified; how it went, or :class:`ActionFailed`."""
-
-
-def check(kube: KubePort, action: Action, bindings: MutableMapping[str, str] | None = None) -> Step:
+def check(
+    kube: KubePort,
+    action: Action,
+    bindings: MutableMapping[str, str] | None = None,
+    draining: frozenset[str] = frozenset(),
+) -> Step:
     """The reads and refusals of one action (no change to the cluster). ``action`` names
     real nodes where the transition has bound provisional ones (:func:`.provision.resolved`);
     a provision records its binding in ``bindings``. A migrate or add onto a provisional node
-    not bound yet (a dry run) is checked but for its destination."""
+    not bound yet (a dry run) is checked but for its destination. ``draining``: the nodes the
+    transition empties (:mod:`.drain`), where no new pod may land."""
     step: Step
     match action:
         case Migrate():
-            step = check_migrate(kube, action)
+            step = check_migrate(kube, action, draining)
         case Add():
-            step = check_add(kube, action)
+            step = check_add(kube, action, draining)
         case Remove():
             return check_remove(kube, action)
         case RemoveNode(node=node) if provisional(node):
@@ -66,7 +67,7 @@ class OnProvisioned:
         """What the step would do once the node is there."""
         return f"would run on the node provisioned as {self.node}: {self.step.would()}"
 
-    def apply(self, kube: KubePort) -> str:
+    def apply(self, kube: KubePort, events: Sink) -> Done:
         """Refused: no node was bound to the provisional name."""
         raise ActionFailed(f"node {self.node} was not provisioned in this transition")
 
@@ -135,63 +136,90 @@ def _uids(pods: list[Any]) -> frozenset[str]:
     return frozenset(p.metadata.uid for p in pods)
 
 
-# -------------------------------------------------------------- cleanup helpers --
-def _undo_node_changes(kube: KubePort, node: str) -> None:
-    undo(
-        f"the changes on node {node}",
-        lambda: kube.patch_node(node, lambda n: undo_node(n, kube.keys)),
-    )
-
-
-def _marked_node(kube: KubePort, name: str, build: Callable[[Any], Any]) -> None:
-    def checked(node: Any) -> Any:
-        try:
-            return build(node)
-        except ValueError as err:
-            raise ActionFailed(str(err)) from err
-
-    if kube.patch_node(name, checked) is None:
-        raise ActionFailed(f"node {name} is gone")
-
-
 @dataclass(frozen=True)
 class _Landing:
     """Where a migrated or added pod must land: the workload's pods (namespace and label
-    selector), the destination, its workload label, and whether the workload is onboarded
-    (then a pod elsewhere fails the verification)."""
+    selector), the planned destination and the workload's node label, whether the workload is
+    onboarded (then the destination is labelled and only it will do), and the nodes the pod must
+    not land on, each with what it is (its source, a node the transition empties)."""
 
     namespace: str
     selector: str
     target: str
     label: str
     onboarded: bool
+    avoid: Mapping[str, str]
+
+    def check(self, before: frozenset[str]) -> Check:
+        """The verification: a pod not in ``before`` where it must be."""
+        return checks.new_pod_on(before, self.target, self.avoid, strict=self.onboarded)
+
+    def wait(self) -> str:
+        """What the verification waits for, as the dry run says it."""
+        if self.onboarded:
+            return f"Ready on {self.target}"
+        return f"Ready on a node other than {', '.join(sorted(self.avoid))}"
 
 
 def _onto(
-    kube: KubePort, landing: _Landing, before: frozenset[str], start: Callable[[], None], what: str
+    kube: KubePort,
+    landing: _Landing,
+    before: frozenset[str],
+    start: Callable[[], None],
+    what: str,
+    cordon: str | None = None,
 ) -> Verdict:
-    """Label the destination, ``start`` a new pod (evict or scale up), wait for a pod not in
-    ``before`` to be Ready there, unlabel whatever happens."""
-    target = landing.target
-    _marked_node(kube, target, lambda n: label_node(n, kube.keys, landing.label))
+    """Steer a new pod: label the destination (onboarded workloads) and cordon and taint the
+    node ``cordon`` for the move; ``start`` the pod (evict or scale up); wait until a pod not in
+    ``before`` is verified (:meth:`_Landing.check`); undo the label and the cordon whatever
+    happens."""
+    marked: list[str] = []
     try:
+        if landing.onboarded:
+            mark(kube, landing.target, lambda n: label_node(n, kube.keys, landing.label))
+            marked.append(landing.target)
+        if cordon is not None:
+            drained(kube, cordon, time.time())
+            marked.append(cordon)
         start()
-        return kube.wait_pods(
-            landing.namespace,
-            landing.selector,
-            checks.new_pod_on(before, target, strict=landing.onboarded),
-            what=what,
-        )
+        return kube.wait_pods(landing.namespace, landing.selector, landing.check(before), what=what)
     finally:
-        _undo_node_changes(kube, target)
+        for node in marked:
+            unmark(kube, node)
+
+
+def _verified(verdict: Verdict, landing: _Landing, workload: str) -> Done:
+    """The outcome of a verified migrate or add, naming where the pod really landed."""
+    if not verdict.ok:
+        raise ActionFailed(verdict.reason)
+    return Done(
+        verdict.reason + _not_onboarded(landing.onboarded, workload),
+        landed=verdict.node,
+        steered=landing.onboarded,
+    )
 
 
 # ----------------------------------------------------------------------- actions --
 def _not_onboarded(onboarded: bool, workload: str) -> str:
-    return "" if onboarded else f" (workload {workload} not onboarded: no placement control)"
+    if onboarded:
+        return ""
+    return (
+        f" (workload {workload} is not onboarded: placement not controlled, its pod lands where "
+        "the scheduler puts it)"
+    )
 
 
-def check_migrate(kube: KubePort, action: Migrate) -> Migration:
+DRAINING = "a node this transition empties"
+
+
+def _avoided(draining: frozenset[str], source: str | None = None) -> dict[str, str]:
+    avoid = dict.fromkeys(sorted(draining), DRAINING)
+    if source:
+        avoid[source] = "its source"
+    return avoid
+
+
+def check_migrate(kube: KubePort, action: Migrate, draining: frozenset[str]) -> Migration:
     """The pod is there and movable, its workload known, the destination open."""
     namespace, target = action.pod.namespace, action.target
     pod = _pod(kube, namespace, action.pod.name, action.source)
@@ -200,51 +228,61 @@ def check_migrate(kube: KubePort, action: Migrate) -> Migration:
         _destination(kube, target)
     label = kube.keys.workload_label(namespace, workload)
     onboarded = has_preference(_affinity(pod.spec, kube), label)
-    return Migration(pod, selector_text(rs.spec.selector), target, label, onboarded, workload)
+    source = pod.spec.node_name
+    landing = _Landing(
+        namespace,
+        selector_text(rs.spec.selector),
+        target,
+        label,
+        onboarded,
+        _avoided(draining, source),
+    )
+    cordon = None if onboarded or source in draining else source
+    return Migration(pod, landing, f"{namespace}/{workload}", cordon)
 
 
 @dataclass(frozen=True)
 class Migration:
-    """Label the destination, evict the pod, verify its replacement is Ready there, unlabel."""
+    """Evict the pod and verify its replacement is Ready where it must be: on the labelled
+    destination (onboarded workloads), else anywhere but its source and the nodes the
+    transition empties, the source cordoned for the move unless the transition already did."""
 
     pod: Any
-    selector: str
-    target: str
-    label: str
-    onboarded: bool
+    landing: _Landing
     workload: str
-
-    @property
-    def note(self) -> str:
-        """What the account adds for a workload that is not onboarded."""
-        return _not_onboarded(self.onboarded, f"{self.pod.metadata.namespace}/{self.workload}")
+    cordon: str | None
+    """The source, when the move must cordon it (a workload that is not onboarded)."""
 
     def would(self) -> str:
         """What :meth:`apply` would do."""
         namespace, name = self.pod.metadata.namespace, self.pod.metadata.name
+        landing = self.landing
+        first = last = ""
+        if landing.onboarded:
+            first, last = f"label node {landing.target} {landing.label}, ", ", unlabel"
+        elif self.cordon is not None:
+            first, last = f"cordon and taint node {self.cordon} for the move, ", ", undo that"
         return (
-            f"would label node {self.target} {self.label}, evict pod {namespace}/{name}, "
-            f"wait for its replacement to be Ready on {self.target}, unlabel{self.note}"
+            f"would {first}evict pod {namespace}/{name}, wait for its replacement to be "
+            f"{landing.wait()}{last}{_not_onboarded(landing.onboarded, self.workload)}"
         )
 
-    def apply(self, kube: KubePort) -> str:
+    def apply(self, kube: KubePort, events: Sink) -> Done:
         """Carry the migration out, verified."""
-        pod, target = self.pod, self.target
-        namespace = pod.metadata.namespace
-        before = _uids(kube.pods(namespace, self.selector))
+        pod, landing = self.pod, self.landing
+        before = _uids(kube.pods(landing.namespace, landing.selector))
         verdict = _onto(
             kube,
-            _Landing(namespace, self.selector, target, self.label, self.onboarded),
+            landing,
             before,
             lambda: kube.evict(pod),
-            f"the replacement of {namespace}/{pod.metadata.name} on {target}",
+            f"the replacement of {pod.metadata.namespace}/{pod.metadata.name}",
+            self.cordon,
         )
-        if not verdict.ok:
-            raise ActionFailed(verdict.reason)
-        return verdict.reason + self.note
+        return _verified(verdict, landing, self.workload)
 
 
-def check_add(kube: KubePort, action: Add) -> Addition:
+def check_add(kube: KubePort, action: Add, draining: frozenset[str]) -> Addition:
     """The workload is scalable (no HPA owns it), the destination open."""
     wl, target = action.workload, action.target
     obj = _scalable(kube, wl.namespace, wl.kind, wl.name)
@@ -253,51 +291,49 @@ def check_add(kube: KubePort, action: Add) -> Addition:
     label = kube.keys.workload_label(wl.namespace, wl.name)
     onboarded = has_preference(_affinity(obj.spec.template.spec, kube), label)
     replicas = kube.replicas(wl.kind, wl.namespace, wl.name)
-    scaled = Scaled(wl.kind, wl.namespace, wl.name, selector_text(obj.spec.selector))
-    return Addition(scaled, str(wl), target, label, onboarded, replicas)
+    selector = selector_text(obj.spec.selector)
+    scaled = Scaled(wl.kind, wl.namespace, wl.name, selector)
+    landing = _Landing(wl.namespace, selector, target, label, onboarded, _avoided(draining))
+    return Addition(scaled, f"{wl.namespace}/{wl.name}", landing, replicas)
 
 
 @dataclass(frozen=True)
 class Addition:
-    """Label the destination, scale +1, verify the new pod is Ready there, unlabel; when the
-    verification fails, scale back taking the new pod."""
+    """Scale +1 and verify the new pod is Ready where it must be (on the labelled destination
+    for an onboarded workload); when the verification fails, scale back taking the new pod."""
 
     scaled: Scaled
     workload: str
-    target: str
-    label: str
-    onboarded: bool
+    landing: _Landing
     replicas: int
-
-    @property
-    def note(self) -> str:
-        """What the account adds for a workload that is not onboarded."""
-        return _not_onboarded(self.onboarded, self.workload)
 
     def would(self) -> str:
         """What :meth:`apply` would do."""
-        wl, replicas, target = self.workload, self.replicas, self.target
+        landing, replicas = self.landing, self.replicas
+        first = last = ""
+        if landing.onboarded:
+            first, last = f"label node {landing.target} {landing.label}, ", ", unlabel"
         return (
-            f"would label node {target} {self.label}, scale {wl} {replicas} -> {replicas + 1}, "
-            f"wait for the new pod to be Ready on {target}, unlabel{self.note}"
+            f"would {first}scale {self.scaled} {replicas} -> {replicas + 1}, wait for the new "
+            f"pod to be {landing.wait()}{last}{_not_onboarded(landing.onboarded, self.workload)}"
         )
 
-    def apply(self, kube: KubePort) -> str:
+    def apply(self, kube: KubePort, events: Sink) -> Done:
         """Carry the addition out, verified (rolled back when it fails)."""
-        scaled, replicas, target = self.scaled, self.replicas, self.target
+        scaled, replicas, landing = self.scaled, self.replicas, self.landing
         before = _uids(kube.pods(scaled.namespace, scaled.selector))
         scaled.journal(kube, replicas, replicas + 1, before)
         verdict = _onto(
             kube,
-            _Landing(scaled.namespace, scaled.selector, target, self.label, self.onboarded),
+            landing,
             before,
             lambda: scaled.scale(kube, replicas, replicas + 1),
-            f"a new pod of {self.workload} on {target}",
+            f"a new pod of {self.workload}",
         )
         if not verdict.ok:
             raise ActionFailed(f"{verdict.reason}; {withdraw(kube, scaled, before, replicas)}")
         settled(kube)
-        return verdict.reason + self.note
+        return _verified(verdict, landing, self.workload)
 
 
 def check_remove(kube: KubePort, action: Remove) -> Removal:
@@ -329,7 +365,7 @@ class Removal:
             f"{self.replicas} -> {self.replicas - 1}, verify exactly that pod went"
         )
 
-    def apply(self, kube: KubePort) -> str:
+    def apply(self, kube: KubePort, events: Sink) -> Done:
         """Carry the removal out, verified (rolled back when it fails)."""
         scaled, replicas = self.scaled, self.replicas
         scaled.journal(kube, replicas, replicas - 1)
@@ -338,7 +374,7 @@ class Removal:
             raise ActionFailed(f"{verdict.reason}; {restore(kube, scaled, replicas)}")
         settled(kube)
         name = f"{self.pod.metadata.namespace}/{self.pod.metadata.name}"
-        return f"pod {name} removed ({scaled} at {replicas - 1})"
+        return Done(f"pod {name} removed ({scaled} at {replicas - 1})")
 
 
 def check_remove_node(kube: KubePort, action: RemoveNode) -> NodeRemoval | Gone:
@@ -373,15 +409,17 @@ class Gone:
         """Nothing to do."""
         return f"node {self.node} is already gone"
 
-    def apply(self, kube: KubePort) -> str:
+    def apply(self, kube: KubePort, events: Sink) -> Done:
         """Nothing to do."""
-        return self.would()
+        return Done(self.would())
 
 
 @dataclass(frozen=True)
 class NodeRemoval:
-    """Cordon and taint, evict what is left (DaemonSet/mirror pods excepted), then remove the
-    node per ``execute.node_removal``; on failure the cordon and taint are undone."""
+    """Evict what is left on the node (DaemonSet/mirror pods excepted), each eviction an Event
+    about its pod, then remove the node per ``execute.node_removal``. The transition cordoned
+    and tainted it before its first move (:class:`~tuner.execute.drain.Drain`, which also undoes
+    that when this fails); the drain is re-asserted here first (no write when it holds)."""
 
     node: str
     pods: tuple[Any, ...]
@@ -389,36 +427,42 @@ class NodeRemoval:
 
     def would(self) -> str:
         """What :meth:`apply` would do."""
-        return (
-            f"would cordon and taint node {self.node}, evict {len(self.pods)} pod(s), "
-            f"then {_disposal(self.mode)}"
+        pods, node = len(self.pods), self.node
+        return f"would evict {pods} pod(s) from node {node}, then {_disposal(self.mode)}"
+
+    def apply(self, kube: KubePort, events: Sink) -> Done:
+        """Carry the node removal out, verified."""
+        name, mode = self.node, self.mode
+        drained(kube, name, time.time())
+        for pod in self.pods:
+            kube.evict(pod)
+            events.record(eviction_event(pod, name))
+        verdict = kube.wait_pods_on(name, checks.drained, what=f"node {name} to be emptied")
+        if not verdict.ok:
+            raise ActionFailed(verdict.reason)
+        if mode == "delete-node":
+            kube.delete_node(name)
+            return Done(_gone(kube, name, "deleted"))
+        if mode == "command":
+            command = _run_command(kube, name)
+            _leave_for_removal(kube, name)
+            return Done(_gone(kube, name, f"removed by the provider command ({command})"))
+        _leave_for_removal(kube, name)
+        return Done(
+            f"node {name} emptied and left cordoned for the cluster autoscaler to remove",
+            reason=LEFT_FOR_AUTOSCALER,
         )
 
-    def apply(self, kube: KubePort) -> str:
-        """Carry the node removal out, verified (cordon and taint undone when it fails)."""
-        name, mode = self.node, self.mode
-        _marked_node(kube, name, lambda n: drain_node(n, kube.keys))
-        handed_over = False
-        try:
-            for pod in self.pods:
-                kube.evict(pod)
-            verdict = kube.wait_pods_on(name, checks.drained, what=f"node {name} to be emptied")
-            if not verdict.ok:
-                raise ActionFailed(verdict.reason)
-            if mode == "delete-node":
-                kube.delete_node(name)
-                handed_over = True
-                return _gone(kube, name, "deleted")
-            if mode == "command":
-                _run_command(kube, name)
-            _leave_for_removal(kube, name)
-            handed_over = True
-            if mode == "command":
-                return _gone(kube, name, "removed by the provider command")
-            return f"node {name} emptied and left cordoned for the cluster autoscaler"
-        finally:
-            if not handed_over:
-                _undo_node_changes(kube, name)
+
+LEFT_FOR_AUTOSCALER = "LeftForAutoscaler"
+
+
+def eviction_event(pod: Any, node: str) -> Event:
+    """The Event about a pod a node's drain evicted."""
+    meta = pod.metadata
+    regarding = Ref("v1", "Pod", meta.name, meta.namespace, str(meta.uid or ""))
+    note = f"evicted (Eviction API) to empty node {node}, which the tuner removes"
+    return Event(regarding, "Evict", "Evicted", note, related=Ref.node(node))
 
 
 def _disposal(mode: str) -> str:
@@ -443,6 +487,9 @@ def _leave_for_removal(kube: KubePort, name: str) -> None:
     kube.patch_node(name, lambda n: hand_over(n, kube.keys, when))
 
 
-def _run_command(kube: KubePort, node: str) -> None:
+def _run_command(kube: KubePort, node: str) -> str:
+    """Run ``execute.node_removal_command`` for the node; the program, as the outcome names it
+    (not its arguments, which may hold what an Event should not show)."""
     argv = [*kube.settings.node_removal_command, node]
     run_command(argv, "node removal command", kube.settings.verify_timeout_s)
+    return Path(argv[0]).name

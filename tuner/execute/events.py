@@ -25,7 +25,7 @@ import socket
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import urllib3
 from kubernetes import client
@@ -116,6 +116,13 @@ class Event:
     def namespace(self) -> str:
         """Where the Event is stored: the regarding object's namespace, or ``default``."""
         return self.regarding.namespace or CLUSTER_SCOPED_NAMESPACE
+
+
+class Sink(Protocol):
+    """Where the executor's Events go (:class:`Recorder`; a list in unit tests)."""
+
+    def record(self, event: Event) -> None:
+        """Record the Event; never raises."""
 
 
 class Recorder:

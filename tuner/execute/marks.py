@@ -40,7 +40,9 @@ class Keys:
 
     @property
     def taint(self) -> str:
-        """Key of the NoSchedule taint put on a node being removed."""
+        """Key of the tuner's NoSchedule taint on a node pods must not land on while it is
+        emptied (its value: since when, in epoch seconds, as the Cluster Autoscaler's
+        ``ToBeDeletedByClusterAutoscaler``; Karpenter's own is ``karpenter.sh/disrupted``)."""
         return f"{self.prefix}/draining"
 
     @property
@@ -109,8 +111,10 @@ def label_node(node: Any, keys: Keys, label: str) -> Patch:
     return _marked(keys, record, {label: "true"})
 
 
-def drain_node(node: Any, keys: Keys) -> Patch:
-    """Cordon a node and add the tuner's NoSchedule taint (each only if not already there)."""
+def drain_node(node: Any, keys: Keys, since: float) -> Patch:
+    """Cordon a node and add the tuner's NoSchedule taint, valued ``since`` (epoch seconds),
+    each only if not already there, both recorded so that :func:`undo_node` (a rollback, a
+    recovery) takes back exactly what this added."""
     record = recorded(node, keys)
     patch = _marked(keys, record, {})
     if not node.spec.unschedulable:
@@ -119,7 +123,7 @@ def drain_node(node: Any, keys: Keys) -> Patch:
     taints = [_taint_dict(t) for t in node.spec.taints or ()]
     if not any(t["key"] == keys.taint for t in taints):
         record["tainted"] = True
-        taints.append({"key": keys.taint, "value": "true", "effect": "NoSchedule"})
+        taints.append({"key": keys.taint, "value": str(int(since)), "effect": "NoSchedule"})
         patch.setdefault("spec", {})["taints"] = taints
         # The taint list is replaced whole: fail with 409 if the node changed meanwhile.
         patch["metadata"]["resourceVersion"] = node.metadata.resource_version

@@ -33,11 +33,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tuner.execute.command import run_command
-from tuner.execute.events import Ref
+from tuner.execute.events import Ref, Sink
 from tuner.execute.journal import Journal
 from tuner.execute.marks import Keys
 from tuner.execute.port import KubePort
 from tuner.execute.retry import ActionFailed
+from tuner.execute.step import Done
 from tuner.execute.watch import Check, Verdict
 from tuner.model.pools import NodePool
 from tuner.model.quantity import GIB
@@ -249,7 +250,7 @@ class Provisioning:
             "delete the placeholder"
         )
 
-    def apply(self, kube: KubePort) -> str:
+    def apply(self, kube: KubePort, events: Sink) -> Done:
         """Obtain the node, verified; the placeholder is deleted whatever happens."""
         timeout = kube.settings.provision_timeout_s
         deadline = time.monotonic() + timeout
@@ -259,7 +260,8 @@ class Provisioning:
             node = self._by_autoscaler(kube, deadline)
         self.bindings[self.action.node] = node
         self.subject = Ref.node(node)
-        return f"node {node} of pool {self.action.pool.name} is Ready, bound as {self.action.node}"
+        pool = self.action.pool.name
+        return Done(f"node {node} of pool {pool} is Ready, bound as {self.action.node}")
 
     def _by_command(self, kube: KubePort, deadline: float) -> str:
         action, pool = self.action, self.action.pool

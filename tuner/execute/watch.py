@@ -28,6 +28,8 @@ class Verdict:
 
     ok: bool
     reason: str
+    node: str | None = None
+    """The node the awaited pod is on, when the condition is about one."""
 
 
 Check = Callable[[Mapping[str, Any]], Verdict | None]

@@ -22,8 +22,9 @@ class Placement(StrEnum):
 
     LABEL = "node label"
     """Onboarded: the destination is labelled and the new pod prefers it."""
-    EVICTION_ONLY = "eviction only (not onboarded)"
-    """Not onboarded: the scheduler alone picks the node."""
+    EVICTION_ONLY = "not controlled (not onboarded): lands where the scheduler puts it"
+    """Not onboarded: the pod is evicted and the scheduler alone picks the node (the executor
+    verifies only that it is not its source or a node being emptied)."""
 
 
 def workload_label(prefix: str, namespace: str, name: str) -> str:

@@ -3,7 +3,7 @@ JSON form (docs/concepts.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -87,6 +87,18 @@ def resolved(action: Action, bindings: Mapping[str, str]) -> Action:
         case RemoveNode(node=node) if node in bindings:
             return replace(action, node=bindings[node])
     return action
+
+
+def emptied(actions: Sequence[Action]) -> tuple[str, ...]:
+    """The nodes a plan empties (its ``remove_node`` actions'), in plan order."""
+    nodes = (a.node for a in actions if isinstance(a, RemoveNode) and not provisional(a.node))
+    return tuple(dict.fromkeys(nodes))
+
+
+def first_move(actions: Sequence[Action]) -> int | None:
+    """The index of the plan's first action that moves, adds or removes a pod (the nodes it
+    empties are made unschedulable before it); None when there is none."""
+    return next((i for i, a in enumerate(actions) if not isinstance(a, ProvisionNode)), None)
 
 
 def placed_workload(action: Action) -> Workload | None:

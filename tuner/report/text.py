@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tuner.analyse.usable import Utilization
 from tuner.model.onboarding import Placement
+from tuner.plan import actions as plan
 from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode
 from tuner.report.build import PlanReport
 
@@ -71,5 +72,11 @@ def render_text(report: PlanReport) -> str:
     for row in rows:
         lines.append(
             "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        )
+    nodes, first = plan.emptied(report.actions), plan.first_move(report.actions)
+    if nodes and first is not None:
+        lines.append(
+            f"before action {first + 1}: {', '.join(nodes)} cordoned and tainted, so that no pod "
+            "lands there any more (undone if the transition stops before removing them)"
         )
     return "\n".join(lines)

@@ -1,0 +1,219 @@
+"""Draining like the autoscalers and verifying what really happened, over the in-memory double of
+the executor's Kubernetes calls (``testkit/fake_kube.py``); ``tests/cluster/test_drain.py`` runs
+the same paths against a real control plane."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from testkit import builders as b
+from testkit.fake_kube import FakeKube
+from tests.unit.test_execute_rollback import Events, marks_left
+from tuner.execute.events import Event, Ref
+from tuner.execute.runner import check_transition, run_transition
+from tuner.model.cluster import Pod
+from tuner.plan.actions import Action, Migrate, RemoveNode
+
+NS = "shop"
+SOURCE, TARGET, OTHER = "node-1", "node-2", "node-3"
+
+
+def shop(*, onboarded: bool = False, tolerates_all: bool = False, removal: str = "") -> FakeKube:
+    """Three nodes; ``web`` has two pods on node-1 (the node the plans empty), ``api`` one."""
+    kube = FakeKube()
+    if removal:
+        kube.settings = type(kube.settings)(eviction_retries=0, node_removal=removal)
+    for name in (SOURCE, TARGET, OTHER):
+        kube.add_node(name)
+    kube.add_deployment(
+        NS, "web", [SOURCE, SOURCE], onboarded=onboarded, tolerates_all=tolerates_all
+    )
+    kube.add_deployment(NS, "api", [SOURCE], onboarded=onboarded)
+    kube.default_node = SOURCE  # the scheduler's favourite: the node being emptied
+    return kube
+
+
+def pods_on(kube: FakeKube, node: str) -> list[Pod]:
+    """The pods on a node, by name: ``api`` first, then the two of ``web``."""
+    return [
+        b.pod(d["metadata"]["name"], node, namespace=NS, workload=d["metadata"]["labels"]["app"])
+        for d in sorted(kube.pod_docs.values(), key=lambda d: d["metadata"]["name"])
+        if d["spec"].get("nodeName") == node
+    ]
+
+
+def empty_source(kube: FakeKube) -> list[Action]:
+    """Migrate every pod off node-1, then remove it (the trial's plan)."""
+    return [*(Migrate(p, TARGET) for p in pods_on(kube, SOURCE)), RemoveNode(SOURCE)]
+
+
+def run(kube: FakeKube, actions: list[Action]) -> tuple[object, list[Event]]:
+    events = Events()
+    result = run_transition(kube, actions, events)  # type: ignore[arg-type]
+    return result, events.recorded  # type: ignore[return-value]
+
+
+def test_the_emptied_node_is_cordoned_and_tainted_before_the_first_eviction() -> None:
+    kube = shop(onboarded=True)
+    result, events = run(kube, empty_source(kube))
+
+    assert result.completed, result.reason  # type: ignore[attr-defined]
+    writes = kube.mutations()
+    first_eviction = next(i for i, (call, _) in enumerate(writes) if call == "evict")
+    assert ("patch_node", SOURCE) in writes[:first_eviction]
+    cordoned = next(e for e in events if e.reason == "Cordoned")
+    assert cordoned.regarding.name == SOURCE and "tuner.dev/draining=" in cordoned.note
+    assert events.index(cordoned) == 0
+    left = kube.nodes[SOURCE]  # handed over to the autoscaler: cordoned, untainted, stamped
+    assert left["spec"]["unschedulable"] and not left["spec"].get("taints")
+    assert kube.keys.left_for_removal in left["metadata"]["annotations"]
+
+
+def test_a_replacement_that_tolerates_the_drain_and_returns_to_its_source_fails_the_migration() -> (
+    None
+):
+    """The trial's bounce: the workload is not onboarded, the scheduler's favourite is the
+    emptied node, and its pods tolerate every taint (the cordon's included)."""
+    kube = shop(tolerates_all=True)
+    api, web, _ = pods_on(kube, SOURCE)
+    plan = empty_source(kube)
+
+    result, events = run(kube, plan)
+
+    assert not result.completed  # type: ignore[attr-defined]
+    reason = result.reason  # type: ignore[attr-defined]
+    assert "action 2/4" in reason and f"was scheduled on {SOURCE}, its source" in reason
+    assert result.done == result.eviction_only == (plan[0],)  # type: ignore[attr-defined]
+    reasons = ["Cordoned", "Migrated", "MigrationFailed", "Uncordoned"]
+    assert [e.reason for e in events] == reasons
+    assert marks_left(kube) == []
+    evicted = [what for call, what in kube.mutations() if call == "evict"]
+    assert evicted == [f"{NS}/{api.name}", f"{NS}/{web.name}"]  # no remove_node ran
+
+
+def test_a_workload_that_is_not_onboarded_is_verified_off_its_source_and_counted() -> None:
+    kube = shop()
+    plan = empty_source(kube)
+
+    result, events = run(kube, plan)
+
+    assert result.completed, result.reason  # type: ignore[attr-defined]
+    assert result.eviction_only == tuple(plan[:3])  # type: ignore[attr-defined]
+    migrated = [e for e in events if e.reason == "Migrated"]
+    # The scheduler's next choice after the cordoned source: node-2, named as where it landed.
+    assert [e.related.name for e in migrated if e.related] == [TARGET] * 3
+    assert all("is not onboarded: placement not controlled" in e.note for e in migrated)
+    assert all(f"Ready on {TARGET}" in e.note for e in migrated)
+    evicted = Counter(what for call, what in kube.mutations() if call == "evict")
+    assert set(evicted.values()) == {1}  # no pod evicted twice
+    assert len(evicted) == 3  # the remove_node found nothing left to evict
+
+
+def test_migrated_names_the_node_the_pod_really_landed_on() -> None:
+    kube = shop()
+    kube.default_node = OTHER  # the scheduler prefers node-3 to the plan's node-2
+    result, events = run(kube, empty_source(kube))
+
+    assert result.completed, result.reason  # type: ignore[attr-defined]
+    migrated = [e for e in events if e.reason == "Migrated"]
+    assert {e.related.name for e in migrated if e.related} == {OTHER}
+    assert all(f"Ready on {OTHER}" in e.note for e in migrated)
+
+
+def test_an_onboarded_workload_must_land_on_the_planned_node() -> None:
+    kube = shop(onboarded=True)
+    # A taint the check does not refuse (the plan's fit does): the label cannot steer the pod.
+    kube.nodes[TARGET]["spec"]["taints"] = [{"key": "dedicated", "effect": "NoSchedule"}]
+    kube.default_node = OTHER
+
+    result, events = run(kube, empty_source(kube)[:1])
+
+    assert not result.completed  # type: ignore[attr-defined]
+    assert f"was scheduled on {OTHER}, not {TARGET}" in result.reason  # type: ignore[attr-defined]
+    assert [e.reason for e in events] == ["MigrationFailed"]
+
+
+def test_a_single_move_of_a_workload_not_onboarded_cordons_its_source_for_the_move() -> None:
+    """No node is emptied, so no drain: the migration itself keeps the replacement off its
+    source, and gives the source back."""
+    kube = shop()
+    (pod, *_) = pods_on(kube, SOURCE)
+
+    result, events = run(kube, [Migrate(pod, TARGET)])
+
+    assert result.completed, result.reason  # type: ignore[attr-defined]
+    writes = [what for call, what in kube.mutations() if call in ("patch_node", "evict")]
+    assert writes == [SOURCE, f"{NS}/{pod.name}", SOURCE]  # cordon, evict, uncordon
+    assert [e.reason for e in events] == ["Migrated"]
+    assert marks_left(kube) == []
+
+
+def test_a_failed_transition_uncordons_every_node_it_marked() -> None:
+    kube = shop()
+    kube.add_node("node-4")
+    kube.add_deployment(NS, "db", ["node-4"])
+    plan: list[Action] = [
+        *(Migrate(p, TARGET) for p in pods_on(kube, SOURCE)),
+        *(Migrate(p, TARGET) for p in pods_on(kube, "node-4")),
+        RemoveNode(SOURCE),
+        RemoveNode("node-4"),
+    ]
+    kube.ready = False  # the first replacement never becomes Ready
+
+    result, events = run(kube, plan)
+
+    assert not result.completed  # type: ignore[attr-defined]
+    reasons = Counter(e.reason for e in events)
+    assert reasons == {"Cordoned": 2, "MigrationFailed": 1, "Uncordoned": 2}
+    assert marks_left(kube) == []
+
+
+def test_a_node_another_autoscaler_is_removing_fails_the_transition_before_any_move() -> None:
+    kube = shop()
+    taint = {"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"}
+    kube.nodes[SOURCE]["spec"]["taints"] = [taint]
+
+    result, events = run(kube, empty_source(kube))
+
+    assert not result.completed  # type: ignore[attr-defined]
+    assert result.reason.startswith("before action 1/4")  # type: ignore[attr-defined]
+    assert "another autoscaler is acting on it" in result.reason  # type: ignore[attr-defined]
+    assert [(e.reason, e.warning) for e in events] == [("CordonFailed", True)]
+    assert [c for c, _ in kube.mutations() if not c.endswith("config_map")] == []
+
+
+def test_each_pod_a_drain_evicts_has_an_event_and_the_node_left_is_not_called_removed() -> None:
+    kube = shop(removal="autoscaler")
+    there = {p.name for p in pods_on(kube, SOURCE)}
+
+    result, events = run(kube, [RemoveNode(SOURCE)])
+
+    assert result.completed, result.reason  # type: ignore[attr-defined]
+    evicted = [e for e in events if e.reason == "Evicted"]
+    assert {e.regarding.name for e in evicted} == there
+    assert all(e.regarding.uid and e.related == Ref.node(SOURCE) for e in evicted)
+    assert events[-1].reason == "LeftForAutoscaler"
+    assert "left cordoned for the cluster autoscaler" in events[-1].note
+
+
+def test_a_deleted_node_is_removed() -> None:
+    kube = shop(removal="delete-node")
+
+    result, events = run(kube, [RemoveNode(SOURCE)])
+
+    assert result.completed, result.reason  # type: ignore[attr-defined]
+    assert events[-1].reason == "NodeRemoved" and SOURCE not in kube.nodes
+
+
+def test_the_dry_run_prints_the_drain_and_the_uncontrolled_placement_and_changes_nothing() -> None:
+    kube = shop()
+    lines: list[str] = []
+
+    result = check_transition(kube, empty_source(kube), lines.append)
+
+    assert result.completed, lines
+    drain, first, *_ = lines
+    assert drain.startswith(f"dry run: before action 1: would cordon node(s) {SOURCE}")
+    assert "would evict pod" in first and f"Ready on a node other than {SOURCE}" in first
+    assert "placement not controlled" in first
+    assert kube.mutations() == []

@@ -1,0 +1,36 @@
+"""An action that passed its checks (:class:`Step`), and how it went once applied
+(:class:`Done`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from tuner.execute.events import Sink
+from tuner.execute.port import KubePort
+
+
+@dataclass(frozen=True)
+class Done:
+    """A verified action: what it did, as the log and its Event say it."""
+
+    note: str
+    landed: str | None = None
+    """The node the new pod of a migrate or add really landed on."""
+    steered: bool = True
+    """False for a migrate or add of a workload that is not onboarded: the scheduler chose the
+    node (:attr:`~tuner.model.onboarding.Placement.EVICTION_ONLY`)."""
+    reason: str | None = None
+    """The Event's reason when it is not the action's usual one (a node left for the
+    autoscaler: ``LeftForAutoscaler``, not ``NodeRemoved``)."""
+
+
+class Step(Protocol):
+    """An action that passed its checks, with what they read."""
+
+    def would(self) -> str:
+        """What applying it would do (a dry run's account)."""
+
+    def apply(self, kube: KubePort, events: Sink) -> Done:
+        """Carry it out, verified, recording the Events of what it does on the way (each pod
+        a drain evicts); how it went, or :class:`~tuner.execute.retry.ActionFailed`."""
