@@ -75,6 +75,14 @@ def test_cron_weekday_numbers_are_crons_sunday_is_0_and_7() -> None:
     assert not opening([weekend], monday).open
 
 
+def test_the_macros_karpenter_accepts() -> None:
+    sunday, monday = at("2024-06-02 00:30"), at("2024-06-03 00:30")
+    weekly = MaintenanceWindow("@weekly", 3600)
+    assert opening([weekly], sunday).open and not opening([weekly], monday).open
+    assert opening([MaintenanceWindow("@daily", 3600)], monday).open
+    assert opening([MaintenanceWindow("@hourly", 60)], at("2024-06-03 07:00:30")).open
+
+
 def test_several_windows_the_latest_end_and_the_earliest_next() -> None:
     short = MaintenanceWindow("0 2 * * *", 3600)
     long = MaintenanceWindow("30 2 * * *", 2 * 3600)

@@ -2,14 +2,15 @@
 
 A window opens at every moment its cron ``schedule`` names in its IANA ``time_zone`` and stays
 open ``duration_s`` elapsed seconds, as a Karpenter disruption budget's ``schedule`` and
-``duration`` do (Karpenter reads them in UTC only). Five cron fields, parsed and stepped by
-APScheduler's cron trigger, with two corrections so that a schedule means what ``crontab(5)``
-says: day-of-week numbers are cron's (0 and 7 are Sunday; APScheduler counts from Monday),
-and a schedule that restricts both day-of-month and day-of-week is refused (cron matches
-either, APScheduler both). Every computation is on instants (epoch seconds); the wall clock of
-the zone only decides when a window opens. Across a daylight-saving change: a start in the
-hour the clocks skip opens when that hour would have ended (02:30 on the spring-forward night
-opens at 03:30 summer time); a start in the hour the clocks repeat opens at both.
+``duration`` do (Karpenter reads them in UTC only). Five cron fields (or a macro, ``@hourly``
+to ``@yearly``), parsed and stepped by APScheduler's cron trigger, with two corrections so
+that a schedule means what ``crontab(5)`` says: day-of-week numbers are cron's (0 and 7 are
+Sunday; APScheduler counts from Monday), and a schedule that restricts both day-of-month and
+day-of-week is refused (cron matches either, APScheduler both). Every computation is on
+instants (epoch seconds); the wall clock of the zone only decides when a window opens. Across a
+daylight-saving change: a start in the hour the clocks skip opens when that hour would have
+ended (02:30 on the spring-forward night opens at 03:30 summer time); a start in the hour the
+clocks repeat opens at both.
 """
 
 from __future__ import annotations
@@ -29,6 +30,16 @@ if TYPE_CHECKING:
     from apscheduler.triggers.cron import CronTrigger
 
 _DAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+_MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+"""The cron macros Karpenter's budget schedules accept too."""
 _NUMERIC_DAYS = re.compile(r"(\*|[0-7](?:-[0-7])?)(?:/(\d{1,2}))?")
 
 
@@ -129,7 +140,7 @@ def _zone(name: str) -> ZoneInfo:
 def _trigger(schedule: str, zone: str) -> CronTrigger:
     from apscheduler.triggers.cron import CronTrigger  # only when windows are configured
 
-    fields = schedule.split()
+    fields = _MACROS.get(schedule.strip(), schedule).split()
     if len(fields) != 5:
         raise InputError(
             f"needs five cron fields (minute hour day-of-month month day-of-week), "
