@@ -139,3 +139,12 @@ def test_a_new_shadow_daemon_continues_the_account(tmp_path: Path) -> None:
     ShadowAccount(kb, Metrics(60)).account(shadow_report(spare_node(), 1000.0))
     later = ShadowAccount(kb, Metrics(60)).account(shadow_report(spare_node(), 1600.0))
     assert later is not None and later.changed is False
+
+
+def test_shadow_and_dry_run_are_two_modes_not_one() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tuner.cli", "run", "--settings", "x.json", "--dry-run", "--shadow"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "not allowed with argument --dry-run" in done.stderr
