@@ -90,7 +90,7 @@ def test_the_eviction_budget_cuts_a_plan_then_holds_the_next(scene: Scene, ledge
     assert entry["namespaces"] == {scene.kube.namespace: 1}
     assert time.time() - entry["at"] < 300
     output = tuner.output()
-    assert "no more within the eviction budget" in output
+    assert "no more within the eviction budget" in output, output
     assert "1 evictions would exceed limits.evictions_per_hour 1 (1 in the last hour)" in output
 
 
@@ -109,7 +109,7 @@ def test_outside_its_maintenance_window_it_only_plans_and_acts_once_the_window_o
     wait_for("a held cycle", lambda: tuner.cycles("held") >= 1 or None, opens - time.time() - 5)
     assert evictions(scene) == [] and len(scene.state().nodes) == 3
     next_at = f"outside maintenance window, next at {local:%Y-%m-%d %H:%M} IST (Asia/Kolkata)"
-    assert next_at in tuner.output()
+    assert next_at in tuner.output(), tuner.output()
     wait_for(
         "the held cycle's Event",
         lambda: any(next_at in note for note in lease_notes(scene, "Held")) or None,
@@ -147,7 +147,9 @@ def test_the_pause_switch_holds_every_change_from_the_next_cycle_until_it_is_rem
     assert tuner.metric("tuner_paused") == 1
     assert tuner.stop() == 0
     output = tuner.output()
-    assert f"paused by annotation {PAUSED}='true' on ConfigMap {NAMESPACE}/{switch}" in output
+    assert f"paused by annotation {PAUSED}='true' on ConfigMap {NAMESPACE}/{switch}" in output, (
+        output
+    )
     assert "resumed: the pause annotation is gone" in output
     assert "Held" in scene.event_reasons(NAMESPACE, "Lease")
 

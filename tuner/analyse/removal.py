@@ -123,15 +123,17 @@ class _Greedy:
         vanishing = Resources.total([p.requests for p in pods if p.follows_node])
         return [p for p in pods if not p.follows_node], vanishing
 
-    def over_budget(self, index: int) -> bool:
-        """Whether moving the node's pods too would exceed the eviction budget (then
-        :attr:`limited` says why)."""
+    def over_budget(self, index: int) -> str | None:
+        """Why moving the node's pods too would exceed the eviction budget, or None; the first
+        such reason (the best node the budget passed over) stays in :attr:`limited`."""
         if self.budget is None:
-            return False
+            return None
         refused = self.budget.refusal(added(self.evicted, pod_evictions(self.node_pods(index)[0])))
-        if refused is not None:
-            self.limited = f"{self.cluster.nodes[index].name}: {refused}"
-        return refused is not None
+        if refused is None:
+            return None
+        why = f"{self.cluster.nodes[index].name}: {refused}"
+        self.limited = self.limited or why
+        return why
 
     def removable(self, removal: Removal) -> str:
         """Why ``removal`` was chosen, and where the eviction budget cut it."""
@@ -282,8 +284,9 @@ def find_removal(
         for index in order:
             if best is not None and (ties >= TIE_LIMIT or rank(index) != best[0][:2]):
                 break
-            if greedy.over_budget(index):
-                last_reason = str(greedy.limited)
+            refused = greedy.over_budget(index)
+            if refused is not None:
+                last_reason = refused
                 continue
             outcome = greedy.try_node(index)
             if isinstance(outcome, str):
@@ -304,7 +307,7 @@ def find_removal(
     if not chosen:
         if eligible is not None and candidates and not eligible & candidates:
             last_reason = "no candidate has passed its candidate delay yet"
-        reason = f"no node can be removed ({last_reason})"
+        reason = f"no node can be removed ({greedy.limited or last_reason})"
         return RemovalResult(None, reason, candidates, timers, greedy.limited)
     final: dict[str, tuple[Pod, str]] = {}
     for _, moves in chosen:
