@@ -276,9 +276,7 @@ class Daemon:
         if report.outcome is Outcome.ERROR or report.paused == self.paused:
             return
         if report.paused is not None:
-            log.warning(
-                "%s: the tuner plans but changes nothing until it is removed", report.paused
-            )
+            log.warning("%s: the tuner plans but changes nothing meanwhile", report.paused)
         else:
             log.info("resumed: the pause annotation is gone")
         self.paused = report.paused
