@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import logging
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Protocol, Self
 
 from tuner.errors import ServiceError
+from tuner.model.account import ShadowCycle
 from tuner.model.execution import Execution
 from tuner.model.load import dimensions_outside
+
+log = logging.getLogger(__name__)
+ShadowCycles = list[ShadowCycle]
 
 
 class KnowledgeError(ServiceError):
@@ -58,6 +64,14 @@ class KnowledgeBase(Protocol):
         """Delete executions whose window ended before ``older_than`` and all but the newest
         ``keep``; returns how many were deleted."""
 
+    def record_shadow(self, cycle: ShadowCycle) -> None:
+        """Add a cycle to the shadow account (``tuner run --shadow``); recording the same
+        cycle (:attr:`ShadowCycle.id`) again changes nothing."""
+
+    def shadow_cycles(self, since: float, until: float) -> ShadowCycles:
+        """The shadow account's cycles with ``since <= at <= until``, oldest first; malformed
+        ones are skipped with a warning."""
+
     def close(self) -> None:
         """Release connections."""
 
@@ -83,6 +97,17 @@ def serves(execution: Execution, vector: Mapping[str, float] | None, delta: floa
 def load_band(load: float, delta: float) -> tuple[float, float]:
     """The inclusive load range that counts as the same load."""
     return load * (1 - delta), load * (1 + delta)
+
+
+def decode_shadow(rows: Iterable[tuple[str, str]]) -> Iterator[ShadowCycle]:
+    """The shadow cycles of ``(id, JSON body)`` rows; malformed ones are logged and skipped."""
+    for cycle_id, body in rows:
+        try:
+            yield ShadowCycle.from_json(json.loads(body))
+        except (ValueError, KeyError, TypeError) as err:
+            log.warning(
+                "skipping malformed shadow cycle %s in the knowledge store: %s", cycle_id, err
+            )
 
 
 EVERY = 1 << 62

@@ -11,12 +11,22 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from knowledge.base import EVERY, Closing, KnowledgeError, load_band, row_limit, serves
+from knowledge.base import (
+    EVERY,
+    Closing,
+    KnowledgeError,
+    ShadowCycles,
+    decode_shadow,
+    load_band,
+    row_limit,
+    serves,
+)
+from tuner.model.account import ShadowCycle
 from tuner.model.execution import Execution
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS executions (
     id TEXT PRIMARY KEY,
@@ -30,8 +40,23 @@ CREATE TABLE IF NOT EXISTS executions (
 CREATE INDEX IF NOT EXISTS executions_load ON executions (load);
 CREATE INDEX IF NOT EXISTS executions_end ON executions (end_);
 """
+_SHADOW_SCHEMA = """
+CREATE TABLE IF NOT EXISTS shadow_cycles (
+    id TEXT PRIMARY KEY,
+    at REAL NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS shadow_cycles_at ON shadow_cycles (at);
+"""
+"""Version 2: the shadow account (``tuner run --shadow``), one row per cycle."""
 _COLUMNS = "id, start, end_, load, cost, cpu_ratio, body"
-_OWN_NAMES = {"executions", "executions_load", "executions_end"}
+_OWN_NAMES = {
+    "executions",
+    "executions_load",
+    "executions_end",
+    "shadow_cycles",
+    "shadow_cycles_at",
+}
 Executions = list[Execution]
 
 
@@ -69,7 +94,7 @@ class EmbeddedKnowledgeBase(Closing):
             if not read_only:
                 self._db.execute("PRAGMA journal_mode=DELETE")
                 if version < SCHEMA_VERSION:
-                    self._db.executescript(_SCHEMA)
+                    self._db.executescript(_SCHEMA + _SHADOW_SCHEMA)
                     self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         except sqlite3.Error as err:
             self._db.close()
@@ -195,6 +220,29 @@ class EmbeddedKnowledgeBase(Closing):
         except sqlite3.Error as err:
             raise KnowledgeError(f"knowledge store write failed: {err}") from err
         return removed
+
+    def record_shadow(self, cycle: ShadowCycle) -> None:
+        """Add a cycle to the shadow account (idempotent by id)."""
+        body = json.dumps(cycle.to_json(), sort_keys=True)
+        self._write(
+            "INSERT OR REPLACE INTO shadow_cycles (id, at, body) VALUES (?, ?, ?)",
+            (cycle.id, cycle.at, body),
+        )
+
+    def shadow_cycles(self, since: float, until: float) -> ShadowCycles:
+        """The account's cycles in ``[since, until]``, oldest first (none in a store of schema
+        1, which a read-only tuner does not migrate)."""
+        sql = "SELECT id, body FROM shadow_cycles WHERE at BETWEEN ? AND ? ORDER BY at, id"
+        try:
+            with self._lock:
+                rows = self._db.execute(sql, (since, until)).fetchall()
+        except sqlite3.OperationalError as err:
+            if "no such table" in str(err):
+                return []
+            raise KnowledgeError(f"knowledge store read failed: {err}") from err
+        except sqlite3.Error as err:
+            raise KnowledgeError(f"knowledge store read failed: {err}") from err
+        return list(decode_shadow(rows))
 
     def close(self) -> None:
         """Close the file."""

@@ -13,7 +13,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-from knowledge.base import Closing, KnowledgeBase, KnowledgeError
+from knowledge.base import Closing, KnowledgeBase, KnowledgeError, ShadowCycles
+from tuner.model.account import ShadowCycle
 from tuner.model.execution import Execution
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,12 @@ class LazyKnowledge(Closing):
         pruned = self._call(lambda kb: kb.prune(older_than=older_than, keep=keep))
         self._size = None
         return pruned
+
+    def record_shadow(self, cycle: ShadowCycle) -> None:
+        self._call(lambda kb: kb.record_shadow(cycle))
+
+    def shadow_cycles(self, since: float, until: float) -> ShadowCycles:
+        return self._call(lambda kb: kb.shadow_cycles(since, until))
 
     def close(self) -> None:
         if self._kb is not None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from knowledge.base import Closing, load_band, row_limit, serves
+from knowledge.base import Closing, ShadowCycles, load_band, row_limit, serves
+from tuner.model.account import ShadowCycle
 from tuner.model.execution import Execution
 
 
@@ -18,6 +19,7 @@ class MemoryKnowledge(Closing):
 
     def __init__(self) -> None:
         self.entries: dict[str, Execution] = {}
+        self.shadow: dict[str, ShadowCycle] = {}
 
     def record(self, execution: Execution) -> None:
         """Store a stable deployment (idempotent by id)."""
@@ -68,6 +70,15 @@ class MemoryKnowledge(Closing):
         for execution_id in doomed:
             del self.entries[execution_id]
         return len(doomed)
+
+    def record_shadow(self, cycle: ShadowCycle) -> None:
+        """Add a cycle to the shadow account (idempotent by id)."""
+        self.shadow[cycle.id] = cycle
+
+    def shadow_cycles(self, since: float, until: float) -> ShadowCycles:
+        """The account's cycles in ``[since, until]``, oldest first."""
+        found = (c for c in self.shadow.values() if since <= c.at <= until)
+        return sorted(found, key=lambda c: c.at)
 
     def close(self) -> None:
         """Nothing to release."""

@@ -16,6 +16,9 @@ Version 1:
 - ``tuner_schema_id``: one TunerSchema vertex;
 - range indexes on ``Execution.load`` (the load-band lookup), ``Execution.end`` (list, prune)
   and ``Pod.workload`` ("which executions did this workload run in").
+
+Version 2: the shadow account (:mod:`knowledge.neo4j_account`): ``tuner_shadow_id`` makes
+``ShadowCycle.id`` unique, ``tuner_shadow_at`` indexes ``ShadowCycle.at`` (a period's cycles).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from neo4j.exceptions import ClientError
 
 from knowledge.base import KnowledgeError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA_ID = "tuner"
 
 Migration = Callable[[Driver, str], None]
@@ -59,11 +62,21 @@ def run_schema_statements(driver: Driver, database: str, statements: tuple[str, 
     driver.execute_query("CALL db.awaitIndexes(300)", database_=database)
 
 
+_VERSION_2 = (
+    "CREATE CONSTRAINT tuner_shadow_id IF NOT EXISTS FOR (s:ShadowCycle) REQUIRE s.id IS UNIQUE",
+    "CREATE INDEX tuner_shadow_at IF NOT EXISTS FOR (s:ShadowCycle) ON (s.at)",
+)
+
+
 def _version_1(driver: Driver, database: str) -> None:
     run_schema_statements(driver, database, _VERSION_1)
 
 
-MIGRATIONS: dict[int, Migration] = {1: _version_1}
+def _version_2(driver: Driver, database: str) -> None:
+    run_schema_statements(driver, database, _VERSION_2)
+
+
+MIGRATIONS: dict[int, Migration] = {1: _version_1, 2: _version_2}
 """Step that brings a graph *to* the version of its key."""
 
 

@@ -15,11 +15,20 @@ from typing import Any, LiteralString
 import neo4j
 from neo4j import Driver, GraphDatabase, ManagedTransaction
 
+from knowledge import neo4j_account as account
 from knowledge import neo4j_cypher as cypher
-from knowledge.base import Closing, KnowledgeError, load_band, row_limit
+from knowledge.base import (
+    Closing,
+    KnowledgeError,
+    ShadowCycles,
+    decode_shadow,
+    load_band,
+    row_limit,
+)
 from knowledge.neo4j_decode import decode_rows, pod_refs
 from knowledge.neo4j_errors import translated
 from knowledge.neo4j_schema import ensure_schema
+from tuner.model.account import ShadowCycle
 from tuner.model.execution import Execution
 from tuner.redact import redact_url
 
@@ -162,6 +171,27 @@ class Neo4jKnowledgeBase(Closing):
             return int(tx.run(cypher.DELETE_ORPHAN_PODS).single(strict=True)["deleted"])
 
         return int(self._write("remove_orphan_pods", sweep))
+
+    def record_shadow(self, cycle: ShadowCycle) -> None:
+        """Add a cycle to the shadow account in one transaction (idempotent by id)."""
+        self._refuse_if_read_only("record_shadow")
+        props = account.properties(cycle)
+
+        def write(tx: ManagedTransaction) -> None:
+            tx.run(account.RECORD, id=cycle.id, props=props).consume()
+
+        self._write("record_shadow", write)
+
+    def shadow_cycles(self, since: float, until: float) -> ShadowCycles:
+        """The account's cycles in ``[since, until]``, oldest first."""
+
+        def read(tx: ManagedTransaction) -> list[tuple[str, str]]:
+            found = tx.run(account.PERIOD, since=since, until=until)
+            return [(record["id"], record["body"]) for record in found]
+
+        with translated(self.server, "shadow_cycles"), self._session() as session:
+            rows = session.execute_read(neo4j.unit_of_work(timeout=self._timeout)(read))
+        return list(decode_shadow(rows))
 
     def close(self) -> None:
         """Close the driver and its connections."""

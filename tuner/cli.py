@@ -21,6 +21,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "offboard": ("tuner.execute.onboard", "add_onboard_parsers"),
     "demo": ("tuner.sim.demo", "add_demo_parser"),
     "kb": ("tuner.kb.command", "add_kb_parser"),
+    "report": ("tuner.kb.report", "add_report_parser"),
 }
 """Each command's module and the function registering its parser (in ``--help`` order).
 Only the named command's module is imported: the daemon's clients (Kubernetes, Neo4j,

@@ -22,6 +22,14 @@ nodes an autoscaler did not remove (:meth:`Actuator.reclaim_unremoved`) and keep
 removal for :data:`KEEP_S`. A knowledge base that cannot be reached skips the
 previous-deployment option for that window, nothing else. A dry run reads the knowledge base
 but writes nothing to it, and carries nothing out.
+
+Limits (``limits``, :mod:`tuner.model.limits`): the analysis keeps within the eviction budget
+the :class:`Safeguards` ledger leaves; a planned change is carried out only while the tuner is
+not paused (read every cycle) and inside a maintenance window — otherwise the cycle is
+:attr:`Outcome.HELD`, with the plan and why (a dry run says the same). A ledger or pause
+switch that cannot be read holds the change too. Before a transition its evictions are
+written to the ledger; after it, they are replaced by those of the actions it really ran (the
+verified ones and the one that failed).
 """
 
 from __future__ import annotations
@@ -29,7 +37,8 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
@@ -37,12 +46,15 @@ from typing import TYPE_CHECKING, Protocol
 from knowledge.base import KnowledgeBase, KnowledgeError
 from tuner.analyse.decision import analyse
 from tuner.analyse.removal import CandidateTimers
+from tuner.errors import ServiceError
 from tuner.model.cluster import Cluster
 from tuner.model.execution import Execution, execution_of
+from tuner.model.limits import DAY_S, Budget, Evictions, Spent
 from tuner.model.load import Load
+from tuner.model.maintenance import opening
 from tuner.model.price import nodes_cost
 from tuner.model.window_report import Scope, Verdict
-from tuner.plan.actions import Action
+from tuner.plan.actions import Action, evictions
 from tuner.report.build import PlanReport, build_report
 from tuner.settings import Settings
 
@@ -94,6 +106,49 @@ class Actuator(Protocol):
         time: the daemon checks every ``windows.retry_s``); their names."""
 
 
+class Safeguards(Protocol):
+    """What limits the tuner between cycles: the ledger of the evictions it made (for the
+    eviction budget) and the pause switch an operator flips. Each call may raise a
+    :class:`~tuner.errors.ServiceError`; the cycle then holds its change."""
+
+    def spent(self) -> Sequence[Spent]:
+        """The evictions of the transitions of (at least) the last day."""
+
+    def begin(self, evicting: Evictions) -> None:
+        """Record, before it starts, a transition that will evict ``evicting``."""
+
+    def end(self, evicted: Evictions) -> None:
+        """The transition recorded by :meth:`begin` ended having evicted ``evicted``: replace
+        its record by that, stamped now."""
+
+    def paused(self) -> str | None:
+        """Why the tuner is paused, or None."""
+
+
+class MemorySafeguards:
+    """Safeguards kept in memory against ``clock`` (the simulator's, or the wall clock): for
+    the simulator and tests. :attr:`pause` pauses the tuner."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.records: list[Spent] = []
+        self.pause: str | None = None
+
+    def spent(self) -> Sequence[Spent]:
+        now = self.clock()
+        self.records = [r for r in self.records if now - r.at < DAY_S]
+        return tuple(self.records)
+
+    def begin(self, evicting: Evictions) -> None:
+        self.records.append(Spent.of(self.clock(), evicting))
+
+    def end(self, evicted: Evictions) -> None:
+        self.records[-1] = Spent.of(self.clock(), evicted)
+
+    def paused(self) -> str | None:
+        return self.pause
+
+
 class Outcome(StrEnum):
     """How a cycle ended (also the label of the cycles metric)."""
 
@@ -107,6 +162,9 @@ class Outcome(StrEnum):
     FAILED = "failed"
     SKIPPED = "skipped"
     """A change was planned but is larger than one cycle may disrupt."""
+    HELD = "held"
+    """A change was planned (or cut to nothing by the eviction budget) but not carried out:
+    paused, outside every maintenance window, or the budget spent."""
     ERROR = "error"
     """The cycle raised (a service failed); the moderator retries after the retry window."""
 
@@ -153,6 +211,12 @@ class CycleReport:
     result: TransitionResult | None = None
     recorded: str | None = None
     """Id under which the deployment was recorded (never in a dry run)."""
+    paused: str | None = None
+    """Why the tuner was paused during this cycle (None: it was not)."""
+    hold: str | None = None
+    """Why a change was not carried out (:attr:`Outcome.HELD`), or None."""
+    cluster: Cluster | None = None
+    """The cluster the cycle analysed (None when it did not read one)."""
 
 
 @dataclass(frozen=True)
@@ -162,6 +226,7 @@ class Ports:
     observer: WindowObserver
     actuator: Actuator
     knowledge: KnowledgeBase
+    safeguards: Safeguards = field(default_factory=MemorySafeguards)
 
 
 def run_cycle(
@@ -178,19 +243,23 @@ def run_cycle(
     start = now - windows.measure_s
     if not dry_run:
         state = state.keep(ports.actuator.reclaim_unremoved(now), now)
+    paused = _paused(ports.safeguards)
     if start < state.stable_since:
         wait = state.stable_since + windows.measure_s - now
         reason = f"a full window has not passed since the last change ({wait:.0f} s to go)"
-        return CycleReport(Outcome.WAITING, state.stable_since, now, reason, wait), state
+        report = CycleReport(Outcome.WAITING, state.stable_since, now, reason, wait)
+        return replace(report, paused=paused), state
     window = ports.observer.observe(start, now)
     if not window.actionable or window.load is None:
         unstable = window.verdict is Verdict.UNSTABLE
         outcome = Outcome.UNSTABLE if unstable else Outcome.UNKNOWN
         reason = window.judgement if unstable and window.scope is Scope.TOUCHED else window.reason
-        return CycleReport(outcome, start, now, reason, windows.retry_s, window), state
+        report = CycleReport(outcome, start, now, reason, windows.retry_s, window)
+        return replace(report, paused=paused), state
     cluster = ports.actuator.read()
     load = window.load
     history = _history(ports.knowledge, cluster, settings, load)
+    budget, unbudgeted = _budget(settings, ports.safeguards, now)
     kept = frozenset(n for n, _ in state.kept)
     analysis = analyse(
         cluster,
@@ -202,6 +271,7 @@ def run_cycle(
         kept,
         unsettled_nodes=window.unsettled_nodes,
         unsettled_workloads=window.unsettled_workloads,
+        budget=budget,
     )
     recorded = None
     if not dry_run and window.whole_stable:
@@ -222,12 +292,16 @@ def run_cycle(
         load.total,
         plan,
         recorded=recorded,
+        paused=paused,
+        cluster=cluster,
     )
     if not dry_run:
         for forget in analysis.forget:
             _forget(ports.knowledge, forget.entry, f"{forget.kind}: {forget.reason}")
     if not plan.actions:
-        return base, state
+        if analysis.limited is None:
+            return base, state
+        return replace(base, outcome=Outcome.HELD, hold=analysis.limited), state
     limit = settings.execute.max_actions_per_cycle
     if len(plan.actions) > limit:
         reason = (
@@ -235,6 +309,10 @@ def run_cycle(
             f"max_actions_per_cycle {limit}"
         )
         return replace(base, outcome=Outcome.SKIPPED, reason=reason), state
+    hold = paused or unbudgeted or _closed(settings, now)
+    if hold is not None:
+        reason = f"{analysis.reason}; not done: {hold}"
+        return replace(base, outcome=Outcome.HELD, reason=reason, hold=hold), state
     held = analysis.holds
     if held and not dry_run:
         _forget(ports.knowledge, held, "chosen: it returns when the next window is stable")
@@ -242,14 +320,71 @@ def run_cycle(
     if dry_run:
         result = ports.actuator.check(plan.actions)
         return replace(base, outcome=Outcome.PLANNED, result=result), state
+    return _transition(now, state, settings, ports, plan, base)
+
+
+def _transition(
+    now: float,
+    state: CycleState,
+    settings: Settings,
+    ports: Ports,
+    plan: PlanReport,
+    base: CycleReport,
+) -> tuple[CycleReport, CycleState]:
+    """Carry out a planned change, its evictions in the ledger before and after."""
+    windows = settings.windows
+    try:
+        ports.safeguards.begin(evictions(plan.actions))
+    except ServiceError as err:
+        hold = f"the eviction ledger was not written: {err}"
+        return replace(
+            base, outcome=Outcome.HELD, reason=f"{base.reason}; not done: {hold}", hold=hold
+        ), state
     result = ports.actuator.carry_out(plan.actions)
+    _settle(ports.safeguards, plan.actions, result)
     state = replace(state, stable_since=now + windows.warmup_s)
     changed = replace(base, result=result, next_in=windows.warmup_s + windows.measure_s)
     if not result.completed:
         done = f"{len(result.done)} of {len(plan.actions)}"
-        reason = f"{analysis.reason}; stopped after {done} actions: {result.reason}"
+        reason = f"{base.reason}; stopped after {done} actions: {result.reason}"
         return replace(changed, outcome=Outcome.FAILED, reason=reason), state
     return replace(changed, outcome=Outcome.ACTED), state
+
+
+def _paused(safeguards: Safeguards) -> str | None:
+    """Why the tuner is paused; a switch that cannot be read pauses it."""
+    try:
+        return safeguards.paused()
+    except ServiceError as err:
+        return f"the pause switch cannot be read: {err}"
+
+
+def _budget(
+    settings: Settings, safeguards: Safeguards, now: float
+) -> tuple[Budget | None, str | None]:
+    """The eviction budget left (None: no limit), or why it is unknown (then nothing is done)."""
+    if not settings.limits.budgeted:
+        return None, None
+    try:
+        return Budget.of(settings.limits, safeguards.spent(), now), None
+    except ServiceError as err:
+        return None, f"the eviction ledger cannot be read: {err}"
+
+
+def _closed(settings: Settings, now: float) -> str | None:
+    """Why the maintenance windows keep the tuner from acting now (None: they do not)."""
+    window = opening(settings.limits.maintenance_windows, now)
+    return None if window.open else window.reason
+
+
+def _settle(safeguards: Safeguards, actions: Sequence[Action], result: TransitionResult) -> None:
+    """Replace the ledger's record of the transition by what it evicted: the actions done and
+    the one that failed (it may have evicted before failing)."""
+    ran = len(result.done) + (0 if result.completed else 1)
+    try:
+        safeguards.end(evictions(actions[:ran]))
+    except ServiceError as err:
+        log.error("eviction ledger not updated (it keeps the plan's evictions): %s", err)
 
 
 def _record(kb: KnowledgeBase, execution: Execution, awaiting: str | None) -> str | None:

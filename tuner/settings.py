@@ -20,6 +20,8 @@ import jsonschema
 
 from tuner.errors import InputError
 from tuner.json_input import read_json
+from tuner.model.limits import EvictionLimit, Limits
+from tuner.model.maintenance import maintenance_window
 from tuner.model.quantity import cpu_millis, memory_bytes
 
 log = logging.getLogger(__name__)
@@ -232,6 +234,7 @@ class Settings:
     prometheus: Prometheus = field(default_factory=Prometheus)
     kubernetes: Kubernetes = field(default_factory=Kubernetes)
     execute: Execute = field(default_factory=Execute)
+    limits: Limits = field(default_factory=Limits)
     daemon: Daemon = field(default_factory=Daemon)
     pools: dict[str, PoolSettings] = field(default_factory=dict)
 
@@ -271,6 +274,7 @@ def settings_from_dict(document: Any) -> Settings:
         prometheus=Prometheus(**doc.get("prometheus", {})),
         kubernetes=Kubernetes(**doc.get("kubernetes", {})),
         execute=_execute(doc.get("execute", {})),
+        limits=_limits(doc.get("limits", {})),
         daemon=_daemon(doc.get("daemon", {})),
         pools={name: _pool(name, spec) for name, spec in doc.get("pools", {}).items()},
     )
@@ -334,6 +338,24 @@ def _execute(section: dict[str, Any]) -> Execute:
         node_removal_command=commands["node_removal"],
         node_provision_command=commands["node_provision"],
         **section,
+    )
+
+
+def _limits(section: dict[str, Any]) -> Limits:
+    def limit(spec: dict[str, Any], prefix: str = "") -> EvictionLimit:
+        return EvictionLimit(
+            spec.get(f"{prefix}evictions_per_hour"), spec.get(f"{prefix}evictions_per_day")
+        )
+
+    windows = section.get("maintenance_windows", ())
+    return Limits(
+        cluster=limit(section),
+        each_namespace=limit(section, "namespace_"),
+        namespaces={name: limit(spec) for name, spec in section.get("namespaces", {}).items()},
+        maintenance_windows=tuple(
+            maintenance_window(w, f"limits.maintenance_windows.{i}") for i, w in enumerate(windows)
+        ),
+        pause_config_map=section.get("pause_config_map", Limits.pause_config_map),
     )
 
 

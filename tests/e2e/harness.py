@@ -237,13 +237,24 @@ class Tuner:
         port = json.loads(self.settings.read_text())["daemon"]["metrics_port"]
         return f"http://127.0.0.1:{port}/metrics"
 
-    def cycles(self, outcome: str | None = None) -> float:
-        """Cycles so far (of one outcome), from /metrics; 0 while it is not up."""
+    def scrape(self) -> str:
+        """/metrics now ("" while it is not up)."""
         try:
             with urllib.request.urlopen(self.metrics_url, timeout=2) as response:
-                text = response.read().decode()
+                return str(response.read().decode())
         except OSError:
-            return 0.0
+            return ""
+
+    def metric(self, name: str) -> float | None:
+        """An unlabelled sample's value from /metrics (None while absent)."""
+        for line in self.scrape().splitlines():
+            if line.startswith(f"{name} "):
+                return float(line.rsplit(" ", 1)[1])
+        return None
+
+    def cycles(self, outcome: str | None = None) -> float:
+        """Cycles so far (of one outcome), from /metrics; 0 while it is not up."""
+        text = self.scrape()
         total = 0.0
         for line in text.splitlines():
             if line.startswith("tuner_cycles_total{") and (

@@ -80,7 +80,7 @@ class Scene:
         """Every trace of the tuner: labels, annotations, taints, cordons, its journal."""
         return self.kube.leftovers() + (["journal"] if journal_left(self.kube) else [])
 
-    def tuner(self, *args: str, **analyse: Any) -> Tuner:
+    def tuner(self, *args: str, limits: dict[str, Any] | None = None, **analyse: Any) -> Tuner:
         settings = write_settings(
             self.tmp / f"settings-{len(self.tuners)}.json",
             pricing={"price_per_core": 1.0, "price_per_gb": 0.0},
@@ -105,6 +105,7 @@ class Scene:
                 "verify_timeout_s": 60,
                 "journal_namespace": NAMESPACE,
             },
+            limits=limits or {},
             daemon={
                 "metrics_port": free_port(),
                 "metrics_host": "127.0.0.1",

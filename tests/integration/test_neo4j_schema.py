@@ -112,27 +112,28 @@ def test_a_later_release_migrates_an_existing_graph_once(
     neo4j: Neo4jServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The hook: a release raises SCHEMA_VERSION and adds its step to MIGRATIONS."""
+    current = neo4j_schema.SCHEMA_VERSION
     with neo4j.open() as kb:
         kb.record(synthetic("a", 1))
-    assert stored_version(neo4j) == 1
+    assert stored_version(neo4j) == current
     ran: list[str] = []
 
     def version_2(driver: object, database: str) -> None:
         ran.append(database)
         neo4j.run("MATCH (e:Execution) WHERE e.load_vector IS NULL SET e.load_vector = [e.load]")
 
-    monkeypatch.setattr(neo4j_schema, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(neo4j_schema.MIGRATIONS, 2, version_2)
+    monkeypatch.setattr(neo4j_schema, "SCHEMA_VERSION", current + 1)
+    monkeypatch.setitem(neo4j_schema.MIGRATIONS, current + 1, version_2)
     with read_only(neo4j) as kb:  # a read-only tuner never migrates
-        assert kb.schema_version == 1
+        assert kb.schema_version == current
     assert ran == []
     with neo4j.open() as kb:
-        assert kb.schema_version == 2
+        assert kb.schema_version == current + 1
         assert kb.get("a") == synthetic("a", 1)  # older data reads as before
     with neo4j.open() as kb:
-        assert kb.schema_version == 2
+        assert kb.schema_version == current + 1
     assert ran == ["neo4j"]
-    assert stored_version(neo4j) == 2
+    assert stored_version(neo4j) == current + 1
     assert neo4j.run("MATCH (e:Execution {id: 'a'}) RETURN e.load_vector AS v") == [
         {"v": [synthetic("a", 1).load]}
     ]

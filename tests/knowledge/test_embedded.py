@@ -70,3 +70,49 @@ def test_a_store_opened_on_one_thread_serves_calls_from_others(tmp_path: Path) -
             list(pool.map(lambda i: kb.record(execution(i, 100.0, 2.0)), ids))
             found = pool.submit(kb.find_by_load, 100.0, 0.1).result()
     assert [e.id for e in found] == ["main", *sorted(ids)]
+
+
+def _schema_1_store(path: Path) -> None:
+    """A store as the tuner made it before the shadow account (schema 1)."""
+    with EmbeddedKnowledgeBase(path) as kb:
+        kb.record(execution("old", 100.0, 1.0))
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE shadow_cycles")
+    db.execute("PRAGMA user_version=1")
+    db.commit()
+    db.close()
+
+
+def test_a_schema_1_store_reads_an_empty_account_and_gains_one_when_opened_to_write(
+    tmp_path: Path,
+) -> None:
+    from tests.knowledge.test_shadow_account import cycle
+
+    path = tmp_path / "kb.sqlite"
+    _schema_1_store(path)
+    with EmbeddedKnowledgeBase(path, read_only=True) as kb:
+        assert kb.shadow_cycles(0.0, 10.0**10) == []
+    with EmbeddedKnowledgeBase(path) as kb:
+        kb.record_shadow(cycle(1000.0))
+        assert [e.id for e in kb.list()] == ["old"]
+        assert kb.shadow_cycles(0.0, 2000.0) == [cycle(1000.0)]
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    db.close()
+
+
+def test_a_malformed_shadow_cycle_is_skipped_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tests.knowledge.test_shadow_account import cycle
+
+    path = tmp_path / "kb.sqlite"
+    with EmbeddedKnowledgeBase(path) as kb:
+        kb.record_shadow(cycle(1000.0))
+    db = sqlite3.connect(path)
+    db.execute("INSERT INTO shadow_cycles VALUES ('shadow-bad', 1500, '{\"at\": 1500}')")
+    db.commit()
+    db.close()
+    with EmbeddedKnowledgeBase(path, read_only=True) as kb:
+        assert kb.shadow_cycles(0.0, 2000.0) == [cycle(1000.0)]
+    assert "skipping malformed shadow cycle shadow-bad" in caplog.text

@@ -8,6 +8,7 @@ import random
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -85,3 +86,25 @@ def test_json_log_lines_carry_extra_fields() -> None:
     assert entry["message"] == "cycle done"
     assert entry["outcome"] == "acted"
     assert entry["level"] == "INFO"
+
+
+def test_a_verified_transition_adds_its_saving_until_the_next_cycle_and_a_pause_shows(
+    served: tuple[Metrics, str],
+) -> None:
+    metrics, url = served
+    failed = _acted_report()
+    metrics.observe(failed, 1.0)  # a failed transition saves nothing
+    acted = replace(failed, outcome=Outcome.ACTED, next_in=1800.0)
+    metrics.observe(acted, 1.0)
+    metrics.observe(replace(acted, outcome=Outcome.HELD, paused="paused by annotation"), 1.0)
+    text = _get(url + "/metrics")[1]
+    analysis = acted.plan.analysis  # type: ignore[union-attr]
+    saved = (analysis.cost_current - analysis.cost_after) * 0.5
+    assert saved > 0
+    assert f"tuner_saved_usd_total {saved}" in text
+    assert "tuner_would_save_usd_total 0.0" in text
+    assert "tuner_paused 1.0" in text
+    metrics.observe(replace(acted, outcome=Outcome.ERROR), 1.0)  # an error does not know
+    assert "tuner_paused 1.0" in _get(url + "/metrics")[1]
+    metrics.observe(replace(acted, outcome=Outcome.STAYED), 1.0)
+    assert "tuner_paused 0.0" in _get(url + "/metrics")[1]

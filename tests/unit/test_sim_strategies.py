@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from testkit.builders import cluster, node, pod
+from tuner.model.limits import EvictionLimit, Limits
+from tuner.model.maintenance import MaintenanceWindow
 from tuner.model.movability import Policy, assess
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.load import Phase, Phases
@@ -92,3 +96,37 @@ def test_2019_removal_gives_up_when_the_one_candidate_does_not_fit() -> None:
     # a has the fewest pods; its 900m does not fit b's 300m of CPU capacity left: no removal,
     # although b could have been emptied onto a
     assert removal_2019(c, assess(c, Policy(frozenset()))) is None
+
+
+def limited(**limits: object) -> ProjectTuner:
+    """The simulated tuner on the fragmented cluster, with limits."""
+    tuner = ProjectTuner(fragmented(), 1)
+    tuner.settings = replace(tuner.settings, limits=Limits(**limits))  # type: ignore[arg-type]
+    return tuner
+
+
+def test_the_simulated_tuner_keeps_within_its_eviction_budget() -> None:
+    """Emptying a node moves 6 pods: a budget of 5 a day refuses it, one of 6 allows it."""
+    assert run(limited(cluster=EvictionLimit(per_day=5))).actions.migrate == 0
+    allowed = run(limited(cluster=EvictionLimit(per_day=6)))
+    assert allowed.actions.migrate == 6
+    assert allowed.actions.remove_node == 1
+    spent = limited(each_namespace=EvictionLimit(per_hour=5))
+    assert run(spent).actions.migrate == 0
+    assert spent.decisions["stay"] > 0
+
+
+def test_the_simulated_tuner_acts_only_inside_a_maintenance_window() -> None:
+    # The simulation starts at 0 (1970-01-01 00:00 UTC) and lasts 41 minutes; the tuner's first
+    # chance to act is after a 10-minute window plus its candidate delay.
+    closed = run(limited(maintenance_windows=(MaintenanceWindow("0 12 * * *", 3600),)))
+    assert closed.actions.migrate == 0
+    opened = run(limited(maintenance_windows=(MaintenanceWindow("0 0 * * *", 3600),)))
+    assert opened.actions.remove_node == 1
+
+
+def test_the_simulated_tuner_holds_while_paused() -> None:
+    tuner = ProjectTuner(fragmented(), 1)
+    tuner.safeguards.pause = "paused for the test"
+    assert run(tuner).actions.migrate == 0
+    assert tuner.decisions["remove_nodes"] > 0  # it planned, every window

@@ -8,7 +8,9 @@ that, by cost after: it wins when it costs less than what Algorithm 1 chose (sta
 ``cost_current``); on an equal cost it wins against a previous deployment only when it is
 less disruptive (:attr:`Disruption.rank`), and never against removal or staying. An option
 whose saving is below ``min_saving_per_hour`` is not worth its disruption: stay. When
-staying, with probability ``migration_chance``, one random migration.
+staying, with probability ``migration_chance``, one random migration. Every option keeps
+within the eviction budget, when there is one: removal takes fewer nodes, another option whose
+change would exceed it is refused (:meth:`Proposal.within`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from tuner.analyse.removal import CandidateTimers
 from tuner.model.change import DesiredChange
 from tuner.model.cluster import Cluster, Workload
 from tuner.model.execution import Execution
+from tuner.model.limits import Budget
 from tuner.model.movability import Movability, Policy, assess
 from tuner.model.pools import discover
 from tuner.model.price import nodes_cost
@@ -60,6 +63,11 @@ class Analysis:
     movability: Movability
     timers: CandidateTimers | None = None
     """The candidate-delay timers updated with this analysis (None when not tracked)."""
+
+    @property
+    def limited(self) -> str | None:
+        """Why the eviction budget cut or refused an option, the first such (None: none)."""
+        return next((p.limited for p in self.proposals if p.limited), None)
 
     @property
     def forget(self) -> tuple[Forget, ...]:
@@ -105,21 +113,26 @@ def analyse(
     *,
     unsettled_nodes: frozenset[str] = frozenset(),
     unsettled_workloads: frozenset[Workload] = frozenset(),
+    budget: Budget | None = None,
 ) -> Analysis:
     """Analyse one actionable window. ``history`` holds the knowledge-base entries for this
     load; ``timers`` (with ``now``) track the candidate delay across windows (see
     find_removal); the ``kept`` nodes are not removed; the unsettled nodes and workloads
-    changed during the window and are kept out of the change."""
+    changed during the window and are kept out of the change; no change evicts more pods than
+    ``budget`` leaves (None: no limit)."""
     policy = Policy(
         settings.analyse.excluded_namespaces, kept, unsettled_nodes, unsettled_workloads
     )
     movability = assess(cluster, policy)
     current = nodes_cost(cluster.nodes, settings.pricing)
     pools = discover(cluster, settings)
-    removal, timers = propose_removal(cluster, settings, movability, current, timers, now, pools)
+    removal, timers = propose_removal(
+        cluster, settings, movability, current, timers, now, pools, budget
+    )
     previous = propose_previous(cluster, movability, settings.pricing, history, current, pools)
     replace = propose_replace(cluster, settings, movability, pools, current)
-    proposals = (removal, previous, replace)
+    proposals = tuple(p.within(budget) for p in (removal, previous, replace))
+    removal, previous, replace = proposals
     choice = choose(current, removal.cost_after, previous.cost_after)
     chosen = {Choice.REMOVE_NODES: removal, Choice.PREVIOUS: previous}.get(choice)
     if chosen is not None and not chosen.possible:
@@ -140,7 +153,7 @@ def analyse(
         choice, chosen = Choice.STAY, None
     if chosen is None and rng.random() < settings.analyse.migration_chance:
         explore = propose_exploration(cluster, movability, settings.analyse.usability, rng, current)
-        if explore is not None:
+        if explore is not None and explore.within(budget).possible:
             choice, chosen = Choice.RANDOM, explore
             reason = f"explore: {reason}; {explore.reason}"
     return Analysis(

@@ -13,7 +13,10 @@ Follows the down-scaling thesis (003) and the parallel-drain proposal (001):
 6. up to ``max_parallel_removals`` nodes, greedily: each accepted node's pods are committed into
    the snapshot before the next node is tried, so the set is removable together;
 7. never a pool below its minimum (:class:`~tuner.model.pools.Pools`): nodes are counted per
-   pool as they are chosen.
+   pool as they are chosen;
+8. within the eviction budget (:class:`~tuner.model.limits.Budget`): a node whose pods, with
+   those of the nodes already chosen, would exceed what is left is passed over, so a spent
+   budget cuts the removal to fewer nodes, or to none.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import numpy as np
 
 from tuner.analyse.usable import node_usable, under_thresholds
 from tuner.model.cluster import Cluster, Pod
+from tuner.model.limits import Budget, Evictions, added, pod_evictions
 from tuner.model.movability import Movability, busy_with_other_autoscaler
 from tuner.model.pools import Pools, discover
 from tuner.model.price import node_price
@@ -72,15 +76,28 @@ class RemovalResult:
     """Nodes that passed the linear candidate check."""
     timers: CandidateTimers | None = None
     """The candidate-delay timers updated with this analysis (None when not tracked)."""
+    limited: str | None = None
+    """Why the eviction budget passed a node over (None: it did not)."""
 
 
 class _Greedy:
     """State of the greedy multi-node removal over one snapshot."""
 
-    def __init__(self, cluster: Cluster, settings: Settings, movability: Movability) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        settings: Settings,
+        movability: Movability,
+        budget: Budget | None = None,
+    ) -> None:
         self.cluster = cluster
         self.settings = settings
         self.movability = movability
+        self.budget = budget
+        self.evicted: Evictions = {}
+        """Pods per namespace the nodes chosen so far move."""
+        self.limited: str | None = None
+        """Why the budget passed a node over (None: it did not)."""
         self.snapshot = Snapshot(cluster)
         for i, node in enumerate(cluster.nodes):
             if busy_with_other_autoscaler(node) or node.name in movability.closed:
@@ -105,6 +122,23 @@ class _Greedy:
         pods = self.residents[index]
         vanishing = Resources.total([p.requests for p in pods if p.follows_node])
         return [p for p in pods if not p.follows_node], vanishing
+
+    def over_budget(self, index: int) -> str | None:
+        """Why moving the node's pods too would exceed the eviction budget, or None; the first
+        such reason (the best node the budget passed over) stays in :attr:`limited`."""
+        if self.budget is None:
+            return None
+        refused = self.budget.refusal(added(self.evicted, pod_evictions(self.node_pods(index)[0])))
+        if refused is None:
+            return None
+        why = f"{self.cluster.nodes[index].name}: {refused}"
+        self.limited = self.limited or why
+        return why
+
+    def removable(self, removal: Removal) -> str:
+        """Why ``removal`` was chosen, and where the eviction budget cut it."""
+        cut = f" (no more within the eviction budget: {self.limited})" if self.limited else ""
+        return f"{', '.join(removal.nodes)} can be removed; their pods fit elsewhere{cut}"
 
     def passes_check(self, index: int) -> bool:
         """The linear candidate check (003 §4.4)."""
@@ -174,7 +208,8 @@ class _Greedy:
     def commit(self, index: int, moves: list[Move], usable_delta: Resources) -> None:
         """Keep a chosen removal in the snapshot."""
         node = self.cluster.nodes[index]
-        _, vanishing = self.node_pods(index)
+        pods, vanishing = self.node_pods(index)
+        self.evicted = added(self.evicted, pod_evictions(pods))
         self.snapshot.close(index)
         for move in moves:
             self.snapshot.move(move.pod, index, move.target)
@@ -197,15 +232,16 @@ def find_removal(
     timers: CandidateTimers | None = None,
     now: float = 0.0,
     pools: Pools | None = None,
+    budget: Budget | None = None,
 ) -> RemovalResult:
     """The best set of up to ``max_parallel_removals`` nodes removable together.
 
     With ``timers``, only candidates that have stayed candidates for ``candidate_delay_s`` up to
     ``now`` are tried, and the updated timers are returned; without, every candidate counts as
     past its delay (the offline ``tuner plan``). ``pools`` (discovered from the cluster when
-    not given) bound how many nodes of each pool may go.
+    not given) bound how many nodes of each pool may go; ``budget`` how many pods may move.
     """
-    greedy = _Greedy(cluster, settings, movability)
+    greedy = _Greedy(cluster, settings, movability, budget)
     nodes = cluster.nodes
     pools = pools or discover(cluster, settings)
     spare = {name: pools.spare(name) for name in pools.by_name}
@@ -248,6 +284,10 @@ def find_removal(
         for index in order:
             if best is not None and (ties >= TIE_LIMIT or rank(index) != best[0][:2]):
                 break
+            refused = greedy.over_budget(index)
+            if refused is not None:
+                last_reason = refused
+                continue
             outcome = greedy.try_node(index)
             if isinstance(outcome, str):
                 last_reason = f"{nodes[index].name}: {outcome}"
@@ -267,7 +307,8 @@ def find_removal(
     if not chosen:
         if eligible is not None and candidates and not eligible & candidates:
             last_reason = "no candidate has passed its candidate delay yet"
-        return RemovalResult(None, f"no node can be removed ({last_reason})", candidates, timers)
+        reason = f"no node can be removed ({greedy.limited or last_reason})"
+        return RemovalResult(None, reason, candidates, timers, greedy.limited)
     final: dict[str, tuple[Pod, str]] = {}
     for _, moves in chosen:
         for move in moves:
@@ -277,7 +318,4 @@ def find_removal(
         moves=tuple(final.values()),
         saving=sum(prices[i] for i, _ in chosen),
     )
-    names = ", ".join(removal.nodes)
-    return RemovalResult(
-        removal, f"{names} can be removed; their pods fit elsewhere", candidates, timers
-    )
+    return RemovalResult(removal, greedy.removable(removal), candidates, timers, greedy.limited)

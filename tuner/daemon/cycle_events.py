@@ -24,6 +24,7 @@ REASONS: dict[Outcome, str] = {
     Outcome.PLANNED: "Planned",
     Outcome.FAILED: "TransitionFailed",
     Outcome.SKIPPED: "Skipped",
+    Outcome.HELD: "Held",
     Outcome.ERROR: "CycleFailed",
 }
 WARNINGS = frozenset({Outcome.UNKNOWN, Outcome.FAILED, Outcome.SKIPPED, Outcome.ERROR})

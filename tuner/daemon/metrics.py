@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from tuner.cycle import CycleReport, Outcome
+from tuner.model.account import saving
 from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode
 
 
@@ -77,6 +78,23 @@ class Metrics:
             "1 while this replica holds the lease (always 1 without leader election)",
             registry=self.registry,
         )
+        self.saved = Counter(
+            "tuner_saved_usd",
+            "Saved by verified transitions: each acting cycle's saving per hour held until the "
+            "next cycle (in pricing.currency, USD by default)",
+            registry=self.registry,
+        )
+        self.would_save = Counter(
+            "tuner_would_save_usd",
+            "Shadow mode: what each cycle's plan would have saved until the next cycle (in "
+            "pricing.currency), as in tuner report",
+            registry=self.registry,
+        )
+        self.paused = Gauge(
+            "tuner_paused",
+            "1 while the pause annotation on limits.pause_config_map holds every change",
+            registry=self.registry,
+        )
         self.stale_after_s = stale_after_s
         self._finished = time.time()
 
@@ -84,9 +102,14 @@ class Metrics:
         """Account for one finished cycle."""
         self.cycles.labels(report.outcome.value).inc()
         self.duration.observe(seconds)
+        if report.outcome is not Outcome.ERROR:
+            self.paused.set(report.paused is not None)
         if report.plan is not None:
-            self.cost.labels("before").set(report.plan.analysis.cost_current)
-            self.cost.labels("after").set(report.plan.analysis.cost_after)
+            analysis = report.plan.analysis
+            self.cost.labels("before").set(analysis.cost_current)
+            self.cost.labels("after").set(analysis.cost_after)
+            if report.outcome is Outcome.ACTED:
+                self.saved.inc(saving(analysis.cost_current, analysis.cost_after, report.next_in))
         if report.result is not None and report.plan is not None:
             ok = "dry_run" if report.outcome is Outcome.PLANNED else "verified"
             for action in report.result.done:

@@ -25,8 +25,14 @@ Exit status of ``--once`` (one cycle, then exit) says what the cycle did:
 6     unknown: the window could not be judged (a query failed, data missing)
 7     skipped: the planned change is larger than ``execute.max_actions_per_cycle``
 8     failed: an action failed its verification; the transition stopped, undone
+9     held: a change was planned but not carried out (paused, outside every
+      maintenance window, or the eviction budget spent)
 1     a service (Kubernetes, Prometheus) failed; 2 bad input (settings)
 ====  ==========================================================================
+
+``--shadow`` runs the cycles as ``--dry-run`` does (nothing in the cluster changes, nothing is
+printed) and keeps the account of what each would have done and saved in the knowledge base
+(:mod:`tuner.daemon.shadow`); ``tuner report`` reads it.
 """
 
 from __future__ import annotations
@@ -42,12 +48,13 @@ from typing import Any
 
 from knowledge.lazy import LazyKnowledge
 from knowledge.open import open_knowledge
-from tuner.cycle import CycleReport, Outcome, Ports
+from tuner.cycle import CycleReport, MemorySafeguards, Outcome, Ports, Safeguards
 from tuner.daemon import logs
 from tuner.daemon.cycle_events import cycle_event
 from tuner.daemon.cycle_log import log_cycle
 from tuner.daemon.leader import LeaderElection
 from tuner.daemon.metrics import Metrics
+from tuner.daemon.shadow import ShadowAccount
 from tuner.errors import ServiceError
 from tuner.execute.events import identity
 from tuner.model.window_report import WindowReport
@@ -71,6 +78,7 @@ ONCE_EXIT: dict[Outcome, int] = {
     Outcome.UNKNOWN: 6,
     Outcome.SKIPPED: 7,
     Outcome.FAILED: 8,
+    Outcome.HELD: 9,
     Outcome.ERROR: 1,
 }
 
@@ -93,16 +101,23 @@ def add_run_parser(commands: Any) -> None:
     """Register ``tuner run``."""
     run = commands.add_parser("run", help="run the tuner: a MAPE-K cycle every window")
     run.add_argument("--settings", type=Path, required=True, help="settings.json")
-    run.add_argument(
+    mode = run.add_mutually_exclusive_group()
+    mode.add_argument(
         "--dry-run",
         action="store_true",
         help="print each cycle's planned transitions; change nothing (cluster or knowledge base)",
+    )
+    mode.add_argument(
+        "--shadow",
+        action="store_true",
+        help="change nothing in the cluster; keep the account of what each cycle would have "
+        "done and saved in the knowledge base (read it with tuner report)",
     )
     run.add_argument(
         "--once",
         action="store_true",
         help="run one cycle and exit with what it did: 0 acted (or planned), 3 stayed, "
-        "4 waiting, 5 unstable, 6 unknown, 7 skipped, 8 failed",
+        "4 waiting, 5 unstable, 6 unknown, 7 skipped, 8 failed, 9 held",
     )
     run.add_argument("--log-format", choices=("text", "json"), default="text")
     run.set_defaults(run=run_daemon)
@@ -111,6 +126,7 @@ def add_run_parser(commands: Any) -> None:
 def run_daemon(args: argparse.Namespace) -> int:
     """``tuner run``."""
     settings = load_settings(args.settings)
+    from tuner.daemon.safeguards import ClusterSafeguards
     from tuner.execute.actuator import KubeActuator
     from tuner.monitor.kube import api_client
 
@@ -121,7 +137,16 @@ def run_daemon(args: argparse.Namespace) -> int:
     actuator.cache = ClusterCache(api)
     kb = LazyKnowledge(lambda: open_knowledge(settings.knowledge, read_only=dry_run))
     with PrometheusClient(settings.prometheus) as prometheus, kb, api:
-        daemon = Daemon(settings, actuator, prometheus, kb, dry_run=dry_run, cache=actuator.cache)
+        daemon = Daemon(
+            settings,
+            actuator,
+            prometheus,
+            kb,
+            dry_run=dry_run,
+            shadow=args.shadow,
+            cache=actuator.cache,
+            safeguards=ClusterSafeguards(actuator.kube, settings.limits),
+        )
         if args.once:
             return daemon.once()
         return daemon.serve(api)
@@ -131,7 +156,8 @@ class Daemon:
     """The moderator with its ports, metrics, snapshots, cluster cache and signal handling.
 
     The ``cache`` (the one the actuator reads) is started once this replica may act: at once
-    with ``--once``, after winning the lease otherwise; it is stopped on the way out.
+    with ``--once``, after winning the lease otherwise; it is stopped on the way out. A
+    ``shadow`` daemon runs its cycles as a dry run and keeps their account.
     """
 
     def __init__(
@@ -142,14 +168,16 @@ class Daemon:
         kb: LazyKnowledge,
         *,
         dry_run: bool,
+        shadow: bool = False,
         cache: ClusterCache | None = None,
+        safeguards: Safeguards | None = None,
     ) -> None:
         windows = settings.windows
         interval = settings.daemon.snapshot_interval_s
         self.settings = settings
         self.actuator = actuator
         self.kb = kb
-        self.dry_run = dry_run
+        self.dry_run = dry_run or shadow
         self.cache = cache
         self.history = SnapshotHistory(
             actuator.read,
@@ -157,8 +185,11 @@ class Daemon:
             keep_s=windows.measure_s + windows.warmup_s + 2 * interval,
         )
         self.metrics = Metrics(stale_after_s=3 * (windows.measure_s + windows.warmup_s) + 60)
-        ports = Ports(MonitorObserver(settings, prometheus, self.history), actuator, kb)
-        self.moderator = Moderator(settings, ports, dry_run=dry_run, on_cycle=self._on_cycle)
+        self.shadow = ShadowAccount(kb, self.metrics) if shadow else None
+        observer = MonitorObserver(settings, prometheus, self.history)
+        ports = Ports(observer, actuator, kb, safeguards or MemorySafeguards())
+        self.moderator = Moderator(settings, ports, dry_run=self.dry_run, on_cycle=self._on_cycle)
+        self.paused: str | None = None
         self.stopping = threading.Event()
         self.lost = threading.Event()
 
@@ -194,6 +225,8 @@ class Daemon:
             self.history.take()
             self.moderator.every(daemon.snapshot_interval_s, self._snapshot, "snapshot")
             mode = " (dry run: nothing is changed)" if self.dry_run else ""
+            if self.shadow is not None:
+                mode = " (shadow: nothing is changed; the account goes to the knowledge base)"
             log.info("tuner running%s: a window is %.0f s", mode, self.settings.windows.measure_s)
             self.moderator.run_forever()
         finally:
@@ -226,7 +259,10 @@ class Daemon:
 
     def _on_cycle(self, report: CycleReport, seconds: float) -> None:
         log_cycle(report, log)
-        if self.dry_run and report.plan is not None:
+        self._log_pause(report)
+        if self.shadow is not None:
+            self.shadow.account(report)
+        elif self.dry_run and report.plan is not None:
             print(render_text(report.plan), flush=True)
         if not self.dry_run:
             self.actuator.events.record(cycle_event(report, self.settings.daemon.leader_election))
@@ -234,6 +270,16 @@ class Daemon:
         size = self.kb.size()
         if size is not None:
             self.metrics.knowledge.set(size)
+
+    def _log_pause(self, report: CycleReport) -> None:
+        """Say when the pause switch was flipped (an ERROR cycle does not know)."""
+        if report.outcome is Outcome.ERROR or report.paused == self.paused:
+            return
+        if report.paused is not None:
+            log.warning("%s: the tuner plans but changes nothing meanwhile", report.paused)
+        else:
+            log.info("resumed: the pause annotation is gone")
+        self.paused = report.paused
 
     def _snapshot(self) -> None:
         try:

@@ -76,6 +76,16 @@ class Keys:
         """Name of the ConfigMap journaling the transition in flight."""
         return f"{self.prefix.replace('.', '-')}-journal"
 
+    @property
+    def evictions(self) -> str:
+        """Name of the ConfigMap keeping the evictions of the last day (``limits``)."""
+        return f"{self.prefix.replace('.', '-')}-evictions"
+
+    @property
+    def paused(self) -> str:
+        """Annotation that pauses the tuner, on ``limits.pause_config_map``."""
+        return f"{self.prefix}/paused"
+
     def workload_label(self, namespace: str, name: str) -> str:
         """The per-workload node label ``<prefix>/<namespace>.<name>`` (name part <= 63 chars)."""
         return workload_label(self.prefix, namespace, name)

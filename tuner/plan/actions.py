@@ -3,11 +3,12 @@ JSON form (docs/concepts.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from tuner.model.cluster import Pod, Workload
+from tuner.model.limits import pod_evictions
 from tuner.model.pools import NodePool
 from tuner.model.resources import Resources
 
@@ -110,6 +111,12 @@ def placed_workload(action: Action) -> Workload | None:
             return workload
         case Remove() | RemoveNode() | ProvisionNode():
             return None
+
+
+def evictions(actions: Iterable[Action]) -> dict[str, int]:
+    """Pods per namespace the actions make go: one per migrate (evicted) and remove (one
+    replica fewer, that pod chosen), as the eviction budget counts them."""
+    return pod_evictions(a.pod for a in actions if isinstance(a, Migrate | Remove))
 
 
 def action_json(action: Action) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from knowledge.embedded import EmbeddedKnowledgeBase
 from knowledge.lazy import LazyKnowledge
 from tuner import arguments
-from tuner.cycle import CycleReport, Outcome, Ports
+from tuner.cycle import CycleReport, MemorySafeguards, Outcome, Ports
 from tuner.moderator import Moderator
 from tuner.report.text import render_text
 from tuner.settings import Analyse, Settings
@@ -85,7 +85,7 @@ def run_demo(name: str, hours: float, speed: float, seed: int) -> int:
         actuator = SimActuator(sim, settings.execute.node_removal)
         counts: dict[str, int] = {}
         knowledge = LazyKnowledge(lambda: EmbeddedKnowledgeBase(knowledge_path))
-        ports = Ports(SimObserver(sim), actuator, knowledge)
+        ports = Ports(SimObserver(sim), actuator, knowledge, MemorySafeguards(lambda: sim.now))
         moderator: Moderator
 
         def on_cycle(report: CycleReport, _seconds: float) -> None:

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from tuner.model.change import DesiredChange
+from tuner.model.limits import Budget, pod_evictions
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,8 @@ class Proposal:
     holds: str | None = None
     """The knowledge-base entry this change returns to: when the change is carried out the
     entry is deleted, and it comes back when the next stable window records the deployment."""
+    limited: str | None = None
+    """Why the eviction budget cut this change or refused it (None: it did neither)."""
 
     @property
     def possible(self) -> bool:
@@ -98,3 +101,18 @@ class Proposal:
     def disruption(self) -> Disruption:
         """What carrying the change out disturbs."""
         return Disruption.of(self.change)
+
+    def within(self, budget: Budget | None) -> Proposal:
+        """This proposal, or, when its change would evict more than ``budget`` leaves, the
+        option refused (nothing proposed) with the limit as the reason."""
+        if budget is None or not self.possible:
+            return self
+        change = self.change
+        leaving = [*(r.pod for r in change.relocations), *change.removals]
+        refused = budget.refusal(pod_evictions(leaving))
+        if refused is None:
+            return self
+        reason = f"{self.reason}, but {refused}"
+        return Proposal(
+            self.option, math.inf, DesiredChange(), reason, self.forget, limited=refused
+        )

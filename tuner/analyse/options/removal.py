@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from tuner.analyse.options import Option, Proposal
 from tuner.analyse.removal import CandidateTimers, find_removal
 from tuner.model.change import DesiredChange, Relocation
 from tuner.model.cluster import Cluster
+from tuner.model.limits import Budget
 from tuner.model.movability import Movability
 from tuner.model.pools import Pools
 from tuner.settings import Settings
@@ -24,15 +26,18 @@ def propose_removal(
     timers: CandidateTimers | None,
     now: float,
     pools: Pools | None = None,
+    budget: Budget | None = None,
 ) -> tuple[Proposal, CandidateTimers | None]:
     """The removal proposal from the cluster costing ``current`` per hour, and the
     candidate-delay timers updated (None when not tracked)."""
-    result = find_removal(cluster, settings, movability, timers, now, pools)
+    result = find_removal(cluster, settings, movability, timers, now, pools, budget)
     found = result.removal
     if found is None:
-        return Proposal(REMOVAL, math.inf, DesiredChange(), result.reason), result.timers
+        proposal = Proposal(REMOVAL, math.inf, DesiredChange(), result.reason)
+        return replace(proposal, limited=result.limited), result.timers
     change = DesiredChange(
         relocations=tuple(Relocation(pod, node) for pod, node in found.moves),
         remove_nodes=found.nodes,
     )
-    return Proposal(REMOVAL, current - found.saving, change, result.reason), result.timers
+    proposal = Proposal(REMOVAL, current - found.saving, change, result.reason)
+    return replace(proposal, limited=result.limited), result.timers

@@ -22,7 +22,7 @@ from dataclasses import replace
 from fractions import Fraction
 
 from knowledge.memory import MemoryKnowledge
-from tuner.cycle import CycleState, Ports, run_cycle
+from tuner.cycle import CycleState, MemorySafeguards, Ports, run_cycle
 from tuner.model.cluster import INSTANCE_TYPE_LABELS
 from tuner.settings import (
     Analyse,
@@ -100,6 +100,8 @@ class ProjectTuner:
         """Windows the monitor judged."""
         self.stable_windows = 0
         self.decisions: Counter[str] = Counter()
+        self.safeguards = MemorySafeguards()
+        """The eviction ledger and the pause switch (on the simulation's clock once it runs)."""
         self._ports: Ports | None = None
 
     def on_tick(self, sim: Simulation) -> None:
@@ -107,7 +109,9 @@ class ProjectTuner:
         cycle when one is due."""
         if self._ports is None:
             actuator = SimActuator(sim, self.settings.execute.node_removal)
-            self._ports = Ports(SimObserver(sim, self.settings.windows), actuator, self.knowledge)
+            observer = SimObserver(sim, self.settings.windows)
+            self.safeguards.clock = lambda: sim.now
+            self._ports = Ports(observer, actuator, self.knowledge, self.safeguards)
         if sim.now >= self.next_take_back:
             self.next_take_back = sim.now + self.settings.windows.retry_s
             self._ports.actuator.take_back_needed(sim.now)
