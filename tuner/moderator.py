@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.blocking import BlockingScheduler
 
 from tuner.cycle import CycleReport, CycleState, Outcome, Ports, run_cycle
@@ -97,7 +98,14 @@ class Moderator:
         if not self.dry_run:
             self.every(self.settings.windows.retry_s / self.speed, self.take_back, "take-back")
         self._schedule(0.0, max_cycles)
-        self._scheduler.start()
+        try:
+            self._scheduler.start()
+        except JobLookupError:
+            # A stop that lands between APScheduler submitting a one-shot cycle and removing
+            # it from its store makes the removal look in the (empty) pending list and raise:
+            # the scheduler has stopped, as asked.
+            if not self._stopped.is_set():
+                raise
 
     def stop(self) -> None:
         """Stop scheduling; a cycle in progress finishes first. Safe from any thread, also
