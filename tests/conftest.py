@@ -4,4 +4,5 @@ pytest_plugins = [
     "testkit.prometheus_fixture",
     "testkit.neo4j_fixture",
     "testkit.cluster_fixture",
+    "testkit.helm",
 ]
