@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +82,7 @@ def _binary() -> Path | None:
 
 
 @pytest.fixture(scope="session")
-def helm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Helm]:
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
     """The cached helm binary (``scripts/cluster.sh build-helm``)."""
     binary = _binary()
     if binary is None:
@@ -90,4 +90,4 @@ def helm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Helm]:
         if os.environ.get("CI") or os.environ.get("TUNER_REQUIRE_HELM"):
             pytest.fail(msg)
         pytest.skip(msg)
-    yield Helm(binary, tmp_path_factory.mktemp("helm"))
+    return Helm(binary, tmp_path_factory.mktemp("helm"))

@@ -51,7 +51,7 @@ def run_onboard(args: argparse.Namespace, *, remove: bool) -> int:
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
-    from tuner.monitor.kube import api_client
+    from tuner.monitor.kube import api_client, api_refusal
 
     settings = load_settings(args.settings)
     wanted = [_parse(w) for w in args.workloads or ()]
@@ -69,7 +69,7 @@ def run_onboard(args: argparse.Namespace, *, remove: bool) -> int:
             for deployment in deployments:
                 print(_apply(api, apps, settings, deployment, remove=remove, dry=args.dry_run))
         except ApiException as err:
-            raise ServiceError(f"kubernetes API: {err.status} {err.reason}") from err
+            raise ServiceError(f"kubernetes API: {api_refusal(err)}") from err
     return 0
 
 
