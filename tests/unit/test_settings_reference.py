@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from scripts.settings_reference import render, undescribed
+
 ROOT = Path(__file__).resolve().parents[2]
 GENERATOR = ROOT / "scripts" / "settings_reference.py"
 SCHEMA = ROOT / "settings" / "settings.schema.json"
@@ -51,3 +53,22 @@ def test_a_missing_schema_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
     assert result.stderr.startswith("--schema: cannot read")
+
+
+def test_every_key_is_described() -> None:
+    """Sections, keys at every depth (a pool's keys under ``pools.<name>``, a taint's under
+    ``taints[]``) and the 2019 keys: each says what it does."""
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    assert undescribed(schema) == []
+    schema["properties"]["windows"]["properties"]["brand_new"] = {"type": "number"}
+    schema["properties"]["pools"]["additionalProperties"]["properties"]["template"]["properties"][
+        "zone"
+    ] = {"type": "string"}
+    assert undescribed(schema) == ["pools.<name>.template.zone", "windows.brand_new"]
+
+
+def test_maps_and_lists_of_objects_get_rows() -> None:
+    page = render(json.loads(SCHEMA.read_text(encoding="utf-8")))
+    assert "| `pools.<name>.min` | integer |" in page
+    assert "| `pools.<name>.template.taints[].effect` |" in page
+    assert "| `measure_window` | number | > 0, ≤ 315360000 | 2019 key: windows.measure_s. |" in page
