@@ -1,7 +1,8 @@
 """Write the settings reference page (docs/settings.md) from settings/settings.schema.json.
 
 Run: python scripts/settings_reference.py [--schema FILE] [--output FILE] [--check]
-With --check nothing is written: exit 1 when the page differs from what the schema gives.
+With --check nothing is written: exit 1 when the page differs from what the schema gives. A key
+without a description is an error (exit 1) either way.
 """
 
 from __future__ import annotations
@@ -154,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--schema: cannot read {args.schema}: {err}", file=sys.stderr)
         return 2
     page = render(schema)
+    missing = undescribed(schema)
+    if missing:
+        print(f"--schema: keys without a description: {', '.join(missing)}", file=sys.stderr)
+        return 1
     if args.check:
         try:
             current = args.output.read_text(encoding="utf-8")
