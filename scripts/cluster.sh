@@ -202,23 +202,29 @@ EOF
   go_build_to "$dir" "$ETCD_BIN/etcd" . ""
 }
 
+# `go install PKG@VERSION` of one command into DIR/NAME. GOBIN is a temp dir, then the binary
+# is moved: an interrupted build leaves no binary.
+go_install_to() { # DIR NAME PKG@VERSION LDFLAGS
+  local dir=$1 name=$2 pkg=$3 ldflags=$4 t0
+  t0=$(now)
+  log "building $name ($pkg)"
+  rm -rf "$dir/.tmp" && mkdir -p "$dir/.tmp"
+  GOBIN="$dir/.tmp" go install -p "$BUILD_JOBS" -trimpath -ldflags "-s -w $ldflags" \
+    "$pkg" </dev/null
+  mv -f "$dir/.tmp/$name" "$dir/$name"
+  rm -rf "$dir/.tmp"
+  log "built $name in $(elapsed "$t0")s"
+}
+
 # kwok has no replace directives: plain `go install pkg@version` works.
 build_kwok() {
-  local tool t0
+  local tool
   if all_present "$KWOK_BIN" kwok kwokctl; then return; fi
   mkdir -p "$KWOK_BIN"
   for tool in kwok kwokctl; do
     [[ -x "$KWOK_BIN/$tool" ]] && continue
-    t0=$(now)
-    log "building $tool (sigs.k8s.io/kwok/cmd/$tool@$KWOK_VERSION)"
-    # GOBIN into a temp dir, then move: an interrupted build leaves no binary.
-    rm -rf "$KWOK_BIN/.tmp" && mkdir -p "$KWOK_BIN/.tmp"
-    GOBIN="$KWOK_BIN/.tmp" go install -p "$BUILD_JOBS" -trimpath \
-      -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" \
-      "sigs.k8s.io/kwok/cmd/$tool@$KWOK_VERSION" </dev/null
-    mv -f "$KWOK_BIN/.tmp/$tool" "$KWOK_BIN/$tool"
-    rm -rf "$KWOK_BIN/.tmp"
-    log "built $tool in $(elapsed "$t0")s"
+    go_install_to "$KWOK_BIN" "$tool" "sigs.k8s.io/kwok/cmd/$tool@$KWOK_VERSION" \
+      "-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
   done
 }
 
@@ -226,18 +232,10 @@ build_kwok() {
 # (`build-helm`, which `make test` runs first). Its own lock and Go build cache, so that it
 # neither waits for nor wipes a Kubernetes build running at the same time.
 build_helm() {
-  local t0
   all_present "$HELM_BIN" helm && return
-  t0=$(now)
   mkdir -p "$HELM_BIN"
-  log "building helm (helm.sh/helm/v3/cmd/helm@$HELM_VERSION)"
-  rm -rf "$HELM_BIN/.tmp" && mkdir -p "$HELM_BIN/.tmp"
-  GOBIN="$HELM_BIN/.tmp" go install -p "$BUILD_JOBS" -trimpath \
-    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
-    "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" </dev/null
-  mv -f "$HELM_BIN/.tmp/helm" "$HELM_BIN/helm"
-  rm -rf "$HELM_BIN/.tmp"
-  log "built helm in $(elapsed "$t0")s"
+  go_install_to "$HELM_BIN" helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" \
+    "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
   [[ -n "${TUNER_GOCACHE:-}" ]] || rm -rf "$GOCACHE"
 }
 
