@@ -220,7 +220,16 @@ def test_the_embedded_knowledge_base_gets_a_writable_volume(helm: Helm) -> None:
     assert "TUNER_NEO4J_PASSWORD" not in {e["name"] for e in container["env"]}
 
 
-def test_a_wrong_knowledge_backend_is_refused(helm: Helm) -> None:
-    done = helm.run("template", "x", str(CHART), "--set", "knowledge.backend=mysql")
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ("knowledge.backend=mysql", "at '/knowledge/backend': value must be one of"),
+        ("dryrun=false", "additional properties 'dryrun' not allowed"),  # a typo of dryRun
+        ("replicas=two", "at '/replicas': got string, want integer"),
+        ("metrics.port=0", "at '/metrics/port'"),
+    ],
+)
+def test_bad_values_are_refused_by_the_values_schema(helm: Helm, value: str, error: str) -> None:
+    done = helm.run("template", "x", str(CHART), "--set", value)
     assert done.returncode != 0
-    assert 'knowledge.backend: "mysql" is neither neo4j nor embedded' in done.stderr
+    assert error in done.stderr
