@@ -68,6 +68,8 @@ cmd_build() {
   buildah_ bud --layers --isolation chroot --build-arg "BASE=$BASE" "${ca[@]}" \
     -f "$REPO/Containerfile" -t "$tag" "$REPO" >"$CACHE_ROOT/build.log" 2>&1 ||
     { tail -40 "$CACHE_ROOT/build.log" >&2; die "building $tag failed (log: $CACHE_ROOT/build.log)"; }
+  # vfs stores every layer whole: drop the untagged intermediates (GBs), keep the base.
+  buildah_ rmi --prune >/dev/null 2>&1 || true
   log "built $tag in $((SECONDS - t0)) s"
 }
 
