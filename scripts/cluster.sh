@@ -3,6 +3,7 @@
 # loopback, from locally built binaries (nothing is downloaded but Go modules).
 #
 #   scripts/cluster.sh build              build (or reuse) the cached binaries
+#   scripts/cluster.sh build-helm         build (or reuse) the cached helm binary
 #   scripts/cluster.sh up                 build if needed, start, wait until usable
 #   scripts/cluster.sh down               stop everything, remove runtime state
 #   scripts/cluster.sh status             print whether the cluster is up (exit 0 if up)
@@ -29,11 +30,13 @@ shopt -s nullglob
 K8S_VERSION="${TUNER_K8S_VERSION:-v1.33.13}"   # k8s.io/kubernetes release
 ETCD_VERSION="${TUNER_ETCD_VERSION:-v3.5.21}"  # the etcd k8s 1.33 is tested with
 KWOK_VERSION="${TUNER_KWOK_VERSION:-v0.8.0}"   # sigs.k8s.io/kwok release
+HELM_VERSION="${TUNER_HELM_VERSION:-v3.22.0}"  # helm.sh/helm/v3 release (the chart's tests)
 
 CACHE_ROOT="${TUNER_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tuner/k8s}"
 K8S_BIN="$CACHE_ROOT/bin/kubernetes-$K8S_VERSION"
 ETCD_BIN="$CACHE_ROOT/bin/etcd-$ETCD_VERSION"
 KWOK_BIN="$CACHE_ROOT/bin/kwok-$KWOK_VERSION"
+HELM_BIN="$CACHE_ROOT/bin/helm-$HELM_VERSION"
 SRC_DIR="$CACHE_ROOT/src"   # generated wrapper Go modules
 GO_BUILD_CACHE="${TUNER_GOCACHE:-$CACHE_ROOT/go-build}"
 
@@ -199,24 +202,51 @@ EOF
   go_build_to "$dir" "$ETCD_BIN/etcd" . ""
 }
 
+# `go install PKG@VERSION` of one command into DIR/NAME. GOBIN is a temp dir, then the binary
+# is moved: an interrupted build leaves no binary.
+go_install_to() { # DIR NAME PKG@VERSION LDFLAGS
+  local dir=$1 name=$2 pkg=$3 ldflags=$4 t0
+  t0=$(now)
+  log "building $name ($pkg)"
+  rm -rf "$dir/.tmp" && mkdir -p "$dir/.tmp"
+  GOBIN="$dir/.tmp" go install -p "$BUILD_JOBS" -trimpath -ldflags "-s -w $ldflags" \
+    "$pkg" </dev/null
+  mv -f "$dir/.tmp/$name" "$dir/$name"
+  rm -rf "$dir/.tmp"
+  log "built $name in $(elapsed "$t0")s"
+}
+
 # kwok has no replace directives: plain `go install pkg@version` works.
 build_kwok() {
-  local tool t0
+  local tool
   if all_present "$KWOK_BIN" kwok kwokctl; then return; fi
   mkdir -p "$KWOK_BIN"
   for tool in kwok kwokctl; do
     [[ -x "$KWOK_BIN/$tool" ]] && continue
-    t0=$(now)
-    log "building $tool (sigs.k8s.io/kwok/cmd/$tool@$KWOK_VERSION)"
-    # GOBIN into a temp dir, then move: an interrupted build leaves no binary.
-    rm -rf "$KWOK_BIN/.tmp" && mkdir -p "$KWOK_BIN/.tmp"
-    GOBIN="$KWOK_BIN/.tmp" go install -p "$BUILD_JOBS" -trimpath \
-      -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" \
-      "sigs.k8s.io/kwok/cmd/$tool@$KWOK_VERSION" </dev/null
-    mv -f "$KWOK_BIN/.tmp/$tool" "$KWOK_BIN/$tool"
-    rm -rf "$KWOK_BIN/.tmp"
-    log "built $tool in $(elapsed "$t0")s"
+    go_install_to "$KWOK_BIN" "$tool" "sigs.k8s.io/kwok/cmd/$tool@$KWOK_VERSION" \
+      "-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
   done
+}
+
+# helm: plain `go install` too. Not part of `build`: only the chart's tests need it
+# (`build-helm`, which `make test` runs first). Its own lock and Go build cache, so that it
+# neither waits for nor wipes a Kubernetes build running at the same time.
+build_helm() {
+  all_present "$HELM_BIN" helm && return
+  mkdir -p "$HELM_BIN"
+  go_install_to "$HELM_BIN" helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" \
+    "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+  [[ -n "${TUNER_GOCACHE:-}" ]] || rm -rf "$GOCACHE"
+}
+
+cmd_build_helm() {
+  if ! all_present "$HELM_BIN" helm; then
+    go_env
+    [[ -n "${TUNER_GOCACHE:-}" ]] || export GOCACHE="$CACHE_ROOT/go-build-helm"
+    mkdir -p "$CACHE_ROOT"
+    ( flock 9; build_helm ) 9>"$CACHE_ROOT/.lock-helm"
+  fi
+  all_present "$HELM_BIN" helm || die "build finished but helm is missing"
 }
 
 all_present() { # DIR NAME...
@@ -405,6 +435,7 @@ cmd_env() {
   echo "export TUNER_AUDIT_LOG=$AUDIT_LOG"
   echo "export TUNER_KUBECTL=$K8S_BIN/kubectl"
   echo "export TUNER_CLUSTER_LOGS=$CLUSTER_DIR/logs"
+  echo "export TUNER_HELM=$HELM_BIN/helm"
 }
 
 # Restart kube-apiserver; etcd (and so every object) is kept. `--hard` kills it
@@ -469,7 +500,7 @@ wait_healthy() { # TIMEOUT_SECONDS PORT...
 }
 
 usage() {
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 main() {
@@ -477,6 +508,7 @@ main() {
   [[ $# -gt 0 ]] && shift
   case "$cmd" in
     build) cmd_build ;;
+    build-helm) cmd_build_helm ;;
     up) cmd_up ;;
     down) cmd_down ;;
     status) cmd_status ;;

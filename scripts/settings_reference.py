@@ -1,7 +1,8 @@
 """Write the settings reference page (docs/settings.md) from settings/settings.schema.json.
 
 Run: python scripts/settings_reference.py [--schema FILE] [--output FILE] [--check]
-With --check nothing is written: exit 1 when the page differs from what the schema gives.
+With --check nothing is written: exit 1 when the page differs from what the schema gives. A key
+without a description is an error (exit 1) either way.
 """
 
 from __future__ import annotations
@@ -60,11 +61,37 @@ def rows(
     for name, raw in properties.items():
         spec = _resolve(raw, defs)
         key = f"{prefix}{name}"
-        if spec.get("type") == "object" and "properties" in spec:
-            yield key, spec
-            yield from rows(spec["properties"], defs, f"{key}.")
-        else:
-            yield key, spec
+        yield key, spec
+        yield from _children(spec, defs, key)
+
+
+def _children(
+    spec: Mapping[str, Any], defs: Mapping[str, Any], key: str
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The rows inside an object (its properties), a map of objects (``key.<name>.…``) or an
+    array of objects (``key[].…``)."""
+    if spec.get("type") == "object" and "properties" in spec:
+        yield from rows(spec["properties"], defs, f"{key}.")
+        return
+    for inner, suffix in (("additionalProperties", ".<name>"), ("items", "[]")):
+        item = spec.get(inner)
+        if isinstance(item, Mapping):
+            item = _resolve(item, defs)
+            if item.get("type") == "object" and "properties" in item:
+                yield from rows(item["properties"], defs, f"{key}{suffix}.")
+
+
+def undescribed(schema: Mapping[str, Any]) -> list[str]:
+    """Every key of the page (sections, their rows, the 2019 keys) that has no description."""
+    defs = schema.get("$defs", {})
+    found = []
+    for section, raw in schema.get("properties", {}).items():
+        spec = _resolve(raw, defs)
+        found += [section] if not spec.get("description") else []
+        found += [
+            key for key, item in _children(spec, defs, section) if not item.get("description")
+        ]
+    return found
 
 
 def render(schema: Mapping[str, Any]) -> str:
@@ -92,8 +119,7 @@ def render(schema: Mapping[str, Any]) -> str:
         if spec.get("description"):
             lines += [_cell(spec["description"]), ""]
         lines += ["| key | type | default | allowed | meaning |", "|---|---|---|---|---|"]
-        children = spec.get("properties", {})
-        for key, item in rows(children, defs, f"{section}."):
+        for key, item in _children(spec, defs, section):
             default = f"`{json.dumps(item['default'])}`" if "default" in item else ""
             lines.append(
                 f"| `{key}` | {_type(item)} | {_cell(default)} | {_range(item)} "
@@ -106,12 +132,13 @@ def render(schema: Mapping[str, Any]) -> str:
             "",
             "Still accepted, with a deprecation warning; each maps onto a key above.",
             "",
-            "| key | type | allowed |",
-            "|---|---|---|",
+            "| key | type | allowed | meaning |",
+            "|---|---|---|---|",
         ]
         for key in legacy:
             item = _resolve(properties[key], defs)
-            lines.append(f"| `{key}` | {_type(item)} | {_range(item)} |")
+            meaning = _cell(item.get("description", ""))
+            lines.append(f"| `{key}` | {_type(item)} | {_range(item)} | {meaning} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -128,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--schema: cannot read {args.schema}: {err}", file=sys.stderr)
         return 2
     page = render(schema)
+    missing = undescribed(schema)
+    if missing:
+        print(f"--schema: keys without a description: {', '.join(missing)}", file=sys.stderr)
+        return 1
     if args.check:
         try:
             current = args.output.read_text(encoding="utf-8")

@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 bash scripts/prometheus.sh install
 bash scripts/neo4j.sh install
 bash scripts/chromium.sh install
+bash scripts/cluster.sh build-helm
 
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

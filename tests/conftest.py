@@ -1,7 +1,20 @@
 """Shared pytest configuration: the real-server harnesses are plugins started on demand."""
 
+import pytest
+
 pytest_plugins = [
     "testkit.prometheus_fixture",
     "testkit.neo4j_fixture",
     "testkit.cluster_fixture",
+    "testkit.helm",
 ]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The image test builds for minutes: it runs only when ``-m`` names it."""
+    if "image" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="builds the image for minutes: run with -m image")
+    for item in items:
+        if item.get_closest_marker("image"):
+            item.add_marker(skip)

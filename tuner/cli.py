@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from tuner import __version__
 from tuner.errors import InputError, ServiceError
 from tuner.redact import RedactingFilter, redact_url
 
@@ -51,6 +52,7 @@ def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
         prog="tuner", description="Deployment tuner for Kubernetes: fewer, fuller nodes."
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
+    parser.add_argument("--version", action="version", version=f"tuner {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     named = next((arg for arg in argv if not arg.startswith("-")), None)
     wanted = [_COMMANDS[named]] if named in _COMMANDS else list(_COMMANDS.values())

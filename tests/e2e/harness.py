@@ -73,9 +73,12 @@ def tuner_kubeconfig(kube: ClusterHarness, path: Path) -> Path:
     """Install deploy/'s Namespace, ServiceAccount and RBAC; a kubeconfig with its token."""
     for name in ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml"):
         applied(kube, "apply", "-f", str(DEPLOY / name))
-    token = applied(
-        kube, "create", "token", SERVICE_ACCOUNT, "-n", NAMESPACE, "--duration", "2h"
-    ).strip()
+    return account_kubeconfig(kube, NAMESPACE, SERVICE_ACCOUNT, path)
+
+
+def account_kubeconfig(kube: ClusterHarness, namespace: str, account: str, path: Path) -> Path:
+    """A kubeconfig that authenticates as a ServiceAccount (a token valid for two hours)."""
+    token = applied(kube, "create", "token", account, "-n", namespace, "--duration", "2h").strip()
     admin = yaml.safe_load(Path(kube.kubeconfig).read_text())
     cluster_entry = admin["clusters"][0]["cluster"]
     if "certificate-authority" in cluster_entry:

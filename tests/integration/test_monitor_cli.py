@@ -101,3 +101,35 @@ def test_monitor_when_prometheus_is_paused_says_which_query_timed_out(
     )
     assert lines["failed"].strip().startswith("count by (__name__)")
     assert err == ""
+
+
+def test_monitor_warns_when_the_load_series_cover_part_of_the_window(
+    prometheus: PrometheusHarness, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A series Prometheus has held for seconds, read over a 600 s window: the rate is
+    extrapolated from those seconds, and the monitor says so (text and JSON)."""
+    started = time.time()
+    prometheus.exporter.set_rate("fresh_requests_total", {"service": "new"}, 240.0)
+    prometheus.wait_for_scrapes(3)
+    settings = tmp_path / "settings.json"
+    settings.write_text(
+        json.dumps(
+            {
+                "load": {"query": 'sum(rate(fresh_requests_total{service="new"}[$window]))'},
+                "prometheus": {"url": prometheus.url},
+            }
+        )
+    )
+    status, out, _ = tuner(capsys, "monitor", "--settings", str(settings), "--format", "json")
+    report = json.loads(out)
+    assert report["load_covered_from"] >= started - 2
+    assert report["load_warning"].startswith("the load query's series cover only the last ")
+    assert "of the 600 s window" in report["load_warning"]
+    text_status, text, _ = tuner(capsys, "monitor", "--settings", str(settings))
+    assert "\nwarning:  the load query's series cover only the last " in text
+    assert {status, text_status} <= {0, 1}  # no kube-state-metrics here: the verdict may be unknown
+    # Over a window the series covers, there is nothing to warn about.
+    _, whole, _ = tuner(
+        capsys, "monitor", "--settings", str(settings), "--window", "1", "--format", "json"
+    )
+    assert json.loads(whole)["load_warning"] is None

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,55 @@ def test_plan_text_is_a_table(tmp_path: Path) -> None:
     assert "decision: remove_nodes" in result.stdout
     assert "remove_node" in result.stdout and "migrate" in result.stdout
     assert "usable cpu" in result.stdout
+
+
+def test_version() -> None:
+    result = tuner("--version")
+    assert result.returncode == 0, result.stderr
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert result.stdout == f"tuner {project['version']}\n"
+
+
+def test_plan_says_which_prices_it_used(tmp_path: Path) -> None:
+    """settings/example.json prices both node types of the dump; without settings the
+    per-core/GiB formula prices them; a node's annotation wins over both."""
+    typed = tuner("plan", "--snapshot", str(EXAMPLE), "--settings", str(settings_file(tmp_path)))
+    assert (
+        "prices:   e2-standard-4 x4 at 0.1340 USD/h (pricing.node_types); "
+        "e2-standard-8 x2 at 0.2680 USD/h (pricing.node_types)\n"
+    ) in typed.stdout
+    default = tuner("plan", "--snapshot", str(EXAMPLE), "--format", "json")
+    sources = {(p["node_type"], p["source"]) for p in json.loads(default.stdout)["prices"]}
+    assert sources == {("e2-standard-4", "formula"), ("e2-standard-8", "formula")}
+    dump = json.loads(EXAMPLE.read_text())
+    node = next(i for i in dump["items"] if i["kind"] == "Node")
+    node["metadata"].setdefault("annotations", {})["tuner.dev/price-per-hour"] = "0.5"
+    annotated = tmp_path / "annotated.json"
+    annotated.write_text(json.dumps(dump))
+    priced = json.loads(tuner("plan", "--snapshot", str(annotated), "--format", "json").stdout)
+    assert {
+        "node_type": node["metadata"]["labels"]["node.kubernetes.io/instance-type"],
+        "nodes": 1,
+        "price": 0.5,
+        "source": "annotation",
+    } in priced["prices"]
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/getting-started.md"])
+def test_the_documented_sample_is_what_make_example_prints(page: str) -> None:
+    """The sample under "make demo" prints in order what ``make example`` prints ("..." stands
+    for lines left out)."""
+    text = (ROOT / page).read_text()
+    block = text.split("```\ndecision: ", 1)[1].split("```", 1)[0]
+    sample = ["decision: " + block.splitlines()[0], *block.splitlines()[1:]]
+    printed = tuner("plan", "--snapshot", str(EXAMPLE), "--settings", str(SETTINGS)).stdout
+    out = "\n".join(line.rstrip() for line in printed.splitlines())
+    chunks = "\n".join("..." if line.strip() == "..." else line.rstrip() for line in sample)
+    at = 0
+    for chunk in (c.strip("\n") for c in chunks.split("\n...")):
+        found = out.find(chunk, at)
+        assert found >= 0, f"{page}: not printed as shown (in order):\n{chunk}\n--- printed:\n{out}"
+        at = found + len(chunk)
 
 
 def test_plan_without_settings_uses_defaults() -> None:

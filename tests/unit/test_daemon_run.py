@@ -198,3 +198,40 @@ def test_a_stop_racing_the_retirement_of_a_cycle_job_ends_the_loop_quietly(
             else:
                 with pytest.raises(JobLookupError):
                     moderator.run_forever()
+
+
+def _one_stable_cycle(load: float, **window: object) -> CycleReport:
+    s = Settings(analyse=Analyse(excluded_namespaces=frozenset()))
+    c = cluster([node("a")], [pod("w-1", "a")])
+    plan = build_report(c, s, analyse(c, s, [], random.Random(0)))
+    seen = WindowReport(Verdict.STABLE, "nothing changed", Load.scalar(load), 0, 600, 0, **window)  # type: ignore[arg-type]
+    return CycleReport(Outcome.STAYED, 0, 600, "stay", 600, seen, load, plan, recorded="abc")
+
+
+def test_loads_are_logged_rounded(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO):
+        log_cycle(_one_stable_cycle(237.99615894928814), logging.getLogger("tuner.daemon"))
+    text = caplog.text
+    assert "recorded as abc (load 237.996)" in text
+    assert "237.99615894928814" not in text
+
+
+def test_a_single_cycle_says_nothing_of_a_next_one(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO):
+        log_cycle(_one_stable_cycle(10.0), logging.getLogger("tuner.daemon"), once=True)
+    assert "next in" not in caplog.text
+    assert caplog.records[-1].getMessage() == "cycle stayed: stay"
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        log_cycle(_one_stable_cycle(10.0), logging.getLogger("tuner.daemon"))
+    assert caplog.records[-1].getMessage() == "cycle stayed; next in 600 s: stay"
+
+
+def test_a_load_measured_over_part_of_the_window_is_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cycle = _one_stable_cycle(7.0, load_covered_from=500.0, load_warning="only the last 100 s")
+    with caplog.at_level(logging.INFO):
+        log_cycle(cycle, logging.getLogger("tuner.daemon"))
+    (warning,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning.getMessage().endswith(": only the last 100 s")

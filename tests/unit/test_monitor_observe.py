@@ -77,10 +77,12 @@ class Served:
         *,
         present: Sequence[str] = REQUIRED_METRICS,
         fail_at: int | None = None,
+        first_load_sample: float | None = None,
     ) -> None:
         self.load = load
         self.present = present
         self.fail_at = fail_at
+        self.first_load_sample = first_load_sample
         self.queries: list[str] = []
 
     def _answer(self, query: str, times: Sequence[float]) -> tuple[Series, ...]:
@@ -104,6 +106,9 @@ class Served:
         if "http_requests_total" not in query:
             return self._answer(query, [at])
         self.queries.append(query)
+        if query.startswith("min(min_over_time(timestamp("):  # the load series' coverage
+            first = self.first_load_sample
+            return () if first is None else (series({}, (at, first)),)
         if len(self.queries) - 1 == self.fail_at:
             raise QueryError(query, SLOW)
         return self.load
@@ -130,9 +135,25 @@ def test_a_healthy_cluster_is_stable_and_its_load_measured() -> None:
     assert report.load is not None and report.load.values == {"": 42.0}
     assert report.actionable
     assert report.load_query == "sum(rate(http_requests_total[600s]))"
-    assert len(served.queries) == len(Probe) + 1
-    assert served.queries[-1] == report.load_query
+    assert len(served.queries) == len(Probe) + 2
+    assert served.queries[-2] == report.load_query
+    assert served.queries[-1] == ("min(min_over_time(timestamp(http_requests_total)[600s:5500ms]))")
     assert Probe.PODS_SEEN.query("660s") in served.queries  # over warm-up and window
+    assert report.load_warning is None
+
+
+def test_a_load_series_that_covers_part_of_the_window_is_warned_about() -> None:
+    """A fresh Prometheus holds the last 100 s of a 600 s window: the load is extrapolated."""
+    report = observe_window(settings(), END, Served(first_load_sample=END - 100))
+    assert report.load_covered_from == END - 100
+    assert report.load_warning == (
+        "the load query's series cover only the last 100 s of the 600 s window "
+        f"(from {clock_time(END - 100)}): the load is extrapolated from that part; "
+        "wait until Prometheus holds a whole window"
+    )
+    assert report.to_json()["load_warning"] == report.load_warning
+    covered = observe_window(settings(), END, Served(first_load_sample=END - 598))
+    assert covered.load_warning is None
 
 
 @given(

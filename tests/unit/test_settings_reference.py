@@ -51,3 +51,28 @@ def test_a_missing_schema_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
     assert result.stderr.startswith("--schema: cannot read")
+
+
+def test_every_key_is_described(tmp_path: Path) -> None:
+    """Sections, keys at every depth (a pool's keys under ``pools.<name>``, a taint's under
+    ``taints[]``) and the 2019 keys: each says what it does, or the page is not made."""
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    schema["properties"]["windows"]["properties"]["brand_new"] = {"type": "number"}
+    pool = schema["properties"]["pools"]["additionalProperties"]
+    pool["properties"]["template"]["properties"]["zone"] = {"type": "string"}
+    changed = tmp_path / "schema.json"
+    changed.write_text(json.dumps(schema), encoding="utf-8")
+    page = tmp_path / "settings.md"
+    refused = generate("--schema", str(changed), "--output", str(page))
+    assert refused.returncode == 1
+    assert refused.stderr == (
+        "--schema: keys without a description: pools.<name>.template.zone, windows.brand_new\n"
+    )
+    assert not page.exists()
+
+
+def test_maps_and_lists_of_objects_get_rows() -> None:
+    page = (ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
+    assert "| `pools.<name>.min` | integer |" in page
+    assert "| `pools.<name>.template.taints[].effect` |" in page
+    assert "| `measure_window` | number | > 0, ≤ 315360000 | 2019 key: windows.measure_s. |" in page

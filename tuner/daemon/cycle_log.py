@@ -43,8 +43,9 @@ def _cost(value: float) -> str | None:
     return None if math.isinf(value) else f"{value:.4f}"
 
 
-def log_cycle(report: CycleReport, log: logging.Logger) -> None:
-    """Log one cycle: a line per fact, each carrying the cycle's outcome as a field."""
+def log_cycle(report: CycleReport, log: logging.Logger, *, once: bool = False) -> None:
+    """Log one cycle: a line per fact, each carrying the cycle's outcome as a field (``once``:
+    the only cycle, so no word of the next)."""
     base = {"outcome": report.outcome.value, "window_start": report.start, "window_end": report.end}
     window = f"{clock_time(report.start)} to {clock_time(report.end)}"
     if report.window is not None:
@@ -58,6 +59,8 @@ def log_cycle(report: CycleReport, log: logging.Logger) -> None:
             seen.reason,
             extra={**base, "verdict": seen.verdict.value, "load": report.load},
         )
+        if seen.load_warning:
+            log.warning("window %s: %s", window, seen.load_warning, extra=base)
         actionable = "actionable" if seen.actionable else "not actionable"
         if seen.actionable and not seen.whole_stable:
             actionable += " (not recorded: the whole cluster was not stable)"
@@ -96,8 +99,12 @@ def log_cycle(report: CycleReport, log: logging.Logger) -> None:
             },
         )
         if report.recorded:
-            log.info("recorded as %s (load %s)", report.recorded, report.load, extra=base)
+            load = "unknown" if report.load is None else f"{report.load:.6g}"
+            log.info("recorded as %s (load %s)", report.recorded, load, extra=base)
         _log_actions(report, log, base)
+    if once:
+        log.info("cycle %s: %s", report.outcome.value, report.reason, extra=base)
+        return
     log.info(
         "cycle %s; next in %.0f s: %s",
         report.outcome.value,

@@ -52,6 +52,7 @@ from tuner.cycle import CycleReport, MemorySafeguards, Outcome, Ports, Safeguard
 from tuner.daemon import logs
 from tuner.daemon.cycle_events import cycle_event
 from tuner.daemon.cycle_log import log_cycle
+from tuner.daemon.first_hour import first_hour, once_lacks, startup_lines
 from tuner.daemon.leader import LeaderElection
 from tuner.daemon.metrics import Metrics
 from tuner.daemon.shadow import ShadowAccount
@@ -60,10 +61,12 @@ from tuner.execute.events import identity
 from tuner.model.window_report import WindowReport
 from tuner.moderator import Moderator
 from tuner.monitor.cache import SYNC_TIMEOUT_S, ClusterCache
+from tuner.monitor.coverage import first_sample
+from tuner.monitor.evidence import REQUIRED_METRICS
 from tuner.monitor.observe import observe_window
-from tuner.monitor.prometheus import PrometheusClient, Queries
+from tuner.monitor.prometheus import PrometheusClient, Queries, QueryError
 from tuner.monitor.snapshots import SnapshotHistory, SnapshotSource
-from tuner.report.text import render_text
+from tuner.report.text import render_prices, render_text
 from tuner.settings import LeaderElection as LeaderSettings
 from tuner.settings import Settings, load_settings
 
@@ -176,9 +179,14 @@ class Daemon:
         interval = settings.daemon.snapshot_interval_s
         self.settings = settings
         self.actuator = actuator
+        self.prometheus = prometheus
         self.kb = kb
         self.dry_run = dry_run or shadow
         self.cache = cache
+        self.single = False
+        """``--once``: the only cycle."""
+        self.prices = ""
+        """The node prices last logged (logged again when they change)."""
         self.history = SnapshotHistory(
             actuator.read,
             max_age_s=2 * interval,
@@ -196,14 +204,18 @@ class Daemon:
     def once(self) -> int:
         """Recover, run one cycle, exit with its status (0 after a signal)."""
         self._handle_signals()
+        self.single = True
         try:
             self._start_cache()
             if not self.dry_run:
                 self._recover()
-            outcome = self.moderator.run_once().outcome
+            report = self.moderator.run_once()
         finally:
             self._stop_cache()
-        return 0 if self.stopping.is_set() else ONCE_EXIT[outcome]
+        lacks = once_lacks(report, self.settings)
+        if lacks:
+            log.info("what this single cycle lacked: %s", lacks)
+        return 0 if self.stopping.is_set() else ONCE_EXIT[report.outcome]
 
     def serve(self, api: Any) -> int:
         """Run until a signal (exit 0) or a lost lease (exit 1)."""
@@ -228,6 +240,7 @@ class Daemon:
             if self.shadow is not None:
                 mode = " (shadow: nothing is changed; the account goes to the knowledge base)"
             log.info("tuner running%s: a window is %.0f s", mode, self.settings.windows.measure_s)
+            self._log_first_hour()
             self.moderator.run_forever()
         finally:
             self._stop_cache()
@@ -257,9 +270,28 @@ class Daemon:
         self.lost.set()
         self.stop()
 
+    def _log_first_hour(self) -> None:
+        """When the first verdict and the first removal can come, and why."""
+        now = time.time()
+        windows = self.settings.windows
+        span = windows.measure_s + windows.warmup_s
+        series = REQUIRED_METRICS[0]
+        try:
+            since = first_sample(self.prometheus, series, now - span, now, max(span / 100, 1.0))
+        except QueryError as err:
+            log.warning("could not ask Prometheus for %s (%s): assuming it absent", series, err)
+            since = None
+        for line in startup_lines(self.settings, now, first_hour(self.settings, now, since)):
+            log.info(line)
+
     def _on_cycle(self, report: CycleReport, seconds: float) -> None:
-        log_cycle(report, log)
+        log_cycle(report, log, once=self.single)
         self._log_pause(report)
+        if report.plan is not None:
+            prices = render_prices(report.plan.prices, report.plan.currency)
+            if prices != self.prices:
+                log.info("node prices: %s", prices)
+                self.prices = prices
         if self.shadow is not None:
             self.shadow.account(report)
         elif self.dry_run and report.plan is not None:

@@ -160,7 +160,7 @@ def run_onboard(args: argparse.Namespace, *, remove: bool) -> int:
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
-    from tuner.monitor.kube import api_client
+    from tuner.monitor.kube import api_client, api_refusal
 
     settings = load_settings(args.settings)
     if args.timeout is not None and not 0 < args.timeout <= 86400:
@@ -193,7 +193,7 @@ def run_onboard(args: argparse.Namespace, *, remove: bool) -> int:
                 return 0
             _roll_each(apps, settings, changes, remove=remove, timeout_s=args.timeout)
         except ApiException as err:
-            raise ServiceError(f"kubernetes API: {err.status} {err.reason}") from err
+            raise ServiceError(f"kubernetes API: {api_refusal(err)}") from err
     return 0
 
 

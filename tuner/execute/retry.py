@@ -18,6 +18,8 @@ from typing import TypeVar
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from tuner.monitor.kube import api_refusal
+
 T = TypeVar("T")
 
 TRANSIENT_STATUS = frozenset({409, 429, 500, 502, 503, 504})
@@ -41,11 +43,7 @@ def api_reason(err: ApiException) -> str:
 def describe(err: BaseException) -> str:
     """One line for an API or transport error."""
     if isinstance(err, ApiException):
-        try:
-            message = json.loads(err.body or "{}").get("message", "")
-        except (TypeError, ValueError, AttributeError):
-            message = ""
-        return f"{err.status} {api_reason(err)}" + (f": {message}" if message else "")
+        return api_refusal(err)
     return f"{type(err).__name__}: {err}"
 
 

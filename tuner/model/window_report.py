@@ -104,6 +104,12 @@ class WindowReport:
     """The scope judged; a report that does not say what changed is judged as a whole."""
     unsettled: Unsettled = field(default_factory=Unsettled)
     """What changed, when the verdict is ``unstable`` (empty otherwise)."""
+    load_covered_from: float | None = None
+    """When the load query's series cover only the end of the window: their first sample in
+    it (the load is extrapolated from that part); None when they cover it all or it is
+    unknown."""
+    load_warning: str | None = None
+    """One line saying so, when :attr:`load_covered_from` is set."""
 
     @property
     def whole_stable(self) -> bool:
@@ -167,4 +173,6 @@ class WindowReport:
             "actionable": self.actionable,
             "judgement": self.judgement,
             "unsettled": self.unsettled.to_json(),
+            "load_covered_from": self.load_covered_from,
+            "load_warning": self.load_warning,
         }

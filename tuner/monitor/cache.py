@@ -44,7 +44,15 @@ from tuner.errors import ServiceError
 from tuner.model.cluster import Cluster
 from tuner.monitor.decode import gc_paused
 from tuner.monitor.dump import Followed, Parsed, assemble
-from tuner.monitor.kube import KINDS, SKIP, Listing, WatchStream, list_kind, parse_live
+from tuner.monitor.kube import (
+    KINDS,
+    SKIP,
+    Listing,
+    WatchStream,
+    api_refusal,
+    list_kind,
+    parse_live,
+)
 
 log = logging.getLogger(__name__)
 
@@ -289,7 +297,7 @@ class ClusterCache:
                 relist = True
             except ApiException as err:
                 relist = err.status == GONE
-                self._failed(state, f"{err.status} {err.reason}")
+                self._failed(state, api_refusal(err))
             except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
                 self._failed(state, f"{type(err).__name__}: {err}")
             except Exception as err:

@@ -55,6 +55,8 @@ def render_text(report: WindowReport) -> str:
         lines.append(f"load:     {header}")
         width = max(len(k) for k in report.load.values)
         lines += [f"            {k:<{width}}  {v:.6g}" for k, v in report.load.values.items()]
+    if report.load_warning:
+        lines.append(f"warning:  {report.load_warning}")
     lines += [
         f"query:    {report.load_query}",
         f"verdict:  {report.verdict.value}",

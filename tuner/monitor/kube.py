@@ -211,12 +211,36 @@ class WatchStream:
             self._response.shutdown()
 
 
+HINTS = {
+    401: "hint: the API server refused the credentials (an expired token, or a kubeconfig "
+    "for another cluster?)",
+    403: "hint: the tuner's RBAC lacks this permission: its ServiceAccount needs the rules of "
+    "charts/deployment-tuner or deploy/rbac.yaml (exactly what the tuner calls)",
+}
+"""What to check when the API server refuses a request."""
+
+
+def api_refusal(err: ApiException) -> str:
+    """One line for a refused request: the status, the API's reason, its message (for a 403:
+    the user, the verb and the resource) and, for 401 and 403, a hint."""
+    try:
+        body = orjson.loads(err.body or b"{}")
+    except (TypeError, ValueError):
+        body = {}
+    body = body if isinstance(body, dict) else {}
+    line = f"{err.status} {body.get('reason') or err.reason or ''}".rstrip()
+    if body.get("message"):
+        line += f": {body['message']}"
+    hint = HINTS.get(err.status or 0)
+    return f"{line}; {hint}" if hint else line
+
+
 def read_cluster(api: ApiClient) -> Cluster:
     """The cluster as it is now; an unreachable or refusing API server is a ServiceError."""
     try:
         parsed = {kind: list_kind(api, kind, parse_live).objects for kind in KINDS}
     except ApiException as err:
-        raise ServiceError(f"kubernetes API: {err.status} {err.reason}") from err
+        raise ServiceError(f"kubernetes API: {api_refusal(err)}") from err
     except (urllib3.exceptions.HTTPError, OSError) as err:
         host = api.configuration.host
         raise ServiceError(f"kubernetes API unreachable at {host}: {err}") from err

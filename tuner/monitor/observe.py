@@ -11,6 +11,7 @@ from __future__ import annotations
 from tuner.errors import InputError, ServiceError
 from tuner.model.load import Load
 from tuner.model.window_report import KSM, SNAPSHOTS, Scope, Verdict, WindowReport
+from tuner.monitor.coverage import coverage_warning, partial_coverage
 from tuner.monitor.evidence import REQUIRED_METRICS, Probe, WindowEvidence, evidence_from_series
 from tuner.monitor.load import LoadError, load_from_scalar, load_from_vector, load_query
 from tuner.monitor.load import render_query as render_load_query
@@ -50,7 +51,8 @@ def observe_window(
     """
     windows = settings.windows
     window = Window(end - windows.measure_s if start is None else start, end, windows.warmup_s)
-    query = render_load_query(load_query(settings.load), window.length_s)
+    template = load_query(settings.load)
+    query = render_load_query(template, window.length_s)
 
     stability, source, failed = _stability(window, prometheus, snapshots)
     load: Load | None = None
@@ -62,6 +64,10 @@ def observe_window(
     except LoadError as err:
         problem, failed = f"load query {err}", failed or query
 
+    covered_from = None
+    if load is not None:
+        step_s = steps_over(window).step_s
+        covered_from = partial_coverage(prometheus, template, window.start, end, step_s)
     verdict, reasons = stability.verdict, stability.reasons
     if problem is not None:
         problem = f"{problem} (query: {query})"
@@ -83,6 +89,10 @@ def observe_window(
         failed_query=failed,
         scope=Scope(windows.scope),
         unsettled=stability.unsettled,
+        load_covered_from=covered_from,
+        load_warning=None
+        if covered_from is None
+        else coverage_warning(covered_from, window.start, end),
     )
 
 

@@ -12,6 +12,7 @@ from tuner.analyse.decision import Analysis
 from tuner.analyse.usable import Utilization
 from tuner.model.cluster import Cluster, Workload
 from tuner.model.onboarding import Placement, placement
+from tuner.model.price import TypePrice, type_prices
 from tuner.plan.actions import Action, action_json, placed_workload
 from tuner.plan.planner import plan
 from tuner.plan.replay import replay
@@ -30,6 +31,8 @@ class PlanReport:
     placements: Mapping[Workload, Placement]
     """How the new pods of the migrated and added workloads are placed, where the source
     holds their pod templates."""
+    prices: tuple[TypePrice, ...] = ()
+    """What the cluster's nodes were costed at, per instance type, and from which source."""
 
     def placement(self, action: Action) -> Placement | None:
         """How a migrate or add places its new pod; None for other actions or when unknown."""
@@ -68,6 +71,15 @@ class PlanReport:
                 if f.kind == "unattainable"
             ],
             "actions": [self._action_json(a) for a in self.actions],
+            "prices": [
+                {
+                    "node_type": p.node_type,
+                    "nodes": p.nodes,
+                    "price": round(p.price, 6),
+                    "source": p.source.value,
+                }
+                for p in self.prices
+            ],
         }
 
     def _action_json(self, action: Action) -> dict[str, Any]:
@@ -104,5 +116,11 @@ def build_report(cluster: Cluster, settings: Settings, analysis: Analysis) -> Pl
     placed = {w for a in actions if (w := placed_workload(a)) is not None}
     placements = {w: how for w in placed if (how := placement(cluster, w, prefix)) is not None}
     return PlanReport(
-        analysis, actions, before, after, settings.pricing.currency, MappingProxyType(placements)
+        analysis,
+        actions,
+        before,
+        after,
+        settings.pricing.currency,
+        MappingProxyType(placements),
+        type_prices(cluster.nodes, settings.pricing),
     )

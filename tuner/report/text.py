@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tuner.analyse.usable import Utilization
 from tuner.model.onboarding import Placement
+from tuner.model.price import PriceSource, TypePrice
 from tuner.plan import actions as plan
 from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode
 from tuner.report.build import PlanReport
@@ -39,6 +40,22 @@ def _note(placement: Placement | None) -> str:
     return placement.value if placement is Placement.EVICTION_ONLY else ""
 
 
+SOURCES = {
+    PriceSource.ANNOTATION: "node annotation",
+    PriceSource.NODE_TYPES: "pricing.node_types",
+    PriceSource.FORMULA: "per-core/GiB formula",
+}
+
+
+def render_prices(prices: tuple[TypePrice, ...], currency: str) -> str:
+    """``e2-standard-4 x3 at 0.1340 USD/h (pricing.node_types); ...``: what each node type was
+    costed at and where that price came from."""
+    return "; ".join(
+        f"{p.node_type} x{p.nodes} at {p.price:.4f} {currency}/h ({SOURCES[p.source]})"
+        for p in prices
+    )
+
+
 def describe(action: Action) -> str:
     """One line: ``migrate ns/pod node-1 -> node-2``, ``remove_node node-3``, ..."""
     op, obj, source, target = _describe(action)
@@ -55,6 +72,7 @@ def render_text(report: PlanReport) -> str:
         f"reason:   {analysis.reason}",
         f"cost:     {analysis.cost_current:.4f} -> {analysis.cost_after:.4f} {currency}/h"
         f" (saving {analysis.cost_current - analysis.cost_after:.4f} {currency}/h)",
+        f"prices:   {render_prices(report.prices, currency)}",
         "utilization (requests over allocatable, and over usable capacity):",
         _utilization_row("before", report.before),
         _utilization_row("after", report.after),

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tuner import arguments
+from tuner.errors import ServiceError
 
 STRATEGY_NAMES = (
     "autoscaler",
@@ -62,7 +63,13 @@ def add_simulate_parser(commands: Any) -> None:
 
 def run_simulate(args: argparse.Namespace) -> int:
     """Run ``tuner simulate``."""
-    from tuner.sim.evaluate import simulate
+    try:
+        from tuner.sim.evaluate import simulate
+    except ModuleNotFoundError as err:  # a slim install: the daemon's dependencies only
+        raise ServiceError(
+            f"{err.name} is not installed: tuner simulate needs the simulator's extra "
+            "(pip install 'k8s-deployment-tuner[sim]')"
+        ) from err
 
     if not getattr(args, "verbose", False):  # thousands of simulated cycles: decisions only
         logging.getLogger("tuner.cycle").setLevel(logging.WARNING)
