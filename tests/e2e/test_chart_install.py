@@ -51,7 +51,7 @@ def chart_values(prometheus: PrometheusHarness, neo4j: Neo4jServer) -> dict[str,
     """Production defaults but for the test's servers, short windows, a test-named
     PriorityClass (cluster-wide) and the chart's pods on their own node."""
     return {
-        "dryRun": False,
+        "mode": "act",
         "knowledge": {
             "neo4j": {"uri": neo4j.uri, "database": neo4j.database, "password": neo4j.password}
         },

@@ -93,7 +93,7 @@ def test_the_chart_has_what_deploy_has(rendered: list[dict[str, Any]]) -> None:
     for probe in ("livenessProbe", "readinessProbe"):
         assert ours_c[probe] == theirs_c[probe]
     assert {e["name"] for e in ours_c["env"]} == {e["name"] for e in theirs_c["env"]}
-    assert [a for a in ours_c["args"] if a != "--dry-run"] == theirs_c["args"]
+    assert [a for a in ours_c["args"] if a not in ("--shadow", "--dry-run")] == theirs_c["args"]
     ours_pod, theirs_pod = (d["spec"]["template"]["spec"] for d in (charted, deployed))
     for key in ("securityContext", "terminationGracePeriodSeconds"):
         assert ours_pod[key] == theirs_pod[key]
@@ -125,6 +125,18 @@ def test_settings_are_valid_and_keep_the_tuner_in_the_release_namespace(
     assert identity["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports["metrics"] == settings.daemon.metrics_port
+
+
+def test_it_installs_in_shadow_mode_until_told_to_act(helm: Helm) -> None:
+    def args(values: dict[str, Any]) -> list[str]:
+        (container,) = the(helm.template(values), "Deployment")["spec"]["template"]["spec"][
+            "containers"
+        ]
+        return list(container["args"])
+
+    assert "--shadow" in args({})
+    assert "--dry-run" in args({"mode": "dry-run"})
+    assert not {"--shadow", "--dry-run"} & set(args({"mode": "act"}))
 
 
 def test_values_reach_the_settings_and_the_chart_keeps_its_own(helm: Helm) -> None:
@@ -192,7 +204,7 @@ def test_optional_objects(helm: Helm, tmp_path: Path) -> None:
             "knowledge": {"neo4j": {"password": "s3cret"}},
             "placeholderPriorityClass": {"create": False},
             "podDisruptionBudget": {"enabled": False},
-            "dryRun": False,
+            "mode": "act",
         },
         values_file=tmp_path / "values.yaml",
     )
@@ -205,7 +217,7 @@ def test_optional_objects(helm: Helm, tmp_path: Path) -> None:
         env["TUNER_NEO4J_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"]
         == (secret["metadata"]["name"])
     )
-    assert "--dry-run" not in container["args"]
+    assert not {"--dry-run", "--shadow"} & set(container["args"])
     assert not kinds(objects, "PriorityClass")
     assert not kinds(objects, "PodDisruptionBudget")
 
@@ -224,7 +236,8 @@ def test_the_embedded_knowledge_base_gets_a_writable_volume(helm: Helm) -> None:
     ("value", "error"),
     [
         ("knowledge.backend=mysql", "at '/knowledge/backend': value must be one of"),
-        ("dryrun=false", "additional properties 'dryrun' not allowed"),  # a typo of dryRun
+        ("Mode=act", "additional properties 'Mode' not allowed"),  # a typo of mode
+        ("mode=on", "at '/mode': value must be one of"),
         ("replicas=two", "at '/replicas': got string, want integer"),
         ("metrics.port=0", "at '/metrics/port'"),
     ],
