@@ -25,7 +25,10 @@ dumps are decoded item by item by :mod:`tuner.monitor.decode`, finite numbers on
 MAX_DEPTH = 64
 """Deepest nesting of arrays and objects (a Kubernetes object nests about 15 deep)."""
 
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
+"""A JSON string, or an unterminated one up to the end of the text: every character belongs to
+at most one match and the alternatives never overlap, so the scan is linear (the form
+``"(?:[^"\\]|\\.)*"`` re-scanned an unterminated string from each of its quotes: quadratic)."""
 _BRACKET = re.compile(r"[\[\]{}]")
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
@@ -97,6 +100,7 @@ def _float(text: str) -> float:
 
 
 def _depth(text: str) -> int:
-    """The deepest nesting of brackets outside strings (regular expressions, no recursion)."""
+    """The deepest nesting of brackets outside strings (regular expressions, no recursion;
+    linear in the length of ``text``)."""
     brackets = _BRACKET.findall(_STRING.sub("", text))
     return max(accumulate(_STEP[b] for b in brackets), default=0)

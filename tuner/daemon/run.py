@@ -167,6 +167,8 @@ class Daemon:
         self._handle_signals()
         try:
             self._start_cache()
+            if self.stopping.is_set():  # a signal while the cache was syncing
+                return 0
             if not self.dry_run:
                 self._recover()
             outcome = self.moderator.run_once().outcome
@@ -178,7 +180,8 @@ class Daemon:
         """Run until a signal (exit 0) or a lost lease (exit 1)."""
         daemon = self.settings.daemon
         server = self.metrics.serve(daemon.metrics_port, daemon.metrics_host)
-        log.info("metrics on http://%s:%d/metrics", daemon.metrics_host, server.server_address[1])
+        host = f"[{daemon.metrics_host}]" if ":" in daemon.metrics_host else daemon.metrics_host
+        log.info("metrics on http://%s:%d/metrics", host, server.server_address[1])
         self._handle_signals()
         election = _election(api, daemon.leader_election)
         try:
@@ -189,6 +192,8 @@ class Daemon:
                 election.keep_renewing(self._on_lost_lease)
             self.metrics.leader.set(1)
             self._start_cache()
+            if self.stopping.is_set():  # a signal (or a lost lease) while the cache synced
+                return 1 if self.lost.is_set() else 0
             if not self.dry_run:
                 self._recover()
             self.history.take()
