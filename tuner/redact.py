@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
+from functools import cache
 from urllib.parse import quote, unquote
 
 _USERINFO = re.compile(r"://[^/\s]*@")
@@ -54,7 +55,19 @@ def printable(text: str) -> str:
     terminal."""
     if text.isprintable():
         return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    text = text.translate(_escapes())
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)  # beyond U+FFFF
+
+
+@cache
+def _escapes() -> dict[int, str]:
+    """The escape of every character of the Basic Multilingual Plane that is not printable
+    (made once, on first need: ~25,000 of them)."""
+    return {
+        code: repr(char)[1:-1] for code in range(0x10000) if not (char := chr(code)).isprintable()
+    }
 
 
 class RedactingFilter(logging.Filter):
