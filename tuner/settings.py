@@ -381,8 +381,8 @@ def _http_url(where: str, url: str) -> None:
         host, _port = parts.hostname, parts.port
         if host and ":" in host:
             ipaddress.IPv6Address(host.split("%")[0])
-    except ValueError as err:
-        problem = f"not a URL ({err})"
+    except ValueError as err:  # its text may quote a part of the password: left out then
+        problem = "not a URL" if "@" in url else f"not a URL ({err})"
     else:
         plain = host is not None and host.isprintable() and " " not in host
         if plain and parts.scheme in ("http", "https") and not (parts.query or parts.fragment):
