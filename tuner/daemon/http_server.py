@@ -46,6 +46,8 @@ class BoundedServer(ThreadingHTTPServer):
     ``timeout = READ_TIMEOUT_S``."""
 
     daemon_threads = True
+    request_queue_size = 128
+    """The listen backlog (socketserver's 5 makes a burst of clients wait for SYN retries)."""
 
     def __init__(self, host: str, port: int, handler: type[BaseHTTPRequestHandler]) -> None:
         family, address = _address(host, port)

@@ -78,7 +78,7 @@ def run_command(
             raise ActionFailed(f"{what} {printable(argv[0])}: timed out after {timeout_s:g} s")
     log.debug("%s %s: stdout %r, stderr %r", what, argv[0], stdout.text(), stderr.text())
     if process.returncode != 0:
-        last = (stderr.text().strip().splitlines() or [""])[-1]
+        last = stderr.text().strip().rsplit("\n", 1)[-1]  # not splitlines: CR, U+2028 escaped
         if len(last) > LINE:
             last = last[:LINE] + "..."
         raise ActionFailed(f"{what} exited {process.returncode}: {printable(last)}")

@@ -11,8 +11,9 @@ the parsed objects into a cluster exactly as a dump's are joined. :func:`list_ki
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -226,21 +227,36 @@ def list_kind(
 
     objects: list[T] = []
     tokens: set[str] = set()
-    with ThreadPoolExecutor(1, thread_name_prefix=f"list-{kind}") as fetcher:
-        page = fetcher.submit(fetch, "")
-        while True:
-            data, meta = page.result()
-            if meta.token:
-                if meta.token in tokens or len(tokens) >= MAX_PAGES:
-                    why = "the same continue token twice" if meta.token in tokens else "no end"
-                    raise ServiceError(f"kubernetes API: the list of {kind} sent {why}")
-                tokens.add(meta.token)
-                page = fetcher.submit(fetch, meta.token)
-            with gc_paused():  # its passes over a page's tree cost twice the decoding
-                items = orjson.loads(data).get("items") or ()
-                objects.extend(convert(kind, item) for item in items)
-            if not meta.token:
-                return Listing(objects, meta.version)
+    page = _ahead(fetch, "", kind)
+    while True:
+        data, meta = page.result()
+        if meta.token:
+            if meta.token in tokens or len(tokens) >= MAX_PAGES:
+                why = "the same continue token twice" if meta.token in tokens else "no end"
+                raise ServiceError(f"kubernetes API: the list of {kind} sent {why}")
+            tokens.add(meta.token)
+            page = _ahead(fetch, meta.token, kind)
+        with gc_paused():  # its passes over a page's tree cost twice the decoding
+            items = orjson.loads(data).get("items") or ()
+            objects.extend(convert(kind, item) for item in items)
+        if not meta.token:
+            return Listing(objects, meta.version)
+
+
+def _ahead(fetch: Callable[[str], T], token: str, kind: str) -> Future[T]:
+    """``fetch(token)`` in a daemon thread: a page requested from a server that does not
+    answer never keeps the process from exiting (a pool's worker thread would, until the
+    request timed out)."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(fetch(token))
+        except BaseException as err:  # handed to the reader of the page
+            future.set_exception(err)
+
+    threading.Thread(target=run, name=f"list-{kind}", daemon=True).start()
+    return future
 
 
 class WatchStream:

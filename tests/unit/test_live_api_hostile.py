@@ -1,0 +1,134 @@
+"""The Kubernetes API as the tuner's clients see it, with faults a real API server does not
+produce on demand: a server that accepts and never answers, one that sends the same
+``continue`` token again, and (as a fast double beside the two-API-server test on the real
+control plane, ``tests/e2e/test_api_server.py``) two servers to tell which one a request
+reached. Small HTTP servers on loopback stand for them."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testkit.hostile import kubeconfig, silent_server
+from tuner.cli import main
+from tuner.errors import ServiceError
+from tuner.monitor.kube import KINDS, api_client, read_cluster
+from tuner.settings import Kubernetes
+
+
+class ApiServer(ThreadingHTTPServer):
+    """Answers every list with an empty page (``token``: its ``continue`` token) and records
+    each request's path and Authorization header."""
+
+    token = ""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Lists)
+        self.requests: list[tuple[str, str]] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _Lists(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        assert isinstance(self.server, ApiServer)
+        self.server.requests.append((self.path, self.headers.get("Authorization", "")))
+        metadata = {"resourceVersion": "7", "continue": self.server.token}
+        body = json.dumps({"metadata": metadata, "items": []}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def servers() -> Iterator[tuple[ApiServer, ApiServer]]:
+    pair = (ApiServer(), ApiServer())
+    for server in pair:
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    yield pair
+    for server in pair:
+        server.shutdown()
+        server.server_close()
+
+
+EXEC_PLUGIN = {
+    "exec": {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "command": sys.executable,
+        "args": [
+            "-c",
+            "import json; print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1',"
+            " 'kind': 'ExecCredential', 'status': {'token': 'from-exec'}}))",
+        ],
+        "interactiveMode": "Never",
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("user", "authorization"),
+    [({"token": "t0ken"}, "Bearer t0ken"), (EXEC_PLUGIN, "Bearer from-exec"), ({}, "")],
+)
+def test_every_request_goes_to_the_configured_api_server(
+    servers: tuple[ApiServer, ApiServer],
+    tmp_path: Path,
+    user: dict[str, Any],
+    authorization: str,
+) -> None:
+    """The kubeconfig names A with a token (or exec plugin) user; ``api_server`` names B."""
+    a, b = servers
+    config = kubeconfig(tmp_path / "kubeconfig", a.url, user)
+    settings = Kubernetes(kubeconfig=str(config), api_server=b.url)
+    with api_client(settings) as api:
+        read_cluster(api)
+        read_cluster(api)
+    assert a.requests == []
+    assert len(b.requests) == 2 * len(KINDS)
+    assert {header for _path, header in b.requests} == {authorization}
+
+
+def test_a_repeated_continue_token_ends_the_read(
+    servers: tuple[ApiServer, ApiServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, _b = servers
+    a.token = "the-same-token"
+    config = kubeconfig(tmp_path / "kubeconfig", a.url, {"token": "t"})
+    with api_client(Kubernetes(kubeconfig=str(config))) as api, pytest.raises(ServiceError) as e:
+        read_cluster(api)
+    assert str(e.value) == "kubernetes API: the list of Node sent the same continue token twice"
+    assert len(a.requests) == 2
+
+
+@pytest.fixture
+def silent() -> Iterator[tuple[str, threading.Event]]:
+    with silent_server() as server:
+        yield server
+
+
+def test_an_api_server_that_never_answers_fails_the_read_after_the_timeout(
+    silent: tuple[str, threading.Event], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, _ = silent
+    config = kubeconfig(tmp_path / "kubeconfig", url, {"token": "t"})
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps({"kubernetes": {"kubeconfig": str(config), "timeout_s": 1}}))
+    started = time.monotonic()
+    assert main(["plan", "--live", "--settings", str(settings)]) == 1
+    assert time.monotonic() - started < 30
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and "kubernetes API unreachable" in lines[0] and "timed out" in lines[0]
