@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes.config import incluster_config
 
 from testkit.hostile import kubeconfig, silent_server
 from tuner.cli import main
@@ -100,6 +101,27 @@ def test_every_request_goes_to_the_configured_api_server(
     assert a.requests == []
     assert len(b.requests) == 2 * len(KINDS)
     assert {header for _path, header in b.requests} == {authorization}
+
+
+def test_in_cluster_every_request_goes_to_the_configured_api_server(
+    servers: tuple[ApiServer, ApiServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The service account's loader (its token file re-read by the same refresh hook) names
+    A through the service environment; ``api_server`` names B."""
+    a, b = servers
+    token, ca = tmp_path / "token", tmp_path / "ca.crt"
+    token.write_text("sa-token")
+    ca.write_text("not used: B is plain HTTP")
+    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(token))
+    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(ca))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(a.server_address[1]))
+    with api_client(Kubernetes(in_cluster=True, api_server=b.url)) as api:
+        read_cluster(api)
+    assert a.requests == []
+    assert {header for _path, header in b.requests} == {
+        "bearer sa-token"
+    }  # the loader's own spelling
 
 
 def test_a_repeated_continue_token_ends_the_read(
