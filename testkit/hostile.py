@@ -1,5 +1,6 @@
-"""Hostile peers for tests (not shipped): an API server that accepts and never answers, idle
-(slowloris) connections, and a kubeconfig of a given server and user."""
+"""Hostile peers for tests (not shipped): an API server that accepts and never answers, an
+HTTP server that answers anything (what no real Prometheus sends), idle (slowloris)
+connections, and a kubeconfig of a given server and user."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import socket
 import threading
 import urllib.request
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -67,3 +69,42 @@ def http_status(port: int, path: str = "/healthz", host: str = "127.0.0.1") -> i
     """The status of a GET of ``path`` (an error status raises)."""
     with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=10) as response:
         return int(response.status)
+
+
+class RawAnswers(ThreadingHTTPServer):
+    """Answers every GET with :attr:`status` and :attr:`body` (raw bytes, any JSON or none)."""
+
+    status = 200
+    body: bytes = b""
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Raw)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _Raw(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        assert isinstance(self.server, RawAnswers)
+        self.send_response(self.server.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(self.server.body)))
+        self.end_headers()
+        self.wfile.write(self.server.body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet."""
+
+
+@contextlib.contextmanager
+def raw_answers() -> Iterator[RawAnswers]:
+    """A :class:`RawAnswers` serving in a thread."""
+    server = RawAnswers()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()

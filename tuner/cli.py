@@ -9,7 +9,7 @@ import os
 import select
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 from tuner.errors import InputError, ServiceError
 from tuner.redact import RedactingFilter, printable, redact_url
@@ -71,7 +71,8 @@ CLOSED_PIPE = 141
 status of a command killed by SIGPIPE (128 + 13), as ``cat`` or ``yes`` give; nothing is
 printed about it."""
 INTERRUPTED = 130
-"""Exit status after Ctrl-C (128 + SIGINT), with one line and no traceback."""
+"""Exit status after Ctrl-C (128 + SIGINT), with one line and no traceback; output not yet
+written is dropped."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -79,9 +80,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     closed output pipe ends the command quietly (:data:`CLOSED_PIPE`)."""
     try:
         try:
-            return _run(argv)
-        finally:  # also after --help: a closed pipe is caught here, not at exit
+            status = _run(argv)
+        except SystemExit:  # --help, or bad arguments
             sys.stdout.flush()
+            raise
+        sys.stdout.flush()  # here, not at exit: a closed pipe is caught below
+        return status
     except BrokenPipeError as err:
         if not _silence_closed_pipes():
             _fail(f"{err.strerror or err}")
@@ -89,6 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return CLOSED_PIPE
     except KeyboardInterrupt:
         _fail("interrupted")
+        _drop(sys.stdout)  # what is still buffered must not block the exit on a full pipe
         return INTERRUPTED
 
 
@@ -114,6 +119,17 @@ def _run(argv: Sequence[str] | None) -> int:
         return 1
 
 
+def _drop(stream: TextIO) -> None:
+    """Point ``stream``'s file descriptor at /dev/null (when it has one)."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):  # not a file (a test's StringIO)
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, fd)
+    os.close(null)
+
+
 def _silence_closed_pipes() -> bool:
     """Point stdout and stderr, where their reader is gone, at /dev/null (so that the flush at
     exit cannot fail again); False when neither was a closed pipe."""
@@ -127,9 +143,7 @@ def _silence_closed_pipes() -> bool:
         poller.register(fd, select.POLLOUT)
         if any(events & select.POLLERR for _fd, events in poller.poll(0)):
             closed = True
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, fd)
-            os.close(null)
+            _drop(stream)
     return closed
 
 

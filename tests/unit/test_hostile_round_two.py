@@ -1,8 +1,8 @@
 """Named regressions of issue 28 (hostile input, round two), each re-run as the probe ran it:
 settings the schema accepted that crashed later or were wrong, secrets and control characters
 printed by ``tuner monitor``, dumps and live objects of the wrong shape, and answers no real
-Prometheus gives (a 401-digit number, an array 200,000 deep: a fake HTTP server, the one way
-to produce them)."""
+Prometheus gives (a 401-digit number, an array 200,000 deep: a fake HTTP server,
+:class:`testkit.hostile.RawAnswers`, the one way to produce them)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import copy
 import json
 import logging
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from testkit.hostile import RawAnswers, raw_answers
 from tuner.cli import main
 from tuner.errors import InputError
 from tuner.model.load import Load
@@ -169,37 +169,10 @@ def test_monitor_escapes_control_characters_of_label_values_and_errors() -> None
 # --- hostile Prometheus answers -------------------------------------------------------------
 
 
-class HostileServer(ThreadingHTTPServer):
-    """Answers every request with :attr:`status` and :attr:`body` (raw bytes): what no real
-    Prometheus sends."""
-
-    status = 200
-    body: bytes = b""
-
-
-class _Hostile(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        assert isinstance(self.server, HostileServer)
-        self.send_response(self.server.status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(self.server.body)))
-        self.end_headers()
-        self.wfile.write(self.server.body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
-def hostile() -> Iterator[HostileServer]:
-    import threading
-
-    server = HostileServer(("127.0.0.1", 0), _Hostile)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+def hostile() -> Iterator[RawAnswers]:
+    with raw_answers() as server:
+        yield server
 
 
 def _answer(result: str) -> bytes:
@@ -221,10 +194,10 @@ DIGITS = "9" * 401
     ],
 )
 def test_a_hostile_prometheus_answer_is_a_query_error(
-    hostile: HostileServer, status: int, body: bytes, message: str
+    hostile: RawAnswers, status: int, body: bytes, message: str
 ) -> None:
     hostile.status, hostile.body = status, body
-    url = f"http://127.0.0.1:{hostile.server_address[1]}"
+    url = hostile.url
     with PrometheusClient(Prometheus(url=url)) as client:
         with pytest.raises(QueryError, match=message):
             client.instant("sum(up)", 1.7e9)
@@ -232,9 +205,9 @@ def test_a_hostile_prometheus_answer_is_a_query_error(
             client.range("sum(up)", 1.7e9, 1.7e9 + 10, 5)
 
 
-def test_a_401_digit_value_string_is_infinite_not_a_crash(hostile: HostileServer) -> None:
+def test_a_401_digit_value_string_is_infinite_not_a_crash(hostile: RawAnswers) -> None:
     hostile.body = _answer('[{"metric": {"a": "b"}, "value": [1.7e9, "' + DIGITS + '"]}]')
-    url = f"http://127.0.0.1:{hostile.server_address[1]}"
+    url = hostile.url
     with PrometheusClient(Prometheus(url=url)) as client:
         answer = client.instant("sum(up)", 1.7e9)
     assert not isinstance(answer, float) and answer[0].points[0][1] == float("inf")
