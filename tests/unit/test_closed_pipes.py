@@ -16,8 +16,10 @@ import contextlib
 import io
 import json
 import os
+import random
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,8 +27,15 @@ from pathlib import Path
 import pytest
 
 from knowledge.embedded import EmbeddedKnowledgeBase
+from knowledge.lazy import LazyKnowledge
+from testkit.builders import cluster, node, pod
 from tests.knowledge.test_contract import execution
+from tuner.analyse.decision import analyse
 from tuner.cli import CLOSED_PIPE, main
+from tuner.cycle import CycleReport, Outcome
+from tuner.daemon.run import Daemon
+from tuner.report.build import build_report
+from tuner.settings import Analyse, Pricing, Settings
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "cluster-dump.json"
 ROOT = Path(__file__).parents[2]
@@ -133,3 +142,31 @@ def test_behind_a_real_head_c1(world: Path, name: str) -> None:
     )
     assert done.stdout.strip() in ("0", str(CLOSED_PIPE)), done.stderr
     assert done.stderr == ""
+
+
+class _Actuator:
+    """What the daemon asks of its actuator before and after a dry-run cycle."""
+
+    def __init__(self) -> None:
+        self.stop_requested = threading.Event()
+
+    def read(self) -> None:
+        raise AssertionError("not read: the cycle is given")
+
+
+def test_a_dry_run_daemon_whose_plans_have_no_reader_stops(tmp_path: Path) -> None:
+    """``tuner run --dry-run | head``: the first planned cycle's print fails, the daemon stops
+    as after a signal (the command line then ends with 141), no cycle is reported failed."""
+    s = Settings(
+        pricing=Pricing(price_per_core=1.0, price_per_gb=0.0),
+        analyse=Analyse(excluded_namespaces=frozenset(), candidate_delay_s=0),
+    )
+    c = cluster([node("a"), node("b")], [pod("w-1", "a"), pod("w-2", "b")])
+    plan = build_report(c, s, analyse(c, s, [], random.Random(0)))
+    report = CycleReport(Outcome.PLANNED, 0, 600, "planned", 600, plan=plan)
+    kb = LazyKnowledge(lambda: EmbeddedKnowledgeBase(tmp_path / "kb.sqlite"))
+    daemon = Daemon(s, _Actuator(), prometheus=None, kb=kb, dry_run=True)  # type: ignore[arg-type]
+    with _stdout_closed_early() as err:
+        daemon._on_cycle(report, 0.1)
+    assert daemon.stopping.is_set()
+    assert "Traceback" not in err.getvalue()

@@ -232,7 +232,11 @@ class Daemon:
     def _on_cycle(self, report: CycleReport, seconds: float) -> None:
         log_cycle(report, log)
         if self.dry_run and report.plan is not None:
-            print(render_text(report.plan), flush=True)
+            try:
+                print(render_text(report.plan), flush=True)
+            except BrokenPipeError:  # `tuner run --dry-run | head`: the reader is gone
+                log.info("the output's reader is gone: stopping")
+                self.stop()
         if not self.dry_run:
             self.actuator.events.record(cycle_event(report, self.settings.daemon.leader_election))
         self.metrics.observe(report, seconds)
