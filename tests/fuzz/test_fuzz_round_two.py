@@ -30,6 +30,7 @@ from testkit.hostile import RawAnswers, raw_answers
 from tests.fuzz.harness import GENERATED, assert_refused, snapshot
 from tests.fuzz.strategies import HUGE_INT
 from tests.knowledge.test_contract import execution
+from tests.unit.test_hostile_round_two import HPA, NODE, POD
 from tuner.model.load import Load
 from tuner.model.window_report import Verdict, WindowReport
 from tuner.monitor.command import render_text
@@ -67,46 +68,6 @@ def _outside(world: Path, name: str) -> Path:
 
 # --- wrong shapes ----------------------------------------------------------------------------
 
-NODE: dict[str, Any] = {
-    "kind": "Node",
-    "metadata": {"name": "n1", "labels": {"zone": "a"}, "annotations": {"note": "x"}},
-    "spec": {"taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]},
-    "status": {"capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"}},
-}
-POD: dict[str, Any] = {
-    "kind": "Pod",
-    "metadata": {"name": "p", "namespace": "shop", "labels": {"app": "web"}},
-    "spec": {
-        "nodeName": "n2",
-        "containers": [{"resources": {"requests": {"cpu": "100m"}}}],
-        "tolerations": [{"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}],
-        "nodeSelector": {"zone": "a"},
-        "affinity": {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
-                    ]
-                }
-            },
-            "podAntiAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {
-                        "labelSelector": {"matchLabels": {"app": "web"}},
-                        "topologyKey": "kubernetes.io/hostname",
-                        "namespaces": ["shop"],
-                    }
-                ]
-            },
-        },
-    },
-    "status": {"phase": "Running"},
-}
-HPA: dict[str, Any] = {
-    "kind": "HorizontalPodAutoscaler",
-    "metadata": {"name": "h", "namespace": "shop"},
-    "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 3},
-}
 _TERM = ["spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"]
 _EXPRESSION = [*_TERM, "nodeSelectorTerms", 0, "matchExpressions", 0]
 _ANTI = ["spec", "affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution", 0]
@@ -376,6 +337,17 @@ def test_a_special_file_as_input_is_one_line(
 # --- signals while reading or writing -----------------------------------------------------
 
 
+def _tuner(argv: list[str]) -> subprocess.Popen[str]:
+    """``tuner argv`` as a process whose stdout nobody reads."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tuner.cli", *argv],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def _waiting_in(pid: int, what: str) -> bool:
     return what in Path(f"/proc/{pid}/wchan").read_text()
 
@@ -387,13 +359,7 @@ def test_a_signal_while_a_command_writes_to_a_full_pipe(world: Path, number: int
     GENERATED["signals"] += 1
     before = snapshot(world)
     argv = ["kb", "export", "--settings", str(world / "settings.json")]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tuner.cli", *argv],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = _tuner(argv)
     try:
         eventually(lambda: _waiting_in(process.pid, "pipe"), 60, "the export blocked in write")
         process.send_signal(number)
@@ -417,14 +383,7 @@ def test_ctrl_c_while_a_command_reads_its_settings(world: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         fifo.unlink()
     os.mkfifo(fifo)
-    argv = ["plan", "--snapshot", str(EXAMPLE), "--settings", str(fifo)]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tuner.cli", *argv],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = _tuner(["plan", "--snapshot", str(EXAMPLE), "--settings", str(fifo)])
     try:
         with open(fifo, "w") as writer:
             writer.write('{"pricing": ')

@@ -19,8 +19,8 @@ import pytest
 
 from testkit.hostile import http_status, idle_connections, kubeconfig, silent_server
 from tests.fuzz.harness import GENERATED
+from tests.unit.test_metrics_server import served_fixture  # noqa: F401  (the fixture)
 from tuner.daemon.http_server import BoundedServer
-from tuner.daemon.metrics import Metrics
 
 ROOT = Path(__file__).parents[2]
 
@@ -29,14 +29,6 @@ ROOT = Path(__file__).parents[2]
 def silent() -> Iterator[tuple[str, threading.Event]]:
     with silent_server() as server:
         yield server
-
-
-@pytest.fixture
-def served() -> Iterator[BoundedServer]:
-    server = Metrics(stale_after_s=1e9).serve(0, "127.0.0.1")
-    yield server
-    server.shutdown()
-    server.server_close()
 
 
 @pytest.mark.parametrize(

@@ -54,7 +54,6 @@ def _one_line(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]
         ({"kubernetes": {"api_server": "javascript:alert(1)"}}, "api_server: 'javascript:alert"),
         ({"kubernetes": {"api_server": "ldap://dc.example"}}, "api_server: 'ldap://dc.example'"),
         ({"kubernetes": {"api_server": "https://h:6443?x=1"}}, "without query or fragment"),
-        ({"kubernetes_api": "ldap://dc.example"}, "kubernetes.api_server: 'ldap://"),
         ({"execute": {"label_prefix": "tuner.dev\n"}}, "execute.label_prefix: 'tuner.dev\\n'"),
         (
             {"execute": {"placeholder_priority_class": "placeholder\n"}},
@@ -78,6 +77,11 @@ def test_settings_the_schema_let_through_are_refused_naming_the_field(
     status, line = _one_line(capsys, "plan", "--snapshot", str(EXAMPLE), "--settings", str(path))
     assert status == 2
     assert fragment in line, line
+
+
+def test_the_2019_key_of_the_api_server_is_checked_too() -> None:
+    with pytest.raises(InputError, match=r"kubernetes\.api_server: 'ldap://dc\.example' is not"):
+        settings_from_dict({"kubernetes_api": "ldap://dc.example"})
 
 
 def test_a_schema_pattern_ending_in_dollar_means_the_end_of_the_text() -> None:
@@ -217,7 +221,7 @@ def test_a_401_digit_value_string_is_infinite_not_a_crash(hostile: RawAnswers) -
 
 NODE: dict[str, Any] = {
     "kind": "Node",
-    "metadata": {"name": "n1", "labels": {"zone": "a"}},
+    "metadata": {"name": "n1", "labels": {"zone": "a"}, "annotations": {"note": "x"}},
     "spec": {"taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]},
     "status": {"capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"}},
 }

@@ -20,8 +20,9 @@ from tuner.daemon.http_server import BoundedServer, connection_cap
 from tuner.daemon.metrics import Metrics
 
 
-@pytest.fixture
-def served() -> Iterator[BoundedServer]:
+@pytest.fixture(name="served")
+def served_fixture() -> Iterator[BoundedServer]:
+    """The daemon's metrics server on a free port, never stale."""
     server = Metrics(stale_after_s=1e9).serve(0, "127.0.0.1")
     yield server
     server.shutdown()
