@@ -49,6 +49,16 @@ def redact_url(text: str) -> str:
     return text
 
 
+SHOWN = 120
+"""Characters of a value an error message quotes (a 1 MiB key is cut)."""
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` for an error message, cut after :data:`SHOWN` characters."""
+    text = repr(value)
+    return text if len(text) <= SHOWN else f"{text[:SHOWN]}... ({len(text)} characters)"
+
+
 def printable(text: str) -> str:
     """``text`` with every character that is not printable (a newline, CR, ESC, BEL, a line
     separator) written as its Python escape, so that it stays one line and drives no

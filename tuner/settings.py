@@ -24,7 +24,7 @@ import jsonschema
 from tuner.errors import InputError
 from tuner.json_input import read_json
 from tuner.model.quantity import cpu_millis, memory_bytes
-from tuner.redact import redact_url, remember_url
+from tuner.redact import redact_url, remember_url, shown
 
 log = logging.getLogger(__name__)
 
@@ -252,8 +252,6 @@ refused in them. Every other settings string is one line, without control charac
 
 _CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_SHOWN = 120
-"""Characters of a settings value an error message quotes (a 1 MiB key is cut)."""
 
 
 def _is_integer(_checker: Any, instance: object) -> bool:
@@ -293,12 +291,6 @@ def _validator() -> jsonschema.Draft202012Validator:
         type_checker=base.TYPE_CHECKER.redefine("integer", _is_integer),
     )
     return strict(schema)  # type: ignore[no-any-return]
-
-
-def shown(value: object) -> str:
-    """``repr(value)``, cut to :data:`_SHOWN` characters for an error message."""
-    text = repr(value)
-    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text)} characters)"
 
 
 def load_settings(path: Path | None) -> Settings:
@@ -382,13 +374,16 @@ def _http_url(where: str, url: str) -> None:
         if host and ":" in host:
             ipaddress.IPv6Address(host.split("%")[0])
     except ValueError as err:  # its text may quote a part of the password: left out then
-        problem = "not a URL" if "@" in url else f"not a URL ({err})"
+        problem, split = ("not a URL" if "@" in url else f"not a URL ({err})"), True
     else:
         plain = host is not None and host.isprintable() and " " not in host
         if plain and parts.scheme in ("http", "https") and not (parts.query or parts.fragment):
             return
         problem = "not an http:// or https:// URL of a host (without query or fragment)"
-    hint = "; a '#', '?' or '/' in a password must be percent-encoded" if "@" in url else ""
+        split = "@" in parts.path + parts.query + parts.fragment
+    hint = (
+        "; a '#', '?' or '/' in a password must be percent-encoded" if split and "@" in url else ""
+    )
     raise InputError(f"{where}: {shown(redact_url(url))} is {problem}{hint}")
 
 

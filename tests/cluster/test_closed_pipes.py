@@ -44,7 +44,7 @@ def test_onboard_and_offboard_into_a_closed_pipe(
     settings = tmp_path / "settings.json"
     settings.write_text(json.dumps(kube.settings_doc()))
     workload = f"{kube.namespace}/web"
-    done = _closed([command, "--dry-run", workload, "--settings", str(settings)])
+    done = _closed([command, "--dry-run", "--workloads", workload, "--settings", str(settings)])
     assert done.returncode == CLOSED_PIPE, done.stderr
     assert done.stderr == ""
 

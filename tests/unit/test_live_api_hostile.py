@@ -18,9 +18,11 @@ from typing import Any
 import pytest
 from kubernetes.config import incluster_config
 
+from testkit.cluster_fixture import eventually
 from testkit.hostile import kubeconfig, silent_server
 from tuner.cli import main
 from tuner.errors import ServiceError
+from tuner.monitor.cache import ClusterCache
 from tuner.monitor.kube import KINDS, api_client, read_cluster
 from tuner.settings import Kubernetes
 
@@ -154,3 +156,17 @@ def test_an_api_server_that_never_answers_fails_the_read_after_the_timeout(
     assert time.monotonic() - started < 30
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1 and "kubernetes API unreachable" in lines[0] and "timed out" in lines[0]
+
+
+def test_the_cache_counts_a_repeated_continue_token_as_a_failed_list(
+    servers: tuple[ApiServer, ApiServer], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    a, _b = servers
+    a.token = "the-same-token"
+    config = kubeconfig(tmp_path / "kubeconfig", a.url, {"token": "t"})
+    with api_client(Kubernetes(kubeconfig=str(config))) as api:
+        cache = ClusterCache(api, ["Node"], backoff_s=60)
+        with cache:
+            assert not cache.wait_synced(0.5)
+            assert eventually(lambda: "continue token twice" in cache.why(), 30)
+    assert "watcher failed" not in caplog.text  # an expected failure, not a bug's traceback

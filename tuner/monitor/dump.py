@@ -32,6 +32,7 @@ from tuner.model.scheduling import (
 )
 from tuner.monitor.decode import gc_paused, list_items
 from tuner.monitor.prune import OBJECT
+from tuner.redact import shown
 from tuner.settings import PRICE_ANNOTATION
 
 log = logging.getLogger(__name__)
@@ -281,7 +282,7 @@ def _frozen(mapping: Any, field: str = "metadata.labels") -> Mapping[str, str]:
 def _text(value: Any, field: str) -> str:
     """A field that must be a string (a list or a map there is refused, never hashed later)."""
     if not isinstance(value, str):
-        raise InputError(f"{field} is {_shown(value)}, not a string")
+        raise InputError(f"{field} is {shown(value)}, not a string")
     return value
 
 
@@ -289,7 +290,7 @@ def _texts(values: Any, field: str) -> tuple[str, ...]:
     """A field that must be a list of strings (null: empty)."""
     values = values or ()
     if not isinstance(values, list | tuple):
-        raise InputError(f"{field} is {_shown(values)}, not a list of strings")
+        raise InputError(f"{field} is {shown(values)}, not a list of strings")
     return tuple(_text(v, f"{field}[{i}]") for i, v in enumerate(values))
 
 
@@ -297,13 +298,8 @@ def _objects(values: Any, field: str) -> list[Obj]:
     """A field that must be a list of objects (null: empty)."""
     values = values or ()
     if not isinstance(values, list | tuple) or not all(isinstance(v, OBJECT) for v in values):
-        raise InputError(f"{field} is {_shown(values)}, not a list of objects")
+        raise InputError(f"{field} is {shown(values)}, not a list of objects")
     return list(values)
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else f"{text[:80]}..."
 
 
 def _resources(values: Any) -> Resources:
@@ -326,7 +322,7 @@ def _node(obj: Obj, price_annotation: str = PRICE_ANNOTATION) -> Node:
     _price(annotations, price_annotation)
     unschedulable = spec.get("unschedulable", False)
     if not isinstance(unschedulable, bool):
-        raise InputError(f"spec.unschedulable is {_shown(unschedulable)}, not true or false")
+        raise InputError(f"spec.unschedulable is {shown(unschedulable)}, not true or false")
     return Node(
         name=name,
         capacity=_resources(capacity),
@@ -492,7 +488,7 @@ def label_selector(obj: Obj | None, field: str = "selector") -> LabelSelector:
     """A LabelSelector from its API form (``field`` names it in errors)."""
     obj = obj or {}
     if not isinstance(obj, OBJECT):
-        raise InputError(f"{field} is {_shown(obj)}, not an object")
+        raise InputError(f"{field} is {shown(obj)}, not an object")
     return LabelSelector(
         freeze_labels(_frozen(obj.get("matchLabels"), f"{field}.matchLabels")),
         _requirements(obj.get("matchExpressions"), f"{field}.matchExpressions"),

@@ -232,8 +232,12 @@ def list_kind(
         data, meta = page.result()
         if meta.token:
             if meta.token in tokens or len(tokens) >= MAX_PAGES:
-                why = "the same continue token twice" if meta.token in tokens else "no end"
-                raise ServiceError(f"kubernetes API: the list of {kind} sent {why}")
+                why = (
+                    "sent the same continue token twice"
+                    if meta.token in tokens
+                    else f"did not end after {MAX_PAGES} pages"
+                )
+                raise ServiceError(f"kubernetes API: the list of {kind} {why}")
             tokens.add(meta.token)
             page = _ahead(fetch, meta.token, kind)
         with gc_paused():  # its passes over a page's tree cost twice the decoding
