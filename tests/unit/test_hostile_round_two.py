@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 
 from testkit.hostile import RawAnswers, raw_answers
-from tuner.cli import main
+from tuner.cli import _fail, main
+from tuner.daemon import logs
 from tuner.errors import InputError
+from tuner.json_input import read_json
 from tuner.model.load import Load
 from tuner.model.window_report import Verdict, WindowReport
 from tuner.monitor.command import render_text
@@ -147,6 +149,42 @@ def test_a_password_with_a_hash_is_refused_without_printing_it(
     assert status == 2
     assert "S3cret" not in line and "admin" not in line
     assert "must be percent-encoded" in line
+
+
+def test_daemon_log_lines_are_one_line_without_credentials(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``tuner run`` sets its own log handler: it redacts and escapes like the command line's."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        for json_lines in (False, True):
+            logs.configure(verbose=False, json_lines=json_lines)
+            log = logging.getLogger("tuner.daemon")
+            log.warning("query to %s failed: \x1b[2Jforged\nline", "http://u:hunter2@prom:9090/x")
+            try:
+                raise OSError("connect to bolt://neo4j:s3cret@db:7687 refused")
+            except OSError:
+                log.exception("knowledge base down")
+            err = capsys.readouterr().err
+            assert "hunter2" not in err and "s3cret" not in err
+            first = json.loads(err.splitlines()[0])["message"] if json_lines else err
+            assert "http://***@prom:9090/x" in first and "\\x1b[2Jforged\\nline" in first
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
+def test_a_one_line_error_is_cut_in_the_middle(capsys: pytest.CaptureFixture[str]) -> None:
+    _fail("start " + "x" * 10_000 + " end")
+    line = capsys.readouterr().err.rstrip("\n")
+    assert line.startswith("tuner: error: start ") and line.endswith(" end")
+    assert len(line) < 2100 and "characters) ..." in line
+
+
+def test_a_device_is_not_read_as_an_input_file() -> None:
+    with pytest.raises(InputError, match="settings /dev/zero is a device, not a file"):
+        read_json("/dev/zero", "settings")
 
 
 HOSTILE_LABELS = ("web\x1b[2J\x1b[31m", "api\rverdict:  stable", "db\u2028act: yes", "bell\x07")

@@ -22,6 +22,7 @@ from testkit.cluster_fixture import eventually
 from testkit.hostile import kubeconfig, silent_server
 from tuner.cli import main
 from tuner.errors import ServiceError
+from tuner.monitor import kube
 from tuner.monitor.cache import ClusterCache
 from tuner.monitor.kube import KINDS, api_client, read_cluster
 from tuner.settings import Kubernetes
@@ -46,7 +47,10 @@ class _Lists(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         assert isinstance(self.server, ApiServer)
         self.server.requests.append((self.path, self.headers.get("Authorization", "")))
-        metadata = {"resourceVersion": "7", "continue": self.server.token}
+        token = self.server.token
+        if token == "new":  # a new token every page: a list without end
+            token = f"page-{len(self.server.requests)}"
+        metadata = {"resourceVersion": "7", "continue": token}
         body = json.dumps({"metadata": metadata, "items": []}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -136,6 +140,19 @@ def test_a_repeated_continue_token_ends_the_read(
         read_cluster(api)
     assert str(e.value) == "kubernetes API: the list of Node sent the same continue token twice"
     assert len(a.requests) == 2
+
+
+def test_a_list_without_end_is_cut_after_the_most_pages(
+    servers: tuple[ApiServer, ApiServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, _b = servers
+    a.token = "new"
+    monkeypatch.setattr(kube, "MAX_PAGES", 5)
+    config = kubeconfig(tmp_path / "kubeconfig", a.url, {"token": "t"})
+    with api_client(Kubernetes(kubeconfig=str(config))) as api, pytest.raises(ServiceError) as e:
+        read_cluster(api)
+    assert str(e.value) == "kubernetes API: the list of Node did not end after 5 pages"
+    assert len(a.requests) == 6
 
 
 @pytest.fixture
