@@ -50,7 +50,8 @@ def seconds(text: str) -> float:
 
 def duration(text: str) -> float:
     """``90``, ``3600s``, ``30m``, ``12h``, ``30d``, ``2w`` -> seconds (at most ten years)."""
-    match = re.fullmatch(r"\s*(\d{1,12}(?:\.\d{1,6})?)\s*([smhdw]?)\s*", text)
+    # Stripped first: "\s*" on both sides of an optional unit backtracks quadratically.
+    match = re.fullmatch(r"(\d{1,12}(?:\.\d{1,6})?)\s*([smhdw]?)", text.strip())
     if not match:
         raise argparse.ArgumentTypeError(f"a duration is like 30d, 12h or 3600s, not {text!r}")
     value = float(match[1]) * _UNITS[match[2] or "s"]

@@ -5,13 +5,18 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
+import select
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 from tuner import __version__
 from tuner.errors import InputError, ServiceError
-from tuner.redact import RedactingFilter, redact_url
+from tuner.redact import RedactingFilter, printable, redact_url
+
+MAX_ERROR = 2000
+"""Characters of a one-line error printed (a 300,000-letter name is cut)."""
 
 _COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("tuner.offline.command", "add_plan_parser"),
@@ -40,9 +45,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _fail(message: object) -> None:
-    """The one line a failure prints: control characters of the message cannot break it."""
-    text = redact_url(str(message))
-    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    """The one line a failure prints: control characters of the message cannot break it, and
+    a message longer than :data:`MAX_ERROR` characters is cut in the middle."""
+    line = printable(redact_url(str(message)))
+    if len(line) > MAX_ERROR:
+        half = MAX_ERROR // 2
+        line = f"{line[:half]} ... ({len(line) - MAX_ERROR} characters) ... {line[-half:]}"
     print(f"tuner: error: {line}", file=sys.stderr)
 
 
@@ -61,8 +69,38 @@ def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     return parser
 
 
+CLOSED_PIPE = 141
+"""Exit status when the reader of the output went away (``tuner plan | head -c1``): the shell's
+status of a command killed by SIGPIPE (128 + 13), as ``cat`` or ``yes`` give; nothing is
+printed about it."""
+INTERRUPTED = 130
+"""Exit status after Ctrl-C (128 + SIGINT), with one line and no traceback; output not yet
+written is dropped."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: one-line errors with exit status 2 for bad input, never a traceback."""
+    """Entry point: one-line errors with exit status 2 for bad input, never a traceback; a
+    closed output pipe ends the command quietly (:data:`CLOSED_PIPE`)."""
+    try:
+        try:
+            status = _run(argv)
+        except SystemExit:  # --help, or bad arguments
+            sys.stdout.flush()
+            raise
+        sys.stdout.flush()  # here, not at exit: a closed pipe is caught below
+        return status
+    except BrokenPipeError as err:
+        if not _silence_closed_pipes():
+            _fail(f"{err.strerror or err}")
+            return 1
+        return CLOSED_PIPE
+    except KeyboardInterrupt:
+        _fail("interrupted")
+        _drop(sys.stdout)  # what is still buffered must not block the exit on a full pipe
+        return INTERRUPTED
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = _parser(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -82,6 +120,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ServiceError as err:
         _fail(err)
         return 1
+
+
+def _drop(stream: TextIO) -> None:
+    """Point ``stream``'s file descriptor at /dev/null (when it has one)."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):  # not a file (a test's StringIO)
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, fd)
+    os.close(null)
+
+
+def _silence_closed_pipes() -> bool:
+    """Point stdout and stderr, where their reader is gone, at /dev/null (so that the flush at
+    exit cannot fail again); False when neither was a closed pipe."""
+    closed = False
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            fd = stream.fileno()
+        except (OSError, ValueError):  # not a file (a test's StringIO): nothing to silence
+            continue
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        if any(events & select.POLLERR for _fd, events in poller.poll(0)):
+            closed = True
+            _drop(stream)
+    return closed
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
 import re
+import stat
 from itertools import accumulate
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -25,7 +27,10 @@ dumps are decoded item by item by :mod:`tuner.monitor.decode`, finite numbers on
 MAX_DEPTH = 64
 """Deepest nesting of arrays and objects (a Kubernetes object nests about 15 deep)."""
 
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
+"""A JSON string, or an unterminated one up to the end of the text: every character belongs to
+at most one match and the alternatives never overlap, so the scan is linear (the form
+``"(?:[^"\\]|\\.)*"`` re-scanned an unterminated string from each of its quotes: quadratic)."""
 _BRACKET = re.compile(r"[\[\]{}]")
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
@@ -38,12 +43,17 @@ def read_json(path: Path | str, what: str, stream: BinaryIO | None = None) -> An
 
 
 def read_bounded(path: Path | str, what: str, limit: int, stream: BinaryIO | None = None) -> bytes:
-    """The bytes of ``path`` (or ``stream``), refused when over ``limit`` or not UTF-8."""
+    """The bytes of ``path`` (or ``stream``), refused when over ``limit`` or not UTF-8, or when
+    ``path`` is a character device (``/dev/zero`` would be read to the limit; a pipe or a FIFO,
+    such as ``<(kubectl get …)``, is read)."""
     try:
         if stream is not None:
             data = stream.read(limit + 1)
         else:
             with open(path, "rb") as file:
+                mode = os.fstat(file.fileno()).st_mode
+                if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+                    raise InputError(f"{what} {path} is a device, not a file")
                 data = file.read(limit + 1)
     except OSError as err:
         raise InputError(f"cannot read {what} {path}: {err.strerror or err}") from err
@@ -97,6 +107,7 @@ def _float(text: str) -> float:
 
 
 def _depth(text: str) -> int:
-    """The deepest nesting of brackets outside strings (regular expressions, no recursion)."""
+    """The deepest nesting of brackets outside strings (regular expressions, no recursion;
+    linear in the length of ``text``)."""
     brackets = _BRACKET.findall(_STRING.sub("", text))
     return max(accumulate(_STEP[b] for b in brackets), default=0)

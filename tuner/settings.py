@@ -6,15 +6,18 @@ onto the nested keys with a deprecation warning.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import jsonschema
 
@@ -23,6 +26,7 @@ from tuner.json_input import read_json
 from tuner.model.limits import EvictionLimit, Limits
 from tuner.model.maintenance import maintenance_window
 from tuner.model.quantity import cpu_millis, memory_bytes
+from tuner.redact import redact_url, remember_url, shown
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +177,8 @@ class Kubernetes:
     context: str | None = None
     in_cluster: bool = False
     api_server: str | None = None
+    timeout_s: float = 60.0
+    """How long an API request (watches aside) may wait for an answer."""
 
 
 @dataclass(frozen=True)
@@ -239,10 +245,57 @@ class Settings:
     pools: dict[str, PoolSettings] = field(default_factory=dict)
 
 
+MULTI_LINE = frozenset(
+    {
+        ("load", "query"),
+        ("execute", "node_removal_command"),
+        ("execute", "node_provision_command"),
+    }
+)
+"""Settings whose strings may span lines (PromQL, a script given to ``sh -c``): only NUL is
+refused in them. Every other settings string is one line, without control characters."""
+
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _is_integer(_checker: Any, instance: object) -> bool:
+    """JSON Schema's ``integer`` counts ``2.0``; the settings take whole numbers written as such
+    (``2.0`` is refused, not turned into a float that fails later)."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+@cache
+def _ecma(pattern: str) -> re.Pattern[str]:
+    """A schema ``pattern`` compiled with ECMA-262's meaning of ``$`` (the end of the text),
+    not Python's (also before a final newline, so ``"tuner.dev\\n"`` would pass)."""
+    out, in_class, escaped = [], False, False
+    for char in pattern:
+        end = char == "$" and not (escaped or in_class)
+        if not escaped:
+            in_class = (in_class or char == "[") and char != "]"
+        escaped = not escaped and char == "\\"
+        out.append("\\Z" if end else char)
+    return re.compile("".join(out))
+
+
+def _pattern(
+    validator: Any, pattern: str, instance: object, _schema: Any
+) -> Iterator[jsonschema.ValidationError]:
+    if validator.is_type(instance, "string") and not _ecma(pattern).search(str(instance)):
+        yield jsonschema.ValidationError(f"{shown(instance)} does not match {pattern!r}")
+
+
 @cache
 def _validator() -> jsonschema.Draft202012Validator:
     schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
-    return jsonschema.Draft202012Validator(schema)
+    base = jsonschema.Draft202012Validator
+    strict = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+        base,
+        validators={"pattern": _pattern},
+        type_checker=base.TYPE_CHECKER.redefine("integer", _is_integer),
+    )
+    return strict(schema)  # type: ignore[no-any-return]
 
 
 def load_settings(path: Path | None) -> Settings:
@@ -260,11 +313,17 @@ def settings_from_dict(document: Any) -> Settings:
     """Validate a settings document (already parsed JSON)."""
     if not isinstance(document, dict):
         raise InputError("must be a JSON object")
+    _check_strings(document, ())
     error = next(iter(sorted(_validator().iter_errors(document), key=lambda e: e.path)), None)
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
         raise InputError(f"{where}: {_message(error)}")
     doc = _map_legacy(document)
+    for section, key in (("prometheus", "url"), ("kubernetes", "api_server")):
+        url = doc.get(section, {}).get(key)
+        if url is not None:
+            _http_url(f"{section}.{key}", url)
+    remember_url(doc.get("knowledge", {}).get("uri", ""))
     return Settings(
         pricing=Pricing(**doc.get("pricing", {})),
         analyse=_analyse(doc.get("analyse", {})),
@@ -285,8 +344,53 @@ def _message(error: jsonschema.ValidationError) -> str:
         known: dict[str, Any] = error.schema.get("properties", {})
         instance: dict[str, Any] = error.instance if isinstance(error.instance, dict) else {}
         extra = sorted(set(instance) - set(known))
-        return f"unknown key {extra[0]!r}" if extra else error.message
+        return f"unknown key {shown(extra[0])}" if extra else error.message
+    if error.validator == "type":
+        return f"{shown(error.instance)} is not of type {error.validator_value!r}"
     return error.message
+
+
+def _check_strings(value: Any, path: tuple[str, ...]) -> None:
+    """Every string of the document (keys too) is valid Unicode (no lone surrogate such as
+    ``"\\ud800"``) without NUL; outside :data:`MULTI_LINE` it is one line, without control
+    characters."""
+    where = ".".join(path) or "(top level)"
+    if isinstance(value, str):
+        if _SURROGATE.search(value):
+            raise InputError(f"{where}: {shown(value)} is not valid Unicode (a lone surrogate)")
+        bad = "\x00" in value or (path[:2] not in MULTI_LINE and _CONTROL.search(value))
+        if bad:
+            raise InputError(f"{where}: {shown(value)} holds a control character")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_strings(key, (*path, "(key)"))
+            _check_strings(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_strings(item, (*path, str(index)))
+
+
+def _http_url(where: str, url: str) -> None:
+    """An ``http://`` or ``https://`` URL of a host (an optional port and path prefix, no query
+    or fragment); its credentials, if any, are redacted from every later message."""
+    remember_url(url)
+    try:
+        parts = urlsplit(url)
+        host, _port = parts.hostname, parts.port
+        if host and ":" in host:
+            ipaddress.IPv6Address(host.split("%")[0])
+    except ValueError as err:  # its text may quote a part of the password: left out then
+        problem, split = ("not a URL" if "@" in url else f"not a URL ({err})"), True
+    else:
+        plain = host is not None and host.isprintable() and " " not in host
+        if plain and parts.scheme in ("http", "https") and not (parts.query or parts.fragment):
+            return
+        problem = "not an http:// or https:// URL of a host (without query or fragment)"
+        split = "@" in parts.path + parts.query + parts.fragment
+    hint = (
+        "; a '#', '?' or '/' in a password must be percent-encoded" if split and "@" in url else ""
+    )
+    raise InputError(f"{where}: {shown(redact_url(url))} is {problem}{hint}")
 
 
 def _map_legacy(document: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,8 @@ import logging
 import sys
 from typing import Any
 
+from tuner.redact import RedactingFilter
+
 _STANDARD = set(vars(logging.makeLogRecord({})))
 
 
@@ -22,13 +24,14 @@ class JsonFormatter(logging.Formatter):
         }
         entry.update({k: v for k, v in vars(record).items() if k not in _STANDARD})
         if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
+            entry["exception"] = record.exc_text or self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
 
 
 def configure(*, verbose: bool, json_lines: bool) -> None:
-    """Configure the root logger on stderr."""
+    """Configure the root logger on stderr: one line per record, without URL credentials."""
     handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(RedactingFilter())
     if json_lines:
         handler.setFormatter(JsonFormatter())
     else:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from tuner.cycle import CycleReport, Outcome
+from tuner.daemon.http_server import READ_TIMEOUT_S, BoundedServer
 from tuner.model.account import saving
 from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode
 
@@ -130,11 +131,14 @@ class Metrics:
         """True while cycles keep finishing."""
         return time.time() - self._finished < self.stale_after_s
 
-    def serve(self, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:
-        """Serve /metrics and /healthz in a background thread; returns the server."""
+    def serve(self, port: int, host: str = "0.0.0.0") -> BoundedServer:
+        """Serve /metrics and /healthz in a background thread (bounded: see
+        :mod:`tuner.daemon.http_server`); returns the server."""
         metrics = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = READ_TIMEOUT_S
+
             def do_GET(self) -> None:
                 if self.path == "/metrics":
                     self._send(200, CONTENT_TYPE_LATEST, generate_latest(metrics.registry))
@@ -154,6 +158,6 @@ class Metrics:
             def log_message(self, format: str, *args: object) -> None:
                 """Quiet: scrapes are not news."""
 
-        server = ThreadingHTTPServer((host, port), Handler)
+        server = BoundedServer(host, port, Handler)
         threading.Thread(target=server.serve_forever, daemon=True, name="metrics").start()
         return server

@@ -207,6 +207,8 @@ class Daemon:
         self.single = True
         try:
             self._start_cache()
+            if self.stopping.is_set():  # a signal while the cache was syncing
+                return 0
             if not self.dry_run:
                 self._recover()
             report = self.moderator.run_once()
@@ -221,7 +223,8 @@ class Daemon:
         """Run until a signal (exit 0) or a lost lease (exit 1)."""
         daemon = self.settings.daemon
         server = self.metrics.serve(daemon.metrics_port, daemon.metrics_host)
-        log.info("metrics on http://%s:%d/metrics", daemon.metrics_host, server.server_address[1])
+        host = f"[{daemon.metrics_host}]" if ":" in daemon.metrics_host else daemon.metrics_host
+        log.info("metrics on http://%s:%d/metrics", host, server.server_address[1])
         self._handle_signals()
         election = _election(api, daemon.leader_election)
         try:
@@ -232,6 +235,8 @@ class Daemon:
                 election.keep_renewing(self._on_lost_lease)
             self.metrics.leader.set(1)
             self._start_cache()
+            if self.stopping.is_set():  # a signal (or a lost lease) while the cache synced
+                return 1 if self.lost.is_set() else 0
             if not self.dry_run:
                 self._recover()
             self.history.take()
@@ -295,7 +300,11 @@ class Daemon:
         if self.shadow is not None:
             self.shadow.account(report)
         elif self.dry_run and report.plan is not None:
-            print(render_text(report.plan), flush=True)
+            try:
+                print(render_text(report.plan), flush=True)
+            except BrokenPipeError:  # `tuner run --dry-run | head`: the reader is gone
+                log.info("the output's reader is gone: stopping")
+                self.stop()
         if not self.dry_run:
             self.actuator.events.record(cycle_event(report, self.settings.daemon.leader_election))
         self.metrics.observe(report, seconds)

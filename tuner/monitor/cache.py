@@ -298,7 +298,7 @@ class ClusterCache:
             except ApiException as err:
                 relist = err.status == GONE
                 self._failed(state, api_refusal(err))
-            except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
+            except (urllib3.exceptions.HTTPError, OSError, ValueError, ServiceError) as err:
                 self._failed(state, f"{type(err).__name__}: {err}")
             except Exception as err:
                 # A bug must not leave the kind silently frozen: it turns stale, then relists.

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner import arguments
 from tuner.monitor.window import clock_time, date_time
+from tuner.redact import printable, redact_url
 from tuner.settings import load_settings
 
 if TYPE_CHECKING:
@@ -29,7 +30,10 @@ def run_monitor(settings_path: Path | None, window_s: float | None, output: str)
         settings = replace(settings, windows=replace(settings.windows, measure_s=window_s))
     with PrometheusClient(settings.prometheus) as prometheus:
         report = observe_window(settings, time.time(), prometheus)
-    print(json.dumps(report.to_json(), indent=2) if output == "json" else render_text(report))
+    # Label values and errors come from Prometheus: no credentials, no control characters
+    # (JSON escapes them itself).
+    text = json.dumps(report.to_json(), indent=2) if output == "json" else render_text(report)
+    print(redact_url(text))
     return 1 if report.verdict is Verdict.UNKNOWN else 0
 
 
@@ -71,7 +75,7 @@ def render_text(report: WindowReport) -> str:
     if len(report.findings) > 1:
         lines.append("findings:")
         lines += [f"  - {finding}" for finding in report.findings]
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)
 
 
 def _act(report: WindowReport) -> str:

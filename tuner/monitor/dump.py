@@ -32,6 +32,7 @@ from tuner.model.scheduling import (
 )
 from tuner.monitor.decode import gc_paused, list_items
 from tuner.monitor.prune import OBJECT
+from tuner.redact import shown
 from tuner.settings import PRICE_ANNOTATION
 
 log = logging.getLogger(__name__)
@@ -268,14 +269,37 @@ def _price(annotations: Mapping[str, str], key: str) -> None:
         raise InputError(f"annotation {key} is {text!r}, not a price >= 0")
 
 
-def _frozen(mapping: Any, field: str = "labels") -> Mapping[str, str]:
-    """Labels or annotations: strings to strings."""
+def _frozen(mapping: Any, field: str = "metadata.labels") -> Mapping[str, str]:
+    """Labels, annotations, a node selector: strings to strings."""
     mapping = mapping or {}
     if not isinstance(mapping, OBJECT) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in mapping.items()
     ):
-        raise InputError(f"metadata.{field} is not a map of strings")
+        raise InputError(f"{field} is not a map of strings")
     return MappingProxyType(dict(mapping))
+
+
+def _text(value: Any, field: str) -> str:
+    """A field that must be a string (a list or a map there is refused, never hashed later)."""
+    if not isinstance(value, str):
+        raise InputError(f"{field} is {shown(value)}, not a string")
+    return value
+
+
+def _texts(values: Any, field: str) -> tuple[str, ...]:
+    """A field that must be a list of strings (null: empty)."""
+    values = values or ()
+    if not isinstance(values, list | tuple):
+        raise InputError(f"{field} is {shown(values)}, not a list of strings")
+    return tuple(_text(v, f"{field}[{i}]") for i, v in enumerate(values))
+
+
+def _objects(values: Any, field: str) -> list[Obj]:
+    """A field that must be a list of objects (null: empty)."""
+    values = values or ()
+    if not isinstance(values, list | tuple) or not all(isinstance(v, OBJECT) for v in values):
+        raise InputError(f"{field} is {shown(values)}, not a list of objects")
+    return list(values)
 
 
 def _resources(values: Any) -> Resources:
@@ -294,8 +318,11 @@ def _node(obj: Obj, price_annotation: str = PRICE_ANNOTATION) -> Node:
     allocatable = status.get("allocatable") or capacity
     if "cpu" not in capacity or "memory" not in capacity:
         raise InputError("status.capacity lacks cpu or memory")
-    annotations = _frozen(meta.get("annotations"), "annotations")
+    annotations = _frozen(meta.get("annotations"), "metadata.annotations")
     _price(annotations, price_annotation)
+    unschedulable = spec.get("unschedulable", False)
+    if not isinstance(unschedulable, bool):
+        raise InputError(f"spec.unschedulable is {shown(unschedulable)}, not true or false")
     return Node(
         name=name,
         capacity=_resources(capacity),
@@ -304,10 +331,14 @@ def _node(obj: Obj, price_annotation: str = PRICE_ANNOTATION) -> Node:
         labels=_frozen(meta.get("labels")),
         annotations=annotations,
         taints=tuple(
-            Taint(t["key"], t.get("value", ""), t.get("effect", "NoSchedule"))
-            for t in spec.get("taints") or ()
+            Taint(
+                _text(t.get("key"), f"spec.taints[{i}].key"),
+                _text(t.get("value", ""), f"spec.taints[{i}].value"),
+                _text(t.get("effect", "NoSchedule"), f"spec.taints[{i}].effect"),
+            )
+            for i, t in enumerate(_objects(spec.get("taints"), "spec.taints"))
         ),
-        unschedulable=bool(spec.get("unschedulable", False)),
+        unschedulable=unschedulable,
     )
 
 
@@ -418,7 +449,7 @@ def effective_requests(spec: Obj) -> Resources:
 def _pod(obj: Obj) -> Pod | None:
     """A pod, its workload still its own controller (see :func:`_followed`)."""
     (meta, name), spec, status = _metadata(obj), obj.get("spec") or {}, obj.get("status") or {}
-    phase = status.get("phase", "Pending")
+    phase = _text(status.get("phase", "Pending"), "status.phase")
     if phase in FINISHED_PHASES or meta.get("deletionTimestamp"):
         return None
     namespace = meta.get("namespace", "default")
@@ -435,25 +466,32 @@ def _pod(obj: Obj) -> Pod | None:
         workload=workload,
         owner_kind=owner_kind,
         labels=_frozen(meta.get("labels")),
-        annotations=_frozen(meta.get("annotations"), "annotations"),
+        annotations=_frozen(meta.get("annotations"), "metadata.annotations"),
         constraints=_constraints(spec, namespace),
         phase=phase,
         ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
     )
 
 
-def _requirements(expressions: Iterable[Obj] | None) -> tuple[Requirement, ...]:
+def _requirements(expressions: Any, field: str) -> tuple[Requirement, ...]:
     return tuple(
-        Requirement(e["key"], e["operator"], tuple(str(v) for v in e.get("values") or ()))
-        for e in expressions or ()
+        Requirement(
+            _text(e.get("key"), f"{field}[{i}].key"),
+            _text(e.get("operator"), f"{field}[{i}].operator"),
+            _texts(e.get("values"), f"{field}[{i}].values"),
+        )
+        for i, e in enumerate(_objects(expressions, field))
     )
 
 
-def label_selector(obj: Obj | None) -> LabelSelector:
-    """A LabelSelector from its API form."""
+def label_selector(obj: Obj | None, field: str = "selector") -> LabelSelector:
+    """A LabelSelector from its API form (``field`` names it in errors)."""
     obj = obj or {}
+    if not isinstance(obj, OBJECT):
+        raise InputError(f"{field} is {shown(obj)}, not an object")
     return LabelSelector(
-        freeze_labels(obj.get("matchLabels")), _requirements(obj.get("matchExpressions"))
+        freeze_labels(_frozen(obj.get("matchLabels"), f"{field}.matchLabels")),
+        _requirements(obj.get("matchExpressions"), f"{field}.matchExpressions"),
     )
 
 
@@ -465,30 +503,36 @@ def _constraints(spec: Obj, namespace: str) -> Constraints:
     anti = (affinity.get("podAntiAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     ) or ()
+    terms = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    terms += ".nodeSelectorTerms"
+    anti_terms = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"
     return Constraints(
         tolerations=tuple(
             Toleration(
-                t.get("key", ""),
-                t.get("operator", "Equal"),
-                t.get("value", ""),
-                t.get("effect", ""),
+                *(
+                    _text(t.get(key, default), f"spec.tolerations[{i}].{key}")
+                    for key, default in _TOLERATION_FIELDS
+                )
             )
-            for t in spec.get("tolerations") or ()
+            for i, t in enumerate(_objects(spec.get("tolerations"), "spec.tolerations"))
         ),
-        node_selector=freeze_labels(spec.get("nodeSelector")),
+        node_selector=freeze_labels(_frozen(spec.get("nodeSelector"), "spec.nodeSelector")),
         node_affinity=tuple(
-            _requirements(term.get("matchExpressions"))
-            for term in required.get("nodeSelectorTerms") or ()
+            _requirements(term.get("matchExpressions"), f"{terms}[{i}].matchExpressions")
+            for i, term in enumerate(_objects(required.get("nodeSelectorTerms"), terms))
         ),
         anti_affinity=tuple(
             AntiAffinityTerm(
-                label_selector(term.get("labelSelector")),
-                tuple(term.get("namespaces") or (namespace,)),
+                label_selector(term.get("labelSelector"), f"{anti_terms}[{i}].labelSelector"),
+                _texts(term.get("namespaces"), f"{anti_terms}[{i}].namespaces") or (namespace,),
             )
-            for term in anti
+            for i, term in enumerate(_objects(anti, anti_terms))
             if term.get("topologyKey") == HOSTNAME_KEY
         ),
     )
+
+
+_TOLERATION_FIELDS = (("key", ""), ("operator", "Equal"), ("value", ""), ("effect", ""))
 
 
 def _template(obj: Obj) -> tuple[Workload, frozenset[str]]:
@@ -504,7 +548,7 @@ def _pdb(obj: Obj) -> Pdb:
     return Pdb(
         namespace=meta.get("namespace", "default"),
         name=name,
-        selector=label_selector(spec.get("selector")),
+        selector=label_selector(spec.get("selector"), "spec.selector"),
         disruptions_allowed=_whole(
             status.get("disruptionsAllowed", 0), "status.disruptionsAllowed"
         ),
@@ -522,7 +566,11 @@ def _hpa(obj: Obj) -> Hpa:
     return Hpa(
         namespace=namespace,
         name=name,
-        target=Workload(namespace, str(target["kind"]), str(target["name"])),
+        target=Workload(
+            namespace,
+            _text(target.get("kind"), "spec.scaleTargetRef.kind"),
+            _text(target.get("name"), "spec.scaleTargetRef.name"),
+        ),
         min_replicas=low,
         max_replicas=high,
     )

@@ -11,8 +11,9 @@ the parsed objects into a cluster exactly as a dump's are joined. :func:`list_ki
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -38,10 +39,66 @@ PAGE_LIMIT = 500
 
 CONNECT_TIMEOUT_S = 10.0
 
+MAX_PAGES = 20_000
+"""Most pages one list may take (10 million objects): an API server that keeps sending new
+``continue`` tokens cannot keep a read going for ever."""
+
+
+class _ApiClient(ApiClient):
+    """The API client with a deadline on every request that sets none (every call but the
+    watches, which set their own): an API server that accepts a connection and never answers
+    fails the request after ``timeout_s`` instead of hanging the tuner."""
+
+    def __init__(self, configuration: client.Configuration, timeout_s: float) -> None:
+        super().__init__(configuration)
+        self.timeout = (CONNECT_TIMEOUT_S, timeout_s)
+
+    def call_api(
+        self,
+        method: Any,
+        url: Any,
+        header_params: Any = None,
+        body: Any = None,
+        post_params: Any = None,
+        _request_timeout: Any = None,
+    ) -> Any:
+        timeout = _request_timeout or self.timeout
+        return super().call_api(method, url, header_params, body, post_params, timeout)
+
+
+_HOST: Any = vars(client.Configuration)["host"]
+"""The client configuration's own ``host`` property."""
+
+
+class _Configuration(client.Configuration):
+    """The client's configuration, whose API server stays the one :meth:`pin` fixed.
+
+    The client's token refresh hook (a kubeconfig user with a token or an exec plugin, or the
+    in-cluster service account) copies the kubeconfig's server back on every request, from
+    every thread; a plain assignment of ``host`` would be undone by the next request.
+    """
+
+    _pinned: str | None = None
+
+    @property
+    def host(self) -> str:
+        return self._pinned or str(_HOST.fget(self))
+
+    @host.setter
+    def host(self, value: str) -> None:
+        if self._pinned is None:
+            _HOST.fset(self, value)
+
+    def pin(self, server: str) -> None:
+        """Send every request to ``server``, whatever the configuration loaders set later."""
+        _HOST.fset(self, server)
+        self._pinned = server
+
 
 def api_client(settings: Kubernetes) -> ApiClient:
-    """An API client configured from settings (in-cluster, or a kubeconfig and context)."""
-    configuration = client.Configuration()
+    """An API client configured from settings (in-cluster, or a kubeconfig and context); with
+    ``api_server`` every request goes there, whatever the kubeconfig's server and auth."""
+    configuration = _Configuration()
     try:
         if settings.in_cluster:
             config.load_incluster_config(client_configuration=configuration)
@@ -60,8 +117,8 @@ def api_client(settings: Kubernetes) -> ApiClient:
         where = settings.kubeconfig or "the kubeconfig"
         raise InputError(f"kubernetes: {where} is malformed ({_first_line(err)})") from None
     if settings.api_server:
-        configuration.host = settings.api_server
-    return ApiClient(configuration)
+        configuration.pin(settings.api_server.rstrip("/"))
+    return _ApiClient(configuration, settings.timeout_s)
 
 
 def _first_line(err: Exception) -> str:
@@ -153,7 +210,8 @@ def list_kind(
     the API server answers from its watch cache instead of etcd — but kube-apiserver 1.33 then
     ignores the limit and sends every object in one response (measured: 3,000 pods, 10 MB in one
     page), whose decoding is the peak of a large cluster's memory; hence not the default.
-    Raises :class:`ApiException`, a connection error or a ``ValueError`` (invalid JSON).
+    Raises :class:`ApiException`, a connection error, a ``ValueError`` (invalid JSON) or a
+    :class:`ServiceError` (a ``continue`` token sent twice, more than :data:`MAX_PAGES` pages).
     """
     lister = _LISTERS[kind](api)
 
@@ -168,17 +226,41 @@ def list_kind(
         return data, _HEAD.decode(data).metadata
 
     objects: list[T] = []
-    with ThreadPoolExecutor(1, thread_name_prefix=f"list-{kind}") as fetcher:
-        page = fetcher.submit(fetch, "")
-        while True:
-            data, meta = page.result()
-            if meta.token:
-                page = fetcher.submit(fetch, meta.token)
-            with gc_paused():  # its passes over a page's tree cost twice the decoding
-                items = orjson.loads(data).get("items") or ()
-                objects.extend(convert(kind, item) for item in items)
-            if not meta.token:
-                return Listing(objects, meta.version)
+    tokens: set[str] = set()
+    page = _ahead(fetch, "", kind)
+    while True:
+        data, meta = page.result()
+        if meta.token:
+            if meta.token in tokens or len(tokens) >= MAX_PAGES:
+                why = (
+                    "sent the same continue token twice"
+                    if meta.token in tokens
+                    else f"did not end after {MAX_PAGES} pages"
+                )
+                raise ServiceError(f"kubernetes API: the list of {kind} {why}")
+            tokens.add(meta.token)
+            page = _ahead(fetch, meta.token, kind)
+        with gc_paused():  # its passes over a page's tree cost twice the decoding
+            items = orjson.loads(data).get("items") or ()
+            objects.extend(convert(kind, item) for item in items)
+        if not meta.token:
+            return Listing(objects, meta.version)
+
+
+def _ahead(fetch: Callable[[str], T], token: str, kind: str) -> Future[T]:
+    """``fetch(token)`` in a daemon thread: a page requested from a server that does not
+    answer never keeps the process from exiting (a pool's worker thread would, until the
+    request timed out)."""
+    future: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(fetch(token))
+        except BaseException as err:  # handed to the reader of the page
+            future.set_exception(err)
+
+    threading.Thread(target=run, name=f"list-{kind}", daemon=True).start()
+    return future
 
 
 class WatchStream:

@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from types import MappingProxyType, TracebackType
 from typing import Any, Protocol
-from urllib.parse import urlparse
 
 import requests
 import urllib3
@@ -26,7 +25,6 @@ from prometheus_api_client.exceptions import PrometheusApiClientException
 from prometheus_api_client.prometheus_connect import PrometheusConnect
 from urllib3.util.retry import Retry
 
-from tuner.errors import InputError
 from tuner.monitor.series import Point, Series
 from tuner.redact import redact_url
 from tuner.settings import Prometheus as PrometheusSettings
@@ -62,10 +60,7 @@ class PrometheusClient:
     def __init__(
         self, settings: PrometheusSettings, environ: Mapping[str, str] = os.environ
     ) -> None:
-        url = settings.url.rstrip("/")
-        parsed = urlparse(url)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise InputError(f"prometheus.url: not an http(s) URL: {redact_url(settings.url)!r}")
+        url = settings.url.rstrip("/")  # an http(s) URL of a host: checked with the settings
         token = environ.get(settings.token_env, "").strip()
         self.url = redact_url(url)
         """The URL without credentials: the one messages show."""
@@ -141,6 +136,8 @@ class PrometheusClient:
             return call()
         except requests.exceptions.JSONDecodeError:
             raise QueryError(query, f"unexpected answer from {self.url}: not JSON") from None
+        except RecursionError:  # the JSON decoder's, on an answer nested 100,000 deep
+            raise QueryError(query, f"unexpected answer from {self.url}: nested too deep") from None
         except requests.exceptions.RequestException as err:
             if _timed_out(err):
                 message = f"Prometheus at {self.url} did not answer within {self.timeout_s:g} s"
@@ -165,9 +162,11 @@ def _ts(t: float) -> str:
 
 
 def _number(raw: Any) -> float | None:
+    """A sample's number (``"+Inf"`` and ``"NaN"`` included); None when not a number or an
+    integer too large for a float (a timestamp of 401 digits)."""
     try:
         return float(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
@@ -214,7 +213,7 @@ def _api_error(err: PrometheusApiClientException) -> str:
     content = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
     try:
         payload = json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):
         payload = None
     if isinstance(payload, dict) and "error" in payload:
         return f"HTTP {code}: {payload.get('errorType', 'error')}: {payload['error']}"
