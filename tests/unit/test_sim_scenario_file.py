@@ -327,3 +327,20 @@ def test_the_real_cluster_scenarios_have_their_pools_traces_and_budgets() -> Non
     assert weekend < 0.8 * weekday
     assert night < 0.1 * weekday
     assert scenario("large").pools[0].max_nodes >= 100
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "field"),
+    [
+        ("name", "shop\n", "name: 'shop\\n' has a control character"),
+        ("pools.0.name", "general\n", "pools[0].name: 'general\\n' has a control"),
+        ("title", "Shop \x1b[2J", "title: 'Shop \\x1b[2J' has a control character"),
+        ("services.0.source", "chart\u2028values", "services[0].source: "),
+    ],
+)
+def test_text_with_a_control_character_is_refused(path: str, text: str, field: str) -> None:
+    with pytest.raises(InputError) as refused:
+        build(with_change(path, text))
+    assert str(refused.value).startswith(field), str(refused.value)
+    with pytest.raises(InputError, match=r"^loads: key 'sh\\nop' has a control character$"):
+        build({**VALID, "loads": {"sh\nop": {"constant": 1}}})

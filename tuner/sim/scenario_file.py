@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import re
+import unicodedata
 from collections.abc import Iterator
 from functools import cache
 from importlib import resources
@@ -75,6 +76,10 @@ MAX_DIGITS = 40
 """Longest integer read (more digits are refused naming the field, before Python's own limit
 of 4,300 digits would end the reading with no field named)."""
 
+CONTROL = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+"""Unicode categories no text of a scenario file may hold: control and format characters, line
+and paragraph separators, lone surrogates."""
+
 log = logging.getLogger(__name__)
 
 
@@ -130,19 +135,31 @@ def _shortened(reason: str, value: Any) -> str:
     return reason.replace(repr(value), _short(value))
 
 
-def _unreadable(doc: Any, path: tuple[str | int, ...] = ()) -> tuple[str | int, ...] | None:
-    """The path of the first number the simulator cannot take: NaN, an infinity, or an integer
-    of more than :data:`MAX_DIGITS` digits."""
-    if isinstance(doc, _LongInteger) or (isinstance(doc, float) and not math.isfinite(doc)):
-        return path
+def _unreadable(doc: Any, path: tuple[str | int, ...] = ()) -> str | None:
+    """What is wrong with the first value the simulator cannot take, with its field: NaN, an
+    infinity, an integer of more than :data:`MAX_DIGITS` digits, or text (a value or a key)
+    with a control or format character (a newline would end the one-line error or the table's
+    heading early, an escape sequence would reach the terminal)."""
+    if isinstance(doc, _LongInteger):
+        return f"{_where(path)}: an integer of {len(doc):,} digits is out of range"
+    if isinstance(doc, float) and not math.isfinite(doc):
+        return f"{_where(path)}: {_short(doc)} is not a finite number"
+    if isinstance(doc, str) and _controlled(doc):
+        return f"{_where(path)}: {_short(doc)} has a control character"
     items: Any = (
         doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
     )
     for key, value in items:
+        if isinstance(key, str) and _controlled(key):
+            return f"{_where(path)}: key {_short(key)} has a control character"
         found = _unreadable(value, (*path, key))
         if found is not None:
             return found
     return None
+
+
+def _controlled(text: str) -> bool:
+    return any(unicodedata.category(c) in CONTROL for c in text)
 
 
 def _message(error: ValidationError) -> str:
@@ -167,20 +184,11 @@ def check(doc: Any, hours: float | None = None) -> None:
     (``--hours``) overrides the file's for the rules that depend on the length of the run."""
     bad = _unreadable(doc)
     if bad is not None:
-        value = _at(doc, bad)
-        if isinstance(value, _LongInteger):
-            raise InputError(f"{_where(bad)}: an integer of {len(value):,} digits is out of range")
-        raise InputError(f"{_where(bad)}: {_short(value)} is not a finite number")
+        raise InputError(bad)
     error = best_match(_Validator(schema()).iter_errors(doc))
     if error is not None:
         raise InputError(_message(error))
     _check_rules(doc, hours)
-
-
-def _at(doc: Any, path: tuple[str | int, ...]) -> Any:
-    for part in path:
-        doc = doc[part]
-    return doc
 
 
 def start_days(trace: str, duration: float) -> int:
