@@ -1,9 +1,11 @@
 """Real file systems that fail the way disks do: a small tmpfs that fills up, one mounted
-read-only. Mounting needs root (or CAP_SYS_ADMIN); without it the test is skipped, saying why.
+read-only (mounting needs root or CAP_SYS_ADMIN; without it the test is skipped, saying why); and
+a process umask set for a block.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,3 +31,13 @@ def small_disk(where: Path, size: str = "64k", *, read_only: bool = False) -> It
         yield where
     finally:
         subprocess.run(["umount", str(where)], capture_output=True, check=False)
+
+
+@contextmanager
+def umask(mask: int) -> Iterator[None]:
+    """The process umask set to ``mask`` for the block."""
+    old = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(old)

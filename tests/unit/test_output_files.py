@@ -11,18 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from testkit.filesystems import small_disk
+from testkit.filesystems import small_disk, umask
 from tuner.errors import InputError
 from tuner.output_files import check_directory, check_file, write_atomic
 
 
 @pytest.fixture
 def umask_027() -> Iterator[None]:
-    old = os.umask(0o027)
-    try:
+    with umask(0o027):
         yield
-    finally:
-        os.umask(old)
 
 
 def _mode(path: Path) -> int:

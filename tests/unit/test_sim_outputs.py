@@ -16,7 +16,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pytest
 
-from testkit.filesystems import small_disk
+from testkit.filesystems import small_disk, umask
 from tuner.cli import main
 from tuner.sim.plots import draw
 from tuner.sim.report import comparison, run
@@ -41,11 +41,8 @@ def scenario_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def umask_022() -> Iterator[None]:
-    old = os.umask(0o022)
-    try:
+    with umask(0o022):
         yield
-    finally:
-        os.umask(old)
 
 
 def simulate(scenario: Path, *flags: str) -> int:

@@ -26,6 +26,7 @@ import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -181,7 +182,7 @@ def simulate(
     total = sum((s.warmup + s.duration) * len(names) for s in chosen)
     outcomes: dict[tuple[int, str], Outcome] = {}
     started = time.monotonic()
-    with Progress(total / 3600) as progress:
+    with closing(Progress(total / 3600)) as progress:
         if jobs > 1:
             _run_parallel(chosen, names, seeds, jobs, outcomes, progress)
         else:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from types import TracebackType
 from typing import Any, TextIO
 
 from tqdm import tqdm
@@ -62,17 +61,6 @@ class Progress:
         """End the bar."""
         if self._bar is not None:
             self._bar.close()
-
-    def __enter__(self) -> Progress:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _is_terminal(stream: TextIO) -> bool:
