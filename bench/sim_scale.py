@@ -1,6 +1,7 @@
 """Scale of the simulator: a pool of 1,000 nodes, and 1,000 pods that never find a node.
 
 Run: .venv/bin/python -m bench.sim_scale [--repeat 3] [--strategies autoscaler,karpenter,tuner]
+[--scenarios pool-1000,pending-1000]
 
 Two scenario files, each run for one simulated hour after the 30-minute warm-up, with each
 strategy (``tuner simulate`` runs them one by one):
@@ -74,13 +75,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--strategies", default="autoscaler,karpenter,tuner")
+    parser.add_argument("--scenarios", default=",".join(d["name"] for d in SCENARIOS))
     args = parser.parse_args()
+    chosen = args.scenarios.split(",")
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}; load before: {_load()}"
     )
     print(f"{'scenario':<14} {'strategy':<12} {'median s/run':>13} {'s per sim-h':>12}")
-    for doc in SCENARIOS:
+    for doc in (d for d in SCENARIOS if d["name"] in chosen):
         for strategy in args.strategies.split(","):
             wall, per_hour = measure(doc, strategy, args.repeat)
             print(f"{doc['name']:<14} {strategy:<12} {wall:>13.1f} {per_hour:>12.1f}", flush=True)
