@@ -1,14 +1,17 @@
-"""Scale of the simulator: a pool of 1,000 nodes, and 1,000 pods that never find a node.
+"""Scale of the simulator: pools of 1,000 nodes, and 1,000 pods that never find a node.
 
 Run: .venv/bin/python -m bench.sim_scale [--repeat 3] [--strategies autoscaler,karpenter,tuner]
-[--scenarios pool-1000,pending-1000]
+[--scenarios pool-1000,drain-1000,pending-1000]
 
-Two scenario files, each run for one simulated hour after the 30-minute warm-up, with each
+Three scenario files, each run for one simulated hour after the 30-minute warm-up, with each
 strategy (``tuner simulate`` runs them one by one):
 
 - ``pool-1000``: one e2-standard-4 pool of 1,000 nodes kept full by fixed Deployments
   (1,000 pods of 2 CPU, 2,000 of 500m) beside an HPA-scaled web tier on a day of Google 2019:
   every node is scheduled on, scanned by the autoscaler and analysed by the tuner each cycle.
+- ``drain-1000``: the same pool with one 1.5-CPU pod per node (40 %): every node is a
+  scale-down candidate, so the Cluster Autoscaler simulates draining each one every scan while it
+  removes them one by one, and Karpenter consolidates.
 - ``pending-1000``: a pool at its maximum of 3 nodes and a Deployment of 1,000 pods of 1 CPU;
   ~990 stay pending for the whole run (the Cluster Autoscaler cannot grow the pool).
 
@@ -48,13 +51,21 @@ POOL_1000: dict[str, Any] = {
     ],
     "loads": {"web": {"trace": "google2019", "first_day": 1, "peak": 2000}},
 }
+DRAIN_1000: dict[str, Any] = {
+    "name": "drain-1000",
+    "hours": 1,
+    "pools": [{"name": "p", "node_type": "e2-standard-4", "min": 0, "max": 1000, "initial": 1000}],
+    "services": [
+        {"name": "a", "namespace": "n", "cpu": "1500m", "memory": "2Gi", "replicas": 1000}
+    ],
+}
 PENDING_1000: dict[str, Any] = {
     "name": "pending-1000",
     "hours": 1,
     "pools": [{"name": "p", "node_type": "e2-standard-4", "min": 1, "max": 3, "initial": 3}],
     "services": [{"name": "a", "namespace": "n", "cpu": "1", "memory": "1Gi", "replicas": 1000}],
 }
-SCENARIOS = (POOL_1000, PENDING_1000)
+SCENARIOS = (POOL_1000, DRAIN_1000, PENDING_1000)
 
 
 def measure(doc: dict[str, Any], strategy: str, repeat: int) -> tuple[float, float]:
