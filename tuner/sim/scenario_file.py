@@ -174,8 +174,6 @@ def _message(error: ValidationError) -> str:
     if error.validator == "required":
         return f"{where}: {error.message}"
     reason = _shortened(error.message.splitlines()[0], error.instance)
-    if len(reason) > 200:
-        reason = reason[:197] + "..."
     return f"{where}: {_short(error.instance)} is not allowed ({reason})"
 
 
