@@ -4,7 +4,6 @@ raises the ``argparse`` error that the CLI prints as one line with exit status 2
 from __future__ import annotations
 
 import argparse
-import math
 import re
 
 MAX_LOAD = 1e12
@@ -14,7 +13,14 @@ MAX_SECONDS = 10 * 366 * 86400
 MAX_COUNT = 1_000_000
 """Largest count (``--limit``, ``--keep``)."""
 MAX_HOURS = 24 * 14
-"""Longest simulation (``tuner simulate --hours``): two weeks."""
+"""Longest simulation (``tuner simulate --hours``, ``tuner demo --hours``): two weeks."""
+MIN_HOURS = 0.01
+"""Shortest simulation: 36 s, a few of the simulator's 5-second ticks (less records nothing to
+compare)."""
+MAX_SPEED = 3600.0
+"""Fastest ``tuner demo``: a simulated hour per second. Faster, the simulated clock outruns the
+simulation (each cycle has more to simulate than the last, without end) and the take-back job
+fires more often than a cycle can finish."""
 MAX_JOBS = 64
 """Most simulations at once (``tuner simulate --jobs``)."""
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -70,19 +76,21 @@ def count(text: str) -> int:
     return value
 
 
-def positive(text: str) -> float:
-    """A finite number > 0 (``tuner demo --hours``, ``--speed``)."""
-    value = _number(text, "value")
-    if not 0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"must be a positive number, not {text!r}")
+def hours(text: str) -> float:
+    """Simulated hours: within :data:`MIN_HOURS` .. :data:`MAX_HOURS`."""
+    value = _number(text, "hours")
+    if not MIN_HOURS <= value <= MAX_HOURS:
+        raise argparse.ArgumentTypeError(
+            f"hours must be in [{MIN_HOURS:g}, {MAX_HOURS}], not {text!r}"
+        )
     return value
 
 
-def hours(text: str) -> float:
-    """Simulated hours: > 0 and at most :data:`MAX_HOURS`."""
-    value = _number(text, "hours")
-    if not 0 < value <= MAX_HOURS:
-        raise argparse.ArgumentTypeError(f"hours must be in (0, {MAX_HOURS}], not {text!r}")
+def speed(text: str) -> float:
+    """Simulated seconds per wall second (``tuner demo --speed``): 1 .. :data:`MAX_SPEED`."""
+    value = _number(text, "speed")
+    if not 1 <= value <= MAX_SPEED:
+        raise argparse.ArgumentTypeError(f"speed must be in [1, {MAX_SPEED:g}], not {text!r}")
     return value
 
 

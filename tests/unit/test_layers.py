@@ -24,6 +24,7 @@ UNITS: dict[str, str] = {
     "tuner.json_input": "model",  # bounded JSON reading (settings, dumps)
     "tuner.redact": "model",  # secrets out of URLs and log lines
     "tuner.arguments": "model",  # number types of the command lines
+    "tuner.output_files": "model",  # files a command writes, checked first, written atomically
     "knowledge": "knowledge",
     "tuner.analyse": "analyse",
     "tuner.plan": "plan",

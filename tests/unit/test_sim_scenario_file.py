@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tuner.cli import main
-from tuner.sim.load import TRACES
+from tuner.errors import InputError
+from tuner.sim.engine import Scenario
+from tuner.sim.load import TRACES, TraceReplay, trace_series
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.scenario_file import APPLICATIONS, PATTERNS, build, schema
 from tuner.sim.scenarios import scenario
@@ -101,7 +105,7 @@ INVALID = [
     ("hpa min above max", with_change("services.1.hpa.min", 9), "services[1].hpa.min: 9"),
     ("two loads for one namespace", with_change("loads.shop.pattern", "wide-peaks"), "loads.shop"),
     ("load of no namespace", with_change("loads.ghost", {"constant": 3}), "loads.ghost"),
-    ("trace too short", with_change("loads.shop.first_day", 27), "loads.shop.first_day: 27"),
+    ("trace too short", with_change("loads.shop.first_day", 28), "loads.shop.first_day: 28"),
     ("duplicate pool", with_change("pools.1.name", "general"), "pools[1].name: 'general'"),
     ("boolean seed", with_change("seed", True), "seed: True"),
     (
@@ -116,6 +120,19 @@ INVALID = [
         "pools[0].node_type: 'm5.large'",
     ),
     ("top level is a list", [VALID], "(top level): "),
+    # issue 28: quantities beyond 4,096 cores or 64 TiB name their field
+    ("cpu beyond 4,096 cores", with_change("services.1.cpu", "5000"), "services[1].cpu: quantity"),
+    ("memory beyond 64 TiB", with_change("services.1.memory", "100Ti"), "services[1].memory: "),
+    ("copies written as a float", with_change("applications.0.copies", 2.0), "copies: 2.0"),
+    ("replicas written as a float", with_change("services.0.replicas", 3.0), "replicas: 3.0"),
+    ("pool max written as a float", with_change("pools.0.max", 6.0), "pools[0].max: 6.0"),
+    ("hours too short to record", with_change("hours", 1e-300), "hours: 1e-300"),
+    # issue 28: a pod no pool's node holds beside its DaemonSets is refused, naming the field
+    ("cpu no node has", with_change("services.1.cpu", "7"), "services[1].cpu: pod shop/api"),
+    ("memory no node has", with_change("services.1.memory", "40Gi"), "services[1].memory: pod"),
+    # issue 27: an HPA cannot compute utilisation of a 0-CPU request
+    ("HPA on no CPU request", with_change("services.1.cpu", "0"), "services[1].hpa: an HPA on"),
+    ("HPA on a 0 CPU number", with_change("services.1.cpu", 0), "cpu is 0 (the HPA controller"),
 ]
 
 
@@ -161,6 +178,85 @@ def test_non_finite_numbers_and_broken_json_are_refused(
     assert len(lines) == 1, lines
     assert field in lines[0]
     assert not out.exists()
+
+
+def test_an_integer_of_5001_digits_names_its_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = json.dumps(VALID).replace('"hours": 0.25', '"hours": ' + "1" * 5001)
+    code, out = run_file(tmp_path, None, raw)
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert line.endswith("hours: an integer of 5,001 digits is out of range"), line
+    assert not out.exists()
+
+
+def test_an_over_long_value_is_shortened_and_the_reason_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _out = run_file(tmp_path, with_change("services.0.source", "s" * 5000))
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert "services[0].source: 'sss" in line
+    assert line.endswith("... is too long)"), line
+    assert len(line) < 400
+
+
+def test_the_trace_rule_is_what_the_replay_reads_with_hours_overriding_the_file() -> None:
+    # capital-bikeshare: 672 hourly samples, the last at 671 h; day 27 starts at 648 h
+    doc = with_change("loads.shop.first_day", 27)
+    assert build(doc, hours=23) is not None  # reads samples 648..671
+    with pytest.raises(InputError, match=r"loads\.shop\.first_day: 27 leaves 0\.96 days .*"):
+        build(doc, hours=23.5)
+    with pytest.raises(InputError) as refused:
+        build(doc, hours=30)
+    assert str(refused.value) == (
+        "loads.shop.first_day: 27 leaves 0.96 days of trace capital-bikeshare (27.96 days), "
+        "less than the 1.25 days of 30 simulated hours (--hours)"
+    )
+    # a week-long file replays day 22 for 24 hours, though not for its own 168
+    week = {**with_change("loads.shop.first_day", 22), "hours": 168}
+    with pytest.raises(InputError, match=r"first_day: 22 .* of 168 simulated hours$"):
+        build(week)
+    assert build(week, hours=24).duration == 24 * 3600
+    # alibaba2018 (2,243 five-minute samples): day 5 holds a day, day 7 does not
+    alibaba = {**with_change("loads.shop.trace", "alibaba2018"), "hours": 24}
+    assert build({**alibaba, "loads": {"shop": {**alibaba["loads"]["shop"], "first_day": 5}}})
+    with pytest.raises(
+        InputError,
+        match=re.escape(
+            "loads.shop.first_day: 7 leaves 0.78 days of trace alibaba2018 (7.78 days)"
+        ),
+    ):
+        build({**alibaba, "loads": {"shop": {**alibaba["loads"]["shop"], "first_day": 7}}})
+
+
+def test_a_replay_reads_exactly_the_samples_the_rule_counts() -> None:
+    series = trace_series("capital-bikeshare")
+    replay = TraceReplay.of("capital-bikeshare", 648, 23 * 3600, 100.0)
+    assert replay.samples == series[648:]
+    assert replay(23 * 3600) == pytest.approx(100.0 * series[-1] / max(series[648:]))
+
+
+def test_copies_past_the_trace_wrap_around_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    def app(first_day: int, copies: int) -> dict[str, Any]:
+        entry = {"app": "php-apache", "copies": copies, "trace": "alibaba2018", "peak": 30}
+        return {**VALID, "hours": 24, "applications": [{**entry, "first_day": first_day}]}
+
+    def days(built: Scenario) -> list[tuple[float, ...]]:
+        replays = [built.loads[f"php-apache-{i}"] for i in (1, 2, 3)]
+        return [r.samples[:1] for r in replays if isinstance(r, TraceReplay)]
+
+    series = trace_series("alibaba2018")
+    with caplog.at_level(logging.WARNING, logger="tuner.sim.scenario_file"):
+        assert days(build(app(4, 3))) == [series[d * 288 : d * 288 + 1] for d in (4, 5, 6)]
+        assert not caplog.records  # the issue's days 4, 0, 1 were a day too strict
+        assert days(build(app(6, 3))) == [series[d * 288 : d * 288 + 1] for d in (6, 0, 1)]
+    (record,) = caplog.records
+    assert record.getMessage().startswith(
+        "applications[0].copies: trace alibaba2018 holds 7 days to start a 24-hour replay on; "
+        "copies 2 to 3 wrap around to day 0"
+    )
 
 
 def test_output_naming_an_existing_file_is_refused_before_simulating(
@@ -231,3 +327,20 @@ def test_the_real_cluster_scenarios_have_their_pools_traces_and_budgets() -> Non
     assert weekend < 0.8 * weekday
     assert night < 0.1 * weekday
     assert scenario("large").pools[0].max_nodes >= 100
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "field"),
+    [
+        ("name", "shop\n", "name: 'shop\\n' has a control character"),
+        ("pools.0.name", "general\n", "pools[0].name: 'general\\n' has a control"),
+        ("title", "Shop \x1b[2J", "title: 'Shop \\x1b[2J' has a control character"),
+        ("services.0.source", "chart\u2028values", "services[0].source: "),
+    ],
+)
+def test_text_with_a_control_character_is_refused(path: str, text: str, field: str) -> None:
+    with pytest.raises(InputError) as refused:
+        build(with_change(path, text))
+    assert str(refused.value).startswith(field), str(refused.value)
+    with pytest.raises(InputError, match=r"^loads: key 'sh\\nop' has a control character$"):
+        build({**VALID, "loads": {"sh\nop": {"constant": 1}}})

@@ -86,7 +86,15 @@ class ClusterAutoscaler:
 
     def estimate(self, pool: NodePool, pods: list[SimPod], size: int) -> Option | None:
         """How many new ``pool`` nodes the pods need, first-fit over template nodes, capped by
-        the pool's maximum; None when no pod fits or the pool is full."""
+        the pool's maximum; None when no pod fits or the pool is full.
+
+        First-fit places a pod in the first node it fits, so the nodes within the cap fill the
+        same whether or not nodes beyond it are opened: a pod that fits none of them is passed
+        over (it waits, as it would on a node the pool may not add), which keeps a full pool
+        and a long queue of pending pods cheap."""
+        cap = pool.max_nodes - size
+        if cap <= 0:
+            return None
         room = self.template_room(pool)
         slots = pool.node_type.max_pods - len(self.daemonsets)
         template = _Template(pool_labels(pool.node_type, pool.name, self.pool_label))
@@ -100,6 +108,8 @@ class ClusterAutoscaler:
                 if _fits(req, free):
                     break
             else:
+                if len(bins) == cap:
+                    continue
                 free = [room.cpu, room.memory, slots, 0, 0]
                 bins.append(free)
             free[0] -= req.cpu
@@ -107,14 +117,12 @@ class ClusterAutoscaler:
             free[2] -= 1
             free[3] += req.cpu
             free[4] += req.memory
-        nodes = min(len(bins), pool.max_nodes - size)
-        if nodes <= 0:
+        if not bins:
             return None
-        used = bins[:nodes]
-        count = sum(slots - b[2] for b in used)
-        cpu = sum(b[3] for b in used)
-        memory = sum(b[4] for b in used)
-        return Option(pool, nodes, count, Resources(cpu, memory), room)
+        count = sum(slots - b[2] for b in bins)
+        cpu = sum(b[3] for b in bins)
+        memory = sum(b[4] for b in bins)
+        return Option(pool, len(bins), count, Resources(cpu, memory), room)
 
     def scale_up(self, cluster: SimCluster, unschedulable: list[SimPod], now: float) -> int:
         """Request nodes for pods that fit nowhere, in the pool the expander picks; returns
@@ -122,6 +130,8 @@ class ClusterAutoscaler:
         if not unschedulable:
             return 0
         booting = [n for n in cluster.nodes.values() if not n.ready(now) and n.registered]
+        if not booting and all(cluster.pool_size(p.name) >= p.max_nodes for p in self.pools):
+            return 0  # no room coming and none to ask for: pods that wait stay waiting
         bins: list[list[int]] = [
             [n.free().cpu, n.free().memory, n.type.max_pods - len(n.pods)] for n in booting
         ]
@@ -190,7 +200,8 @@ class ClusterAutoscaler:
         nodes = sorted((n for n in cluster.nodes.values() if n.ready(now)), key=lambda n: n.name)
         room = {n.name: [*_free(n), n.type.max_pods - len(n.pods)] for n in nodes}
         schedulable = [n for n in nodes if static_fit(SERVICE_POD, n) is None]
-        removable: list[str] = []
+        removable: dict[str, None] = {}
+        """Insertion-ordered set: found removable, so no destination."""
         for node in nodes:
             if self.utilization(node) >= self.config.utilization_threshold:
                 continue
@@ -198,10 +209,16 @@ class ClusterAutoscaler:
                 continue
             moved = [p for p in cluster.pods_on(node) if not p.daemon]
             plan: list[tuple[str, SimPod]] = []
-            targets = [n for n in schedulable if n is not node and n.name not in removable]
             for pod in sorted(moved, key=lambda p: (-p.service.cpu, p.uid)):
                 req = pod.requests
-                target = next((t for t in targets if _fits(req, room[t.name])), None)
+                target = next(
+                    (
+                        t
+                        for t in schedulable
+                        if t is not node and t.name not in removable and _fits(req, room[t.name])
+                    ),
+                    None,
+                )
                 if target is None:
                     break
                 plan.append((target.name, pod))
@@ -216,8 +233,8 @@ class ClusterAutoscaler:
                     r[1] += pod.service.memory
                     r[2] += 1
                 continue
-            removable.append(node.name)
-        return removable
+            removable[node.name] = None
+        return list(removable)
 
     def scale_down(self, cluster: SimCluster, now: float) -> list[SimPod]:
         """Track unneeded nodes and delete the ripe ones; returns the evicted pods."""

@@ -3,14 +3,17 @@
 Output directory (``--output``): one ``<scenario>.png`` per scenario, ``results.md`` (every
 table) and ``results.json`` (every figure, for scripts). With ``--readme``, the tables and plots
 also replace what stands between the README's ``<!-- evaluation:begin -->`` and
-``<!-- evaluation:end -->`` markers. Progress goes to stderr (tqdm). ``--jobs N`` runs N
-simulations at once in worker processes (the figures do not change).
+``<!-- evaluation:end -->`` markers. Progress goes to stderr (:mod:`tuner.sim.progress`: a
+bar on a terminal, else a line every 5 %). ``--jobs N`` runs N simulations at once in worker
+processes (the figures do not change).
 
 Everything is checked before the first simulated second: the scenarios (files against their
-schema), ``--output`` (a directory or nothing yet, never an existing file) and ``--readme``'s
-markers. File names come from scenario names (a schema pattern; sanitised again here), so
-nothing is written outside ``--output``; every file is written to a temporary name beside its
-target and renamed.
+schema), ``--output`` (a directory or nothing yet, under a directory, not a dangling link; its
+files regular files or missing, never links; writable with room for the outputs) and
+``--readme`` (a regular file with the markers, in a writable directory). File names come from
+scenario names (a schema pattern; sanitised again here), so nothing is written outside
+``--output``; every file is written to a temporary name beside its target and renamed, keeping
+the mode of the file it replaces (:mod:`tuner.output_files`).
 """
 
 from __future__ import annotations
@@ -20,18 +23,19 @@ import multiprocessing
 import os
 import re
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from tuner.errors import InputError
+from tuner.json_input import MAX_BYTES, read_bounded
+from tuner.output_files import check_directory, check_file, write_atomic
 from tuner.sim.engine import Scenario
 from tuner.sim.plots import plot
+from tuner.sim.progress import Progress
 from tuner.sim.report import ORDER, Comparison, Outcome, run, table, with_baseline
 from tuner.sim.report import comparison as compare_outcomes
 from tuner.sim.scenarios import SCENARIOS, scenario
@@ -83,17 +87,26 @@ def file_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".") or "scenario"
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write to a temporary file beside ``path``, then rename it over ``path``."""
-    payload = data.encode("utf-8") if isinstance(data, str) else data
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(payload)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+OUTPUT_ROOM = 2**20
+"""Bytes probed per scenario in ``--output`` (and added to the README's size for
+``--readme``): a plot is about 100 kB, the tables a few kB."""
+RESULTS = ("results.md", "results.json")
+
+
+def check_outputs(output: Path | None, readme: Path | None, names: Sequence[str]) -> None:
+    """Refuse, before simulating, an ``--output`` or ``--readme`` the results could not be
+    written to (see the module's docstring)."""
+    if readme is not None and output is None:
+        raise InputError("--readme needs --output (where the plots go)")
+    if output is not None:
+        check_directory(output, "--output", OUTPUT_ROOM * len(names))
+        for file in (*(f"{file_name(n)}.png" for n in names), *RESULTS):
+            check_file(output / file, "--output", 0, inside=output)
+    if readme is not None:
+        check_file(readme, "--readme", 0)
+        head, tail = readme_parts(readme)
+        size = len(head.encode("utf-8")) + len(tail.encode("utf-8"))
+        check_file(readme, "--readme", size + OUTPUT_ROOM * len(names))
 
 
 BEGIN = "<!-- evaluation:begin -->"
@@ -102,10 +115,7 @@ END = "<!-- evaluation:end -->"
 
 def readme_parts(readme: Path) -> tuple[str, str]:
     """The README's text before its evaluation section and after it."""
-    try:
-        text = readme.read_text(encoding="utf-8")
-    except OSError as err:
-        raise InputError(f"cannot read {readme}: {err}") from err
+    text = read_bounded(readme, "--readme", MAX_BYTES).decode("utf-8")
     head, begin, rest = text.partition(BEGIN)
     _old, end, tail = rest.partition(END)
     if not begin or not end:
@@ -134,7 +144,7 @@ def _run_parallel(
     seeds: Sequence[int],
     jobs: int,
     outcomes: dict[tuple[int, str], Outcome],
-    bar: tqdm[Any],
+    progress: Progress,
 ) -> None:
     """Every (scenario, strategy) run in ``jobs`` worker processes, longest scenarios first."""
     order = sorted(range(len(chosen)), key=lambda i: -chosen[i].duration)
@@ -148,8 +158,8 @@ def _run_parallel(
         for future in as_completed(pending):
             i, strategy = pending[future]
             outcomes[i, strategy] = future.result()
-            bar.set_description(f"{chosen[i].name} {strategy}")
-            bar.update(round((chosen[i].warmup + chosen[i].duration) / 3600, 4))
+            progress.describe(f"{chosen[i].name} {strategy}")
+            progress.update((chosen[i].warmup + chosen[i].duration) / 3600)
 
 
 def simulate(
@@ -165,33 +175,22 @@ def simulate(
     ``readme`` (and ``output``) also fill the README's evaluation section. ``jobs`` > 1 runs
     that many (scenario, strategy) simulations at once in worker processes: each run is
     seeded on its own, so the figures are the same."""
-    if readme is not None and output is None:
-        raise InputError("--readme needs --output (where the plots go)")
-    if output is not None and output.exists() and not output.is_dir():
-        raise InputError(f"--output: {str(output)!r} is an existing file, not a directory")
-    if readme is not None:
-        readme_parts(readme)  # fail before hours of simulation, not after
     chosen = scenarios_for(name, hours)
+    check_outputs(output, readme, [item.name for item in chosen])  # before hours of simulation
     names = with_baseline(strategies)
     seeds = [seed if seed is not None else (item.seed or DEFAULT_SEED) for item in chosen]
     total = sum((s.warmup + s.duration) * len(names) for s in chosen)
     outcomes: dict[tuple[int, str], Outcome] = {}
     started = time.monotonic()
-    with tqdm(
-        total=round(total / 3600, 2),
-        unit="sim-h",
-        file=sys.stderr,
-        dynamic_ncols=True,
-        disable=None,
-    ) as bar:
+    with closing(Progress(total / 3600)) as progress:
         if jobs > 1:
-            _run_parallel(chosen, names, seeds, jobs, outcomes, bar)
+            _run_parallel(chosen, names, seeds, jobs, outcomes, progress)
         else:
             for i, item in enumerate(chosen):
-                bar.set_description(item.name)
                 for strategy in names:
+                    progress.describe(f"{item.name} {strategy}")
                     outcomes[i, strategy] = run(
-                        item, strategy, seeds[i], lambda s: bar.update(round(s / 3600, 4))
+                        item, strategy, seeds[i], lambda s: progress.update(s / 3600)
                     )
     results = [
         compare_outcomes(item, seeds[i], tuple(outcomes[i, n] for n in names))
@@ -206,7 +205,10 @@ def simulate(
     print("\n".join(sections))
     print(f"simulated in {elapsed:.1f} s", file=sys.stderr)
     if output is not None:
-        output.mkdir(parents=True, exist_ok=True)
+        try:
+            output.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise InputError(f"--output: cannot create {output}: {err.strerror or err}") from None
         for comparison in results:
             write_atomic(output / f"{file_name(comparison.scenario.name)}.png", plot(comparison))
         write_atomic(output / "results.md", "\n".join(sections))

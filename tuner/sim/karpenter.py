@@ -246,6 +246,8 @@ class Karpenter:
         if now - newest < BATCH_IDLE and now - self.batch_start < BATCH_MAX:
             return
         self.batch_start = None
+        if all(cluster.pool_size(o.pool) >= o.max_nodes for o in self.offerings):
+            return  # no claim could launch: pending pods on full pools cost no packing
         claims, _ = pack_claims(waiting, self.offerings, self.overhead, len(self.daemonsets))
         for claim in claims:
             self._launch(cluster, claim.offerings, now)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import csv
 import io
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property
@@ -170,6 +171,13 @@ def trace_series(name: str) -> tuple[float, ...]:
     return tuple(float(row[column]) for row in rows)
 
 
+def samples_needed(span_s: float, step: float) -> int:
+    """Samples a replay of ``span_s`` seconds reads: one at every step from 0 to the first at
+    or after the span's end (the load between two samples is interpolated; the warm-up, before
+    time 0, replays the first sample)."""
+    return max(math.ceil(span_s / step - 1e-9), 1) + 1
+
+
 @dataclass(frozen=True)
 class TraceReplay:
     """A span of a trace as load shape: ``peak`` at the span's highest sample."""
@@ -183,7 +191,7 @@ class TraceReplay:
         """``span_s`` seconds of trace ``name`` from sample ``start_sample``."""
         series = trace_series(name)
         step = trace_step(name)
-        count = int(span_s // step) + 2
+        count = samples_needed(span_s, step)
         if start_sample < 0 or start_sample + count > len(series):
             raise InputError(
                 f"trace {name} has {len(series)} samples; asked {start_sample}+{count}"

@@ -4,12 +4,14 @@ and the lower bound, above the load (headless matplotlib)."""
 from __future__ import annotations
 
 import io
+import textwrap
 from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
 from tuner.sim.report import Comparison
 from tuner.sim.strategies import LABELS
@@ -25,10 +27,23 @@ STYLES: dict[str, dict[str, Any]] = {
     "binpacking-tuner": {"color": "tab:pink", "linewidth": 1.2, "linestyle": "-."},
 }
 """A wide, light CA-alone line under a dashed tuner line: where they are equal, both show."""
+DPI = 110
+TITLE_WIDTH = 90
+"""Characters per line of the title (a scenario file's title may have 200): longer ones wrap,
+so the 10-inch figure never clips them."""
 
 
 def plot(comparison: Comparison) -> bytes:
     """The cost-over-time and load plot of one comparison, as PNG."""
+    figure = draw(comparison)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI)
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def draw(comparison: Comparison) -> Figure:
+    """The cost-over-time and load figure of one comparison (close it after use)."""
     scenario = comparison.scenario
     base = comparison.outcomes[0].series
     hours = [t / 3600 for t in base.time]
@@ -54,7 +69,7 @@ def plot(comparison: Comparison) -> bytes:
         linewidth=1.0,
     )
     cost_axis.set_ylabel(f"cost ({scenario.currency}/h)")
-    cost_axis.set_title(f"{scenario.title} (seed {comparison.seed})")
+    cost_axis.set_title(textwrap.fill(f"{scenario.title} (seed {comparison.seed})", TITLE_WIDTH))
     cost_axis.legend(loc="upper right", fontsize="small")
     cost_axis.grid(alpha=0.3)
     load_axis.plot(hours, base.load, color="tab:gray")
@@ -62,7 +77,4 @@ def plot(comparison: Comparison) -> bytes:
     load_axis.set_xlabel("time (h)")
     load_axis.grid(alpha=0.3)
     figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110)
-    plt.close(figure)
-    return buffer.getvalue()
+    return figure

@@ -191,10 +191,11 @@ def table(comparison: Comparison) -> str:
             f"| {outcome.short_seconds:.0f} "
             f"| {windows} | {_actions(outcome.actions)} |"
         )
+    base = comparison.outcome(BASELINE).cost
+    saved = f"{(1 - comparison.lower_bound_cost / base) * 100:+.1f} %" if base else "—"
     rows.append(
         f"| lower bound | {comparison.lower_bound_node_hours:.2f} "
         f"| {comparison.lower_bound_cost:.3f} {currency} "
-        f"| {(1 - comparison.lower_bound_cost / comparison.outcome(BASELINE).cost) * 100:+.1f} % "
-        "| — | — | — | — | — | — |"
+        f"| {saved} | — | — | — | — | — | — |"
     )
     return "\n".join(rows)

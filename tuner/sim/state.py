@@ -131,6 +131,9 @@ class SimCluster:
         self.pods: dict[int, SimPod] = {}
         self.by_service: dict[Service, set[int]] = {}
         self.by_name: dict[str, int] = {}
+        self.waiting: dict[int, SimPod] = {}
+        """Pending pods by uid, oldest first (a pod is pending from its creation until it is
+        bound; it is never unbound)."""
         self.version = 0
         self.totals = Totals()
         """Running totals of the pods (for per-tick measurements without a pass over pods)."""
@@ -196,6 +199,7 @@ class SimCluster:
         pod = SimPod(self._uid, name, service, created=now, constraints=constraints)
         self.totals.add(pod, 1)
         self.pods[pod.uid] = pod
+        self.waiting[pod.uid] = pod
         self.by_service.setdefault(service, set()).add(pod.uid)
         self.by_name[name] = pod.uid
         self.touched_services.add(service)
@@ -206,6 +210,7 @@ class SimCluster:
         """Place a pending pod on a node."""
         pod.node = node.name
         pod.bound_at = now
+        del self.waiting[pod.uid]
         if not pod.placeholder:
             self.totals.pending -= 1
         self.bound[pod.service] = self.bound.get(pod.service, 0) + 1
@@ -249,12 +254,13 @@ class SimCluster:
         if pod.node is not None:
             self.bound[pod.service] -= 1
         del self.pods[pod.uid]
+        self.waiting.pop(pod.uid, None)
         self.by_service[pod.service].discard(pod.uid)
         del self.by_name[pod.name]
 
     def pending(self) -> list[SimPod]:
         """Pods waiting for a node, oldest first (placeholders too)."""
-        return sorted((p for p in self.pods.values() if p.node is None), key=lambda p: p.uid)
+        return list(self.waiting.values())
 
     def pods_of(self, service: Service) -> list[SimPod]:
         """Every pod of a service."""
