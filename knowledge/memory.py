@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from knowledge.base import Closing, load_band, row_limit, serves
+from knowledge.base import Closing, check_same, load_band, row_limit, serves
 from tuner.model.execution import Execution
 
 
@@ -20,8 +20,10 @@ class MemoryKnowledge(Closing):
         self.entries: dict[str, Execution] = {}
 
     def record(self, execution: Execution) -> None:
-        """Store a stable deployment (idempotent by id)."""
-        self.entries[execution.id] = execution
+        """Store a stable deployment (idempotent by id; another content under a stored id is
+        refused)."""
+        stored = self.entries.setdefault(execution.id, execution)
+        check_same(stored, execution)
 
     def find_by_load(
         self,

@@ -102,20 +102,15 @@ def encode(execution: Execution) -> dict[str, Any]:
     }
 
 
-# --- writes: one transaction runs all three for a batch of executions -----------------
+# --- writes: one transaction reads what is stored, then runs all three for the rest ----
 
-UPSERT_EXECUTIONS = """
+CREATE_EXECUTIONS = """
 UNWIND $executions AS x
-MERGE (e:Execution {id: x.id})
+CREATE (e:Execution)
 SET e = x.props
-WITH e
-CALL {
-  WITH e
-  MATCH (e)-[:HAS_NODE]->(old:Node)
-  DETACH DELETE old
-}
 """
-"""Create or overwrite the execution vertices (locking them) and drop their old node states."""
+"""The execution vertices of a batch none of which is stored yet (an id stored since makes the
+uniqueness constraint fail the transaction)."""
 
 MERGE_PODS = """
 UNWIND $pods AS pod
@@ -213,6 +208,9 @@ SLACK = 1 + TOLERANCE
 """``$slack`` of :data:`FIND_BY_LOAD`."""
 
 GET = "MATCH (e:Execution {id: $id})" + _DEPLOYMENT
+
+STORED = "MATCH (e:Execution) WHERE e.id IN $ids" + _DEPLOYMENT
+"""The executions a batch to record names that are stored already (an index seek)."""
 
 LIST = "MATCH (e:Execution) WITH e ORDER BY e.end DESC, e.id LIMIT $limit" + _DEPLOYMENT
 

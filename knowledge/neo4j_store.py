@@ -14,10 +14,11 @@ from typing import Any, LiteralString
 
 import neo4j
 from neo4j import Driver, GraphDatabase, ManagedTransaction
+from neo4j.exceptions import ConstraintError
 
 from knowledge import neo4j_cypher as cypher
-from knowledge.base import Closing, KnowledgeError, load_band, row_limit
-from knowledge.neo4j_decode import decode_rows, pod_refs
+from knowledge.base import Closing, KnowledgeError, check_same, distinct, load_band, row_limit
+from knowledge.neo4j_decode import Malformed, decode, decode_rows, pod_refs, pod_types
 from knowledge.neo4j_errors import translated
 from knowledge.neo4j_schema import ensure_schema
 from tuner.model.execution import Execution
@@ -80,27 +81,42 @@ class Neo4jKnowledgeBase(Closing):
         self.record_many([execution])
 
     def record_many(self, executions: Iterable[Execution]) -> None:
-        """Store a batch of executions in one transaction (bulk loads, imports)."""
+        """Store a batch of executions in one transaction (bulk loads, imports). One already
+        stored must be the same (it is left as it is); another content under a stored id is
+        refused (KnowledgeRefused) and nothing is written."""
         self._refuse_if_read_only("record")
-        latest = {e.id: e for e in executions}  # one write per id in a batch
+        batch = distinct(executions)
         try:
-            encoded = [cypher.encode(e) for e in latest.values()]
+            encoded = {e.id: cypher.encode(e) for e in batch.values()}
         except ValueError as err:
             raise KnowledgeError(f"{self.server}: record refused: {err}") from err
         if not encoded:
             return
-        pods = {pod["key"]: pod for x in encoded for pod in x["pods"]}
-        # Each statement gets only what it reads: the driver packs parameters in Python, and
-        # packing the whole batch for all three was half the time of a bulk load.
-        vertices = [{"id": x["id"], "props": x["props"]} for x in encoded]
-        deployments = [{"id": x["id"], "nodes": x["nodes"]} for x in encoded]
 
         def write(tx: ManagedTransaction) -> None:
-            tx.run(cypher.UPSERT_EXECUTIONS, executions=vertices).consume()
-            tx.run(cypher.MERGE_PODS, pods=[pods[key] for key in sorted(pods)]).consume()
-            tx.run(cypher.CREATE_NODES, executions=deployments).consume()
+            rows, pods = _fetch(tx, cypher.STORED, {"ids": list(encoded)})
+            types = pod_types(pods)
+            stored = set()
+            for row in rows:
+                execution_id = row["execution"]["id"]
+                try:
+                    found: Execution | ValueError = decode(row["execution"], row["nodes"], types)
+                except Malformed as err:
+                    found = err
+                check_same(found, batch[execution_id])
+                stored.add(execution_id)
+            fresh = [x for key, x in encoded.items() if key not in stored]
+            if fresh:
+                _create(tx, fresh)
 
-        self._write("record", write)
+        # A writer that stored one of these ids after this one looked makes the uniqueness
+        # constraint fail the transaction; the second look finds it stored.
+        try:
+            self._write("record", write)
+        except KnowledgeError as err:
+            if not isinstance(err.__cause__, ConstraintError):
+                raise
+            self._write("record", write)
 
     def find_by_load(
         self,
@@ -203,16 +219,35 @@ class Neo4jKnowledgeBase(Closing):
 
     def _read(self, action: str, query: LiteralString, **params: Any) -> Executions:
         def read(tx: ManagedTransaction) -> tuple[Rows, dict[str, dict[str, Any]]]:
-            # Not record.data(): it copies every nested value again, a third of a lookup.
-            rows = [
-                {"execution": record["execution"], "nodes": record["nodes"]}
-                for record in tx.run(query, params)
-            ]
-            if not rows:
-                return rows, {}
-            found = tx.run(cypher.PODS, refs=pod_refs(rows))
-            return rows, {record["ref"]: record["pod"] for record in found}
+            return _fetch(tx, query, params)
 
         with translated(self.server, action), self._session() as session:
             rows, pods = session.execute_read(neo4j.unit_of_work(timeout=self._timeout)(read))
         return decode_rows(rows, pods, self.server)
+
+
+def _fetch(
+    tx: ManagedTransaction, query: LiteralString, params: dict[str, Any]
+) -> tuple[Rows, dict[str, dict[str, Any]]]:
+    """The rows of a read (keys ``execution``, ``nodes``) and the pod types they refer to."""
+    # Not record.data(): it copies every nested value again, a third of a lookup.
+    rows = [
+        {"execution": record["execution"], "nodes": record["nodes"]}
+        for record in tx.run(query, params)
+    ]
+    if not rows:
+        return rows, {}
+    found = tx.run(cypher.PODS, refs=pod_refs(rows))
+    return rows, {record["ref"]: record["pod"] for record in found}
+
+
+def _create(tx: ManagedTransaction, encoded: list[dict[str, Any]]) -> None:
+    """Write executions none of which is stored yet, with their nodes and pod types."""
+    pods = {pod["key"]: pod for x in encoded for pod in x["pods"]}
+    # Each statement gets only what it reads: the driver packs parameters in Python, and
+    # packing the whole batch for all three was half the time of a bulk load.
+    vertices = [{"id": x["id"], "props": x["props"]} for x in encoded]
+    deployments = [{"id": x["id"], "nodes": x["nodes"]} for x in encoded]
+    tx.run(cypher.CREATE_EXECUTIONS, executions=vertices).consume()
+    tx.run(cypher.MERGE_PODS, pods=[pods[key] for key in sorted(pods)]).consume()
+    tx.run(cypher.CREATE_NODES, executions=deployments).consume()

@@ -194,7 +194,7 @@ def test_a_foreign_sqlite_file_is_refused_untouched(
     status, _, err = _tuner(
         capsys, "kb", "record", "--snapshot", str(dump), "--load", "1", "--settings", str(settings)
     )
-    assert status == 1 and "is not a tuner knowledge store" in err and len(err.splitlines()) == 1
+    _one_line_error(status, err, "is not a tuner knowledge store")
     assert _digest(foreign) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["app.sqlite", "settings.json"]
 

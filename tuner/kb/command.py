@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -18,10 +16,11 @@ from knowledge.base import KnowledgeBase, KnowledgeError
 from knowledge.browser.queries import ready_queries
 from knowledge.browser.style import style_command
 from knowledge.open import open_knowledge
-from knowledge.transfer import FORMAT, copy_history, export_document, read_document, record_all
+from knowledge.transfer import copy_history, export_document, read_document, record_all
 from tuner import arguments
 from tuner.errors import InputError
 from tuner.json_input import read_json
+from tuner.kb.output import export_target
 from tuner.model.execution import execution_of
 from tuner.model.movability import Policy, assess
 from tuner.monitor.dump import load_dump
@@ -38,7 +37,7 @@ def add_kb_parser(commands: argparse._SubParsersAction[Any]) -> None:
     def command(name: str, help: str, run: Callable[[argparse.Namespace], int]) -> Any:
         parser = sub.add_parser(name, help=help)
         parser.add_argument("--settings", type=Path, help="settings.json (knowledge section)")
-        parser.set_defaults(run=run)
+        parser.set_defaults(run=_interruptible(run))
         return parser
 
     record = command("record", "store a dump as a stable deployment", _record)
@@ -50,8 +49,8 @@ def add_kb_parser(commands: argparse._SubParsersAction[Any]) -> None:
     listing = command("list", "stored deployments, newest first", _list)
     listing.add_argument("--limit", type=arguments.count, default=50)
     listing.add_argument("--format", choices=("text", "json"), default="text")
-    command("show", "one stored deployment in full (JSON)", _show).add_argument("id")
-    command("delete", "remove a stored deployment", _delete).add_argument("id")
+    command("show", "one stored deployment in full (JSON)", _show).add_argument("id", type=_id)
+    command("delete", "remove a stored deployment", _delete).add_argument("id", type=_id)
     export = command("export", "every stored deployment as one JSON document", _export)
     export.add_argument("--output", "-o", type=Path, help="file to write (default: stdout)")
     export.add_argument(
@@ -74,15 +73,39 @@ def add_kb_parser(commands: argparse._SubParsersAction[Any]) -> None:
     browse.add_argument("--http", help="Browser base URL (default: http://<uri host>:7474)")
 
 
+def _interruptible(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``run`` with Ctrl-C (SIGINT) ending it in one line and exit status 130, the shell's
+    128 + SIGINT. A write it interrupts is rolled back: every write is one transaction."""
+
+    def interruptible(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except KeyboardInterrupt:
+            print("tuner: interrupted", file=sys.stderr)
+            return 130
+
+    return interruptible
+
+
+def _id(text: str) -> str:
+    """An execution id from the command line: printable text, as every stored id is (bytes
+    that are not UTF-8 arrive as surrogate escapes, which are not printable)."""
+    if not text.isprintable():
+        raise argparse.ArgumentTypeError(f"id {text!r} is not printable UTF-8 text")
+    return text
+
+
 def _with_kb(
     args: argparse.Namespace,
     action: Callable[[KnowledgeBase, Settings], int],
     *,
     read_only: bool = False,
+    create: bool = True,
 ) -> int:
-    """Run ``action`` on the configured knowledge base (``read_only``: creates nothing)."""
+    """Run ``action`` on the configured knowledge base (``read_only``: changes nothing;
+    without ``create``: a missing store is an error, not a new file)."""
     settings = load_settings(args.settings)
-    with open_knowledge(settings.knowledge, read_only=read_only) as kb:
+    with open_knowledge(settings.knowledge, read_only=read_only, create=create) as kb:
         return action(kb, settings)
 
 
@@ -135,62 +158,25 @@ def _delete(args: argparse.Namespace) -> int:
         print(f"deleted {args.id}")
         return 0
 
-    return _with_kb(args, run)
+    return _with_kb(args, run, create=False)
 
 
 def _export(args: argparse.Namespace) -> int:
     settings = load_settings(args.settings)
+    target = None
     if args.output is not None:
-        export_target(args.output, settings, force=args.force)
+        target = export_target(args.output, settings.knowledge, force=args.force)
 
     def run(kb: KnowledgeBase, _: Settings) -> int:
         text = json.dumps(export_document(kb), indent=2)
-        if args.output is None:
+        if target is None:
             print(text)
         else:
-            write_replacing(args.output, text + "\n")
+            target.write(text + "\n")
             print(f"exported to {args.output}", file=sys.stderr)
         return 0
 
     return _with_kb(args, run, read_only=True)
-
-
-def export_target(path: Path, settings: Settings, *, force: bool) -> None:
-    """Refuse an export's ``--output`` that would destroy something: the knowledge store
-    itself (always), a folder, a missing folder, or (without ``force``) an existing file that
-    is not a previous export."""
-    store = Path(settings.knowledge.path)
-    embedded = settings.knowledge.backend == "embedded"
-    if embedded and store.exists() and path.exists() and path.samefile(store):
-        raise InputError(f"--output {path} is the knowledge store itself")
-    if path.is_dir():
-        raise InputError(f"--output {path} is a folder")
-    if not path.parent.is_dir():
-        raise InputError(f"--output {path}: folder {path.parent} does not exist")
-    if path.exists() and not force:
-        try:
-            previous = read_json(path, "file")
-        except InputError:
-            previous = None
-        if not (isinstance(previous, dict) and previous.get("format") == FORMAT):
-            raise InputError(f"--output {path} exists and is not an export (--force overwrites)")
-
-
-def write_replacing(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``: a
-    failure leaves ``path`` as it was."""
-    temporary: Path | None = None
-    try:
-        with tempfile.NamedTemporaryFile(
-            "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", delete=False
-        ) as file:
-            temporary = Path(file.name)
-            file.write(text)
-        os.replace(temporary, path)
-    except OSError as err:
-        if temporary is not None:
-            temporary.unlink(missing_ok=True)
-        raise InputError(f"cannot write {path}: {err.strerror or err}") from err
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -223,7 +209,7 @@ def _prune(args: argparse.Namespace) -> int:
             print(f"removed {kb.remove_orphan_pods()} unused pod types")
         return 0
 
-    return _with_kb(args, run)
+    return _with_kb(args, run, create=False)
 
 
 def _migrate(args: argparse.Namespace) -> int:
