@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from knowledge import neo4j_cypher
-from knowledge.base import KnowledgeError
+from knowledge.base import KnowledgeError, KnowledgeRefused
 from knowledge.neo4j_store import Neo4jKnowledgeBase
 from testkit.builders import cluster, node, pod
 from testkit.neo4j_fixture import Neo4jServer
@@ -109,16 +109,68 @@ def test_two_tuners_recording_at_once_lose_nothing(neo4j: Neo4jServer) -> None:
     assert counts["pods"] == len({w for e in expected.values() for w in e.workloads})
 
 
-def test_rerecording_an_id_replaces_its_deployment_without_leftovers(neo4j: Neo4jServer) -> None:
+def test_rerecording_an_id_with_another_deployment_is_refused_and_leaves_it(
+    neo4j: Neo4jServer,
+) -> None:
     first = synthetic("same", 1, nodes=4)
     second = replace(synthetic("same", 2, nodes=2), id="same")
     with neo4j.open() as kb:
         kb.record(first)
-        kb.record(second)
-        kb.record(second)
-        assert kb.get("same") == second
+        with pytest.raises(KnowledgeRefused, match="execution 'same' is already stored"):
+            kb.record(second)
+        kb.record(first)
+        assert kb.get("same") == first
     counts = graph_counts(neo4j)
-    assert (counts["executions"], counts["nodes"], counts["has_node"]) == (1, 2, 2)
+    assert (counts["executions"], counts["nodes"], counts["has_node"]) == (1, 4, 4)
+
+
+def test_a_foreign_vertex_under_a_recorded_id_is_refused(neo4j: Neo4jServer) -> None:
+    """Another tool's (or a hand-edited) execution with that id cannot be read: it is not
+    the same, so it is neither overwritten nor extended."""
+    neo4j.run("CREATE (:Execution {id: 'same', load: 'lots'})")
+    with neo4j.open() as kb, pytest.raises(KnowledgeRefused, match="unreadable"):
+        kb.record(synthetic("same", 1))
+    assert graph_counts(neo4j)["nodes"] == 0
+
+
+def test_two_writers_of_one_id_one_content_each_store_one(neo4j: Neo4jServer) -> None:
+    """Both look, find nothing, and create: the uniqueness constraint fails the later one,
+    which looks again and is refused (another content) or finds the same (no-op)."""
+    ids = [f"race-{i}" for i in range(30)]
+    mine = {
+        name: [replace(synthetic(i, seed), id=i) for i in ids]
+        for name, seed in (("a", 1), ("b", 2))
+    }
+    start = threading.Barrier(2)
+    refused: dict[str, int] = {}
+    errors: list[BaseException] = []
+
+    def tuner(name: str) -> None:
+        try:
+            with neo4j.open() as kb:
+                start.wait(timeout=30)
+                count = 0
+                for execution in mine[name]:
+                    try:
+                        kb.record(execution)
+                    except KnowledgeRefused:
+                        count += 1
+                refused[name] = count
+        except BaseException as err:  # reported by the main thread
+            errors.append(err)
+
+    threads = [threading.Thread(target=tuner, args=(name,)) for name in mine]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert errors == []
+    with neo4j.open() as kb:
+        stored = {e.id: e for e in kb.list()}
+    assert sorted(stored) == ids and refused["a"] + refused["b"] == len(ids)
+    assert all(stored[i] in (mine["a"][n], mine["b"][n]) for n, i in enumerate(ids))
+    counts = graph_counts(neo4j)
+    assert counts["nodes"] == counts["has_node"] == sum(len(e.nodes) for e in stored.values())
 
 
 def test_a_failing_write_leaves_nothing_behind(
@@ -136,11 +188,9 @@ def test_a_failing_write_leaves_nothing_behind(
             synthetic("fresh", 4),
             workloads=(*synthetic("fresh", 4).workloads, new_pod),
         )
-        changed = replace(synthetic("old", 5, nodes=1), id="old")
-        for execution in (fresh, changed):
-            with pytest.raises(KnowledgeError, match="record failed") as failure:
-                kb.record(execution)
-            assert "\n" not in str(failure.value)
+        with pytest.raises(KnowledgeError, match="record failed") as failure:
+            kb.record(fresh)
+        assert "\n" not in str(failure.value)
         monkeypatch.undo()
         assert kb.get("fresh") is None
         assert kb.get("old") == old  # the earlier version is intact
