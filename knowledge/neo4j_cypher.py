@@ -230,3 +230,12 @@ MATCH (e:Execution)
 WITH e ORDER BY e.end DESC, e.id SKIP $keep
 RETURN e.id AS id LIMIT $batch
 """
+
+CONNECTORS = """
+SHOW SETTINGS YIELD name, value
+WHERE name IN ['server.http.enabled', 'server.http.advertised_address',
+               'server.https.enabled', 'server.https.advertised_address']
+RETURN name, value
+"""
+"""The server's HTTP(S) connectors, which serve Neo4j Browser (needs the privilege to read
+settings, which the admin user has)."""

@@ -9,8 +9,10 @@ The driver reconnects by itself once the server is back.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, LiteralString
+from urllib.parse import urlsplit
 
 import neo4j
 from neo4j import Driver, GraphDatabase, ManagedTransaction
@@ -24,6 +26,7 @@ from knowledge.neo4j_schema import ensure_schema
 from tuner.model.execution import Execution
 from tuner.redact import redact_url
 
+log = logging.getLogger(__name__)
 Executions = list[Execution]
 Ids = list[str]
 Rows = list[dict[str, Any]]
@@ -51,6 +54,8 @@ class Neo4jKnowledgeBase(Closing):
         Raises KnowledgeError when the server cannot be reached or holds a newer schema.
         """
         self.server = f"Neo4j at {redact_url(uri)} (database {database})"
+        host = urlsplit(uri).hostname or "127.0.0.1"
+        self._host = f"[{host}]" if ":" in host else host
         self._database = database
         self._read_only = read_only
         self._timeout = query_timeout_s
@@ -178,6 +183,27 @@ class Neo4jKnowledgeBase(Closing):
             return int(tx.run(cypher.DELETE_ORPHAN_PODS).single(strict=True)["deleted"])
 
         return int(self._write("remove_orphan_pods", sweep))
+
+    def browser_address(self) -> str | None:
+        """The base URL of Neo4j Browser on this server: the scheme and port of the HTTP (or
+        else HTTPS) connector the server advertises, at the host the tuner reaches it by. None
+        when the server does not say (no such connector, or a user who may not read the
+        server's settings, as on Aura)."""
+
+        def read(tx: ManagedTransaction) -> dict[str, Any]:
+            return {row["name"]: row["value"] for row in tx.run(cypher.CONNECTORS)}
+
+        try:
+            with translated(self.server, "read settings"), self._session() as session:
+                connectors = session.execute_read(read)
+        except KnowledgeError as err:
+            log.debug("Neo4j Browser's address unknown: %s", err)
+            return None
+        for scheme in ("http", "https"):
+            port = str(connectors.get(f"server.{scheme}.advertised_address", "")).rpartition(":")
+            if connectors.get(f"server.{scheme}.enabled") in (True, "true") and port[2].isdigit():
+                return f"{scheme}://{self._host}:{port[2]}"
+        return None
 
     def close(self) -> None:
         """Close the driver and its connections."""

@@ -21,9 +21,10 @@ from tuner import arguments
 from tuner.errors import InputError
 from tuner.json_input import read_json
 from tuner.kb.output import export_target
-from tuner.model.execution import execution_of
+from tuner.model.execution import Execution, execution_of
 from tuner.model.movability import Policy, assess
 from tuner.monitor.dump import load_dump
+from tuner.redact import redact_url
 from tuner.settings import Settings, load_settings
 
 BACKENDS = ("embedded", "neo4j")
@@ -70,7 +71,9 @@ def add_kb_parser(commands: argparse._SubParsersAction[Any]) -> None:
     browse = command("browse", "Neo4j Browser URL, style and ready queries", _browse)
     browse.add_argument("--load", type=arguments.load, help="load band to show (default: newest)")
     browse.add_argument("--workload", help="namespace/Kind/name (default: from the newest)")
-    browse.add_argument("--http", help="Browser base URL (default: http://<uri host>:7474)")
+    browse.add_argument(
+        "--http", help="Browser base URL (default: the HTTP port the Neo4j server advertises)"
+    )
 
 
 def _interruptible(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -226,10 +229,12 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def browser_url(uri: str, user: str, http: str | None = None) -> str:
-    """Neo4j Browser's address with the connection to ``uri`` pre-filled."""
+    """Neo4j Browser's address with the connection to ``uri`` pre-filled; ``http`` is the
+    server's HTTP base URL (default: port 7474 of the Bolt host). Credentials in ``http`` are
+    never printed."""
     bolt = urlsplit(uri)
     host = bolt.hostname or "127.0.0.1"
-    base = (http or f"http://{host}:7474").rstrip("/")
+    base = redact_url(http or f"http://{host}:7474").rstrip("/")
     dbms = f"{bolt.scheme}://{quote(user)}@{host}:{bolt.port or 7687}"
     return f"{base}/browser/?dbms={quote(dbms, safe='')}"
 
@@ -237,25 +242,33 @@ def browser_url(uri: str, user: str, http: str | None = None) -> str:
 def _browse(args: argparse.Namespace) -> int:
     settings = load_settings(args.settings)
     knowledge = settings.knowledge
-    load, workload = args.load, args.workload
-    if load is None or workload is None:
+    load, workload, http = args.load, args.workload, args.http
+    newest: list[Execution] = []
+    if load is None or workload is None or http is None:
         try:
             with open_knowledge(knowledge, read_only=True) as kb:
-                newest = kb.list(1)
+                if load is None or workload is None:
+                    newest = kb.list(1)
+                http = http or _browser_address(kb)
         except KnowledgeError as err:
             print(f"tuner: note: {err}", file=sys.stderr)
-            newest = []
-        if newest:
-            load = newest[0].load if load is None else load
-            names = [w.workload for w in newest[0].workloads]
-            workload = workload or (names[0] if names else None)
+    if newest:
+        load = newest[0].load if load is None else load
+        names = [w.workload for w in newest[0].workloads]
+        workload = workload or (names[0] if names else None)
+    if knowledge.backend == "neo4j" and http is None:
+        print(
+            "tuner: note: Neo4j did not say its HTTP port (--http gives Browser's address); "
+            "assuming 7474",
+            file=sys.stderr,
+        )
     if knowledge.backend != "neo4j":
         print(
             "tuner: note: knowledge.backend is 'embedded'; copy the history into Neo4j with "
             "`tuner kb migrate --from embedded --to neo4j` to browse it",
             file=sys.stderr,
         )
-    print(f"Neo4j Browser: {browser_url(knowledge.uri, knowledge.user, args.http)}")
+    print(f"Neo4j Browser: {browser_url(knowledge.uri, knowledge.user, http)}")
     print(f"Log in as {knowledge.user} with the password in ${knowledge.password_env}.")
     print("\n// Style: run this line in Browser's editor once")
     print(style_command())
@@ -265,3 +278,10 @@ def _browse(args: argparse.Namespace) -> int:
     for query in queries:
         print(f"\n// {query.title}\n{query.cypher}")
     return 0
+
+
+def _browser_address(kb: KnowledgeBase) -> str | None:
+    """Neo4j Browser's base URL as the server advertises it (None: not Neo4j, or unknown)."""
+    from knowledge.neo4j_store import Neo4jKnowledgeBase  # the driver loads only when used
+
+    return kb.browser_address() if isinstance(kb, Neo4jKnowledgeBase) else None
