@@ -2,8 +2,8 @@
 
 The thesis' onion (pod types in the core, node states around them, executions outside)::
 
-    (:Execution {id, start, end, load, cost, cpu_ratio[, load_keys, load_values]})
-        -[:HAS_NODE {position}]->(:Node {name, cpu, memory, type, price})
+    (:Execution {id, start, end, load, cost, cpu_ratio[, load_keys, load_values], caption})
+        -[:HAS_NODE {position}]->(:Node {name, cpu, memory, type, price, caption})
         -[:RAN {count}]->(:Pod {key, workload, namespace, kind, name, cpu, memory, movable})
 
 - An Execution owns its Node vertices (one per node of that deployment; ``position`` keeps
@@ -13,6 +13,9 @@ The thesis' onion (pod types in the core, node states around them, executions ou
   second Pod vertex, so old executions keep describing what really ran.
 - Times are epoch seconds, CPU millicores, memory bytes, prices per hour: the units of
   :mod:`tuner.model.execution`.
+- ``caption`` (Execution and Node) is for Neo4j Browser only, never read back
+  (:mod:`knowledge.browser.captions`); graphs recorded before it get theirs when a tuner
+  opens them read-write (:data:`MISSING_CAPTIONS`).
 
 An execution of a load vector also holds its dimensions as two parallel list properties,
 ``load_keys`` (the monitor's label sets, e.g. ``{service="web"}``, sorted) and
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from knowledge.browser.captions import execution_caption, node_captions
 from tuner.model.execution import Execution, WorkloadType
 from tuner.model.load import TOLERANCE
 
@@ -57,6 +61,7 @@ def encode(execution: Execution) -> dict[str, Any]:
     Raises ValueError when a node runs a workload that the execution does not describe.
     """
     keys = {w.workload: pod_key(w) for w in execution.workloads}
+    captions = node_captions([node.name for node in execution.nodes])
     nodes = []
     for position, node in enumerate(execution.nodes):
         missing = [w for w, _ in node.pods if w not in keys]
@@ -74,6 +79,7 @@ def encode(execution: Execution) -> dict[str, Any]:
                     "memory": node.memory,
                     "type": node.instance_type,
                     "price": node.price,
+                    "caption": captions[position],
                 },
                 "pods": [{"key": keys[w], "count": count} for w, count in node.pods],
             }
@@ -96,6 +102,7 @@ def encode(execution: Execution) -> dict[str, Any]:
             "cost": execution.cost,
             "cpu_ratio": execution.cpu_ratio,
             **vector,
+            "caption": execution_caption(execution.load, execution.cost),
         },
         "nodes": nodes,
         "pods": [_pod_properties(w) for w in execution.workloads],
@@ -239,3 +246,21 @@ RETURN name, value
 """
 """The server's HTTP(S) connectors, which serve Neo4j Browser (needs the privilege to read
 settings, which the admin user has)."""
+
+MISSING_CAPTIONS = """
+MATCH (e:Execution) WHERE e.caption IS NULL
+WITH e LIMIT $batch
+RETURN elementId(e) AS ref, e.load AS load, e.cost AS cost,
+       [(e)-[:HAS_NODE]->(n:Node) | [elementId(n), n.name]] AS nodes
+"""
+"""A batch of executions recorded without captions (before they were written)."""
+
+SET_CAPTIONS = """
+UNWIND $executions AS x
+MATCH (e:Execution) WHERE elementId(e) = x.ref
+SET e.caption = x.caption
+WITH x
+UNWIND x.nodes AS node
+MATCH (n:Node) WHERE elementId(n) = node.ref
+SET n.caption = node.caption
+"""

@@ -20,6 +20,7 @@ from neo4j.exceptions import ConstraintError
 
 from knowledge import neo4j_cypher as cypher
 from knowledge.base import Closing, KnowledgeError, check_same, distinct, load_band, row_limit
+from knowledge.browser.captions import execution_caption, node_captions
 from knowledge.neo4j_decode import Malformed, decode, decode_rows, pod_refs, pod_types
 from knowledge.neo4j_errors import translated
 from knowledge.neo4j_schema import ensure_schema
@@ -31,7 +32,7 @@ Executions = list[Execution]
 Ids = list[str]
 Rows = list[dict[str, Any]]
 PRUNE_BATCH = 1000
-"""Executions deleted per transaction when pruning (keeps transactions small)."""
+"""Executions deleted (or given captions) per transaction: keeps transactions small."""
 
 
 class Neo4jKnowledgeBase(Closing):
@@ -75,6 +76,8 @@ class Neo4jKnowledgeBase(Closing):
                 self.schema_version = ensure_schema(
                     self._driver, database, self.server, read_only=read_only
                 )
+                if not read_only:
+                    self._fill_captions()
         except KnowledgeError:
             self._driver.close()
             raise
@@ -214,6 +217,27 @@ class Neo4jKnowledgeBase(Closing):
     def _refuse_if_read_only(self, action: str) -> None:
         if self._read_only:
             raise KnowledgeError(f"{self.server}: {action} refused: opened read-only")
+
+    def _fill_captions(self) -> None:
+        """Write the Browser captions of executions recorded before captions were (a scan of
+        the Execution vertices when there are none to write)."""
+
+        def fill(tx: ManagedTransaction) -> int:
+            rows = list(tx.run(cypher.MISSING_CAPTIONS, batch=PRUNE_BATCH))
+            executions = []
+            for row in rows:
+                captions = node_captions([name for _, name in row["nodes"]])
+                nodes = [
+                    {"ref": ref, "caption": caption}
+                    for (ref, _), caption in zip(row["nodes"], captions, strict=True)
+                ]
+                caption = execution_caption(row["load"], row["cost"])
+                executions.append({"ref": row["ref"], "caption": caption, "nodes": nodes})
+            tx.run(cypher.SET_CAPTIONS, executions=executions).consume()
+            return len(rows)
+
+        while self._write("fill captions", fill) == PRUNE_BATCH:
+            pass
 
     def _delete(self, ids: Ids) -> int:
         self._refuse_if_read_only("delete")

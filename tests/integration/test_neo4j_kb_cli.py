@@ -127,7 +127,7 @@ def test_browse_prints_queries_that_run_on_the_server(
         for i, line in enumerate(lines)
         if line.startswith("// ") and not line.startswith("// Style")
     ]
-    assert len(queries) == 5
+    assert len(queries) == 6
     for query in queries:  # every printed query is valid Cypher and finds the recorded graph
         assert neo4j.run(query), query
 

@@ -383,3 +383,25 @@ def test_a_wrong_password_is_named(neo4j: Neo4jServer) -> None:
         Neo4jKnowledgeBase(neo4j.uri, neo4j.user, "not-the-password", retry_s=1.0)
     message = str(failure.value)
     assert "\n" not in message and message.startswith(f"Neo4j at {neo4j.uri}")
+
+
+def test_browser_captions_are_written_and_filled_in_for_older_graphs(neo4j: Neo4jServer) -> None:
+    """Captions (Neo4j Browser only) come with every record; executions recorded before them
+    get theirs when a tuner opens the graph read-write, never read-only."""
+    with neo4j.open() as kb:
+        kb.record(synthetic("new", 1))
+        kb.record(synthetic("old", 2, nodes=2))
+    neo4j.run("MATCH (e:Execution {id: 'old'})-[:HAS_NODE]->(n) REMOVE e.caption, n.caption")
+    captions = (
+        "MATCH (e:Execution)-[:HAS_NODE]->(n) RETURN e.id AS id, e.caption AS e, n.caption AS n"
+    )
+    with neo4j.open(read_only=True):
+        assert {r["id"]: r["e"] for r in neo4j.run(captions)}["old"] is None
+    with neo4j.open() as kb:
+        assert kb.get("old") == synthetic("old", 2, nodes=2)  # captions are never read back
+    rows = neo4j.run(captions + " ORDER BY id, n")
+    assert {(r["id"], r["e"]) for r in rows} == {
+        ("new", "load 101 cost 0.4020/h"),
+        ("old", "load 102 cost 0.2680/h"),
+    }
+    assert [r["n"] for r in rows if r["id"] == "old"] == ["node-0", "node-1"]

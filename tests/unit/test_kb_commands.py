@@ -172,9 +172,9 @@ def test_browse_prints_the_url_style_and_ready_queries(
     assert "\n:style node {" in out
     # The newest execution's load and first workload fill in the queries.
     assert "WHERE 180.0 <= e.load <= 220.0" in out
-    assert "WHERE w.workload = 'shop/Deployment/web' RETURN p" in out
+    assert "WHERE w.workload = 'shop/Deployment/web' WITH DISTINCT e, w" in out
     titles = [line for line in out.splitlines() if line.startswith("// ")]
-    assert len(titles) == 6  # the style line and five queries
+    assert len(titles) == 7  # the style line and six queries
 
 
 def test_browser_url_and_durations() -> None:
