@@ -79,6 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ServiceError as err:
         _fail(err)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: every write is one transaction, rolled back
+        print("tuner: interrupted", file=sys.stderr)
+        return 130  # the shell's 128 + SIGINT
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ def add_kb_parser(commands: argparse._SubParsersAction[Any]) -> None:
     def command(name: str, help: str, run: Callable[[argparse.Namespace], int]) -> Any:
         parser = sub.add_parser(name, help=help)
         parser.add_argument("--settings", type=Path, help="settings.json (knowledge section)")
-        parser.set_defaults(run=_interruptible(run))
+        parser.set_defaults(run=run)
         return parser
 
     record = command("record", "store a dump as a stable deployment", _record)
@@ -74,20 +74,6 @@ def add_kb_parser(commands: argparse._SubParsersAction[Any]) -> None:
     browse.add_argument(
         "--http", help="Browser base URL (default: the HTTP port the Neo4j server advertises)"
     )
-
-
-def _interruptible(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """``run`` with Ctrl-C (SIGINT) ending it in one line and exit status 130, the shell's
-    128 + SIGINT. A write it interrupts is rolled back: every write is one transaction."""
-
-    def interruptible(args: argparse.Namespace) -> int:
-        try:
-            return run(args)
-        except KeyboardInterrupt:
-            print("tuner: interrupted", file=sys.stderr)
-            return 130
-
-    return interruptible
 
 
 def _id(text: str) -> str:
