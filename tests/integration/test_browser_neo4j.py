@@ -50,70 +50,44 @@ def _execution(
     )
 
 
-def _gke(pool: str, group: str, suffix: str) -> str:
-    """A node name as GKE gives it: cluster, pool, instance group, instance."""
-    return f"gke-shop-{pool}-{group}-{suffix}"
+def _gke(node: str) -> str:
+    """``a/x7q2`` named as GKE names a node: cluster, pool, instance group, instance."""
+    pool, instance = node.split("/")
+    group = {"a": "1f2e3d4c", "b": "9a8b7c6d", "c": "5e5e5e5e"}[pool]
+    return f"gke-shop-pool-{pool}-{group}-{instance}"
 
 
+RUNS: dict[str, tuple[float, dict[str, dict[WorkloadType, int]]]] = {
+    "e-1000": (
+        1000.123456,
+        {"a/x7q2": {WEB: 3, DB: 1}, "a/k2m1": {WEB: 2, CART: 2}, "b/p0s9": {CART: 1, CACHE: 1}},
+    ),
+    "e-1040": (1040.0, {"a/x7q2": {WEB: 3, DB: 1, CART: 1}, "a/h4j8": {WEB: 2, CART: 2, CACHE: 1}}),
+    "e-950": (
+        950.987,
+        {
+            "a/x7q2": {WEB: 2, DB: 1},
+            "a/k2m1": {WEB: 2, CART: 1},
+            "a/h4j8": {CACHE: 1, CART: 1},
+            "b/p0s9": {WEB: 1},
+        },
+    ),
+    "e-1010": (1010.5, {"b/p0s9": {WEB: 4, DB: 1}, "b/z1y2": {CART: 3, CACHE: 1}}),
+    "e-1090": (
+        1090.0,
+        {"a/k2m1": {WEB: 3, CART: 1}, "a/x7q2": {WEB: 2, DB: 1}, "b/z1y2": {CACHE: 1, CART: 2}},
+    ),
+    "e-2000": (2000.0, {"c/a1b2": {WEB: 6}}),
+}
+"""Execution id: its load and what each node ran (one per hour, in this order)."""
 HISTORY = [
     _execution(
-        "e-1000",
-        1000.123456,
-        1_717_000_000.0,
-        [
-            (_gke("pool-a", "1f2e3d4c", "x7q2"), {WEB.workload: 3, DB.workload: 1}),
-            (_gke("pool-a", "1f2e3d4c", "k2m1"), {WEB.workload: 2, CART.workload: 2}),
-            (_gke("pool-b", "9a8b7c6d", "p0s9"), {CART.workload: 1, CACHE.workload: 1}),
-        ],
-    ),
-    _execution(
-        "e-1040",
-        1040.0,
-        1_717_003_600.0,
-        [
-            (
-                _gke("pool-a", "1f2e3d4c", "x7q2"),
-                {WEB.workload: 3, DB.workload: 1, CART.workload: 1},
-            ),
-            (
-                _gke("pool-a", "1f2e3d4c", "h4j8"),
-                {WEB.workload: 2, CART.workload: 2, CACHE.workload: 1},
-            ),
-        ],
-    ),
-    _execution(
-        "e-950",
-        950.987,
-        1_717_007_200.0,
-        [
-            (_gke("pool-a", "1f2e3d4c", "x7q2"), {WEB.workload: 2, DB.workload: 1}),
-            (_gke("pool-a", "1f2e3d4c", "k2m1"), {WEB.workload: 2, CART.workload: 1}),
-            (_gke("pool-a", "1f2e3d4c", "h4j8"), {CACHE.workload: 1, CART.workload: 1}),
-            (_gke("pool-b", "9a8b7c6d", "p0s9"), {WEB.workload: 1}),
-        ],
-    ),
-    _execution(
-        "e-1010",
-        1010.5,
-        1_717_010_800.0,
-        [
-            (_gke("pool-b", "9a8b7c6d", "p0s9"), {WEB.workload: 4, DB.workload: 1}),
-            (_gke("pool-b", "9a8b7c6d", "z1y2"), {CART.workload: 3, CACHE.workload: 1}),
-        ],
-    ),
-    _execution(
-        "e-1090",
-        1090.0,
-        1_717_014_400.0,
-        [
-            (_gke("pool-a", "1f2e3d4c", "k2m1"), {WEB.workload: 3, CART.workload: 1}),
-            (_gke("pool-a", "1f2e3d4c", "x7q2"), {WEB.workload: 2, DB.workload: 1}),
-            (_gke("pool-b", "9a8b7c6d", "z1y2"), {CACHE.workload: 1, CART.workload: 2}),
-        ],
-    ),
-    _execution(
-        "e-2000", 2000.0, 1_717_018_000.0, [(_gke("pool-c", "5e5e5e5e", "a1b2"), {WEB.workload: 6})]
-    ),
+        id,
+        load,
+        1_717_000_000.0 + 3600 * hour,
+        [(_gke(node), {w.workload: n for w, n in pods.items()}) for node, pods in nodes.items()],
+    )
+    for hour, (id, (load, nodes)) in enumerate(RUNS.items())
 ]
 IN_BAND = HISTORY[:5]
 CHEAPEST = min(IN_BAND, key=lambda e: e.rank)

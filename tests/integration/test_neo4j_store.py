@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -71,6 +71,30 @@ def graph_counts(neo4j: Neo4jServer) -> dict[str, int]:
     return dict(row)
 
 
+def _at_once(
+    neo4j: Neo4jServer, tuner: Callable[[str, Neo4jKnowledgeBase], None], names: list[str]
+) -> None:
+    """Run ``tuner(name, store)`` for every name at once, each on its own thread and driver;
+    re-raises the first failure."""
+    start = threading.Barrier(len(names))
+    errors: list[BaseException] = []
+
+    def run(name: str) -> None:
+        try:
+            with neo4j.open() as kb:
+                start.wait(timeout=30)
+                tuner(name, kb)
+        except BaseException as err:  # reported by the main thread
+            errors.append(err)
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert errors == []
+
+
 def test_two_tuners_recording_at_once_lose_nothing(neo4j: Neo4jServer) -> None:
     """Two writers with their own drivers, overlapping ids and shared pod types."""
     common = [synthetic(f"common-{i}", 1000 + i) for i in range(15)]
@@ -78,26 +102,14 @@ def test_two_tuners_recording_at_once_lose_nothing(neo4j: Neo4jServer) -> None:
         name: [synthetic(f"{name}-{i}", seed + i) for i in range(40)]
         for name, seed in (("a", 0), ("b", 500))
     }
-    start = threading.Barrier(2)
-    errors: list[BaseException] = []
 
-    def tuner(name: str) -> None:
-        try:
-            with neo4j.open() as kb:
-                start.wait(timeout=30)
-                mine = own[name] + common
-                random.Random(name).shuffle(mine)
-                for execution in mine:
-                    kb.record(execution)
-        except BaseException as err:  # reported by the main thread
-            errors.append(err)
+    def tuner(name: str, kb: Neo4jKnowledgeBase) -> None:
+        mine = own[name] + common
+        random.Random(name).shuffle(mine)
+        for execution in mine:
+            kb.record(execution)
 
-    threads = [threading.Thread(target=tuner, args=(name,)) for name in own]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=300)
-    assert errors == []
+    _at_once(neo4j, tuner, list(own))
     expected = {e.id: e for e in [*common, *own["a"], *own["b"]]}
     with neo4j.open() as kb:
         stored = {e.id: e for e in kb.list()}
@@ -141,30 +153,17 @@ def test_two_writers_of_one_id_one_content_each_store_one(neo4j: Neo4jServer) ->
         name: [replace(synthetic(i, seed), id=i) for i in ids]
         for name, seed in (("a", 1), ("b", 2))
     }
-    start = threading.Barrier(2)
     refused: dict[str, int] = {}
-    errors: list[BaseException] = []
 
-    def tuner(name: str) -> None:
-        try:
-            with neo4j.open() as kb:
-                start.wait(timeout=30)
-                count = 0
-                for execution in mine[name]:
-                    try:
-                        kb.record(execution)
-                    except KnowledgeRefused:
-                        count += 1
-                refused[name] = count
-        except BaseException as err:  # reported by the main thread
-            errors.append(err)
+    def tuner(name: str, kb: Neo4jKnowledgeBase) -> None:
+        refused[name] = 0
+        for execution in mine[name]:
+            try:
+                kb.record(execution)
+            except KnowledgeRefused:
+                refused[name] += 1
 
-    threads = [threading.Thread(target=tuner, args=(name,)) for name in mine]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=300)
-    assert errors == []
+    _at_once(neo4j, tuner, list(mine))
     with neo4j.open() as kb:
         stored = {e.id: e for e in kb.list()}
     assert sorted(stored) == ids and refused["a"] + refused["b"] == len(ids)

@@ -57,10 +57,10 @@ def _run(*args: str) -> tuple[int, str, str]:
     return process.returncode, out, err
 
 
-def _bulk(first: int) -> list[dict[str, Any]]:
+def _bulk() -> list[dict[str, Any]]:
     return [
         execution(f"bulk-{i}", 100.0 + i % 50, 1.0 + i % 7, end=10_000.0 + i).to_json()
-        for i in range(first, first + BULK)
+        for i in range(BULK)
     ]
 
 
@@ -69,9 +69,9 @@ def store(tmp_path: Path) -> Path:
     """A store with the two base executions (the newest ones); ``settings.json`` beside it."""
     path = tmp_path / "kb.sqlite"
     now = time.time()
+    base = [execution("cheap", 1200.0, 0.01, end=now - 60), execution("kept", 500.0, 2.0, end=now)]
     with EmbeddedKnowledgeBase(path) as kb:
-        kb.record(execution("cheap", 1200.0, 0.01, end=now - 60))
-        kb.record(execution("kept", 500.0, 2.0, end=now - 30))
+        kb.record_many(base)
     (tmp_path / "settings.json").write_text(json.dumps({"knowledge": {"path": str(path)}}))
     return path
 
@@ -144,7 +144,7 @@ def test_a_killed_import_leaves_the_store_readable(
 ) -> None:
     export = tmp_path / "export.json"
     export.write_text(
-        json.dumps({"format": "tuner-knowledge", "version": 1, "executions": _bulk(0)})
+        json.dumps({"format": "tuner-knowledge", "version": 1, "executions": _bulk()})
     )
     assert _kill_mid_write(store, how, "import", str(export)) == (-how, "")
     assert _journal(store).exists(), "killed mid-write: the journal stays"
@@ -155,7 +155,7 @@ def test_a_killed_import_leaves_the_store_readable(
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=lambda s: s.name)
 def test_a_killed_prune_leaves_the_store_readable(store: Path, how: signal.Signals) -> None:
     with EmbeddedKnowledgeBase(store) as kb:
-        kb.record_many(Execution.from_json(e) for e in _bulk(0))
+        kb.record_many(Execution.from_json(e) for e in _bulk())
     assert _kill_mid_write(store, how, "prune", "--keep", "2") == (-how, "")
     assert _journal(store).exists()
     _readers_see(store, BASE + [f"bulk-{i}" for i in range(BULK)])
@@ -167,7 +167,7 @@ def test_a_store_open_read_only_reads_on_after_a_writer_is_killed(
 ) -> None:
     """The dry-run daemon keeps its read-only store open from cycle to cycle."""
     export = tmp_path / "export.json"
-    export.write_text(json.dumps(_bulk(0)))
+    export.write_text(json.dumps(_bulk()))
     with LazyKnowledge(lambda: open_knowledge(Knowledge(path=str(store)), read_only=True)) as kb:
         assert [e.id for e in kb.find_by_load(1200.0, 0.1)] == ["cheap"]
         _kill_mid_write(store, signal.SIGKILL, "import", str(export))
@@ -183,10 +183,10 @@ def test_ctrl_c_mid_write_is_one_line_and_writes_nothing(
     """SIGINT (Ctrl-C) while the command writes: exit status 130, one line, no traceback, the
     transaction rolled back (no journal left behind)."""
     export = tmp_path / "export.json"
-    export.write_text(json.dumps(_bulk(0)))
+    export.write_text(json.dumps(_bulk()))
     if command == "prune":
         with EmbeddedKnowledgeBase(store) as kb:
-            kb.record_many(Execution.from_json(e) for e in _bulk(0))
+            kb.record_many(Execution.from_json(e) for e in _bulk())
     ids = sorted(e.id for e in EmbeddedKnowledgeBase(store, read_only=True).list())
     argv = ["import", str(export)] if command == "import" else ["prune", "--keep", "2"]
     assert _kill_mid_write(store, signal.SIGINT, *argv) == (130, "tuner: interrupted\n")
@@ -200,7 +200,7 @@ def test_a_reader_that_may_not_write_says_so(store: Path, tmp_path: Path) -> Non
     if shutil.which("unshare") is None or os.geteuid() != 0:
         pytest.skip("needs root and unshare(1) for a read-only bind mount")
     export = tmp_path / "export.json"
-    export.write_text(json.dumps(_bulk(0)))
+    export.write_text(json.dumps(_bulk()))
     _kill_mid_write(store, signal.SIGKILL, "import", str(export))
     folder = str(tmp_path)
     script = (
