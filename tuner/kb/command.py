@@ -235,7 +235,8 @@ def _browse(args: argparse.Namespace) -> int:
             with open_knowledge(knowledge, read_only=True) as kb:
                 if load is None or workload is None:
                     newest = kb.list(1)
-                http = http or _browser_address(kb)
+                if http is None and knowledge.backend == "neo4j":
+                    http = _browser_address(kb)
         except KnowledgeError as err:
             print(f"tuner: note: {err}", file=sys.stderr)
     if newest:
@@ -267,7 +268,7 @@ def _browse(args: argparse.Namespace) -> int:
 
 
 def _browser_address(kb: KnowledgeBase) -> str | None:
-    """Neo4j Browser's base URL as the server advertises it (None: not Neo4j, or unknown)."""
+    """Neo4j Browser's base URL as the Neo4j server advertises it (None: unknown)."""
     from knowledge.neo4j_store import Neo4jKnowledgeBase  # the driver loads only when used
 
     return kb.browser_address() if isinstance(kb, Neo4jKnowledgeBase) else None
