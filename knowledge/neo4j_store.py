@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any, LiteralString
 from urllib.parse import urlsplit
 
@@ -219,13 +220,12 @@ class Neo4jKnowledgeBase(Closing):
             raise KnowledgeError(f"{self.server}: {action} refused: opened read-only")
 
     def _fill_captions(self) -> None:
-        """Write the Browser captions of executions recorded before captions were (a scan of
-        the Execution vertices when there are none to write)."""
+        """Write the Browser captions of executions recorded before captions were. A graph
+        that has them all costs one read (a scan of the Execution vertices) and no write."""
 
-        def fill(tx: ManagedTransaction) -> int:
-            rows = list(tx.run(cypher.MISSING_CAPTIONS, batch=PRUNE_BATCH))
+        def missing(tx: ManagedTransaction) -> list[dict[str, Any]]:
             executions = []
-            for row in rows:
+            for row in tx.run(cypher.MISSING_CAPTIONS, batch=PRUNE_BATCH):
                 captions = node_captions([name for _, name in row["nodes"]])
                 nodes = [
                     {"ref": ref, "caption": caption}
@@ -233,11 +233,14 @@ class Neo4jKnowledgeBase(Closing):
                 ]
                 caption = execution_caption(row["load"], row["cost"])
                 executions.append({"ref": row["ref"], "caption": caption, "nodes": nodes})
-            tx.run(cypher.SET_CAPTIONS, executions=executions).consume()
-            return len(rows)
+            return executions
 
-        while self._write("fill captions", fill) == PRUNE_BATCH:
-            pass
+        while True:
+            with translated(self.server, "read captions"), self._session() as session:
+                executions = session.execute_read(missing)
+            if not executions:
+                return
+            self._write("write captions", partial(_set_captions, executions=executions))
 
     def _delete(self, ids: Ids) -> int:
         self._refuse_if_read_only("delete")
@@ -289,6 +292,10 @@ def _fetch(
         return rows, {}
     found = tx.run(cypher.PODS, refs=pod_refs(rows))
     return rows, {record["ref"]: record["pod"] for record in found}
+
+
+def _set_captions(tx: ManagedTransaction, executions: list[dict[str, Any]]) -> None:
+    tx.run(cypher.SET_CAPTIONS, executions=executions).consume()
 
 
 def _create(tx: ManagedTransaction, encoded: list[dict[str, Any]]) -> None:
