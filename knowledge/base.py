@@ -9,9 +9,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Protocol, Self
 
-from tuner.errors import ServiceError
+from tuner.errors import InputError, ServiceError
 from tuner.model.account import ShadowCycle
-from tuner.model.execution import Execution
+from tuner.model.execution import Execution, shown
 from tuner.model.load import dimensions_outside
 
 log = logging.getLogger(__name__)
@@ -20,6 +20,50 @@ ShadowCycles = list[ShadowCycle]
 
 class KnowledgeError(ServiceError):
     """The knowledge base cannot be reached or used (the caller decides whether to go on)."""
+
+
+class KnowledgeRefused(KnowledgeError, InputError):
+    """The knowledge base refuses what it was given: another program's file as the store, or
+    an execution whose id is stored with another content. Bad input on the command line
+    (exit status 2); to the daemon a KnowledgeError like any other (the window goes on)."""
+
+
+def distinct(executions: Iterable[Execution]) -> dict[str, Execution]:
+    """``executions`` by id, each once; raises KnowledgeRefused for an id given twice with two
+    contents (ids are content hashes)."""
+    batch: dict[str, Execution] = {}
+    for execution in executions:
+        first = batch.setdefault(execution.id, execution)
+        if first != execution:
+            raise KnowledgeRefused(
+                f"execution {execution.id!r} is given twice with two contents "
+                f"({_difference(first, execution)}); nothing was written"
+            )
+    return batch
+
+
+def check_same(stored: Execution | ValueError, given: Execution) -> None:
+    """Raise KnowledgeRefused unless ``given`` is what is ``stored`` under its id (or why the
+    stored one cannot be read): an id names one content, so recording it again may only
+    repeat it."""
+    if stored == given:
+        return
+    detail = (
+        f"unreadable: {stored}" if isinstance(stored, ValueError) else _difference(stored, given)
+    )
+    raise KnowledgeRefused(
+        f"execution {given.id!r} is already stored with another content ({detail}); nothing "
+        f"was written (`tuner kb delete {given.id}` first to replace it)"
+    )
+
+
+def _difference(old: Execution, new: Execution) -> str:
+    """The first field in which two executions differ, e.g. ``cost 1.5488, not 0.0``."""
+    before, after = old.to_json(), new.to_json()
+    key = next((k for k in (*before, *after) if before.get(k) != after.get(k)), "content")
+    if key in ("nodes", "workloads", "content"):
+        return f"other {key}"
+    return f"{key} {shown(before.get(key))}, not {shown(after.get(key))}"
 
 
 class KnowledgeBase(Protocol):

@@ -15,8 +15,11 @@ from knowledge.base import (
     EVERY,
     Closing,
     KnowledgeError,
+    KnowledgeRefused,
     ShadowCycles,
+    check_same,
     decode_shadow,
+    distinct,
     load_band,
     row_limit,
     serves,
@@ -57,28 +60,33 @@ _OWN_NAMES = {
     "shadow_cycles",
     "shadow_cycles_at",
 }
+_IDS_PER_QUERY = 500
+"""Ids looked up per statement (SQLite's oldest builds take at most 999 parameters)."""
 Executions = list[Execution]
 
 
 class EmbeddedKnowledgeBase(Closing):
     """Executions in a SQLite file; each write is one transaction."""
 
-    def __init__(self, path: Path, *, read_only: bool = False) -> None:
-        """Open (and create, unless ``read_only``) the store at ``path``. The store may be used
-        from any thread, one call at a time (the daemon's cycles run on scheduler threads).
+    def __init__(self, path: Path, *, read_only: bool = False, create: bool = True) -> None:
+        """Open (and create, when ``create`` and not ``read_only``) the store at ``path``. The
+        store may be used from any thread, one call at a time (the daemon's cycles run on
+        scheduler threads).
 
-        A SQLite file with tables of its own is another program's and is refused before
-        anything is written. ``read_only`` opens the file read-only: it changes nothing and
-        creates no file. The store keeps SQLite's rollback journal (no ``-wal``/``-shm`` files
-        beside it); one left in WAL mode by an older release is switched back on the next
-        write.
+        A SQLite file with tables of its own is another program's and is refused
+        (KnowledgeRefused) before anything is written. ``read_only`` opens the file read-only:
+        it creates no file and writes nothing, except that a write a killed writer left half
+        done is rolled back first (see :meth:`_roll_back`). The store keeps SQLite's rollback
+        journal (no ``-wal``/``-shm`` files beside it); one left in WAL mode by an older
+        release is switched back on the next write.
         """
         self._lock = threading.Lock()
-        if read_only and not path.exists():
+        self._path = path
+        if (read_only or not create) and not path.exists():
             raise KnowledgeError(f"no knowledge store at {path} (nothing recorded yet)")
         if path.is_dir():
-            raise KnowledgeError(f"knowledge store {path} is a folder")
-        mode = "ro" if read_only else "rwc"
+            raise KnowledgeRefused(f"knowledge store {path} is a folder")
+        mode = "ro" if read_only else "rwc" if create else "rw"
         try:
             self._db = sqlite3.connect(
                 f"{path.absolute().as_uri()}?mode={mode}",
@@ -90,7 +98,7 @@ class EmbeddedKnowledgeBase(Closing):
         except sqlite3.Error as err:
             raise KnowledgeError(f"cannot open knowledge store {path}: {err}") from err
         try:
-            version = self._check(path)
+            version = self._check()
             if not read_only:
                 self._db.execute("PRAGMA journal_mode=DELETE")
                 if version < SCHEMA_VERSION:
@@ -103,13 +111,13 @@ class EmbeddedKnowledgeBase(Closing):
             self._db.close()
             raise
 
-    def _check(self, path: Path) -> int:
+    def _check(self) -> int:
         """The store's schema version; refuses a newer schema, or a file that holds tables
         this store does not make."""
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        version = self._query("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise KnowledgeError(
-                f"knowledge store {path} has schema {version}, newer than this tuner's"
+                f"knowledge store {self._path} has schema {version}, newer than this tuner's"
             )
         names = {
             row[0]
@@ -119,38 +127,86 @@ class EmbeddedKnowledgeBase(Closing):
         }
         foreign = sorted(names - _OWN_NAMES)
         if foreign:
-            raise KnowledgeError(
-                f"{path} is not a tuner knowledge store (it holds {foreign[0]!r}); refusing it"
+            raise KnowledgeRefused(
+                f"{self._path} is not a tuner knowledge store (it holds {foreign[0]!r}); "
+                "refusing it"
             )
         return int(version)
+
+    def _query(self, sql: str, params: Mapping[str, object] | tuple[object, ...] = ()) -> Any:
+        """The cursor of ``sql``. On a read-only connection, a hot journal (a write whose
+        writer was killed) first makes SQLite refuse every read; it is rolled back
+        (:meth:`_roll_back`) and ``sql`` run again."""
+        try:
+            return self._db.execute(sql, params)
+        except sqlite3.Error as err:
+            if getattr(err, "sqlite_errorcode", None) != sqlite3.SQLITE_READONLY_ROLLBACK:
+                raise
+        self._roll_back()
+        return self._db.execute(sql, params)
+
+    def _roll_back(self) -> None:
+        """Roll back the write a killed ``kb import``, ``kb prune`` or daemon left half done,
+        as the next writer would: a read-write connection that reads the header restores the
+        store to its last committed state from the journal and deletes the journal. Nothing
+        is added or lost; only the interrupted write is undone.
+
+        Raises KnowledgeError when this user may not write the store or its folder (a
+        read-only mount): any command that writes, run by someone who may, rolls it back.
+        """
+        log.warning(
+            "knowledge store %s: rolling back a write that was interrupted (%s-journal)",
+            self._path,
+            self._path.name,
+        )
+        try:
+            writer = sqlite3.connect(
+                f"{self._path.absolute().as_uri()}?mode=rw", uri=True, timeout=30
+            )
+            try:
+                writer.execute("PRAGMA user_version").fetchone()
+            finally:
+                writer.close()
+        except sqlite3.Error as err:
+            raise KnowledgeError(
+                f"knowledge store {self._path}: a write was interrupted and its journal "
+                f"({self._path.name}-journal) cannot be rolled back by this user ({err}); run a "
+                "command that writes the store as a user who may write it and its folder"
+            ) from err
 
     def record(self, execution: Execution) -> None:
         """Store an execution (idempotent by id)."""
         self.record_many([execution])
 
     def record_many(self, executions: Iterable[Execution]) -> None:
-        """Store executions in one transaction: all of them or, on any failure, none."""
-        rows = [
-            (
-                e.id,
-                e.start,
-                e.end,
-                e.load,
-                e.cost,
-                e.cpu_ratio,
-                json.dumps(e.to_json(), sort_keys=True),
-            )
-            for e in executions
-        ]
+        """Store executions in one transaction: all of them or, on any failure, none. One
+        already stored must be the same (it is left as it is); another content under a stored
+        id is refused (KnowledgeRefused) before anything is written."""
+        batch = distinct(executions)
         try:
             with self._lock, self._db:
                 self._db.execute("BEGIN IMMEDIATE")
+                for execution_id, stored in self._stored(list(batch)):
+                    check_same(stored, batch.pop(execution_id))
                 self._db.executemany(
-                    f"INSERT OR REPLACE INTO executions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    rows,
+                    f"INSERT INTO executions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (_row(e) for e in batch.values()),
                 )
         except sqlite3.Error as err:
             raise KnowledgeError(f"knowledge store write failed: {err}") from err
+
+    def _stored(self, ids: list[str]) -> Iterator[tuple[str, Execution | ValueError]]:
+        """What the store holds under ``ids`` (inside the caller's transaction): each id with
+        its execution, or why that cannot be read."""
+        for start in range(0, len(ids), _IDS_PER_QUERY):
+            chunk = ids[start : start + _IDS_PER_QUERY]
+            marks = ", ".join("?" * len(chunk))
+            rows = self._db.execute(f"SELECT id, body FROM executions WHERE id IN ({marks})", chunk)
+            for execution_id, body in rows.fetchall():
+                try:
+                    yield execution_id, Execution.from_json(json.loads(body))
+                except (ValueError, KeyError, TypeError, AttributeError) as err:
+                    yield execution_id, ValueError(str(err))
 
     def find_by_load(
         self,
@@ -179,7 +235,7 @@ class EmbeddedKnowledgeBase(Closing):
         }
         try:
             with self._lock:  # the cursor is read only as far as the first ``wanted`` matches
-                rows = self._db.execute(sql, params)
+                rows = self._query(sql, params)
                 found = (e for e in _decoded(rows) if serves(e, vector, delta))
                 return list(islice(found, wanted))
         except sqlite3.Error as err:
@@ -258,10 +314,16 @@ class EmbeddedKnowledgeBase(Closing):
     def _read(self, sql: str, params: tuple[object, ...]) -> Executions:
         try:
             with self._lock:
-                rows = self._db.execute(sql, params).fetchall()
+                rows = self._query(sql, params).fetchall()
         except sqlite3.Error as err:
             raise KnowledgeError(f"knowledge store read failed: {err}") from err
         return list(_decoded(rows))
+
+
+def _row(e: Execution) -> tuple[str, float, float, float, float, float, str]:
+    """An execution as a row of the ``executions`` table."""
+    body = json.dumps(e.to_json(), sort_keys=True)
+    return (e.id, e.start, e.end, e.load, e.cost, e.cpu_ratio, body)
 
 
 def _decoded(rows: Iterable[Any]) -> Iterator[Execution]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from knowledge.base import Closing, ShadowCycles, load_band, row_limit, serves
+from knowledge.base import Closing, ShadowCycles, check_same, load_band, row_limit, serves
 from tuner.model.account import ShadowCycle
 from tuner.model.execution import Execution
 
@@ -22,8 +22,10 @@ class MemoryKnowledge(Closing):
         self.shadow: dict[str, ShadowCycle] = {}
 
     def record(self, execution: Execution) -> None:
-        """Store a stable deployment (idempotent by id)."""
-        self.entries[execution.id] = execution
+        """Store a stable deployment (idempotent by id; another content under a stored id is
+        refused)."""
+        stored = self.entries.setdefault(execution.id, execution)
+        check_same(stored, execution)
 
     def find_by_load(
         self,

@@ -2,8 +2,8 @@
 
 The thesis' onion (pod types in the core, node states around them, executions outside)::
 
-    (:Execution {id, start, end, load, cost, cpu_ratio[, load_keys, load_values]})
-        -[:HAS_NODE {position}]->(:Node {name, cpu, memory, type, price})
+    (:Execution {id, start, end, load, cost, cpu_ratio[, load_keys, load_values], caption})
+        -[:HAS_NODE {position}]->(:Node {name, cpu, memory, type, price, caption})
         -[:RAN {count}]->(:Pod {key, workload, namespace, kind, name, cpu, memory, movable})
 
 - An Execution owns its Node vertices (one per node of that deployment; ``position`` keeps
@@ -13,6 +13,9 @@ The thesis' onion (pod types in the core, node states around them, executions ou
   second Pod vertex, so old executions keep describing what really ran.
 - Times are epoch seconds, CPU millicores, memory bytes, prices per hour: the units of
   :mod:`tuner.model.execution`.
+- ``caption`` (Execution and Node) is for Neo4j Browser only, never read back
+  (:mod:`knowledge.browser.captions`); graphs recorded before it get theirs when a tuner
+  opens them read-write (:data:`MISSING_CAPTIONS`).
 
 An execution of a load vector also holds its dimensions as two parallel list properties,
 ``load_keys`` (the monitor's label sets, e.g. ``{service="web"}``, sorted) and
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from knowledge.browser.captions import execution_caption, node_captions
 from tuner.model.execution import Execution, WorkloadType
 from tuner.model.load import TOLERANCE
 
@@ -57,6 +61,7 @@ def encode(execution: Execution) -> dict[str, Any]:
     Raises ValueError when a node runs a workload that the execution does not describe.
     """
     keys = {w.workload: pod_key(w) for w in execution.workloads}
+    captions = node_captions([node.name for node in execution.nodes])
     nodes = []
     for position, node in enumerate(execution.nodes):
         missing = [w for w, _ in node.pods if w not in keys]
@@ -74,6 +79,7 @@ def encode(execution: Execution) -> dict[str, Any]:
                     "memory": node.memory,
                     "type": node.instance_type,
                     "price": node.price,
+                    "caption": captions[position],
                 },
                 "pods": [{"key": keys[w], "count": count} for w, count in node.pods],
             }
@@ -96,26 +102,22 @@ def encode(execution: Execution) -> dict[str, Any]:
             "cost": execution.cost,
             "cpu_ratio": execution.cpu_ratio,
             **vector,
+            "caption": execution_caption(execution.load, execution.cost),
         },
         "nodes": nodes,
         "pods": [_pod_properties(w) for w in execution.workloads],
     }
 
 
-# --- writes: one transaction runs all three for a batch of executions -----------------
+# --- writes: one transaction reads what is stored, then runs all three for the rest ----
 
-UPSERT_EXECUTIONS = """
+CREATE_EXECUTIONS = """
 UNWIND $executions AS x
-MERGE (e:Execution {id: x.id})
+CREATE (e:Execution)
 SET e = x.props
-WITH e
-CALL {
-  WITH e
-  MATCH (e)-[:HAS_NODE]->(old:Node)
-  DETACH DELETE old
-}
 """
-"""Create or overwrite the execution vertices (locking them) and drop their old node states."""
+"""The execution vertices of a batch none of which is stored yet (an id stored since makes the
+uniqueness constraint fail the transaction)."""
 
 MERGE_PODS = """
 UNWIND $pods AS pod
@@ -214,6 +216,9 @@ SLACK = 1 + TOLERANCE
 
 GET = "MATCH (e:Execution {id: $id})" + _DEPLOYMENT
 
+STORED = "MATCH (e:Execution) WHERE e.id IN $ids" + _DEPLOYMENT
+"""The executions a batch to record names that are stored already (an index seek)."""
+
 LIST = "MATCH (e:Execution) WITH e ORDER BY e.end DESC, e.id LIMIT $limit" + _DEPLOYMENT
 
 PODS = """
@@ -231,4 +236,31 @@ IDS_BEYOND_NEWEST = """
 MATCH (e:Execution)
 WITH e ORDER BY e.end DESC, e.id SKIP $keep
 RETURN e.id AS id LIMIT $batch
+"""
+
+CONNECTORS = """
+SHOW SETTINGS YIELD name, value
+WHERE name IN ['server.http.enabled', 'server.http.advertised_address',
+               'server.https.enabled', 'server.https.advertised_address']
+RETURN name, value
+"""
+"""The server's HTTP(S) connectors, which serve Neo4j Browser (needs the privilege to read
+settings, which the admin user has)."""
+
+MISSING_CAPTIONS = """
+MATCH (e:Execution) WHERE e.caption IS NULL
+WITH e LIMIT $batch
+RETURN elementId(e) AS ref, e.load AS load, e.cost AS cost,
+       [(e)-[:HAS_NODE]->(n:Node) | [elementId(n), n.name]] AS nodes
+"""
+"""A batch of executions recorded without captions (before they were written)."""
+
+SET_CAPTIONS = """
+UNWIND $executions AS x
+MATCH (e:Execution) WHERE elementId(e) = x.ref
+SET e.caption = x.caption
+WITH x
+UNWIND x.nodes AS node
+MATCH (n:Node) WHERE elementId(n) = node.ref
+SET n.caption = node.caption
 """

@@ -48,9 +48,9 @@ def _integer(value: Any, where: Where, key: str) -> int:
 
 
 def _text(value: Any, where: Where, key: str) -> str:
-    if type(value) is str:
+    if type(value) is str and value.isprintable():
         return value
-    raise _bad(where, key, value, "a string")
+    raise _bad(where, key, value, "printable text")
 
 
 def workload_type(pod: Mapping[str, Any]) -> WorkloadType:

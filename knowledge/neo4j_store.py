@@ -9,11 +9,15 @@ The driver reconnects by itself once the server is back.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any, LiteralString
+from urllib.parse import urlsplit
 
 import neo4j
 from neo4j import Driver, GraphDatabase, ManagedTransaction
+from neo4j.exceptions import ConstraintError
 
 from knowledge import neo4j_account as account
 from knowledge import neo4j_cypher as cypher
@@ -21,22 +25,26 @@ from knowledge.base import (
     Closing,
     KnowledgeError,
     ShadowCycles,
+    check_same,
     decode_shadow,
+    distinct,
     load_band,
     row_limit,
 )
-from knowledge.neo4j_decode import decode_rows, pod_refs
+from knowledge.browser.captions import execution_caption, node_captions
+from knowledge.neo4j_decode import Malformed, decode, decode_rows, pod_refs, pod_types
 from knowledge.neo4j_errors import translated
 from knowledge.neo4j_schema import ensure_schema
 from tuner.model.account import ShadowCycle
 from tuner.model.execution import Execution
 from tuner.redact import redact_url
 
+log = logging.getLogger(__name__)
 Executions = list[Execution]
 Ids = list[str]
 Rows = list[dict[str, Any]]
 PRUNE_BATCH = 1000
-"""Executions deleted per transaction when pruning (keeps transactions small)."""
+"""Executions deleted (or given captions) per transaction: keeps transactions small."""
 
 
 class Neo4jKnowledgeBase(Closing):
@@ -59,6 +67,8 @@ class Neo4jKnowledgeBase(Closing):
         Raises KnowledgeError when the server cannot be reached or holds a newer schema.
         """
         self.server = f"Neo4j at {redact_url(uri)} (database {database})"
+        host = urlsplit(uri).hostname or "127.0.0.1"
+        self._host = f"[{host}]" if ":" in host else host
         self._database = database
         self._read_only = read_only
         self._timeout = query_timeout_s
@@ -78,6 +88,8 @@ class Neo4jKnowledgeBase(Closing):
                 self.schema_version = ensure_schema(
                     self._driver, database, self.server, read_only=read_only
                 )
+                if not read_only:
+                    self._fill_captions()
         except KnowledgeError:
             self._driver.close()
             raise
@@ -89,27 +101,42 @@ class Neo4jKnowledgeBase(Closing):
         self.record_many([execution])
 
     def record_many(self, executions: Iterable[Execution]) -> None:
-        """Store a batch of executions in one transaction (bulk loads, imports)."""
+        """Store a batch of executions in one transaction (bulk loads, imports). One already
+        stored must be the same (it is left as it is); another content under a stored id is
+        refused (KnowledgeRefused) and nothing is written."""
         self._refuse_if_read_only("record")
-        latest = {e.id: e for e in executions}  # one write per id in a batch
+        batch = distinct(executions)
         try:
-            encoded = [cypher.encode(e) for e in latest.values()]
+            encoded = {e.id: cypher.encode(e) for e in batch.values()}
         except ValueError as err:
             raise KnowledgeError(f"{self.server}: record refused: {err}") from err
         if not encoded:
             return
-        pods = {pod["key"]: pod for x in encoded for pod in x["pods"]}
-        # Each statement gets only what it reads: the driver packs parameters in Python, and
-        # packing the whole batch for all three was half the time of a bulk load.
-        vertices = [{"id": x["id"], "props": x["props"]} for x in encoded]
-        deployments = [{"id": x["id"], "nodes": x["nodes"]} for x in encoded]
 
         def write(tx: ManagedTransaction) -> None:
-            tx.run(cypher.UPSERT_EXECUTIONS, executions=vertices).consume()
-            tx.run(cypher.MERGE_PODS, pods=[pods[key] for key in sorted(pods)]).consume()
-            tx.run(cypher.CREATE_NODES, executions=deployments).consume()
+            rows, pods = _fetch(tx, cypher.STORED, {"ids": list(encoded)})
+            types = pod_types(pods)
+            stored = set()
+            for row in rows:
+                execution_id = row["execution"]["id"]
+                try:
+                    found: Execution | ValueError = decode(row["execution"], row["nodes"], types)
+                except Malformed as err:
+                    found = err
+                check_same(found, batch[execution_id])
+                stored.add(execution_id)
+            fresh = [x for key, x in encoded.items() if key not in stored]
+            if fresh:
+                _create(tx, fresh)
 
-        self._write("record", write)
+        # A writer that stored one of these ids after this one looked makes the uniqueness
+        # constraint fail the transaction; the second look finds it stored.
+        try:
+            self._write("record", write)
+        except KnowledgeError as err:
+            if not isinstance(err.__cause__, ConstraintError):
+                raise
+            self._write("record", write)
 
     def find_by_load(
         self,
@@ -193,6 +220,27 @@ class Neo4jKnowledgeBase(Closing):
             rows = session.execute_read(neo4j.unit_of_work(timeout=self._timeout)(read))
         return list(decode_shadow(rows))
 
+    def browser_address(self) -> str | None:
+        """The base URL of Neo4j Browser on this server: the scheme and port of the HTTP (or
+        else HTTPS) connector the server advertises, at the host the tuner reaches it by. None
+        when the server does not say (no such connector, or a user who may not read the
+        server's settings, as on Aura)."""
+
+        def read(tx: ManagedTransaction) -> dict[str, Any]:
+            return {row["name"]: row["value"] for row in tx.run(cypher.CONNECTORS)}
+
+        try:
+            with translated(self.server, "read settings"), self._session() as session:
+                connectors = session.execute_read(read)
+        except KnowledgeError as err:
+            log.debug("Neo4j Browser's address unknown: %s", err)
+            return None
+        for scheme in ("http", "https"):
+            port = str(connectors.get(f"server.{scheme}.advertised_address", "")).rpartition(":")
+            if connectors.get(f"server.{scheme}.enabled") in (True, "true") and port[2].isdigit():
+                return f"{scheme}://{self._host}:{port[2]}"
+        return None
+
     def close(self) -> None:
         """Close the driver and its connections."""
         self._driver.close()
@@ -202,6 +250,29 @@ class Neo4jKnowledgeBase(Closing):
     def _refuse_if_read_only(self, action: str) -> None:
         if self._read_only:
             raise KnowledgeError(f"{self.server}: {action} refused: opened read-only")
+
+    def _fill_captions(self) -> None:
+        """Write the Browser captions of executions recorded before captions were. A graph
+        that has them all costs one read (a scan of the Execution vertices) and no write."""
+
+        def missing(tx: ManagedTransaction) -> list[dict[str, Any]]:
+            executions = []
+            for row in tx.run(cypher.MISSING_CAPTIONS, batch=PRUNE_BATCH):
+                captions = node_captions([name for _, name in row["nodes"]])
+                nodes = [
+                    {"ref": ref, "caption": caption}
+                    for (ref, _), caption in zip(row["nodes"], captions, strict=True)
+                ]
+                caption = execution_caption(row["load"], row["cost"])
+                executions.append({"ref": row["ref"], "caption": caption, "nodes": nodes})
+            return executions
+
+        while True:
+            with translated(self.server, "read captions"), self._session() as session:
+                executions = session.execute_read(missing)
+            if not executions:
+                return
+            self._write("write captions", partial(_set_captions, executions=executions))
 
     def _delete(self, ids: Ids) -> int:
         self._refuse_if_read_only("delete")
@@ -233,16 +304,39 @@ class Neo4jKnowledgeBase(Closing):
 
     def _read(self, action: str, query: LiteralString, **params: Any) -> Executions:
         def read(tx: ManagedTransaction) -> tuple[Rows, dict[str, dict[str, Any]]]:
-            # Not record.data(): it copies every nested value again, a third of a lookup.
-            rows = [
-                {"execution": record["execution"], "nodes": record["nodes"]}
-                for record in tx.run(query, params)
-            ]
-            if not rows:
-                return rows, {}
-            found = tx.run(cypher.PODS, refs=pod_refs(rows))
-            return rows, {record["ref"]: record["pod"] for record in found}
+            return _fetch(tx, query, params)
 
         with translated(self.server, action), self._session() as session:
             rows, pods = session.execute_read(neo4j.unit_of_work(timeout=self._timeout)(read))
         return decode_rows(rows, pods, self.server)
+
+
+def _fetch(
+    tx: ManagedTransaction, query: LiteralString, params: dict[str, Any]
+) -> tuple[Rows, dict[str, dict[str, Any]]]:
+    """The rows of a read (keys ``execution``, ``nodes``) and the pod types they refer to."""
+    # Not record.data(): it copies every nested value again, a third of a lookup.
+    rows = [
+        {"execution": record["execution"], "nodes": record["nodes"]}
+        for record in tx.run(query, params)
+    ]
+    if not rows:
+        return rows, {}
+    found = tx.run(cypher.PODS, refs=pod_refs(rows))
+    return rows, {record["ref"]: record["pod"] for record in found}
+
+
+def _set_captions(tx: ManagedTransaction, executions: list[dict[str, Any]]) -> None:
+    tx.run(cypher.SET_CAPTIONS, executions=executions).consume()
+
+
+def _create(tx: ManagedTransaction, encoded: list[dict[str, Any]]) -> None:
+    """Write executions none of which is stored yet, with their nodes and pod types."""
+    pods = {pod["key"]: pod for x in encoded for pod in x["pods"]}
+    # Each statement gets only what it reads: the driver packs parameters in Python, and
+    # packing the whole batch for all three was half the time of a bulk load.
+    vertices = [{"id": x["id"], "props": x["props"]} for x in encoded]
+    deployments = [{"id": x["id"], "nodes": x["nodes"]} for x in encoded]
+    tx.run(cypher.CREATE_EXECUTIONS, executions=vertices).consume()
+    tx.run(cypher.MERGE_PODS, pods=[pods[key] for key in sorted(pods)]).consume()
+    tx.run(cypher.CREATE_NODES, executions=deployments).consume()

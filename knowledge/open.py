@@ -23,13 +23,16 @@ def neo4j_password(settings: Knowledge) -> str:
     return password
 
 
-def open_knowledge(settings: Knowledge, *, read_only: bool = False) -> KnowledgeBase:
-    """The configured backend, connected; ``read_only`` never creates or changes anything.
+def open_knowledge(
+    settings: Knowledge, *, read_only: bool = False, create: bool = True
+) -> KnowledgeBase:
+    """The configured backend, connected; ``read_only`` never creates or changes anything,
+    and without ``create`` a missing embedded store is an error rather than a new file.
 
     Raises KnowledgeError when the store cannot be reached or used.
     """
     if settings.backend == "embedded":
-        return EmbeddedKnowledgeBase(Path(settings.path), read_only=read_only)
+        return EmbeddedKnowledgeBase(Path(settings.path), read_only=read_only, create=create)
     if settings.backend == "neo4j":
         from knowledge.neo4j_store import Neo4jKnowledgeBase  # the driver loads only when used
 

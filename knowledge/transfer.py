@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol, runtime_checkable
 
 from knowledge.base import KnowledgeBase
-from tuner.model.execution import Execution
+from tuner.model.execution import Execution, shown
 
 FORMAT = "tuner-knowledge"
 VERSION = 1
@@ -26,26 +26,36 @@ def export_document(kb: KnowledgeBase) -> dict[str, Any]:
 
 
 def read_document(data: Any) -> list[Execution]:
-    """Executions of an export document (or of a bare list, e.g. ``kb list --format json``).
+    """Executions of an export document (or of a bare list, e.g. ``kb list --format json``),
+    each id once (an entry repeated with the same content counts once).
 
-    Raises ValueError naming the first bad entry; nothing is half read.
+    Raises ValueError naming the first bad entry, or an id given twice with two contents;
+    nothing is half read.
     """
     if isinstance(data, dict):
         if data.get("format") != FORMAT:
-            raise ValueError(f"not a tuner knowledge export (format {data.get('format')!r})")
-        if not isinstance(data.get("version"), int) or data["version"] > VERSION:
-            raise ValueError(f"export version {data.get('version')!r} is newer than this tuner's")
+            raise ValueError(f"not a tuner knowledge export (format {shown(data.get('format'))})")
+        version = data.get("version")
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise ValueError(f"export version {shown(version)} is not a version number")
+        if version > VERSION:
+            raise ValueError(f"export version {shown(version)} is newer than this tuner's")
         data = data.get("executions")
     if not isinstance(data, list):
         raise ValueError("expected a list of executions")
-    executions = []
+    executions: dict[str, tuple[int, Execution]] = {}
     for index, entry in enumerate(data):
         try:
-            executions.append(Execution.from_json(entry))
+            execution = Execution.from_json(entry)
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             name = entry.get("id") if isinstance(entry, dict) else None
-            raise ValueError(f"execution #{index} ({name!r}) is malformed: {err}") from err
-    return executions
+            raise ValueError(f"execution #{index} ({shown(name)}) is malformed: {err}") from err
+        first, seen = executions.setdefault(execution.id, (index, execution))
+        if seen != execution:
+            raise ValueError(
+                f"execution #{index} ({execution.id!r}) has the id of #{first} with another content"
+            )
+    return [execution for _, execution in executions.values()]
 
 
 @runtime_checkable

@@ -5,7 +5,8 @@
 #   scripts/neo4j.sh start          install if needed, start on loopback, wait until it answers
 #   scripts/neo4j.sh stop [--keep]  stop cleanly; wipe the state dir unless --keep
 #   scripts/neo4j.sh status         exit 0 when running (3 when not), print pid/ports
-#   scripts/neo4j.sh env            print `export NEO4J_URI=...` lines (eval "$(... env)")
+#   scripts/neo4j.sh env            print `export NEO4J_URI=...` lines (eval "$(... env)"),
+#                                   TUNER_NEO4J_PASSWORD (what the tuner reads) among them
 #   scripts/neo4j.sh cypher [args]  run cypher-shell against the server
 #                                   (e.g. `cypher 'RETURN 1'`, or a script on stdin)
 #
@@ -445,6 +446,8 @@ cmd_env() {
   printf 'export NEO4J_URI=%q\n' "bolt://$NEO4J_HOST:$NEO4J_BOLT_PORT"
   printf 'export NEO4J_USER=%q\n' "$NEO4J_USER"
   printf 'export NEO4J_PASSWORD=%q\n' "$NEO4J_PASSWORD"
+  # The variable the tuner reads by default (settings knowledge.password_env).
+  printf 'export TUNER_NEO4J_PASSWORD=%q\n' "$NEO4J_PASSWORD"
   printf 'export NEO4J_HTTP=%q\n' "http://$NEO4J_HOST:$NEO4J_HTTP_PORT"
 }
 

@@ -40,6 +40,7 @@ SEL_FRAME = '[data-testid="frame"]'  # one per command; newest first
 SEL_FRAME_COMMAND = '[data-testid="frameCommand"]'
 SEL_GRAPH_NODE = "svg.neod3viz g.node"  # a drawn vertex: circle.b-outline + text.caption
 SEL_GRAPH_REL = "svg.neod3viz g.relationship"
+SEL_FULLSCREEN = 'button[title="Fullscreen"], button[title="Close fullscreen"]'
 
 CONFIG_COMMAND = (
     ":config {codeFontLigatures: false, allowUserStats: false, allowCrashReports: false}"
@@ -171,6 +172,10 @@ class NeoBrowser:
                        .toUpperCase()}))"""
         )
         return [DrawnVertex(d["caption"], d["fill"]) for d in drawn]
+
+    def toggle_fullscreen(self, frame: Locator) -> None:
+        """Show ``frame`` over the whole page (a graph is then drawn larger), or back."""
+        frame.locator(SEL_FULLSCREEN).first.click()
 
     def relationships(self, frame: Locator) -> int:
         """How many edges are drawn in ``frame``."""

@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _fail(f"{err.strerror or err}")
             return 1
         return CLOSED_PIPE
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C: every knowledge write is one transaction, rolled back
         _fail("interrupted")
         _drop(sys.stdout)  # what is still buffered must not block the exit on a full pipe
         return INTERRUPTED

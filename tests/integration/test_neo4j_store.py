@@ -13,14 +13,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from knowledge import neo4j_cypher
-from knowledge.base import KnowledgeError
+from knowledge.base import KnowledgeError, KnowledgeRefused
 from knowledge.neo4j_store import Neo4jKnowledgeBase
 from testkit.builders import cluster, node, pod
 from testkit.neo4j_fixture import Neo4jServer
@@ -71,6 +71,30 @@ def graph_counts(neo4j: Neo4jServer) -> dict[str, int]:
     return dict(row)
 
 
+def _at_once(
+    neo4j: Neo4jServer, tuner: Callable[[str, Neo4jKnowledgeBase], None], names: list[str]
+) -> None:
+    """Run ``tuner(name, store)`` for every name at once, each on its own thread and driver;
+    re-raises the first failure."""
+    start = threading.Barrier(len(names))
+    errors: list[BaseException] = []
+
+    def run(name: str) -> None:
+        try:
+            with neo4j.open() as kb:
+                start.wait(timeout=30)
+                tuner(name, kb)
+        except BaseException as err:  # reported by the main thread
+            errors.append(err)
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert errors == []
+
+
 def test_two_tuners_recording_at_once_lose_nothing(neo4j: Neo4jServer) -> None:
     """Two writers with their own drivers, overlapping ids and shared pod types."""
     common = [synthetic(f"common-{i}", 1000 + i) for i in range(15)]
@@ -78,26 +102,14 @@ def test_two_tuners_recording_at_once_lose_nothing(neo4j: Neo4jServer) -> None:
         name: [synthetic(f"{name}-{i}", seed + i) for i in range(40)]
         for name, seed in (("a", 0), ("b", 500))
     }
-    start = threading.Barrier(2)
-    errors: list[BaseException] = []
 
-    def tuner(name: str) -> None:
-        try:
-            with neo4j.open() as kb:
-                start.wait(timeout=30)
-                mine = own[name] + common
-                random.Random(name).shuffle(mine)
-                for execution in mine:
-                    kb.record(execution)
-        except BaseException as err:  # reported by the main thread
-            errors.append(err)
+    def tuner(name: str, kb: Neo4jKnowledgeBase) -> None:
+        mine = own[name] + common
+        random.Random(name).shuffle(mine)
+        for execution in mine:
+            kb.record(execution)
 
-    threads = [threading.Thread(target=tuner, args=(name,)) for name in own]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=300)
-    assert errors == []
+    _at_once(neo4j, tuner, list(own))
     expected = {e.id: e for e in [*common, *own["a"], *own["b"]]}
     with neo4j.open() as kb:
         stored = {e.id: e for e in kb.list()}
@@ -109,16 +121,55 @@ def test_two_tuners_recording_at_once_lose_nothing(neo4j: Neo4jServer) -> None:
     assert counts["pods"] == len({w for e in expected.values() for w in e.workloads})
 
 
-def test_rerecording_an_id_replaces_its_deployment_without_leftovers(neo4j: Neo4jServer) -> None:
+def test_rerecording_an_id_with_another_deployment_is_refused_and_leaves_it(
+    neo4j: Neo4jServer,
+) -> None:
     first = synthetic("same", 1, nodes=4)
     second = replace(synthetic("same", 2, nodes=2), id="same")
     with neo4j.open() as kb:
         kb.record(first)
-        kb.record(second)
-        kb.record(second)
-        assert kb.get("same") == second
+        with pytest.raises(KnowledgeRefused, match="execution 'same' is already stored"):
+            kb.record(second)
+        kb.record(first)
+        assert kb.get("same") == first
     counts = graph_counts(neo4j)
-    assert (counts["executions"], counts["nodes"], counts["has_node"]) == (1, 2, 2)
+    assert (counts["executions"], counts["nodes"], counts["has_node"]) == (1, 4, 4)
+
+
+def test_a_foreign_vertex_under_a_recorded_id_is_refused(neo4j: Neo4jServer) -> None:
+    """Another tool's (or a hand-edited) execution with that id cannot be read: it is not
+    the same, so it is neither overwritten nor extended."""
+    neo4j.run("CREATE (:Execution {id: 'same', load: 'lots'})")
+    with neo4j.open() as kb, pytest.raises(KnowledgeRefused, match="unreadable"):
+        kb.record(synthetic("same", 1))
+    assert graph_counts(neo4j)["nodes"] == 0
+
+
+def test_two_writers_of_one_id_one_content_each_store_one(neo4j: Neo4jServer) -> None:
+    """Both look, find nothing, and create: the uniqueness constraint fails the later one,
+    which looks again and is refused (another content) or finds the same (no-op)."""
+    ids = [f"race-{i}" for i in range(30)]
+    mine = {
+        name: [replace(synthetic(i, seed), id=i) for i in ids]
+        for name, seed in (("a", 1), ("b", 2))
+    }
+    refused: dict[str, int] = {}
+
+    def tuner(name: str, kb: Neo4jKnowledgeBase) -> None:
+        refused[name] = 0
+        for execution in mine[name]:
+            try:
+                kb.record(execution)
+            except KnowledgeRefused:
+                refused[name] += 1
+
+    _at_once(neo4j, tuner, list(mine))
+    with neo4j.open() as kb:
+        stored = {e.id: e for e in kb.list()}
+    assert sorted(stored) == sorted(ids) and refused["a"] + refused["b"] == len(ids)
+    assert all(stored[i] in (mine["a"][n], mine["b"][n]) for n, i in enumerate(ids))
+    counts = graph_counts(neo4j)
+    assert counts["nodes"] == counts["has_node"] == sum(len(e.nodes) for e in stored.values())
 
 
 def test_a_failing_write_leaves_nothing_behind(
@@ -136,11 +187,9 @@ def test_a_failing_write_leaves_nothing_behind(
             synthetic("fresh", 4),
             workloads=(*synthetic("fresh", 4).workloads, new_pod),
         )
-        changed = replace(synthetic("old", 5, nodes=1), id="old")
-        for execution in (fresh, changed):
-            with pytest.raises(KnowledgeError, match="record failed") as failure:
-                kb.record(execution)
-            assert "\n" not in str(failure.value)
+        with pytest.raises(KnowledgeError, match="record failed") as failure:
+            kb.record(fresh)
+        assert "\n" not in str(failure.value)
         monkeypatch.undo()
         assert kb.get("fresh") is None
         assert kb.get("old") == old  # the earlier version is intact
@@ -333,3 +382,25 @@ def test_a_wrong_password_is_named(neo4j: Neo4jServer) -> None:
         Neo4jKnowledgeBase(neo4j.uri, neo4j.user, "not-the-password", retry_s=1.0)
     message = str(failure.value)
     assert "\n" not in message and message.startswith(f"Neo4j at {neo4j.uri}")
+
+
+def test_browser_captions_are_written_and_filled_in_for_older_graphs(neo4j: Neo4jServer) -> None:
+    """Captions (Neo4j Browser only) come with every record; executions recorded before them
+    get theirs when a tuner opens the graph read-write, never read-only."""
+    with neo4j.open() as kb:
+        kb.record(synthetic("new", 1))
+        kb.record(synthetic("old", 2, nodes=2))
+    neo4j.run("MATCH (e:Execution {id: 'old'})-[:HAS_NODE]->(n) REMOVE e.caption, n.caption")
+    captions = (
+        "MATCH (e:Execution)-[:HAS_NODE]->(n) RETURN e.id AS id, e.caption AS e, n.caption AS n"
+    )
+    with neo4j.open(read_only=True):
+        assert {r["id"]: r["e"] for r in neo4j.run(captions)}["old"] is None
+    with neo4j.open() as kb:
+        assert kb.get("old") == synthetic("old", 2, nodes=2)  # captions are never read back
+    rows = neo4j.run(captions + " ORDER BY id, n")
+    assert {(r["id"], r["e"]) for r in rows} == {
+        ("new", "load 101 cost 0.4020/h"),
+        ("old", "load 102 cost 0.2680/h"),
+    }
+    assert [r["n"] for r in rows if r["id"] == "old"] == ["node-0", "node-1"]

@@ -6,7 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from knowledge.base import KnowledgeBase
+from knowledge.base import KnowledgeBase, KnowledgeRefused
+from knowledge.transfer import BatchStore
 from tuner.model.execution import Execution, NodeState, WorkloadType, load_vector
 from tuner.model.load import Load
 
@@ -53,6 +54,36 @@ def test_recording_twice_is_idempotent(kb: KnowledgeBase) -> None:
     kb.record(e)
     kb.record(e)
     assert [x.id for x in kb.list()] == ["a"]
+
+
+def test_another_content_under_a_stored_id_is_refused(kb: KnowledgeBase) -> None:
+    """Ids are content hashes: a record that reuses one with other data is a forgery or a
+    corruption, never an update (issue 28: an import silently replaced load, cost, nodes)."""
+    stored = execution("a", 200.0, 1.5488)
+    kb.record(stored)
+    forged = replace(stored, load=100.0, cost=0.0, nodes=(), workloads=())
+    refused = r"execution 'a' is already stored with another content \(load 200.0, not 100.0\)"
+    with pytest.raises(KnowledgeRefused, match=refused):
+        kb.record(forged)
+    with pytest.raises(KnowledgeRefused, match=r"\(other nodes\)"):
+        kb.record(replace(stored, nodes=stored.nodes[:1]))
+    kb.record(stored)  # the same again changes nothing
+    assert kb.list() == [stored]
+
+
+def test_a_batch_with_one_refused_execution_writes_nothing(kb: KnowledgeBase) -> None:
+    if not isinstance(kb, BatchStore):
+        pytest.skip("the in-memory store records one execution at a time")
+    stored = execution("a", 200.0, 1.5)
+    kb.record(stored)
+    fresh = execution("b", 100.0, 1.0)
+    with pytest.raises(KnowledgeRefused, match="execution 'a'"):
+        kb.record_many([fresh, replace(stored, cost=0.0)])
+    with pytest.raises(KnowledgeRefused, match="execution 'b' is given twice"):
+        kb.record_many([fresh, replace(fresh, cost=0.5)])
+    assert kb.list() == [stored]
+    kb.record_many([fresh, stored, fresh])
+    assert sorted(e.id for e in kb.list()) == ["a", "b"]
 
 
 def test_find_by_load_uses_the_relative_band_cheapest_first(kb: KnowledgeBase) -> None:

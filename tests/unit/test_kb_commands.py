@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from tests.knowledge.test_contract import execution
 from tuner.arguments import duration
 from tuner.cli import main
 from tuner.kb.command import browser_url
+from tuner.settings import Knowledge
 
 Run = tuple[int, str, str]
 
@@ -169,9 +172,9 @@ def test_browse_prints_the_url_style_and_ready_queries(
     assert "\n:style node {" in out
     # The newest execution's load and first workload fill in the queries.
     assert "WHERE 180.0 <= e.load <= 220.0" in out
-    assert "WHERE w.workload = 'shop/Deployment/web' RETURN p" in out
+    assert "WHERE w.workload = 'shop/Deployment/web' WITH DISTINCT e, w" in out
     titles = [line for line in out.splitlines() if line.startswith("// ")]
-    assert len(titles) == 6  # the style line and five queries
+    assert len(titles) == 7  # the style line and six queries
 
 
 def test_browser_url_and_durations() -> None:
@@ -179,6 +182,9 @@ def test_browser_url_and_durations() -> None:
         "http://db.example.com:7474/browser/?dbms=neo4j%2Bs%3A%2F%2Fme%40db.example.com%3A7687"
     )
     assert browser_url("bolt://h:1", "neo4j", "https://h/").startswith("https://h/browser/?dbms=")
+    assert browser_url("bolt://h:1", "neo4j", "http://admin:BrowsePW@h:7474").startswith(
+        "http://***@h:7474/browser/?dbms="
+    )
     assert [duration(t) for t in ("90", "30m", "12h", "2d", "1w")] == [
         90,
         1800,
@@ -201,3 +207,32 @@ def test_reading_commands_never_create_a_store(
     ]
     assert out == ""
     assert list(tmp_path.iterdir()) == [settings]
+
+
+def test_neo4j_script_env_exports_what_the_tuner_reads() -> None:
+    """``eval "$(scripts/neo4j.sh env)"`` sets the password variable the tuner reads by
+    default (knowledge.password_env), not only the script's own NEO4J_PASSWORD."""
+    script = Path(__file__).resolve().parents[2] / "scripts" / "neo4j.sh"
+    shell = f'eval "$(bash {script} env)" && echo "$TUNER_NEO4J_PASSWORD|$NEO4J_PASSWORD"'
+    result = subprocess.run(
+        ["bash", "-c", shell],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, "NEO4J_PASSWORD": "pw with 'quotes'"},
+    )
+    assert result.stdout == "pw with 'quotes'|pw with 'quotes'\n"
+    assert Knowledge().password_env == "TUNER_NEO4J_PASSWORD"
+
+
+def test_documented_kb_command_lines_are_not_pipes_between_kb_commands() -> None:
+    """Issue 27: ``tuner kb list | show ID | delete ID`` in the docs read as a shell pipe."""
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    commands = {"record", "list", "show", "delete", "export", "import", "prune", "migrate"}
+    for page in docs.rglob("*.md"):
+        for line in page.read_text(encoding="utf-8").splitlines():
+            if "tuner kb " not in line:
+                continue
+            piped = [part.split()[0] for part in line.split("|")[1:] if part.split()]
+            assert not commands & set(piped), f"{page.name}: {line}"

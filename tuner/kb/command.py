@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -18,13 +16,15 @@ from knowledge.base import KnowledgeBase, KnowledgeError
 from knowledge.browser.queries import ready_queries
 from knowledge.browser.style import style_command
 from knowledge.open import open_knowledge
-from knowledge.transfer import FORMAT, copy_history, export_document, read_document, record_all
+from knowledge.transfer import copy_history, export_document, read_document, record_all
 from tuner import arguments
 from tuner.errors import InputError
 from tuner.json_input import read_json
-from tuner.model.execution import execution_of
+from tuner.kb.output import export_target
+from tuner.model.execution import Execution, execution_of
 from tuner.model.movability import Policy, assess
 from tuner.monitor.dump import load_dump
+from tuner.redact import redact_url
 from tuner.settings import Settings, load_settings
 
 BACKENDS = ("embedded", "neo4j")
@@ -50,8 +50,8 @@ def add_kb_parser(commands: argparse._SubParsersAction[Any]) -> None:
     listing = command("list", "stored deployments, newest first", _list)
     listing.add_argument("--limit", type=arguments.count, default=50)
     listing.add_argument("--format", choices=("text", "json"), default="text")
-    command("show", "one stored deployment in full (JSON)", _show).add_argument("id")
-    command("delete", "remove a stored deployment", _delete).add_argument("id")
+    command("show", "one stored deployment in full (JSON)", _show).add_argument("id", type=_id)
+    command("delete", "remove a stored deployment", _delete).add_argument("id", type=_id)
     export = command("export", "every stored deployment as one JSON document", _export)
     export.add_argument("--output", "-o", type=Path, help="file to write (default: stdout)")
     export.add_argument(
@@ -71,7 +71,17 @@ def add_kb_parser(commands: argparse._SubParsersAction[Any]) -> None:
     browse = command("browse", "Neo4j Browser URL, style and ready queries", _browse)
     browse.add_argument("--load", type=arguments.load, help="load band to show (default: newest)")
     browse.add_argument("--workload", help="namespace/Kind/name (default: from the newest)")
-    browse.add_argument("--http", help="Browser base URL (default: http://<uri host>:7474)")
+    browse.add_argument(
+        "--http", help="Browser base URL (default: the HTTP port the Neo4j server advertises)"
+    )
+
+
+def _id(text: str) -> str:
+    """An execution id from the command line: printable text, as every stored id is (bytes
+    that are not UTF-8 arrive as surrogate escapes, which are not printable)."""
+    if not text.isprintable():
+        raise argparse.ArgumentTypeError(f"id {text!r} is not printable UTF-8 text")
+    return text
 
 
 def _with_kb(
@@ -79,10 +89,12 @@ def _with_kb(
     action: Callable[[KnowledgeBase, Settings], int],
     *,
     read_only: bool = False,
+    create: bool = True,
 ) -> int:
-    """Run ``action`` on the configured knowledge base (``read_only``: creates nothing)."""
+    """Run ``action`` on the configured knowledge base (``read_only``: changes nothing;
+    without ``create``: a missing store is an error, not a new file)."""
     settings = load_settings(args.settings)
-    with open_knowledge(settings.knowledge, read_only=read_only) as kb:
+    with open_knowledge(settings.knowledge, read_only=read_only, create=create) as kb:
         return action(kb, settings)
 
 
@@ -135,62 +147,25 @@ def _delete(args: argparse.Namespace) -> int:
         print(f"deleted {args.id}")
         return 0
 
-    return _with_kb(args, run)
+    return _with_kb(args, run, create=False)
 
 
 def _export(args: argparse.Namespace) -> int:
     settings = load_settings(args.settings)
+    target = None
     if args.output is not None:
-        export_target(args.output, settings, force=args.force)
+        target = export_target(args.output, settings.knowledge, force=args.force)
 
     def run(kb: KnowledgeBase, _: Settings) -> int:
         text = json.dumps(export_document(kb), indent=2)
-        if args.output is None:
+        if target is None:
             print(text)
         else:
-            write_replacing(args.output, text + "\n")
+            target.write(text + "\n")
             print(f"exported to {args.output}", file=sys.stderr)
         return 0
 
     return _with_kb(args, run, read_only=True)
-
-
-def export_target(path: Path, settings: Settings, *, force: bool) -> None:
-    """Refuse an export's ``--output`` that would destroy something: the knowledge store
-    itself (always), a folder, a missing folder, or (without ``force``) an existing file that
-    is not a previous export."""
-    store = Path(settings.knowledge.path)
-    embedded = settings.knowledge.backend == "embedded"
-    if embedded and store.exists() and path.exists() and path.samefile(store):
-        raise InputError(f"--output {path} is the knowledge store itself")
-    if path.is_dir():
-        raise InputError(f"--output {path} is a folder")
-    if not path.parent.is_dir():
-        raise InputError(f"--output {path}: folder {path.parent} does not exist")
-    if path.exists() and not force:
-        try:
-            previous = read_json(path, "file")
-        except InputError:
-            previous = None
-        if not (isinstance(previous, dict) and previous.get("format") == FORMAT):
-            raise InputError(f"--output {path} exists and is not an export (--force overwrites)")
-
-
-def write_replacing(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``: a
-    failure leaves ``path`` as it was."""
-    temporary: Path | None = None
-    try:
-        with tempfile.NamedTemporaryFile(
-            "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", delete=False
-        ) as file:
-            temporary = Path(file.name)
-            file.write(text)
-        os.replace(temporary, path)
-    except OSError as err:
-        if temporary is not None:
-            temporary.unlink(missing_ok=True)
-        raise InputError(f"cannot write {path}: {err.strerror or err}") from err
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -223,7 +198,7 @@ def _prune(args: argparse.Namespace) -> int:
             print(f"removed {kb.remove_orphan_pods()} unused pod types")
         return 0
 
-    return _with_kb(args, run)
+    return _with_kb(args, run, create=False)
 
 
 def _migrate(args: argparse.Namespace) -> int:
@@ -240,10 +215,12 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def browser_url(uri: str, user: str, http: str | None = None) -> str:
-    """Neo4j Browser's address with the connection to ``uri`` pre-filled."""
+    """Neo4j Browser's address with the connection to ``uri`` pre-filled; ``http`` is the
+    server's HTTP base URL (default: port 7474 of the Bolt host). Credentials in ``http`` are
+    never printed."""
     bolt = urlsplit(uri)
     host = bolt.hostname or "127.0.0.1"
-    base = (http or f"http://{host}:7474").rstrip("/")
+    base = redact_url(http or f"http://{host}:7474").rstrip("/")
     dbms = f"{bolt.scheme}://{quote(user)}@{host}:{bolt.port or 7687}"
     return f"{base}/browser/?dbms={quote(dbms, safe='')}"
 
@@ -251,25 +228,34 @@ def browser_url(uri: str, user: str, http: str | None = None) -> str:
 def _browse(args: argparse.Namespace) -> int:
     settings = load_settings(args.settings)
     knowledge = settings.knowledge
-    load, workload = args.load, args.workload
-    if load is None or workload is None:
+    load, workload, http = args.load, args.workload, args.http
+    newest: list[Execution] = []
+    if load is None or workload is None or http is None:
         try:
             with open_knowledge(knowledge, read_only=True) as kb:
-                newest = kb.list(1)
+                if load is None or workload is None:
+                    newest = kb.list(1)
+                if http is None and knowledge.backend == "neo4j":
+                    http = _browser_address(kb)
         except KnowledgeError as err:
             print(f"tuner: note: {err}", file=sys.stderr)
-            newest = []
-        if newest:
-            load = newest[0].load if load is None else load
-            names = [w.workload for w in newest[0].workloads]
-            workload = workload or (names[0] if names else None)
+    if newest:
+        load = newest[0].load if load is None else load
+        names = [w.workload for w in newest[0].workloads]
+        workload = workload or (names[0] if names else None)
+    if knowledge.backend == "neo4j" and http is None:
+        print(
+            "tuner: note: Neo4j did not say its HTTP port (--http gives Browser's address); "
+            "assuming 7474",
+            file=sys.stderr,
+        )
     if knowledge.backend != "neo4j":
         print(
             "tuner: note: knowledge.backend is 'embedded'; copy the history into Neo4j with "
             "`tuner kb migrate --from embedded --to neo4j` to browse it",
             file=sys.stderr,
         )
-    print(f"Neo4j Browser: {browser_url(knowledge.uri, knowledge.user, args.http)}")
+    print(f"Neo4j Browser: {browser_url(knowledge.uri, knowledge.user, http)}")
     print(f"Log in as {knowledge.user} with the password in ${knowledge.password_env}.")
     print("\n// Style: run this line in Browser's editor once")
     print(style_command())
@@ -279,3 +265,10 @@ def _browse(args: argparse.Namespace) -> int:
     for query in queries:
         print(f"\n// {query.title}\n{query.cypher}")
     return 0
+
+
+def _browser_address(kb: KnowledgeBase) -> str | None:
+    """Neo4j Browser's base URL as the Neo4j server advertises it (None: unknown)."""
+    from knowledge.neo4j_store import Neo4jKnowledgeBase  # the driver loads only when used
+
+    return kb.browser_address() if isinstance(kb, Neo4jKnowledgeBase) else None

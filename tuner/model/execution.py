@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tuner.model.cluster import Cluster, Workload
-from tuner.model.load import SCALAR, Load, load_from_json
+from tuner.model.load import SCALAR, Load
 from tuner.model.movability import Movability
 from tuner.model.price import node_price
 from tuner.settings import Pricing
@@ -126,64 +126,88 @@ class Execution:
     @staticmethod
     def from_json(data: Any) -> Execution:
         """Inverse of :meth:`to_json`, strictly: raises ValueError naming the first field that
-        is missing or wrong (a number that is not finite and >= 0, a window that ends before
-        it starts, a workload that is not ``namespace/Kind/name``, a count that is not a whole
-        number, ``movable`` that is not a boolean)."""
+        is missing or wrong (a number that is not finite and within 0..:data:`MAX_NUMBER`, a
+        window that ends before it starts, a name that is not one line of printable text, a
+        workload that is not ``namespace/Kind/name`` or is listed twice, a node that runs a
+        workload the execution does not list or a listed workload no node runs, a count that
+        is not a whole number, ``movable`` that is not a boolean, a ``load_vector`` whose
+        total is not ``load``). Workloads come back sorted, as every store returns them."""
         data = _object(data, "execution")
         start, end = _number(data, "start"), _number(data, "end")
         if end < start:
             raise ValueError(f"end {end!r} is before start {start!r}")
+        load = _number(data, "load")
+        nodes = tuple(_node_state(n) for n in _array(data, "nodes"))
         return Execution(
             id=_text(data, "id"),
             start=start,
             end=end,
-            load=_number(data, "load"),
-            load_vector=_load_vector_from_json(data.get("load_vector")),
+            load=load,
+            load_vector=_load_vector_from_json(data.get("load_vector"), load),
             cost=_number(data, "cost"),
             cpu_ratio=_number(data, "cpu_ratio"),
-            nodes=tuple(_node_state(n) for n in _array(data, "nodes")),
-            workloads=tuple(_workload_type(w) for w in _array(data, "workloads")),
+            nodes=nodes,
+            workloads=_workload_types(_array(data, "workloads"), nodes),
         )
+
+
+def shown(value: Any) -> str:
+    """``value`` as an error message shows it: its repr, at most 40 characters."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:39]}…"
 
 
 def _object(data: Any, what: str) -> Mapping[str, Any]:
     if not isinstance(data, Mapping):
-        raise ValueError(f"{what} is {data!r}, not an object")
+        raise ValueError(f"{what} is {shown(data)}, not an object")
     return data
 
 
 def _array(data: Mapping[str, Any], key: str) -> list[Any]:
     value = data.get(key)
     if not isinstance(value, list):
-        raise ValueError(f"{key} is {value!r}, not a list")
+        raise ValueError(f"{key} is {shown(value)}, not a list")
     return value
 
 
 def _text(data: Mapping[str, Any], key: str, default: str | None = None) -> str:
+    """A string of printable characters only: no control character (ESC, U+0085), line or
+    paragraph separator (U+2028, U+2029) or other invisible character that could rewrite a
+    terminal line when ``kb list`` prints it."""
     value = data.get(key, default)
-    if not isinstance(value, str) or "\n" in value or "\r" in value:
-        raise ValueError(f"{key} is {value!r}, not a one-line string")
+    if not isinstance(value, str) or not value.isprintable():
+        raise ValueError(f"{key} is {shown(value)}, not one line of printable text")
     return value
 
 
 def _number(data: Mapping[str, Any], key: str) -> float:
-    value = data.get(key)
+    return _bounded(data.get(key), key)
+
+
+def _bounded(value: Any, key: str) -> float:
+    """A finite number within 0..MAX_NUMBER (an integer of any size is compared as it is,
+    never converted first)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{key} is {value!r}, not a number")
-    if not (math.isfinite(value) and 0 <= value <= MAX_NUMBER):
-        raise ValueError(f"{key} is {value!r}, not a number in 0..{MAX_NUMBER:g}")
+        raise ValueError(f"{key} is {shown(value)}, not a number")
+    if not 0 <= value <= MAX_NUMBER:  # NaN fails both comparisons
+        raise ValueError(f"{key} is {shown(value)}, not a number in 0..{MAX_NUMBER:g}")
     return float(value)
 
 
 def _whole(value: Any, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_WHOLE:
-        raise ValueError(f"{key} is {value!r}, not a whole number in 0..{MAX_WHOLE}")
+        raise ValueError(f"{key} is {shown(value)}, not a whole number in 0..{MAX_WHOLE}")
     return value
 
 
 def _workload_key(value: Any, key: str) -> str:
-    if not isinstance(value, str) or value.count("/") < 2 or not all(value.split("/", 2)):
-        raise ValueError(f"{key} is {value!r}, not namespace/Kind/name")
+    if (
+        not isinstance(value, str)
+        or value.count("/") < 2
+        or not all(value.split("/", 2))
+        or not value.isprintable()
+    ):
+        raise ValueError(f"{key} is {shown(value)}, not namespace/Kind/name")
     return value
 
 
@@ -197,7 +221,9 @@ def _node_state(data: Any) -> NodeState:
         instance_type=_text(data, "type", ""),
         price=_number(data, "price"),
         pods=tuple(
-            sorted((_workload_key(w, "pods"), _whole(c, f"pods[{w!r}]")) for w, c in pods.items())
+            sorted(
+                (_workload_key(w, "pods"), _whole(c, f"pods[{shown(w)}]")) for w, c in pods.items()
+            )
         ),
     )
 
@@ -206,7 +232,7 @@ def _workload_type(data: Any) -> WorkloadType:
     data = _object(data, "workload")
     movable = data.get("movable")
     if not isinstance(movable, bool):
-        raise ValueError(f"movable is {movable!r}, not true or false")
+        raise ValueError(f"movable is {shown(movable)}, not true or false")
     return WorkloadType(
         _workload_key(data.get("workload"), "workload"),
         _whole(data.get("cpu"), "cpu"),
@@ -215,13 +241,41 @@ def _workload_type(data: Any) -> WorkloadType:
     )
 
 
-def _load_vector_from_json(data: Any) -> LoadVector:
-    """``load_vector`` of :meth:`Execution.to_json` (absent: a scalar load)."""
+def _workload_types(entries: list[Any], nodes: tuple[NodeState, ...]) -> tuple[WorkloadType, ...]:
+    """``workloads`` of an execution, sorted: each listed once, and exactly those its nodes
+    ran (a store keeps a workload type only through the nodes that ran it)."""
+    types: dict[str, WorkloadType] = {}
+    for entry in entries:
+        workload = _workload_type(entry)
+        if workload.workload in types:
+            raise ValueError(f"workload {shown(workload.workload)} is listed twice")
+        types[workload.workload] = workload
+    ran = {w for node in nodes for w, _ in node.pods}
+    for name in sorted(ran ^ types.keys()):
+        if name in ran:
+            raise ValueError(f"pods: {shown(name)} is run by a node but not in workloads")
+        raise ValueError(f"workload {shown(name)} is run by no node")
+    return tuple(types[name] for name in sorted(types))
+
+
+def _load_vector_from_json(data: Any, load: float) -> LoadVector:
+    """``load_vector`` of :meth:`Execution.to_json` (absent: a scalar load): one number within
+    0..MAX_NUMBER per printable dimension, totalling ``load``."""
     if data is None:
         return ()
     if not isinstance(data, Mapping):
-        raise TypeError(f"load_vector is {data!r}, not an object")
-    return load_vector(load_from_json(data))
+        raise ValueError(f"load_vector is {shown(data)}, not an object")
+    if not data:
+        raise ValueError("load_vector is {}, an object without dimensions")
+    values = {}
+    for key, value in data.items():
+        if not key.isprintable():
+            raise ValueError(f"load_vector key {shown(key)} is not one line of printable text")
+        values[key] = _bounded(value, f"load_vector[{shown(key)}]")
+    served = Load.vector(values)
+    if not math.isclose(served.total, load, rel_tol=1e-9, abs_tol=1e-9):
+        raise ValueError(f"load {load!r} is not the total of load_vector ({served.total!r})")
+    return load_vector(served)
 
 
 def execution_of(
