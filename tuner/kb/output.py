@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 from knowledge.transfer import FORMAT
 from tuner.errors import InputError
 from tuner.json_input import read_json
+from tuner.output_files import write_atomic
 from tuner.settings import Knowledge
 
 
@@ -35,18 +35,16 @@ class ExportTarget:
     """The file written: ``given``, or the file its symbolic links lead to."""
     in_place: bool
     """A FIFO or character device: opened and written, never replaced."""
-    mode: int | None
-    """Permissions of the regular file replaced (None: a new file)."""
 
     def write(self, text: str) -> None:
         """Write ``text``; raises InputError naming ``--output`` when that fails (a full disk,
         a read-only folder, a FIFO whose reader went away)."""
+        if not self.in_place:
+            write_atomic(self.path, text)
+            return
         try:
-            if self.in_place:
-                with open(self.path, "w", encoding="utf-8") as file:
-                    file.write(text)
-            else:
-                _replace(self.path, text, self.mode)
+            with open(self.path, "w", encoding="utf-8") as file:
+                file.write(text)
         except OSError as err:
             raise InputError(f"cannot write {self.given}: {err.strerror or err}") from err
 
@@ -66,7 +64,7 @@ def export_target(path: Path, knowledge: Knowledge, *, force: bool) -> ExportTar
         raise InputError(f"--output {path}: {err.strerror or err}") from err
     if mode is not None and not stat.S_ISREG(mode):
         if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
-            return ExportTarget(path, path, in_place=True, mode=None)
+            return ExportTarget(path, path, in_place=True)
         kind = "a folder" if stat.S_ISDIR(mode) else "neither a file, a FIFO nor a terminal"
         raise InputError(f"--output {path} is {kind}")
     real = Path(os.path.realpath(path))
@@ -74,7 +72,7 @@ def export_target(path: Path, knowledge: Knowledge, *, force: bool) -> ExportTar
         raise InputError(f"--output {path}: folder {real.parent} does not exist")
     if mode is not None and not force and not _is_export(real):
         raise InputError(f"--output {path} exists and is not an export (--force overwrites)")
-    return ExportTarget(path, real, in_place=False, mode=None if mode is None else mode & 0o7777)
+    return ExportTarget(path, real, in_place=False)
 
 
 def _is_export(path: Path) -> bool:
@@ -85,18 +83,3 @@ def _is_export(path: Path) -> bool:
         return False
     return isinstance(previous, dict) and previous.get("format") == FORMAT
 
-
-def _replace(path: Path, text: str, mode: int | None) -> None:
-    """Write ``text`` to a new file beside ``path``, then rename it over ``path``: a failure
-    leaves ``path`` as it was."""
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with open(descriptor, "w", encoding="utf-8") as file:
-            file.write(text)
-            if mode is not None:
-                os.fchmod(file.fileno(), mode)
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
