@@ -1,6 +1,13 @@
 """Shared pytest configuration: the real-server harnesses are plugins started on demand."""
 
+import signal
+
 import pytest
+
+# A run started in the background (`nohup`, `cmd &`, some CI runners) inherits SIGINT ignored,
+# and an ignored signal stays ignored across exec: the commands the tests interrupt with Ctrl-C
+# would never see it. Catching it here gives every child process the default disposition.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 pytest_plugins = [
     "testkit.prometheus_fixture",

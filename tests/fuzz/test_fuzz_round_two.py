@@ -363,9 +363,9 @@ def test_a_signal_while_a_command_writes_to_a_full_pipe(world: Path, number: int
     try:
         eventually(lambda: _waiting_in(process.pid, "pipe"), 60, "the export blocked in write")
         process.send_signal(number)
+        status = process.wait(60)  # before reading: a command stuck in its write never ends
         assert process.stderr is not None
         err = process.stderr.read()
-        status = process.wait(60)
     finally:
         process.kill()
         process.wait()
