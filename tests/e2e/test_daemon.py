@@ -255,10 +255,14 @@ def test_dry_run_makes_no_mutating_request(scene: Scene) -> None:
 
 
 def _migration_started(scene: Scene) -> list[str]:
-    """Block until the tuner has marked a node (a migration labels its destination first)."""
-    return wait_for(
-        "a migration to start", lambda: scene.kube.leftovers() or None, 90, every_s=0.05
-    )
+    """Block until the tuner has labelled a migration's destination (what it marks before: the
+    journal, the drained source's cordon, may show first)."""
+
+    def labelled() -> list[str] | None:
+        marks = scene.kube.leftovers()
+        return marks if any(" label tuner.dev/" in mark for mark in marks) else None
+
+    return wait_for("a migration to start", labelled, 90, every_s=0.05)
 
 
 def test_sigterm_during_a_migration_rolls_it_back_and_exits_0(scene: Scene) -> None:

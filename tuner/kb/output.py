@@ -82,4 +82,3 @@ def _is_export(path: Path) -> bool:
     except InputError:
         return False
     return isinstance(previous, dict) and previous.get("format") == FORMAT
-
