@@ -18,7 +18,7 @@ from tuner.model.cluster import Cluster, Node, Pod, Workload
 from tuner.model.quantity import GIB, format_cpu, format_memory
 from tuner.model.resources import Resources
 from tuner.model.scheduling import (
-    AntiAffinityTerm,
+    PodAffinityTerm,
     Constraints,
     LabelSelector,
     Toleration,
@@ -199,7 +199,7 @@ def _model_node(spec: NodeSpec) -> Node:
 
 def _template_pod(w: WorkloadSpec) -> Pod:
     """What the scheduling simulation needs of one pod of ``w``."""
-    anti = AntiAffinityTerm(LabelSelector((("app", w.name),)), (w.namespace,))
+    anti = PodAffinityTerm(LabelSelector((("app", w.name),)), (w.namespace,))
     constraints = Constraints(
         tolerations=(Toleration(operator="Exists"),) if w.kind == "DaemonSet" else (),
         node_selector=freeze_labels(w.node_selector),

@@ -4,7 +4,7 @@ import pytest
 
 from testkit.builders import cluster, node, pod
 from tuner.model.scheduling import (
-    AntiAffinityTerm,
+    PodAffinityTerm,
     Constraints,
     LabelSelector,
     Requirement,
@@ -91,7 +91,7 @@ def test_resources_and_pod_count_limit_the_fit() -> None:
 
 
 def test_required_anti_affinity_on_hostname_both_ways() -> None:
-    term = AntiAffinityTerm(LabelSelector((("app", "web"),)), ("default",))
+    term = PodAffinityTerm(LabelSelector((("app", "web"),)), ("default",))
     web = Constraints(anti_affinity=(term,))
     nodes = [node("a"), node("b"), node("c")]
     pods = [pod("web-1", "a", constraints=web), pod("db-1", "b", workload="db")]

@@ -14,8 +14,8 @@ from tuner.plan.planner import plan
 from tuner.plan.replay import InfeasiblePlan, replay
 
 DEDICATED = rules.Taint("dedicated", "web", "NoSchedule")
-NOT_WITH_DB = rules.AntiAffinityTerm(rules.LabelSelector((("app", "db"),)), ("default",))
-NOT_WITH_WEB = rules.AntiAffinityTerm(rules.LabelSelector((("app", "web"),)), ("default",))
+NOT_WITH_DB = rules.PodAffinityTerm(rules.LabelSelector((("app", "db"),)), ("default",))
+NOT_WITH_WEB = rules.PodAffinityTerm(rules.LabelSelector((("app", "web"),)), ("default",))
 WEB = rules.Constraints(
     tolerations=(rules.Toleration("dedicated", "Equal", "web", "NoSchedule"),),
     node_selector=(("pool", "a"),),

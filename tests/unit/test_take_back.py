@@ -2,7 +2,7 @@
 simulated actuator)."""
 
 from testkit.builders import cluster, node, pod
-from tuner.model.scheduling import AntiAffinityTerm, Constraints, LabelSelector, Taint
+from tuner.model.scheduling import PodAffinityTerm, Constraints, LabelSelector, Taint
 from tuner.plan.take_back import needed_back
 from tuner.sim.engine import Simulation
 from tuner.sim.ports import SimActuator
@@ -67,7 +67,7 @@ def test_pending_pods_fill_a_taken_node_before_another_is_taken() -> None:
 
 def test_replicas_that_repel_each_other_take_back_a_node_each() -> None:
     spread = Constraints(
-        anti_affinity=(AntiAffinityTerm(LabelSelector((("app", "web"),)), ("default",)),)
+        anti_affinity=(PodAffinityTerm(LabelSelector((("app", "web"),)), ("default",)),)
     )
     second = node("handed-2", "4", "8Gi", unschedulable=True)
     pending = [pod(f"web-{i}", None, "1", "1Gi", constraints=spread) for i in (2, 3)]

@@ -171,14 +171,18 @@ class _Search:
             used = 0
             moves: list[tuple[Pod, int]] = []
             for pod, source in pods:
-                mask = snap.fit_mask(pod) & allowed
+                mask = snap.fit_mask(pod, leaving=source) & allowed
                 while not mask.any() and used < most:
                     allowed[spares[used]] = True
                     used += 1
-                    mask = snap.fit_mask(pod) & allowed
+                    mask = snap.fit_mask(pod, leaving=source) & allowed
                 if not mask.any():
-                    return f"pod {pod.key} fits on no other node nor {most} new {pool.node_type}"
-                target = snap.best_fit(pod, mask)
+                    why = snap.refusal(pod, allowed, leaving=source)
+                    return (
+                        f"pod {pod.key} fits on no other node nor {most} new {pool.node_type}: "
+                        f"{why}"
+                    )
+                target = snap.best_fit(pod, mask, leaving=source)
                 snap.move(pod, source, target)
                 moves.append((pod, target))
             if used == 0:

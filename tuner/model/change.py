@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 from tuner.model.cluster import Node, Pod, Workload
 from tuner.model.pools import NodePool
 from tuner.model.resources import Resources
+from tuner.model.scheduling import HOSTNAME_KEY
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +39,11 @@ class NewNode:
 
     @property
     def node(self) -> Node:
-        """The node as the plan sees it: the pool's template under the provisional name."""
-        return replace(self.pool.template, name=self.name)
+        """The node as the plan sees it: the pool's template under the provisional name, which
+        is also its hostname (a domain of its own for hostname topology rules)."""
+        template = self.pool.template
+        labels = MappingProxyType({**template.labels, HOSTNAME_KEY: self.name})
+        return replace(template, name=self.name, labels=labels)
 
 
 @dataclass(frozen=True, slots=True)

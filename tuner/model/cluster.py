@@ -9,13 +9,17 @@ from functools import cached_property
 from types import MappingProxyType
 
 from tuner.model.resources import Resources
-from tuner.model.scheduling import Constraints, LabelSelector, Taint, repels
+from tuner.model.scheduling import Constraints, LabelSelector, Taint
 
 EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
 def _no_labels() -> Mapping[str, str]:
     return EMPTY
+
+
+def _no_amounts() -> Mapping[str, int]:
+    return MappingProxyType({})
 
 
 def _no_templates() -> Mapping[Workload, frozenset[str]]:
@@ -55,6 +59,8 @@ class Node:
     annotations: Mapping[str, str] = field(default_factory=_no_labels)
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
+    extended: Mapping[str, int] = field(default_factory=_no_amounts)
+    """Allocatable resources other than CPU, memory and pods (e.g. ``nvidia.com/gpu``)."""
 
     @property
     def instance_type(self) -> str:
@@ -96,13 +102,6 @@ class Pod:
     def follows_node(self) -> bool:
         """DaemonSet and mirror pods stay with their node and vanish with it."""
         return self.owner_kind in ("DaemonSet", "Node")
-
-    def shuns(self, other: Pod) -> bool:
-        """Whether required pod anti-affinity (this pod's or the other's) keeps the two off one
-        host."""
-        return repels(self.constraints, other.namespace, other.labels) or repels(
-            other.constraints, self.namespace, self.labels
-        )
 
 
 @dataclass(frozen=True, slots=True)

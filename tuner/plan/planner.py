@@ -5,9 +5,11 @@
   addition) pairs is complete per workload: a maximum matching pairs min(|R|, |A|) of them,
   and pairing in a fixed order achieves it without enumerating subsets (the 2019 planner did).
 - Order: a migration or addition waits until it fits on its target by every rule of the
-  scheduling simulation (:class:`~tuner.model.snapshot.Snapshot`: resources, pod slots,
-  cordon, taints, selectors, node affinity, anti-affinity); an added instance is checked with
-  the constraints and labels of a running pod of its workload;
+  scheduling simulation (:class:`~tuner.model.snapshot.Snapshot`: every rule of
+  :mod:`tuner.model.scheduling`, a migrated pod no longer counted on its source); an added
+  instance is checked with the constraints and labels of a running pod of its workload; the
+  nodes to remove are cordoned from the start, as the executor cordons them; when a rule
+  counts other pods (spread, inter-pod affinity), every action may unblock any waiting one;
   when nothing can go, a pending removal that frees a waiting node runs first; when only
   migrations are stuck (two full nodes swapping pods), one of them is split into a removal now
   and an addition later (the temporary remove/add); node removals come last.
@@ -93,6 +95,8 @@ class _Orderer:
         self.templates: dict[Workload, Pod] | None = None
         """The first running pod of each workload: what an added instance looks like."""
         self.snapshot = Snapshot(cluster, new_nodes=[n.node for n in change.new_nodes])
+        for name in change.remove_nodes:
+            self.snapshot.close(self.snapshot.index[name])
         self.waiting: dict[str, deque[Placing]] = defaultdict(deque)
         self.out: list[Action] = []
         self.freed: deque[str] = deque()
@@ -124,14 +128,20 @@ class _Orderer:
     def _try(self, action: Placing) -> bool:
         snapshot = self.snapshot
         target = snapshot.index[action.target]
-        pod = action.pod if isinstance(action, Migrate) else self._instance(action)
-        if snapshot.why_not(pod, target) is not None:
-            return False
         if isinstance(action, Migrate):
-            snapshot.move(pod, snapshot.index[action.source], target)
+            pod, source = action.pod, snapshot.index[action.source]
+            if snapshot.why_not(pod, target, leaving=source) is not None:
+                return False
+            snapshot.move(pod, source, target)
             self.freed.append(action.source)
         else:
+            pod = self._instance(action)
+            if snapshot.why_not(pod, target) is not None:
+                return False
             snapshot.place(pod, target)
+        if snapshot.counting:
+            # a pod counted by another's spread or affinity may unblock any node
+            self.freed.extend(node for node, queue in self.waiting.items() if queue)
         self.out.append(action)
         return True
 
@@ -150,6 +160,8 @@ class _Orderer:
         self.snapshot.unplace(pod, self.snapshot.index[pod.node or ""])
         self.out.append(removal)
         self.freed.append(pod.node or "")
+        if self.snapshot.counting:
+            self.freed.extend(node for node, queue in self.waiting.items() if queue)
 
     def _drain(self) -> None:
         """Retry waiting actions on every node that got room, until nothing changes."""
