@@ -18,9 +18,9 @@ from tuner.model.cluster import Cluster, Node, Pod, Workload
 from tuner.model.quantity import GIB, format_cpu, format_memory
 from tuner.model.resources import Resources
 from tuner.model.scheduling import (
-    PodAffinityTerm,
     Constraints,
     LabelSelector,
+    PodAffinityTerm,
     Toleration,
     freeze_labels,
 )

@@ -4,9 +4,9 @@ import pytest
 
 from testkit.builders import cluster, node, pod
 from tuner.model.scheduling import (
-    PodAffinityTerm,
     Constraints,
     LabelSelector,
+    PodAffinityTerm,
     Requirement,
     Taint,
     Toleration,

@@ -15,7 +15,7 @@ from tuner.model.cluster import Cluster
 from tuner.model.execution import Execution, NodeState, WorkloadType, execution_of
 from tuner.model.movability import Policy, assess
 from tuner.model.pools import discover
-from tuner.model.scheduling import PodAffinityTerm, Constraints, LabelSelector
+from tuner.model.scheduling import Constraints, LabelSelector, PodAffinityTerm
 from tuner.plan.planner import plan
 from tuner.plan.replay import replay
 from tuner.settings import Pricing, Settings, settings_from_dict

@@ -2,7 +2,7 @@
 simulated actuator)."""
 
 from testkit.builders import cluster, node, pod
-from tuner.model.scheduling import PodAffinityTerm, Constraints, LabelSelector, Taint
+from tuner.model.scheduling import Constraints, LabelSelector, PodAffinityTerm, Taint
 from tuner.plan.take_back import needed_back
 from tuner.sim.engine import Simulation
 from tuner.sim.ports import SimActuator
