@@ -421,10 +421,12 @@ CORE_RESOURCES = ("cpu", "memory")
 def _scalars(values: Any, field: str, also: tuple[str, ...] = ()) -> dict[str, int]:
     """The resources of a requests or allocatable map other than CPU, memory and ``also``,
     as whole amounts."""
-    if not values or len(values) <= sum(1 for k in (*CORE_RESOURCES, *also) if k in values):
+    if not values:
         return {}
     if not isinstance(values, OBJECT):
         raise InputError(f"{field} is not a map")
+    if len(values) == ("cpu" in values) + ("memory" in values) + sum(k in values for k in also):
+        return {}
     out: dict[str, int] = {}
     for name, value in values.items():
         if name not in CORE_RESOURCES and name not in also:
