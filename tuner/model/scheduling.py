@@ -460,6 +460,7 @@ class Census:
             name: list(residents.get(name, ())) for name in self.nodes
         }
         self.cordoned: set[str] = set()
+        self._journal: list[tuple[int, str, PodTraits]] = []
         self._groups: dict[Group, Counter[str]] = {}
         self._holders: dict[PodAffinityTerm, Counter[str]] | None = None
         self._baseline: dict[tuple[str, Constraints, int], int] = {}
@@ -473,16 +474,50 @@ class Census:
         """A pod starts on a node."""
         self.residents[node].append(pod)
         self._count(node, pod, +1)
+        self._journal.append((+1, node, pod))
 
     def remove(self, node: str, pod: PodTraits) -> None:
         """A pod leaves a node."""
         self.residents[node].remove(pod)
         self._count(node, pod, -1)
+        self._journal.append((-1, node, pod))
+
+    def fork(self) -> int:
+        """A marker to :meth:`revert` the pods' moves to."""
+        return len(self._journal)
+
+    def revert(self, marker: int) -> None:
+        """Undo every add and remove since ``fork()`` returned ``marker``."""
+        while len(self._journal) > marker:
+            sign, node, pod = self._journal.pop()
+            if sign > 0:
+                self.residents[node].remove(pod)
+            else:
+                self.residents[node].append(pod)
+            self._count(node, pod, -sign)
 
     def add_node(self, name: str, node: NodeRoom) -> None:
         """A node joins, empty."""
         self.nodes[name] = node
         self.residents[name] = []
+
+    def remove_node(self, name: str) -> None:
+        """An empty node leaves."""
+        if self.residents[name]:
+            raise ValueError(f"node {name} still has pods")
+        del self.nodes[name]
+        del self.residents[name]
+        for counts in (*self._groups.values(), *(self._holders or {}).values()):
+            counts.pop(name, None)
+
+    def would_fit(self, pod: PodTraits, name: str, node: NodeRoom) -> str | None:
+        """Why the pod could not go to ``node``, a node not in the census yet, once it joins
+        empty (None: it could)."""
+        self.add_node(name, node)
+        try:
+            return self.why_not(pod, name)
+        finally:
+            self.remove_node(name)
 
     def cordon(self, name: str) -> None:
         """The node is cordoned (it is being drained): its domain still counts for spread
@@ -549,8 +584,8 @@ class Census:
             key, value = term.topology_key, labels[term.topology_key]
             found = 0
             for name, count in counts.items():
-                node_labels = self.nodes[name].labels
-                if count > 0 and key in node_labels:
+                node_labels = self.nodes[name].labels if count > 0 else {}
+                if key in node_labels:
                     empty = False
                     found += count if node_labels[key] == value else 0
             if not found and unmet is None:
