@@ -60,8 +60,10 @@ Soft rules, which kube-scheduler only scores:
   every Deployment at three pods a node, which kube-scheduler itself does not do.
 
 During a drain the node is cordoned but still a domain of its pods (``nodeTaintsPolicy``
-Ignore), so the census and snapshot count a node the plan closes, with the pods it still has,
-until it is deleted; under Honor it stops being a domain once closed.
+Ignore), so for a hard constraint the census and snapshot count a node the plan closes, with
+the pods it still has, until it is deleted (a pod the scheduler would leave Pending until then
+is not planned); under Honor it stops being a domain once closed. A soft constraint is kept as
+close as it was in the cluster the plan leaves, without the nodes it closes.
 
 Not modelled: StorageClass ``allowedTopologies`` for claims not yet bound (a claim that waits
 for its first consumer is provisioned where the pod lands: no rule), volume counts per node
@@ -636,8 +638,11 @@ class Census:
         counts: dict[str, int] = {}
         for name, node in self.nodes.items():
             labels = node.labels
-            if any(k not in labels for k in wanted) or not spread_eligible(
-                pod.constraints, spread, node, name in self.cordoned
+            cordoned = name in self.cordoned
+            if (
+                any(k not in labels for k in wanted)
+                or (cordoned and not spread.hard)
+                or not spread_eligible(pod.constraints, spread, node, cordoned)
             ):
                 continue
             value = labels[spread.topology_key]

@@ -449,6 +449,8 @@ class Snapshot:
         for other in constraints.spread:
             if other.hard is spread.hard:
                 eligible &= self._domain(other.topology_key).of >= 0
+        if not spread.hard:
+            eligible &= self.open  # kept as close as it was in the cluster left behind
         if spread.honor_node_affinity:
             eligible &= self._node_mask("affinity", constraints)
         if spread.honor_taints:
