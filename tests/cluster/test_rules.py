@@ -99,6 +99,21 @@ def _refused(plan: dict[str, Any], drained: str, rule: str) -> None:
     assert "fits on no other node" in plan["reason"] and rule in plan["reason"], plan["reason"]
 
 
+def _rule_holds(
+    kube: ClusterHarness,
+    tmp_path: Path,
+    drained: str,
+    app: str,
+    strip: Callable[[Constraints], Constraints],
+    rule: str,
+) -> None:
+    """Without the rule the analysis removes ``drained``; with it the live plan refuses it
+    naming ``rule``; and kube-scheduler leaves ``app``'s pod from it Pending."""
+    assert _removed_without_the_rule(kube, strip) == [drained]
+    _refused(_plan_live(kube, tmp_path), drained, rule)
+    _scheduler_agrees(kube, drained, app)
+
+
 def _scheduler_agrees(kube: ClusterHarness, drained: str, app: str) -> None:
     """Cordon ``drained``, delete the workload's pod there: the new one stays Unschedulable."""
     kube.core.patch_node(drained, {"spec": {"unschedulable": True}})
@@ -122,50 +137,36 @@ def _others_hold_bare_pods(kube: ClusterHarness, nodes: list[str]) -> None:
         _bare_pod(kube, f"pinned-{i}", node)
 
 
-def test_a_hard_zone_spread_keeps_the_only_node_of_its_zone(
-    kube: ClusterHarness, tmp_path: Path
+@pytest.mark.parametrize(
+    ("key", "zones", "replicas"),
+    [
+        (ZONE_KEY, ("a", "b", "b"), 2),  # the drained node is the only one of zone a
+        ("kubernetes.io/hostname", ("a", "a", "a"), 3),  # one pod a node
+    ],
+)
+def test_a_hard_topology_spread_keeps_the_node_its_pod_must_stay_on(
+    kube: ClusterHarness, tmp_path: Path, key: str, zones: tuple[str, ...], replicas: int
 ) -> None:
-    drained = _node(kube, "a1", "a")
-    others = [_node(kube, "b1", "b"), _node(kube, "b2", "b")]
+    drained, *others = (_node(kube, f"n{i}", zone) for i, zone in enumerate(zones, 1))
     _others_hold_bare_pods(kube, others)
     spread = {
         "maxSkew": 1,
-        "topologyKey": ZONE_KEY,
+        "topologyKey": key,
         "whenUnsatisfiable": "DoNotSchedule",
         "labelSelector": {"matchLabels": {"app": "web"}},
     }
-    kube.deployment("web", 2, onboarded=False, pod_spec={"topologySpreadConstraints": [spread]})
+    pod_spec = {"topologySpreadConstraints": [spread]}
+    kube.deployment("web", replicas, onboarded=False, pod_spec=pod_spec)
     assert drained in kube.placement("app=web").values()
 
-    assert _removed_without_the_rule(kube, lambda c: replace(c, spread=())) == [drained]
-    _refused(
-        _plan_live(kube, tmp_path),
+    _rule_holds(
+        kube,
+        tmp_path,
         drained,
-        f"topology spread on {ZONE_KEY} (maxSkew 1) would be broken",
+        "web",
+        lambda c: replace(c, spread=()),
+        f"topology spread on {key} (maxSkew 1) would be broken",
     )
-    _scheduler_agrees(kube, drained, "web")
-
-
-def test_a_hard_hostname_spread_keeps_one_pod_a_node(kube: ClusterHarness, tmp_path: Path) -> None:
-    drained = _node(kube, "n1")
-    others = [_node(kube, "n2"), _node(kube, "n3")]
-    _others_hold_bare_pods(kube, others)
-    spread = {
-        "maxSkew": 1,
-        "topologyKey": "kubernetes.io/hostname",
-        "whenUnsatisfiable": "DoNotSchedule",
-        "labelSelector": {"matchLabels": {"app": "web"}},
-    }
-    kube.deployment("web", 3, onboarded=False, pod_spec={"topologySpreadConstraints": [spread]})
-    assert sorted(kube.placement("app=web").values()) == sorted([drained, *others])
-
-    assert _removed_without_the_rule(kube, lambda c: replace(c, spread=())) == [drained]
-    _refused(
-        _plan_live(kube, tmp_path),
-        drained,
-        "topology spread on kubernetes.io/hostname (maxSkew 1) would be broken",
-    )
-    _scheduler_agrees(kube, drained, "web")
 
 
 def test_a_required_pod_affinity_keeps_a_pod_in_its_partners_zone(
@@ -184,9 +185,9 @@ def test_a_required_pod_affinity_keeps_a_pod_in_its_partners_zone(
     kube.deployment("web", 1, onboarded=False, pod_spec={"affinity": {"podAffinity": near_cache}})
     assert list(kube.placement("app=web").values()) == [drained]
 
-    assert _removed_without_the_rule(kube, lambda c: replace(c, affinity=())) == [drained]
-    _refused(_plan_live(kube, tmp_path), drained, "required pod affinity")
-    _scheduler_agrees(kube, drained, "web")
+    _rule_holds(
+        kube, tmp_path, drained, "web", lambda c: replace(c, affinity=()), "required pod affinity"
+    )
 
 
 @pytest.fixture
@@ -243,13 +244,14 @@ def test_a_zonal_volume_keeps_its_pod_in_its_zone(
     kube.deployment("db", 1, onboarded=False, pod_spec=volume)
     assert list(kube.placement("app=db").values()) == [drained]
 
-    assert _removed_without_the_rule(kube, lambda c: replace(c, volumes=())) == [drained]
-    _refused(
-        _plan_live(kube, tmp_path),
+    _rule_holds(
+        kube,
+        tmp_path,
         drained,
+        "db",
+        lambda c: replace(c, volumes=()),
         f"PersistentVolume {zonal_volume} (claim {kube.namespace}/data) is reachable from none",
     )
-    _scheduler_agrees(kube, drained, "db")
 
 
 def _with_port(port: int) -> list[dict[str, Any]]:
@@ -271,9 +273,14 @@ def test_a_host_port_in_use_elsewhere_keeps_its_pod(kube: ClusterHarness, tmp_pa
     kube.deployment("web", 1, onboarded=False, pod_spec={"containers": _with_port(8080)})
     assert list(kube.placement("app=web").values()) == [drained]
 
-    assert _removed_without_the_rule(kube, lambda c: replace(c, host_ports=())) == [drained]
-    _refused(_plan_live(kube, tmp_path), drained, "host port TCP 0.0.0.0:8080 in use")
-    _scheduler_agrees(kube, drained, "web")
+    _rule_holds(
+        kube,
+        tmp_path,
+        drained,
+        "web",
+        lambda c: replace(c, host_ports=()),
+        "host port TCP 0.0.0.0:8080 in use",
+    )
 
 
 def _with_gpu() -> list[dict[str, Any]]:
@@ -292,6 +299,11 @@ def test_a_gpu_request_keeps_its_pod_on_a_node_with_a_free_gpu(
     kube.deployment("train", 1, onboarded=False, pod_spec={"containers": _with_gpu()})
     assert list(kube.placement("app=train").values()) == [drained]
 
-    assert _removed_without_the_rule(kube, lambda c: replace(c, extended=())) == [drained]
-    _refused(_plan_live(kube, tmp_path), drained, f"not enough free {GPU}")
-    _scheduler_agrees(kube, drained, "train")
+    _rule_holds(
+        kube,
+        tmp_path,
+        drained,
+        "train",
+        lambda c: replace(c, extended=()),
+        f"not enough free {GPU}",
+    )

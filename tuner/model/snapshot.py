@@ -12,7 +12,8 @@ instead of a Python loop over nodes, and :meth:`Snapshot.why_not` asks them for 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -150,13 +151,12 @@ class Snapshot:
         :func:`~tuner.model.scheduling.resource_fit` over all nodes at once). ``leaving``: the
         node the pod runs on and is about to leave (it no longer counts there, as an evicted
         pod does not for the scheduler; that node's own answer is as if it had left)."""
-        if leaving is not None:
-            marker = self.fork()
-            self.unplace(pod, leaving)
-            try:
-                return self.fit_mask(pod)
-            finally:
-                self.revert(marker)
+        if leaving is None:
+            return self._fit_mask(pod)
+        with self._gone(pod, leaving):
+            return self._fit_mask(pod)
+
+    def _fit_mask(self, pod: Pod) -> Mask:
         cpu, mem = pod.requests.cpu, pod.requests.memory
         mask = (
             self.static_mask(pod.constraints)
@@ -174,13 +174,12 @@ class Snapshot:
     def why_not(self, pod: Pod, node: int, leaving: int | None = None) -> str | None:
         """Why the pod cannot be placed on the node right now, or None when it fits
         (``leaving``: as for :meth:`fit_mask`)."""
-        if leaving is not None:
-            marker = self.fork()
-            self.unplace(pod, leaving)
-            try:
-                return self.why_not(pod, node)
-            finally:
-                self.revert(marker)
+        if leaving is None:
+            return self._why_not(pod, node)
+        with self._gone(pod, leaving):
+            return self._why_not(pod, node)
+
+    def _why_not(self, pod: Pod, node: int) -> str | None:
         if not self.open[node]:
             return "node is being removed"
         free = Resources(int(self.free_cpu[node]), int(self.free_mem[node]))
@@ -194,13 +193,12 @@ class Snapshot:
     def refusal(self, pod: Pod, allowed: Mask | None = None, leaving: int | None = None) -> str:
         """Which rule leaves the pod no node (among ``allowed``): the first that, applied in
         the order of :meth:`why_not`, rules out every node the rules before it admit."""
-        if leaving is not None:
-            marker = self.fork()
-            self.unplace(pod, leaving)
-            try:
-                return self.refusal(pod, allowed)
-            finally:
-                self.revert(marker)
+        if leaving is None:
+            return self._refusal(pod, allowed)
+        with self._gone(pod, leaving):
+            return self._refusal(pod, allowed)
+
+    def _refusal(self, pod: Pod, allowed: Mask | None) -> str:
         constraints = pod.constraints
         mask = self.open.copy() if allowed is None else self.open & allowed
         if not mask.any():
@@ -240,13 +238,13 @@ class Snapshot:
         weight = np.zeros(len(self.nodes), dtype=np.int64)
         if not (constraints.preferred or constraints.preferred_anti):
             return weight
-        if leaving is not None:
-            marker = self.fork()
-            self.unplace(pod, leaving)
-            try:
-                return self.honoured(pod)
-            finally:
-                self.revert(marker)
+        if leaving is None:
+            return self._honoured(pod, weight)
+        with self._gone(pod, leaving):
+            return self._honoured(pod, weight)
+
+    def _honoured(self, pod: Pod, weight: Counts) -> Counts:
+        constraints = pod.constraints
         for preferred, attract in (
             (constraints.preferred, True),
             (constraints.preferred_anti, False),
@@ -316,6 +314,16 @@ class Snapshot:
         """Undo every change made since ``fork()`` returned ``marker``."""
         while len(self._journal) > marker:
             self._journal.pop()()
+
+    @contextmanager
+    def _gone(self, pod: Pod, leaving: int) -> Iterator[None]:
+        """The block runs with the pod taken off ``leaving``, then put back."""
+        marker = self.fork()
+        self.unplace(pod, leaving)
+        try:
+            yield
+        finally:
+            self.revert(marker)
 
     # -- the rules beyond static fit and CPU/memory ------------------------------------------
 
