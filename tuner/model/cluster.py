@@ -9,7 +9,7 @@ from functools import cached_property
 from types import MappingProxyType
 
 from tuner.model.resources import Resources
-from tuner.model.scheduling import Constraints, LabelSelector, Taint
+from tuner.model.scheduling import Constraints, Labels, LabelSelector, Taint, freeze_labels
 
 EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -154,6 +154,12 @@ class Cluster:
             if pod.node is not None:
                 grouped[pod.node].append(pod)
         return MappingProxyType({n.name: tuple(grouped.get(n.name, ())) for n in self.nodes})
+
+    @cached_property
+    def label_sets(self) -> tuple[tuple[str, Labels], ...]:
+        """Each pod's namespace and labels as sorted pairs, in the order of ``pods`` (what
+        the rules counting pods select on; computed once for every snapshot of the cluster)."""
+        return tuple((p.namespace, freeze_labels(p.labels)) for p in self.pods)
 
     @cached_property
     def hpa_targets(self) -> frozenset[Workload]:

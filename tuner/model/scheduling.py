@@ -75,7 +75,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Protocol
 
 from tuner.model.resources import Resources
@@ -316,6 +316,14 @@ class Constraints:
     extended: tuple[tuple[str, int], ...] = ()
     """Requests of resources other than CPU and memory (extended resources such as
     ``nvidia.com/gpu``, ``ephemeral-storage``, ``hugepages-*``), by name, sorted."""
+    _hash: int = field(init=False, repr=False, compare=False, default=0)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(tuple(getattr(self, f) for f in _FIELDS)))
+
+    def __hash__(self) -> int:
+        """Computed once: constraints key the snapshot's caches on every question."""
+        return self._hash
 
     @property
     def counts_pods(self) -> bool:
@@ -327,6 +335,9 @@ class Constraints:
             or self.preferred
             or self.preferred_anti
         )
+
+
+_FIELDS = tuple(f.name for f in fields(Constraints) if f.compare)
 
 
 class NodeTraits(Protocol):
@@ -372,6 +383,8 @@ def untolerated(constraints: Constraints, taints: Iterable[Taint]) -> Taint | No
 
 def affinity_fit(constraints: Constraints, labels: Mapping[str, str]) -> bool:
     """The pod's nodeSelector and required node affinity admit a node with these labels."""
+    if not constraints.node_selector and not constraints.node_affinity:
+        return True
     return all(labels.get(k) == v for k, v in constraints.node_selector) and (
         not constraints.node_affinity or selects_node(constraints.node_affinity, labels)
     )
@@ -465,10 +478,19 @@ class Census:
         self._journal: list[tuple[int, str, PodTraits]] = []
         self._groups: dict[Group, Counter[str]] = {}
         self._holders: dict[PodAffinityTerm, Counter[str]] | None = None
+        self._sets: dict[tuple[str, Labels], Counter[str]] | None = None
+        self._eligible: dict[
+            tuple[Constraints, SpreadConstraint, tuple[str, ...]], list[tuple[str, str]]
+        ] = {}
         self._baseline: dict[tuple[str, Constraints, int], int] = {}
-        for pods in self.residents.values():
-            for pod in pods:
-                self._remember_skew(pod)
+        softly = {
+            (p.namespace, p.constraints): p
+            for pods in self.residents.values()
+            for p in pods
+            if p.constraints.spread and any(not c.hard for c in p.constraints.spread)
+        }
+        for pod in softly.values():
+            self._remember_skew(pod)
 
     # -- changes -------------------------------------------------------------------------
 
@@ -502,6 +524,7 @@ class Census:
         """A node joins, empty."""
         self.nodes[name] = node
         self.residents[name] = []
+        self._eligible.clear()
 
     def remove_node(self, name: str) -> None:
         """An empty node leaves."""
@@ -509,7 +532,12 @@ class Census:
             raise ValueError(f"node {name} still has pods")
         del self.nodes[name]
         del self.residents[name]
-        for counts in (*self._groups.values(), *(self._holders or {}).values()):
+        self._eligible.clear()
+        for counts in (
+            *self._groups.values(),
+            *(self._holders or {}).values(),
+            *(self._sets or {}).values(),
+        ):
             counts.pop(name, None)
 
     def would_fit(self, pod: PodTraits, name: str, node: NodeRoom) -> str | None:
@@ -525,6 +553,7 @@ class Census:
         """The node is cordoned (it is being drained): its domain still counts for spread
         unless a constraint honours taints."""
         self.cordoned.add(name)
+        self._eligible.clear()
 
     # -- the rules -----------------------------------------------------------------------
 
@@ -633,21 +662,31 @@ class Census:
     ) -> dict[str, int]:
         """Matching pods per eligible domain of ``spread`` for ``pod`` (``keys``: the topology
         keys every counted node must carry)."""
-        wanted = list(keys)
         per_node = self._group(spread_group(spread, pod.namespace))
         counts: dict[str, int] = {}
-        for name, node in self.nodes.items():
-            labels = node.labels
-            cordoned = name in self.cordoned
-            if (
-                any(k not in labels for k in wanted)
-                or (cordoned and not spread.hard)
-                or not spread_eligible(pod.constraints, spread, node, cordoned)
-            ):
-                continue
-            value = labels[spread.topology_key]
+        for name, value in self._domains(pod.constraints, spread, tuple(keys)):
             counts[value] = counts.get(value, 0) + per_node.get(name, 0)
         return counts
+
+    def _domains(
+        self, constraints: Constraints, spread: SpreadConstraint, keys: tuple[str, ...]
+    ) -> list[tuple[str, str]]:
+        """The eligible nodes of ``spread`` for a pod with ``constraints`` and their domain
+        (cached until a node joins, leaves or is cordoned)."""
+        cached = self._eligible.get((constraints, spread, keys))
+        if cached is None:
+            cached = []
+            for name, node in self.nodes.items():
+                labels = node.labels
+                cordoned = name in self.cordoned
+                if (
+                    all(k in labels for k in keys)
+                    and (spread.hard or not cordoned)
+                    and spread_eligible(constraints, spread, node, cordoned)
+                ):
+                    cached.append((name, labels[spread.topology_key]))
+            self._eligible[(constraints, spread, keys)] = cached
+        return cached
 
     # -- counting ------------------------------------------------------------------------
 
@@ -667,12 +706,27 @@ class Census:
         counts = self._groups.get(group)
         if counts is None:
             counts = Counter()
-            for name, pods in self.residents.items():
-                found = sum(1 for p in pods if in_group(group, p.namespace, p.labels))
-                if found:
-                    counts[name] = found
+            for (namespace, labels), where in self._label_sets().items():
+                if in_group(group, namespace, dict(labels)):
+                    counts.update(where)
             self._groups[group] = counts
         return counts
+
+    def _label_sets(self) -> dict[tuple[str, Labels], Counter[str]]:
+        """Pods per node by namespace and labels (built once, then kept current): a group's
+        counts are the sum over the label sets it selects, each matched once."""
+        if self._sets is None:
+            self._sets = {}
+            found = Counter(
+                ((pod.namespace, freeze_labels(pod.labels)), name)
+                for name, pods in self.residents.items()
+                for pod in pods
+            )
+            for (key, name), count in found.items():
+                if key not in self._sets:
+                    self._sets[key] = Counter()
+                self._sets[key][name] += count
+        return self._sets
 
     def _member(self, group: Group, key: str, value: str) -> PodTraits | None:
         """A pod of ``group`` on a node whose ``key`` is ``value``, if there is one."""
@@ -693,6 +747,10 @@ class Census:
         return self._holders
 
     def _count(self, node: str, pod: PodTraits, sign: int) -> None:
+        if self._sets is not None:
+            self._sets.setdefault((pod.namespace, freeze_labels(pod.labels)), Counter())[node] += (
+                sign
+            )
         for group, counts in self._groups.items():
             if in_group(group, pod.namespace, pod.labels):
                 counts[node] += sign

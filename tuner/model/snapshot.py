@@ -124,9 +124,29 @@ class Snapshot:
         self._baseline: dict[tuple[str, Constraints, int], int] = {}
         self._counting = any(p.constraints.counts_pods for p in everyone)
         if self._counting:
-            for pod, node in zip(placed, where.tolist(), strict=True):
-                self._index_labels(pod, node, +1)
-            for pod in everyone:
+            index = self.index
+            pairs = Counter(
+                (key, index[pod.node])
+                for key, pod in zip(cluster.label_sets, cluster.pods, strict=True)
+                if pod.node is not None
+            )
+            holders = self._holders
+            for (key, node), count in pairs.items():
+                if key not in holders:
+                    holders[key] = Counter()
+                    self._feeds[key] = []
+                holders[key][node] += count
+            for pod in placed:
+                for term in pod.constraints.anti_affinity:
+                    if term not in self._term_holders:
+                        self._term_holders[term] = Counter()
+                    self._term_holders[term][index[pod.node or ""]] += 1
+            softly = {
+                (p.namespace, p.constraints): p
+                for p in everyone
+                if p.constraints.spread and _soft(p.constraints)
+            }
+            for pod in softly.values():
                 self._remember_skew(pod)
 
     # -- questions -------------------------------------------------------------------------
@@ -478,7 +498,9 @@ class Snapshot:
         one), ``tolerated-cordoned`` (the same once it is cordoned)."""
         mask = self._masks.get((kind, constraints))
         if mask is None:
-            if kind == "affinity":
+            if kind == "affinity" and not (constraints.node_selector or constraints.node_affinity):
+                values = [True] * len(self.nodes)
+            elif kind == "affinity":
                 values = [affinity_fit(constraints, n.labels) for n in self.nodes]
             else:
                 cordoned = kind == "tolerated-cordoned"
@@ -550,7 +572,9 @@ class Snapshot:
         self._journal.append(lambda: self._undo(pod, node, sign))
 
     def _index_labels(self, pod: Pod, node: int, sign: int) -> None:
-        key = (pod.namespace, freeze_labels(pod.labels))
+        self._index((pod.namespace, freeze_labels(pod.labels)), pod, node, sign)
+
+    def _index(self, key: LabelSet, pod: Pod, node: int, sign: int) -> None:
         holders = self._holders.get(key)
         if holders is None:
             holders = self._holders[key] = Counter()
@@ -579,3 +603,8 @@ def _port_reason(constraints: Constraints) -> str:
 def _global_minimum(per_domain: Counts, present: Mask, min_domains: int) -> int:
     """:func:`~tuner.model.scheduling.global_minimum` over per-domain counts."""
     return 0 if int(present.sum()) < min_domains else int(per_domain[present].min())
+
+
+def _soft(constraints: Constraints) -> bool:
+    """Whether the constraints hold a soft spread constraint (it needs a baseline)."""
+    return any(not c.hard for c in constraints.spread)

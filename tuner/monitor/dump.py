@@ -615,7 +615,24 @@ def label_selector(obj: Obj | None) -> LabelSelector:
     )
 
 
+INTERNED_MOST = 4096
+_interned: dict[Constraints, Constraints] = {}
+
+
+def _intern(constraints: Constraints) -> Constraints:
+    """One object for equal constraints (a workload's pods share them): later questions about
+    them (the snapshot's caches) compare by identity instead of field by field. Bounded: the
+    table starts afresh once it holds :data:`INTERNED_MOST` kinds."""
+    if len(_interned) >= INTERNED_MOST:
+        _interned.clear()
+    return _interned.setdefault(constraints, constraints)
+
+
 def _constraints(spec: Obj, namespace: str, labels: Mapping[str, str]) -> Constraints:
+    return _intern(_parsed_constraints(spec, namespace, labels))
+
+
+def _parsed_constraints(spec: Obj, namespace: str, labels: Mapping[str, str]) -> Constraints:
     affinity = spec.get("affinity") or {}
     required = (affinity.get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
