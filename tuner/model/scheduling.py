@@ -75,7 +75,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from tuner.model.resources import Resources
@@ -319,7 +319,20 @@ class Constraints:
     _hash: int = field(init=False, repr=False, compare=False, default=0)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash(tuple(getattr(self, f) for f in _FIELDS)))
+        key = (
+            self.tolerations,
+            self.node_selector,
+            self.node_affinity,
+            self.anti_affinity,
+            self.affinity,
+            self.preferred,
+            self.preferred_anti,
+            self.spread,
+            self.host_ports,
+            self.volumes,
+            self.extended,
+        )
+        object.__setattr__(self, "_hash", hash(key))
 
     def __hash__(self) -> int:
         """Computed once: constraints key the snapshot's caches on every question."""
@@ -335,9 +348,6 @@ class Constraints:
             or self.preferred
             or self.preferred_anti
         )
-
-
-_FIELDS = tuple(f.name for f in fields(Constraints) if f.compare)
 
 
 class NodeTraits(Protocol):

@@ -540,9 +540,23 @@ def effective_requests(spec: Obj) -> Resources:
     return peak + _resources(spec.get("overhead"))
 
 
+def _beyond_cpu_memory(requests: Any) -> bool:
+    """Whether a requests map may hold more than CPU and memory (checked by :func:`_scalars`)."""
+    if not requests:
+        return False
+    if not isinstance(requests, OBJECT):
+        return True
+    return len(requests) > ("cpu" in requests) + ("memory" in requests)
+
+
 def extended_requests(spec: Obj) -> tuple[tuple[str, int], ...]:
     """Requests of resources other than CPU and memory, by the rule of
     :func:`effective_requests`, sorted by name (empty for most pods, found in one pass)."""
+    containers = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
+    if not spec.get("overhead") and not any(
+        _beyond_cpu_memory((c.get("resources") or {}).get("requests")) for c in containers
+    ):
+        return ()
     found: list[tuple[Obj, dict[str, int]]] = []
     for key in ("containers", "initContainers"):
         for index, container in enumerate(spec.get(key) or ()):
@@ -654,10 +668,16 @@ def _parsed_constraints(spec: Obj, namespace: str, labels: Mapping[str, str]) ->
             _requirements(term.get("matchExpressions"))
             for term in required.get("nodeSelectorTerms") or ()
         ),
-        anti_affinity=_pod_terms(pod_anti, namespace, labels, "podAntiAffinity"),
-        affinity=_pod_terms(pod_affinity, namespace, labels, "podAffinity"),
-        preferred=_preferred(pod_affinity, namespace, labels, "podAffinity"),
-        preferred_anti=_preferred(pod_anti, namespace, labels, "podAntiAffinity"),
+        anti_affinity=_pod_terms(pod_anti, namespace, labels, "podAntiAffinity")
+        if pod_anti
+        else (),
+        affinity=_pod_terms(pod_affinity, namespace, labels, "podAffinity") if pod_affinity else (),
+        preferred=_preferred(pod_affinity, namespace, labels, "podAffinity")
+        if pod_affinity
+        else (),
+        preferred_anti=(
+            _preferred(pod_anti, namespace, labels, "podAntiAffinity") if pod_anti else ()
+        ),
         spread=_spread(spec.get("topologySpreadConstraints"), labels),
         host_ports=_host_ports(spec),
         extended=extended_requests(spec),
@@ -798,7 +818,9 @@ def _host_ports(spec: Obj) -> tuple[HostPort, ...]:
     ports: list[HostPort] = []
     for key in ("containers", "initContainers"):
         for index, container in enumerate(spec.get(key) or ()):
-            if key == "initContainers" and container.get("restartPolicy") != "Always":
+            if "ports" not in container or (
+                key == "initContainers" and container.get("restartPolicy") != "Always"
+            ):
                 continue
             field = f"spec.{key}[{index}].ports"
             for i, port in enumerate(_list(container.get("ports"), field)):
@@ -815,10 +837,13 @@ def _host_ports(spec: Obj) -> tuple[HostPort, ...]:
 
 def _claims(obj: Obj) -> tuple[str, ...]:
     """The names of the PersistentVolumeClaims a pod mounts (generic ephemeral volumes' too)."""
-    _, name = _metadata(obj)
     spec = obj.get("spec") or {}
+    volumes = spec.get("volumes")
+    if not volumes:
+        return ()
+    _, name = _metadata(obj)
     claims = []
-    for i, volume in enumerate(_list(spec.get("volumes"), "spec.volumes")):
+    for i, volume in enumerate(_list(volumes, "spec.volumes")):
         if not isinstance(volume, OBJECT):
             raise InputError(f"spec.volumes[{i}] is not an object")
         claim = volume.get("persistentVolumeClaim")
