@@ -109,11 +109,14 @@ class Snapshot:
         self._ports: dict[int, Counter[HostPort]] = {}
         """Host ports in use on the nodes that have any."""
         everyone = (*placed, *arriving)
-        for pod in everyone:
-            self._track_extended(pod.constraints)
-        for pod, node in zip(placed, where.tolist(), strict=True):
-            if pod.constraints.extended or pod.constraints.host_ports:
-                self._use_node_resources(pod, node, +1)
+        kinds = {id(c): c for c in [p.constraints for p in everyone]}.values()
+        """Each distinct constraints object once (parsed pods share them)."""
+        for constraints in kinds:
+            self._track_extended(constraints)
+        if any(c.extended or c.host_ports for c in kinds):
+            for pod, node in zip(placed, where.tolist(), strict=True):
+                if pod.constraints.extended or pod.constraints.host_ports:
+                    self._use_node_resources(pod, node, +1)
         self._holders: dict[LabelSet, Counter[int]] = {}
         self._term_holders: dict[PodAffinityTerm, Counter[int]] = {}
         self._groups: dict[Group, Counts] = {}
@@ -122,32 +125,9 @@ class Snapshot:
         self._domains: dict[str, _Domains] = {}
         self._masks: dict[tuple[str, Constraints], Mask] = {}
         self._baseline: dict[tuple[str, Constraints, int], int] = {}
-        self._counting = any(p.constraints.counts_pods for p in everyone)
+        self._counting = any(c.counts_pods for c in kinds)
         if self._counting:
-            index = self.index
-            pairs = Counter(
-                (key, index[pod.node])
-                for key, pod in zip(cluster.label_sets, cluster.pods, strict=True)
-                if pod.node is not None
-            )
-            holders = self._holders
-            for (key, node), count in pairs.items():
-                if key not in holders:
-                    holders[key] = Counter()
-                    self._feeds[key] = []
-                holders[key][node] += count
-            for pod in placed:
-                for term in pod.constraints.anti_affinity:
-                    if term not in self._term_holders:
-                        self._term_holders[term] = Counter()
-                    self._term_holders[term][index[pod.node or ""]] += 1
-            softly = {
-                (p.namespace, p.constraints): p
-                for p in everyone
-                if p.constraints.spread and _soft(p.constraints)
-            }
-            for pod in softly.values():
-                self._remember_skew(pod)
+            self._index_cluster(cluster, everyone)
 
     # -- questions -------------------------------------------------------------------------
 
@@ -468,12 +448,18 @@ class Snapshot:
         keeps = (domains.of >= 0) & (joined - minimum <= bound)
         return keeps if spread.hard else keeps | (domains.of < 0)
 
-    def _spread_counts(self, pod: Pod, spread: SpreadConstraint) -> tuple[Counts, Mask]:
+    def _spread_counts(
+        self, pod: Pod, spread: SpreadConstraint, existing: bool = False
+    ) -> tuple[Counts, Mask]:
         """Matching pods per domain of the spread's key over its eligible nodes, and which
-        domains are eligible."""
+        domains are eligible (``existing``: among the cluster's own nodes, not new ones)."""
         constraints = pod.constraints
         domains = self._domain(spread.topology_key)
-        eligible = np.ones(len(self.nodes), dtype=np.bool_)
+        eligible = (
+            np.arange(len(self.nodes)) < len(self.cluster.nodes)
+            if existing
+            else np.ones(len(self.nodes), dtype=np.bool_)
+        )
         for other in constraints.spread:
             if other.hard is spread.hard:
                 eligible &= self._domain(other.topology_key).of >= 0
@@ -522,9 +508,38 @@ class Snapshot:
             key = (pod.namespace, constraints, position)
             if spread.hard or key in self._baseline:
                 continue
-            per_domain, present = self._spread_counts(pod, spread)
+            per_domain, present = self._spread_counts(pod, spread, existing=True)
             most = int(per_domain[present].max()) if present.any() else 0
             self._baseline[key] = most - _global_minimum(per_domain, present, spread.min_domains)
+
+    def _index_cluster(self, cluster: Cluster, everyone: Iterable[Pod]) -> None:
+        """The label index of the placed pods, their anti-affinity terms, and the baseline of
+        every soft spread constraint (when some pod has a rule that counts pods)."""
+        index = self.index
+        pairs = Counter(
+            (key, index[pod.node])
+            for key, pod in zip(cluster.label_sets, cluster.pods, strict=True)
+            if pod.node is not None
+        )
+        holders = self._holders
+        for (key, node), count in pairs.items():
+            if key not in holders:
+                holders[key] = Counter()
+                self._feeds[key] = []
+            holders[key][node] += count
+        for pod in cluster.pods:
+            if pod.node is not None:
+                for term in pod.constraints.anti_affinity:
+                    if term not in self._term_holders:
+                        self._term_holders[term] = Counter()
+                    self._term_holders[term][index[pod.node]] += 1
+        softly = {
+            (p.namespace, p.constraints): p
+            for p in everyone
+            if p.constraints.spread and _soft(p.constraints)
+        }
+        for pod in softly.values():
+            self._remember_skew(pod)
 
     def _group(self, group: Group) -> Counts:
         """Per node, the placed pods the group selects (kept current once asked)."""

@@ -14,7 +14,8 @@
   migrations are stuck (two full nodes swapping pods), one of them is split into a removal now
   and an addition later (the temporary remove/add); node removals come last.
 - New nodes (:class:`~tuner.model.change.NewNode`) are provisioned first, each asking for what
-  the plan places on it; the scheduling simulation knows them from the start.
+  the plan places on it; the scheduling simulation knows them from the start, with the
+  DaemonSet pods that start on them.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections import defaultdict, deque
 from collections.abc import Iterable
 from dataclasses import replace
 
-from tuner.model.change import Addition, DesiredChange
+from tuner.model.change import Addition, DesiredChange, daemon_pods
 from tuner.model.cluster import Cluster, Pod, Workload
 from tuner.model.resources import Resources
 from tuner.model.snapshot import Snapshot
@@ -95,6 +96,10 @@ class _Orderer:
         self.templates: dict[Workload, Pod] | None = None
         """The first running pod of each workload: what an added instance looks like."""
         self.snapshot = Snapshot(cluster, new_nodes=[n.node for n in change.new_nodes])
+        for new in change.new_nodes:
+            index = self.snapshot.index[new.name]
+            for daemon in daemon_pods(cluster, new.node):  # they start there as it joins
+                self.snapshot.place(daemon, index)
         for name in change.remove_nodes:
             self.snapshot.close(self.snapshot.index[name])
         self.waiting: dict[str, deque[Placing]] = defaultdict(deque)

@@ -5,13 +5,13 @@ Independent of the planner and of the scheduling simulation it orders with
 domain model's rule predicates (:mod:`tuner.model.scheduling`, its census for the rules that
 count other pods) directly. Tests and the CLI's "after" figures trust a plan because it
 survives this replay. A provisioned node joins as its pool's template under the action's
-provisional name, empty. The nodes the plan removes are cordoned from its first step, as the
-executor cordons them before the first pod leaves; a migrated pod no longer counts on its
-source when its new place is checked (an evicted pod does not count for the scheduler). Soft
-topology spread is held to the census' "as close as it was" unless ``soft=False`` (how a
-scheduler's own placements are checked: it only scores soft rules). Whether a pod may be moved
-at all (PDBs, owners, annotations) is the analysis' movability, not a fit rule: the property
-tests check it beside the replay.
+provisional name, with the DaemonSet pods that start on it. The nodes the plan removes are
+cordoned from its first step, as the executor cordons them before the first pod leaves; a
+migrated pod no longer counts on its source when its new place is checked (an evicted pod does
+not count for the scheduler). Soft topology spread is held to the census' "as close as it was"
+unless ``soft=False`` (how a scheduler's own placements are checked: it only scores soft
+rules). Whether a pod may be moved at all (PDBs, owners, annotations) is the analysis'
+movability, not a fit rule: the property tests check it beside the replay.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, KeysView
 from dataclasses import dataclass, field, replace
 
-from tuner.model.change import NewNode
+from tuner.model.change import NewNode, daemon_pods
 from tuner.model.cluster import Cluster, Node, Pod, Workload
 from tuner.model.resources import Resources
 from tuner.model.scheduling import Census, resource_fit, static_fit
@@ -98,10 +98,16 @@ def replay(cluster: Cluster, actions: Iterable[Action], *, soft: bool = True) ->
             case ProvisionNode(node=node, pool=pool):
                 if node in state.nodes:
                     raise InfeasiblePlan(f"step {step}: node {node} already exists")
-                state.nodes[node] = NewNode(node, pool).node
+                joined = NewNode(node, pool).node
+                state.nodes[node] = joined
                 state.residents[node] = {}
                 state.requested[node] = Resources()
-                state.census.add_node(node, state.nodes[node])
+                state.census.add_node(node, joined)
+                for daemon in daemon_pods(cluster, joined):  # they start there as it joins
+                    started = replace(daemon, name=f"{daemon.name}@{node}", node=node)
+                    state.residents[node][started.key] = started
+                    state.requested[node] = state.requested[node] + started.requests
+                    state.census.add(node, started)
             case Migrate(pod=pod, target=target):
                 _take_off(state, pod, step)
                 _put_on(state, replace(pod, node=target), step)
