@@ -4,9 +4,13 @@ Autoscaler's ClusterSnapshot): place and unplace pods, close nodes, fork and rev
 It is private, mutable working state inside pure functions: callers pass an immutable
 :class:`~tuner.model.cluster.Cluster` and get immutable results back. Every fit rule comes from
 :mod:`tuner.model.scheduling`; :meth:`Snapshot.fit_mask` asks them for all nodes at once (the
-static rules cached per constraints, resources and pod slots as numpy vectors, anti-affinity
-through a label index), so one "where can this pod go" question costs a few vector operations
-instead of a Python loop over nodes, and :meth:`Snapshot.why_not` asks them for one node.
+static rules cached per constraints, resources, pod slots and extended resources as numpy
+vectors, host ports per node that holds any, and the rules that count pods — inter-pod affinity
+and anti-affinity, topology spread — as per-node counts of the pods each rule selects, summed
+per topology domain), so one "where can this pod go" question costs a few vector operations
+instead of a Python loop over nodes, and :meth:`Snapshot.why_not` asks them for one node. The
+counts exist only when some pod has such a rule (the label index is switched on then), extended
+resources only when some pod requests them: a cluster without them pays nothing.
 """
 
 from __future__ import annotations
