@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -156,10 +156,19 @@ class Cluster:
         return MappingProxyType({n.name: tuple(grouped.get(n.name, ())) for n in self.nodes})
 
     @cached_property
-    def label_sets(self) -> tuple[tuple[str, Labels], ...]:
-        """Each pod's namespace and labels as sorted pairs, in the order of ``pods`` (what
-        the rules counting pods select on; computed once for every snapshot of the cluster)."""
-        return tuple((p.namespace, freeze_labels(p.labels)) for p in self.pods)
+    def label_counts(self) -> Mapping[tuple[str, Labels], Mapping[str, int]]:
+        """Scheduled pods per node by namespace and labels (sorted pairs): what the rules that
+        count pods select on, computed once for every snapshot and census of the cluster."""
+        pairs = Counter(
+            ((p.namespace, freeze_labels(p.labels)), p.node) for p in self.pods if p.node
+        )
+        out: dict[tuple[str, Labels], dict[str, int]] = {}
+        for (key, node), count in pairs.items():
+            where = out.get(key)
+            if where is None:
+                where = out[key] = {}
+            where[node or ""] = count
+        return MappingProxyType(out)
 
     @cached_property
     def hpa_targets(self) -> frozenset[Workload]:

@@ -479,7 +479,10 @@ class Census:
         self,
         nodes: Mapping[str, NodeRoom],
         residents: Mapping[str, Iterable[PodTraits]],
+        label_counts: Mapping[tuple[str, Labels], Mapping[str, int]] | None = None,
     ) -> None:
+        """``label_counts``: the residents per node by namespace and labels, when known
+        (:attr:`tuner.model.cluster.Cluster.label_counts`); else counted when first needed."""
         self.nodes = dict(nodes)
         self.residents: dict[str, list[PodTraits]] = {
             name: list(residents.get(name, ())) for name in self.nodes
@@ -488,7 +491,14 @@ class Census:
         self._journal: list[tuple[int, str, PodTraits]] = []
         self._groups: dict[Group, Counter[str]] = {}
         self._holders: dict[PodAffinityTerm, Counter[str]] | None = None
-        self._sets: dict[tuple[str, Labels], Counter[str]] | None = None
+        self._sets: dict[tuple[str, Labels], Counter[str]] | None = (
+            None
+            if label_counts is None
+            else {
+                key: Counter({name: n for name, n in where.items() if name in self.nodes})
+                for key, where in label_counts.items()
+            }
+        )
         self._eligible: dict[
             tuple[Constraints, SpreadConstraint, tuple[str, ...]], list[tuple[str, str]]
         ] = {}

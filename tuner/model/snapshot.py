@@ -520,17 +520,9 @@ class Snapshot:
         """The label index of the placed pods, their anti-affinity terms, and the baseline of
         every soft spread constraint (when some pod has a rule that counts pods)."""
         index = self.index
-        pairs = Counter(
-            (key, index[pod.node])
-            for key, pod in zip(cluster.label_sets, cluster.pods, strict=True)
-            if pod.node is not None
-        )
-        holders = self._holders
-        for (key, node), count in pairs.items():
-            if key not in holders:
-                holders[key] = Counter()
-                self._feeds[key] = []
-            holders[key][node] += count
+        for key, where in cluster.label_counts.items():
+            self._holders[key] = Counter({index[name]: count for name, count in where.items()})
+            self._feeds[key] = []
         for pod in cluster.pods:
             if pod.node is not None:
                 for term in pod.constraints.anti_affinity:

@@ -38,7 +38,9 @@ def needed_back(
     free = {n.name: n.allocatable - cluster.requested(n.name) for n in nodes}
     open_nodes = [uncordoned(n) for n in nodes]
     census = Census(
-        {**cluster.node_by_name, **{n.name: n for n in open_nodes}}, cluster.pods_by_node
+        {**cluster.node_by_name, **{n.name: n for n in open_nodes}},
+        cluster.pods_by_node,
+        cluster.label_counts,
     )
     chosen: list[str] = []
     for pod in sorted(pending, key=lambda p: (-p.requests.cpu, -p.requests.memory, p.key)):
