@@ -479,10 +479,11 @@ class Census:
         self,
         nodes: Mapping[str, NodeRoom],
         residents: Mapping[str, Iterable[PodTraits]],
-        label_counts: Mapping[tuple[str, Labels], Mapping[str, int]] | None = None,
+        label_counts: Callable[[], Mapping[tuple[str, Labels], Mapping[str, int]]] | None = None,
     ) -> None:
-        """``label_counts``: the residents per node by namespace and labels, when known
-        (:attr:`tuner.model.cluster.Cluster.label_counts`); else counted when first needed."""
+        """``label_counts``: what gives the residents per node by namespace and labels, when
+        known (:attr:`tuner.model.cluster.Cluster.label_counts`), asked only when a rule first
+        needs them; without it they are counted then."""
         self.nodes = dict(nodes)
         self.residents: dict[str, list[PodTraits]] = {
             name: list(residents.get(name, ())) for name in self.nodes
@@ -491,14 +492,8 @@ class Census:
         self._journal: list[tuple[int, str, PodTraits]] = []
         self._groups: dict[Group, Counter[str]] = {}
         self._holders: dict[PodAffinityTerm, Counter[str]] | None = None
-        self._sets: dict[tuple[str, Labels], Counter[str]] | None = (
-            None
-            if label_counts is None
-            else {
-                key: Counter({name: n for name, n in where.items() if name in self.nodes})
-                for key, where in label_counts.items()
-            }
-        )
+        self._sets: dict[tuple[str, Labels], Counter[str]] | None = None
+        self._known_counts = label_counts
         self._eligible: dict[
             tuple[Constraints, SpreadConstraint, tuple[str, ...]], list[tuple[str, str]]
         ] = {}
@@ -736,16 +731,24 @@ class Census:
         """Pods per node by namespace and labels (built once, then kept current): a group's
         counts are the sum over the label sets it selects, each matched once."""
         if self._sets is None:
-            self._sets = {}
-            found = Counter(
-                ((pod.namespace, freeze_labels(pod.labels)), name)
-                for name, pods in self.residents.items()
-                for pod in pods
-            )
+            sets: dict[tuple[str, Labels], Counter[str]] = {}
+            if self._known_counts is not None:  # as the census began, then its moves since
+                for key, where in self._known_counts().items():
+                    sets[key] = Counter({n: c for n, c in where.items() if n in self.nodes})
+                found: Counter[tuple[tuple[str, Labels], str]] = Counter()
+                for sign, name, pod in self._journal:
+                    found[((pod.namespace, freeze_labels(pod.labels)), name)] += sign
+            else:
+                found = Counter(
+                    ((pod.namespace, freeze_labels(pod.labels)), name)
+                    for name, pods in self.residents.items()
+                    for pod in pods
+                )
             for (key, name), count in found.items():
-                if key not in self._sets:
-                    self._sets[key] = Counter()
-                self._sets[key][name] += count
+                if key not in sets:
+                    sets[key] = Counter()
+                sets[key][name] += count
+            self._sets = sets
         return self._sets
 
     def _member(self, group: Group, key: str, value: str) -> PodTraits | None:

@@ -86,7 +86,7 @@ def replay(cluster: Cluster, actions: Iterable[Action], *, soft: bool = True) ->
         requested={
             n.name: Resources.total([p.requests for p in by_node[n.name]]) for n in cluster.nodes
         },
-        census=Census(nodes, by_node, cluster.label_counts),
+        census=Census(nodes, by_node, lambda: cluster.label_counts),
         soft=soft,
     )
     for action in steps:

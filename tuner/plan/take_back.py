@@ -40,7 +40,7 @@ def needed_back(
     census = Census(
         {**cluster.node_by_name, **{n.name: n for n in open_nodes}},
         cluster.pods_by_node,
-        cluster.label_counts,
+        lambda: cluster.label_counts,
     )
     chosen: list[str] = []
     for pod in sorted(pending, key=lambda p: (-p.requests.cpu, -p.requests.memory, p.key)):
