@@ -44,7 +44,7 @@ from tuner.model.quantity import cpu_millis
 
 DUMP_KINDS = (
     "nodes,pods,deployments,replicasets,statefulsets,daemonsets,"
-    "poddisruptionbudgets,horizontalpodautoscalers"
+    "poddisruptionbudgets,horizontalpodautoscalers,persistentvolumeclaims,persistentvolumes"
 )
 SHAPES = (("m5.large", "2", "8Gi"), ("m5.xlarge", "4", "16Gi"), ("m5.2xlarge", "8", "32Gi"))
 REQUESTS = (("50m", "64Mi"), ("100m", "128Mi"), ("150m", "256Mi"))

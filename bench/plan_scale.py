@@ -4,7 +4,9 @@ Run: .venv/bin/python -m bench.plan_scale [--sizes 100,1000,5000] [--repeat 5]
 
 Clusters come from testkit.synthetic.random_cluster (~30 pods per node, mixed node types, many
 Deployments with HPAs and PDBs, StatefulSets, two DaemonSets). Parsing (JSON text to the domain
-model) and analyse+plan are timed separately; medians of ``--repeat`` runs are printed.
+model) and analyse+plan are timed separately; medians of ``--repeat`` runs are printed. The
+``--spread-sizes`` rows repeat a size with the nodes in three zones and ``--spread-share`` of the
+Deployments spread over them (``maxSkew: 1``, ``DoNotSchedule``) and softly over nodes.
 """
 
 from __future__ import annotations
@@ -32,9 +34,9 @@ SETTINGS = Settings(
 )
 
 
-def run(nodes: int, repeat: int) -> dict[str, float]:
+def run(nodes: int, repeat: int, spread_share: float = 0.0) -> dict[str, float]:
     """Median seconds for parsing and analyse+plan of one cluster size."""
-    text = json.dumps(random_cluster(nodes, seed=nodes))
+    text = json.dumps(random_cluster(nodes, seed=nodes, spread_share=spread_share))
     parse_times, plan_times = [], []
     pods = actions = 0
     for _ in range(repeat):
@@ -60,15 +62,19 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="100,1000,5000")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--spread-sizes", default="1000")
+    parser.add_argument("--spread-share", type=float, default=0.2)
     args = parser.parse_args()
     print(f"machine: {platform.machine()}, Python {platform.python_version()}")
-    header = ("nodes", "pods", "actions", "parse s", "analyse+plan s", "plan µs/pod")
-    print("{:>6} {:>7} {:>7} {:>8} {:>15} {:>11}".format(*header))
-    for size in (int(s) for s in args.sizes.split(",")):
-        r = run(size, args.repeat)
+    header = ("nodes", "pods", "actions", "parse s", "analyse+plan s", "plan µs/pod", "spread")
+    print("{:>6} {:>7} {:>7} {:>8} {:>15} {:>11} {:>7}".format(*header))
+    cases = [(int(s), 0.0) for s in args.sizes.split(",") if s]
+    cases += [(int(s), args.spread_share) for s in args.spread_sizes.split(",") if s]
+    for size, share in cases:
+        r = run(size, args.repeat, share)
         print(
             f"{r['nodes']:>6} {r['pods']:>7} {r['actions']:>7} {r['parse_s']:>8.2f} "
-            f"{r['plan_s']:>15.3f} {r['plan_s'] / r['pods'] * 1e6:>11.1f}"
+            f"{r['plan_s']:>15.3f} {r['plan_s'] / r['pods'] * 1e6:>11.1f} {share:>7.0%}"
         )
 
 

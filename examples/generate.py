@@ -31,7 +31,7 @@ WORKLOADS = [
     WorkloadSpec("shop", "catalog", "Deployment", 3, 250, 512 * MIB, pdb_min_available=2),
     WorkloadSpec("shop", "checkout", "Deployment", 2, 200, 256 * MIB),
     WorkloadSpec("shop", "recommendation", "Deployment", 2, 400, GIB),
-    WorkloadSpec("shop", "postgres", "StatefulSet", 1, 1000, 4 * GIB),
+    WorkloadSpec("shop", "postgres", "StatefulSet", 1, 1000, 4 * GIB, volume=True),
     WorkloadSpec(
         "shop",
         "redis",

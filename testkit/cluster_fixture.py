@@ -80,9 +80,11 @@ def kwok_node(
     pods: int = 110,
     labels: dict[str, str] | None = None,
     taints: list[dict[str, str]] | None = None,
+    extended: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A KWOK fake node's API object with that capacity, labels and taints."""
-    resources = {"cpu": cpu, "memory": memory, "pods": str(pods)}
+    """A KWOK fake node's API object with that capacity (and ``extended`` resources such as
+    ``nvidia.com/gpu``), labels and taints."""
+    resources = {"cpu": cpu, "memory": memory, "pods": str(pods), **(extended or {})}
     return {
         "metadata": {
             "name": name,
@@ -183,9 +185,10 @@ class ClusterHarness:
         pods: int = 110,
         labels: dict[str, str] | None = None,
         taints: list[dict[str, str]] | None = None,
+        extended: dict[str, str] | None = None,
     ) -> str:
         """A KWOK fake node with real capacity, labels and taints; waits until it is Ready."""
-        self.core.create_node(kwok_node(name, cpu, memory, pods, labels, taints))
+        self.core.create_node(kwok_node(name, cpu, memory, pods, labels, taints, extended))
         self.nodes.append(name)
 
         def ready() -> bool:
@@ -208,10 +211,10 @@ class ClusterHarness:
         memory: str = "256Mi",
         onboarded: bool = True,
         node_selector: dict[str, str] | None = None,
-        tolerations: list[dict[str, str]] | None = None,
+        pod_spec: dict[str, Any] | None = None,
     ) -> None:
-        """A Deployment (onboarded: with the tuner's preferred node affinity); waits until
-        all its replicas are available."""
+        """A Deployment (onboarded: with the tuner's preferred node affinity; ``pod_spec``:
+        more fields of its pod template's spec); waits until all its replicas are available."""
         spec: dict[str, Any] = {
             "containers": [
                 {
@@ -226,8 +229,7 @@ class ClusterHarness:
             spec["affinity"] = with_preference(None, Keys().workload_label(self.namespace, name))
         if node_selector:
             spec["nodeSelector"] = node_selector
-        if tolerations:
-            spec["tolerations"] = tolerations
+        spec.update(pod_spec or {})
         self.apps.create_namespaced_deployment(
             self.namespace,
             {

@@ -9,7 +9,7 @@ clusters fragmented).
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -18,9 +18,12 @@ from tuner.model.cluster import Cluster, Node, Pod, Workload
 from tuner.model.quantity import GIB, format_cpu, format_memory
 from tuner.model.resources import Resources
 from tuner.model.scheduling import (
-    AntiAffinityTerm,
+    HOSTNAME_KEY,
+    ZONE_KEY,
     Constraints,
     LabelSelector,
+    PodAffinityTerm,
+    SpreadConstraint,
     Toleration,
     freeze_labels,
 )
@@ -61,6 +64,11 @@ class WorkloadSpec:
     annotations: dict[str, str] = field(default_factory=dict)
     node_selector: dict[str, str] = field(default_factory=dict)
     anti_affinity: bool = False
+    spread: bool = False
+    """Spread over zones (``maxSkew: 1``, ``DoNotSchedule``) and, softly, over nodes
+    (``maxSkew: 1``, ``ScheduleAnyway``)."""
+    volume: bool = False
+    """Each pod mounts a claim bound to a zonal PersistentVolume in its node's zone."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +155,16 @@ def _template_spec(w: WorkloadSpec) -> dict[str, Any]:
         spec["nodeSelector"] = dict(w.node_selector)
     if w.kind == "DaemonSet":
         spec["tolerations"] = [{"operator": "Exists"}]
+    if w.spread:
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": key,
+                "whenUnsatisfiable": when,
+                "labelSelector": {"matchLabels": {"app": w.name}},
+            }
+            for key, when in ((ZONE_KEY, "DoNotSchedule"), (HOSTNAME_KEY, "ScheduleAnyway"))
+        ]
     if w.anti_affinity:
         spec["affinity"] = {
             "podAntiAffinity": {
@@ -199,11 +217,17 @@ def _model_node(spec: NodeSpec) -> Node:
 
 def _template_pod(w: WorkloadSpec) -> Pod:
     """What the scheduling simulation needs of one pod of ``w``."""
-    anti = AntiAffinityTerm(LabelSelector((("app", w.name),)), (w.namespace,))
+    own = LabelSelector((("app", w.name),))
+    anti = PodAffinityTerm(own, (w.namespace,))
+    spread = (
+        SpreadConstraint(1, ZONE_KEY, own),
+        SpreadConstraint(1, HOSTNAME_KEY, own, hard=False),
+    )
     constraints = Constraints(
         tolerations=(Toleration(operator="Exists"),) if w.kind == "DaemonSet" else (),
         node_selector=freeze_labels(w.node_selector),
         anti_affinity=(anti,) if w.anti_affinity else (),
+        spread=spread if w.spread else (),
     )
     workload = Workload(w.namespace, w.kind, w.name)
     return Pod(
@@ -221,6 +245,10 @@ def _template_pod(w: WorkloadSpec) -> Pod:
 def _pod(w: WorkloadSpec, index: int, node: str, owner: tuple[str, str]) -> dict[str, Any]:
     suffix = f"{index}" if w.kind == "StatefulSet" else f"{index:05x}"
     labels = {"app": w.name}
+    spec = {**_template_spec(w), "nodeName": node}
+    if w.volume:
+        claim = f"data-{owner[1]}-{suffix}"
+        spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -231,7 +259,7 @@ def _pod(w: WorkloadSpec, index: int, node: str, owner: tuple[str, str]) -> dict
             annotations=dict(w.annotations),
             ownerReferences=_owner(owner[0], owner[1], w.namespace),
         ),
-        "spec": {**_template_spec(w), "nodeName": node},
+        "spec": spec,
         "status": {
             "phase": "Running",
             "conditions": [{"type": "Ready", "status": "True"}],
@@ -265,12 +293,50 @@ def generate(nodes: list[NodeSpec], workloads: list[WorkloadSpec], seed: int = 0
             else ("ReplicaSet", f"{w.name}-7d4b9c")
         )
         pods.append(_pod(w, i, nodes[placed].name, owner))
+        if w.volume:
+            pods += _volume(pods[-1], nodes[placed].zone)
     return {
         "apiVersion": "v1",
         "kind": "List",
         "metadata": {"resourceVersion": ""},
         "items": items + pods,
     }
+
+
+def _volume(pod: dict[str, Any], zone: str) -> list[dict[str, Any]]:
+    """The claim the pod mounts and the zonal PersistentVolume it is bound to."""
+    namespace = pod["metadata"]["namespace"]
+    claim = pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"]
+    volume = f"pv-{namespace}-{claim}"
+    size = {"storage": "10Gi"}
+    terms = [{"matchExpressions": [{"key": ZONE_KEY, "operator": "In", "values": [zone]}]}]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": _meta(claim, namespace),
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": size},
+                "storageClassName": "standard-rwo",
+                "volumeName": volume,
+            },
+            "status": {"phase": "Bound"},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": _meta(volume, labels={ZONE_KEY: zone}),
+            "spec": {
+                "capacity": size,
+                "accessModes": ["ReadWriteOnce"],
+                "claimRef": {"namespace": namespace, "name": claim},
+                "storageClassName": "standard-rwo",
+                "nodeAffinity": {"required": {"nodeSelectorTerms": terms}},
+            },
+            "status": {"phase": "Bound"},
+        },
+    ]
 
 
 def _controllers(w: WorkloadSpec) -> list[dict[str, Any]]:
@@ -356,15 +422,21 @@ def _controllers(w: WorkloadSpec) -> list[dict[str, Any]]:
     return objects
 
 
-def random_cluster(nodes: int, pods_per_node: int = 30, seed: int = 0) -> dict[str, Any]:
+def random_cluster(
+    nodes: int, pods_per_node: int = 30, seed: int = 0, spread_share: float = 0.0
+) -> dict[str, Any]:
     """A large, realistic random cluster (~``pods_per_node`` pods per node, ~60 % requested).
 
     Mixed node types, many Deployments (some with HPAs and PDBs), a few StatefulSets and two
-    DaemonSets on every node; used by the benchmarks.
+    DaemonSets on every node; used by the benchmarks. With ``spread_share``, the nodes are in
+    three zones and that share of the Deployments spreads over them (and softly over nodes).
     """
     rng = random.Random(seed)
     types = [E2_STANDARD_8, E2_STANDARD_8, N2_STANDARD_16]
     specs = [NodeSpec(f"node-{i:05d}", rng.choice(types)) for i in range(nodes)]
+    if spread_share:
+        specs = [replace(s, zone=f"europe-west1-{'bcd'[i % 3]}") for i, s in enumerate(specs)]
+    spreading = random.Random(seed + 1)
     daemonsets = [
         WorkloadSpec("kube-system", "kube-proxy", "DaemonSet", 0, 100, 64 * MIB),
         WorkloadSpec("logging", "fluent-bit", "DaemonSet", 0, 50, 100 * MIB),
@@ -391,6 +463,7 @@ def random_cluster(nodes: int, pods_per_node: int = 30, seed: int = 0) -> dict[s
                 memory=memory,
                 hpa=not stateful and index % 3 == 0,
                 pdb_min_available=replicas // 2 if index % 4 == 1 else None,
+                spread=not stateful and spreading.random() < spread_share,
             )
         )
         remaining -= replicas

@@ -36,7 +36,7 @@ def _shop(kube: ClusterHarness, *, tolerant: bool = False) -> tuple[str, list[st
     the emptiest, the scheduler's favourite. The big node and the small ones."""
     big = kube.add_node(f"{kube.namespace}-big", cpu="16", memory="32Gi")
     if tolerant:
-        kube.deployment("agent", 1, onboarded=False, tolerations=EVERY_TAINT)
+        kube.deployment("agent", 1, onboarded=False, pod_spec={"tolerations": EVERY_TAINT})
     else:
         for name, replicas in (("report", 2), ("catalog", 2), ("cart", 1)):
             kube.deployment(name, replicas, onboarded=False)

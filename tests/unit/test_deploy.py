@@ -70,6 +70,12 @@ CALLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "horizontalpodautoscalers",
         ("list",),
     ),
+    "list_persistent_volume_claim_for_all_namespaces": (
+        "",
+        "persistentvolumeclaims",
+        ("list", "watch"),
+    ),
+    "list_persistent_volume": ("", "persistentvolumes", ("list", "watch")),
     "read_namespaced_lease": ("coordination.k8s.io", "leases", ("get",)),
     "create_namespaced_lease": ("coordination.k8s.io", "leases", ("create",)),
     "replace_namespaced_lease": ("coordination.k8s.io", "leases", ("update",)),

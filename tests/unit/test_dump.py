@@ -9,6 +9,8 @@ import pytest
 from tuner.errors import InputError
 from tuner.model.cluster import Workload
 from tuner.model.resources import Resources
+from tuner.model.scheduling import HOSTNAME_KEY as HOSTNAME
+from tuner.model.scheduling import ZONE_KEY as ZONE
 from tuner.monitor.dump import cluster_from_objects, effective_requests, load_dump
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "cluster-dump.json"
@@ -178,8 +180,9 @@ def test_constraints_are_parsed() -> None:
     assert constraints.node_selector == (("pool", "a"),)
     assert constraints.tolerations[0].value == "db"
     assert constraints.node_affinity[0][0].values == ("b",)
-    assert len(constraints.anti_affinity) == 1  # only the hostname topology is modelled
-    assert constraints.anti_affinity[0].namespaces == ("shop",)
+    hostname, zone = constraints.anti_affinity
+    assert (hostname.topology_key, zone.topology_key) == (HOSTNAME, ZONE)
+    assert hostname.namespaces == zone.namespaces == ("shop",)
 
 
 def test_pdb_and_hpa_are_read() -> None:

@@ -1,13 +1,17 @@
 """Does pod P fit on node N: static rules, resources, pod count and anti-affinity."""
 
+from dataclasses import replace
+
 import pytest
 
 from testkit.builders import cluster, node, pod
 from tuner.model.scheduling import (
-    AntiAffinityTerm,
     Constraints,
     LabelSelector,
+    PodAffinityTerm,
+    PreferredTerm,
     Requirement,
+    SpreadConstraint,
     Taint,
     Toleration,
     static_fit,
@@ -91,7 +95,7 @@ def test_resources_and_pod_count_limit_the_fit() -> None:
 
 
 def test_required_anti_affinity_on_hostname_both_ways() -> None:
-    term = AntiAffinityTerm(LabelSelector((("app", "web"),)), ("default",))
+    term = PodAffinityTerm(LabelSelector((("app", "web"),)), ("default",))
     web = Constraints(anti_affinity=(term,))
     nodes = [node("a"), node("b"), node("c")]
     pods = [pod("web-1", "a", constraints=web), pod("db-1", "b", workload="db")]
@@ -116,3 +120,36 @@ def test_snapshot_fork_and_revert_restore_everything() -> None:
     assert snapshot.free_cpu.tolist() == before[0].tolist()
     assert snapshot.free_pods.tolist() == before[1].tolist()
     assert snapshot.open.tolist() == before[2].tolist()
+
+
+def test_preferred_anti_affinity_steers_the_destination_before_the_tightest_fit() -> None:
+    away = PodAffinityTerm(LabelSelector((("app", "web"),)), ("default",))
+    web = pod(
+        "web-2", None, "500m", constraints=Constraints(preferred_anti=(PreferredTerm(50, away),))
+    )
+    tight = node("tight", "1", "1Gi")
+    roomy = node("roomy", "8", "32Gi")
+    snapshot = Snapshot(cluster([tight, roomy], [pod("web-1", "tight", "100m")]), arriving=[web])
+    mask = snapshot.fit_mask(web)
+    assert mask.all()
+    assert list(snapshot.honoured(web)) == [0, 50]
+    assert snapshot.best_fit(web, mask) == 1  # roomy: it holds no web pod
+    plain = replace(web, constraints=Constraints())
+    assert Snapshot(cluster([tight, roomy], [])).best_fit(plain, mask) == 0
+
+
+def test_the_refusal_names_the_rule_that_closes_the_last_node() -> None:
+    zone = "topology.kubernetes.io/zone"
+    spread = Constraints(spread=(SpreadConstraint(1, zone, LabelSelector((("app", "web"),))),))
+    nodes = [node("a1", labels={zone: "a"}), node("b1", labels={zone: "b"})]
+    pods = [pod("web-1", "a1", constraints=spread), pod("web-2", "b1", constraints=spread)]
+    snapshot = Snapshot(cluster(nodes, pods))
+    snapshot.close(0)
+    assert not snapshot.fit_mask(pods[0], leaving=0).any()
+    assert snapshot.refusal(pods[0], leaving=0) == (
+        f"topology spread on {zone} (maxSkew 1) would be broken on the 1 node(s) the rules "
+        "before it admit"
+    )
+    assert snapshot.why_not(pods[0], 1, leaving=0) == (
+        f"topology spread on {zone} (maxSkew 1) would be broken"
+    )

@@ -186,6 +186,20 @@ def test_duplicate_nodes_in_a_dump(capsys: pytest.CaptureFixture[str], tmp_path:
     assert status == 2 and "node n1 appears twice" in line
 
 
+def test_a_malformed_scheduling_rule_in_a_dump(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pod = _pod("p", "n1")
+    pod["spec"]["topologySpreadConstraints"] = [  # type: ignore[index]
+        {"maxSkew": 0, "topologyKey": "topology.kubernetes.io/zone"}
+    ]
+    dump = tmp_path / "dump.json"
+    dump.write_text(json.dumps({"items": [_node("n1"), pod]}))
+    status, line = _run(capsys, "plan", "--snapshot", str(dump))
+    assert status == 2
+    assert "pod 'shop/p': spec.topologySpreadConstraints[0].maxSkew is 0" in line
+
+
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [

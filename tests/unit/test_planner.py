@@ -5,7 +5,7 @@ import pytest
 from testkit.builders import cluster, node, pod
 from tuner.model.change import Addition, DesiredChange, Relocation
 from tuner.model.resources import Resources
-from tuner.model.scheduling import AntiAffinityTerm, Constraints, LabelSelector
+from tuner.model.scheduling import Constraints, LabelSelector, PodAffinityTerm
 from tuner.plan.actions import Add, Migrate, Remove, RemoveNode, action_json
 from tuner.plan.planner import plan
 from tuner.plan.replay import InfeasiblePlan, replay
@@ -96,7 +96,7 @@ def test_impossible_desired_state_is_refused() -> None:
 def test_a_step_waits_until_anti_affinity_allows_it() -> None:
     # db-1 on b repels web pods: web-1 may move to b only once db-1 is gone
     apart = Constraints(
-        anti_affinity=(AntiAffinityTerm(LabelSelector((("app", "web"),)), ("default",)),)
+        anti_affinity=(PodAffinityTerm(LabelSelector((("app", "web"),)), ("default",)),)
     )
     web, db = pod("web-1", "a"), pod("db-1", "b", constraints=apart)
     c = cluster([node("a"), node("b")], [web, db])

@@ -131,3 +131,16 @@ def test_a_pool_with_nodes_takes_its_template_from_them_not_from_the_settings() 
     c = cluster([node("n-1", "4", "16Gi", labels={POOL_LABELS[0]: "general"})], [])
     assert discover(c, settings).by_name["general"].template.allocatable.cpu == 4000
     assert discover(cluster([], []), settings).by_name["general"].template.allocatable.cpu == 1000
+
+
+def test_a_pool_over_several_zones_promises_no_zone_to_a_new_node() -> None:
+    zone = "topology.kubernetes.io/zone"
+    gke = "cloud.google.com/gke-nodepool"
+    nodes = [
+        node("a-1", labels={gke: "multi", zone: "a"}),
+        node("b-1", labels={gke: "multi", zone: "b"}),
+        node("c-1", labels={gke: "single", zone: "c"}),
+    ]
+    pools = discover(cluster(nodes, []), Settings())
+    assert zone not in pools.by_name["multi"].template.labels
+    assert pools.by_name["single"].template.labels[zone] == "c"

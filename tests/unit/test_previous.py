@@ -15,7 +15,7 @@ from tuner.model.cluster import Cluster
 from tuner.model.execution import Execution, NodeState, WorkloadType, execution_of
 from tuner.model.movability import Policy, assess
 from tuner.model.pools import discover
-from tuner.model.scheduling import AntiAffinityTerm, Constraints, LabelSelector
+from tuner.model.scheduling import Constraints, LabelSelector, PodAffinityTerm
 from tuner.plan.planner import plan
 from tuner.plan.replay import replay
 from tuner.settings import Pricing, Settings, settings_from_dict
@@ -148,7 +148,7 @@ def test_additions_need_a_running_movable_workload_and_room() -> None:
 
 def test_additions_respect_required_anti_affinity() -> None:
     apart = Constraints(
-        anti_affinity=(AntiAffinityTerm(LabelSelector((("app", "web"),)), ("default",)),)
+        anti_affinity=(PodAffinityTerm(LabelSelector((("app", "web"),)), ("default",)),)
     )
     now = cluster(
         [node("n1"), node("n2")],

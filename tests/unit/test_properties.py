@@ -1,17 +1,22 @@
 """Invariants over random clusters (hypothesis): whatever the analysis decides, its plan replays
 cleanly under the independent checker (every fit rule at every step), never touches an unmovable
-pod, never loses a replica, and never removes a node that still holds a non-DaemonSet pod.
+pod, never loses a replica, and never removes a node that still holds a non-DaemonSet pod; and
+the snapshot's batched masks agree with the one-node predicates (static fit, resources and the
+census) on every node for every pod, also after random moves and closed nodes.
 
 The clusters have taints (NoSchedule, NoExecute), cordoned nodes, tolerations, nodeSelectors,
-required node affinity, required pod anti-affinity (on a workload's own pods and on another
-workload's) and PodDisruptionBudgets, some of them exhausted."""
+required node affinity, required pod anti-affinity and affinity on the hostname and on a zone
+(on a workload's own pods and on another workload's), preferred pod affinity, hard and soft
+topology spread (hostname and zone, minDomains, both node inclusion policies), host ports, a
+GPU extended resource, volumes reachable from one zone, and PodDisruptionBudgets, some of them
+exhausted."""
 
 from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import replace
+from types import MappingProxyType
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -26,6 +31,7 @@ from tuner.model.movability import Policy, assess
 from tuner.model.pools import discover
 from tuner.model.price import node_price
 from tuner.model.resources import Resources
+from tuner.model.snapshot import Snapshot
 from tuner.plan.actions import Add, Migrate, ProvisionNode, Remove, RemoveNode
 from tuner.plan.planner import plan
 from tuner.plan.replay import replay
@@ -34,6 +40,8 @@ from tuner.settings import Analyse, PoolSettings, PoolTemplate, Pricing, Setting
 KINDS = ["Deployment", "Deployment", "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"]
 SHAPES = [("2", "4Gi"), ("4", "8Gi"), ("4", "16Gi")]
 POOLS = ["a", "b"]
+ZONES = ["x", "y", "z"]
+GPU = "nvidia.com/gpu"
 
 
 def _node(rng: random.Random, i: int) -> Node:
@@ -43,13 +51,33 @@ def _node(rng: random.Random, i: int) -> Node:
         if rng.random() < 0.3
         else ()
     )
-    return node(
+    made = node(
         f"n{i}",
         *rng.choice(SHAPES),
-        labels={"pool": pool, "zone": rng.choice(["x", "y"])},
+        labels={"pool": pool, "zone": rng.choice(ZONES)},
         taints=taints,
         unschedulable=rng.random() < 0.1,
         max_pods=rng.choice([110, 110, 6]),
+    )
+    gpus = rng.choice([0, 0, 1, 2])
+    return replace(made, extended=MappingProxyType({GPU: gpus} if gpus else {}))
+
+
+def _term(rng: random.Random, app: str) -> rules.PodAffinityTerm:
+    key = rng.choice([rules.HOSTNAME_KEY, "zone"])
+    return rules.PodAffinityTerm(rules.LabelSelector((("app", app),)), ("default",), key)
+
+
+def _spread(rng: random.Random, w: int) -> rules.SpreadConstraint:
+    hard = rng.random() < 0.6
+    return rules.SpreadConstraint(
+        max_skew=rng.choice([1, 1, 2]),
+        topology_key=rng.choice([rules.HOSTNAME_KEY, "zone"]),
+        selector=rules.LabelSelector((("app", f"w{w}"),)),
+        hard=hard,
+        min_domains=rng.choice([1, 1, 2, 4]) if hard else 1,
+        honor_node_affinity=rng.random() < 0.8,
+        honor_taints=rng.random() < 0.3,
     )
 
 
@@ -58,30 +86,50 @@ def _constraints(rng: random.Random, kind: str, w: int) -> rules.Constraints:
         return rules.Constraints(tolerations=(rules.Toleration(operator="Exists"),))
     tolerations = (rules.Toleration("dedicated", "Exists"),) if rng.random() < 0.4 else ()
     selector = (("pool", rng.choice(POOLS)),) if rng.random() < 0.3 else ()
-    affinity = ((rules.Requirement("zone", "In", ("x",)),),) if rng.random() < 0.3 else ()
+    affinity = ((rules.Requirement("zone", "In", ("x", "y")),),) if rng.random() < 0.3 else ()
     repelled = [f"w{w}"] if rng.random() < 0.3 else []
     if w and rng.random() < 0.15:
         repelled.append(f"w{rng.randrange(w)}")
-    anti = tuple(
-        rules.AntiAffinityTerm(rules.LabelSelector((("app", app),)), ("default",))
-        for app in repelled
+    attracted = [f"w{rng.randrange(w + 1)}"] if rng.random() < 0.12 else []
+    preferred = tuple(
+        rules.PreferredTerm(rng.randint(1, 100), _term(rng, f"w{rng.randrange(w + 1)}"))
+        for _ in range(rng.choice([0, 0, 0, 1, 2]))
     )
-    return rules.Constraints(tolerations, selector, affinity, anti)
+    ports = (
+        (rules.HostPort(8080 + rng.randrange(2), rng.choice(["TCP", "UDP"]), rng.choice(IPS)),)
+        if rng.random() < 0.15
+        else ()
+    )
+    volume = rules.VolumeAffinity(
+        f"PersistentVolume pv-w{w}",
+        ((rules.Requirement("zone", "In", (rng.choice(ZONES),)),),),
+    )
+    return rules.Constraints(
+        tolerations,
+        selector,
+        affinity,
+        tuple(_term(rng, app) for app in repelled),
+        affinity=tuple(_term(rng, app) for app in attracted),
+        preferred=preferred,
+        spread=tuple(_spread(rng, w) for _ in range(rng.choice([0, 0, 1, 1, 2]))),
+        host_ports=ports,
+        volumes=(volume,) if rng.random() < 0.1 else (),
+        extended=((GPU, 1),) if rng.random() < 0.15 else (),
+    )
 
 
-def admits(target: Node, candidate: Pod, residents: Iterable[Pod]) -> bool:
+IPS = [rules.ANY_IP, "10.0.0.1", "10.0.0.2"]
+
+
+def admits(target: Node, candidate: Pod, census: rules.Census) -> bool:
     """The test's own placement check: a running pod may sit on a cordoned node, otherwise
-    every rule holds (the model's predicates, so generated clusters start valid)."""
-    residents = list(residents)
-    free = target.allocatable - Resources.total([p.requests for p in residents])
+    every hard rule holds (the model's predicates, so generated clusters start valid)."""
+    residents = census.residents[target.name]
+    free = target.allocatable - Resources.total([p.requests for p in residents])  # type: ignore[attr-defined]
     return (
         rules.static_fit(candidate.constraints, replace(target, unschedulable=False)) is None
         and rules.resource_fit(candidate.requests, free, target.max_pods - len(residents)) is None
-        and not any(
-            rules.repels(candidate.constraints, p.namespace, p.labels)
-            or rules.repels(p.constraints, candidate.namespace, candidate.labels)
-            for p in residents
-        )
+        and census.why_not(candidate, target.name) is None
     )
 
 
@@ -90,7 +138,7 @@ def clusters(draw: st.DrawFn) -> Cluster:
     """A random cluster whose pods were placed by every fit rule (cordon aside)."""
     rng = random.Random(draw(st.integers(0, 2**32)))
     nodes = [_node(rng, i) for i in range(draw(st.integers(1, 7)))]
-    residents: dict[str, list[Pod]] = {n.name: [] for n in nodes}
+    census = rules.Census({n.name: n for n in nodes}, {})
     pdbs = []
     for w in range(draw(st.integers(1, 6))):
         kind = rng.choice(KINDS)
@@ -112,9 +160,10 @@ def clusters(draw: st.DrawFn) -> Cluster:
         )
         for i, target in enumerate(targets):
             candidate = replace(like, name=f"w{w}-{i}", node=target.name)
-            if admits(target, candidate, residents[target.name]):
-                residents[target.name].append(candidate)
-    return cluster(nodes, [p for n in nodes for p in residents[n.name]], tuple(pdbs))
+            if admits(target, candidate, census):
+                census.add(target.name, candidate)
+    pods = [p for n in nodes for p in census.residents[n.name]]
+    return cluster(nodes, pods, tuple(pdbs))  # type: ignore[arg-type]
 
 
 def check_plan_invariants(c: Cluster, actions: tuple, movable_keys: set[str]) -> None:  # type: ignore[type-arg]
@@ -174,17 +223,17 @@ def test_previous_deployment_plans_are_safe_and_reach_the_recorded_counts(
     """Record a reshuffled (cheaper, fewer nodes) variant of the cluster, then return to it."""
     rng = random.Random(seed)
     kept = [n for n in c.nodes if rng.random() < 0.7] or [c.nodes[0]]
-    placed: dict[str, list[Pod]] = {n.name: [] for n in kept}
+    census = rules.Census({n.name: n for n in kept}, {})
     for p in c.pods:
         if p.follows_node:
-            if p.node in placed:
-                placed[p.node].append(p)
+            if p.node in census.residents:
+                census.add(p.node, p)
             continue
-        options = [n for n in kept if admits(n, p, placed[n.name])]
+        options = [n for n in kept if admits(n, p, census)]
         if options:
             target = rng.choice(options).name
-            placed[target].append(replace(p, node=target))
-    moved = [p for n in kept for p in placed[n.name]]
+            census.add(target, replace(p, node=target))
+    moved: list[Pod] = [p for n in kept for p in census.residents[n.name]]  # type: ignore[misc]
     then = cluster(kept, moved, c.pdbs)
     s = Settings(
         pricing=Pricing(price_per_core=1.0, price_per_gb=0.1),
@@ -249,3 +298,56 @@ def test_replace_plans_are_safe_cheaper_and_respect_pools_and_unsettled_nodes(
     for action in actions:
         if isinstance(action, Migrate | Add):
             assert action.target not in unsettled
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.integers(0, 2**32))
+def test_the_snapshots_masks_agree_with_the_one_node_rules(c: Cluster, seed: int) -> None:
+    """After random closes and moves (each kept by both), every pod's batched mask, and its
+    one-node answers, equal static fit, resources and the census, node by node; a placed pod
+    is asked as leaving its node."""
+    rng = random.Random(seed)
+    snapshot = Snapshot(c)
+    known = lambda: c.label_counts  # noqa: E731 - counts as the census began, moves replayed
+    census = rules.Census(c.node_by_name, c.pods_by_node, known if seed % 2 else None)  # type: ignore[arg-type]
+    where = {p.key: p.node for p in c.pods}
+    for i, n in enumerate(c.nodes):
+        if rng.random() < 0.2:
+            snapshot.close(i)
+            census.cordon(n.name)
+    movers = [p for p in c.pods if not p.follows_node]
+    for _ in range(rng.randint(0, 6)):
+        if not movers:
+            break
+        pod = rng.choice(movers)
+        source = where[pod.key] or ""
+        mask = snapshot.fit_mask(pod, leaving=snapshot.index[source])
+        mask[snapshot.index[source]] = False
+        if mask.any():
+            target = int(rng.choice(list(mask.nonzero()[0])))
+            snapshot.move(pod, snapshot.index[source], target)
+            census.remove(source, pod)
+            census.add(c.nodes[target].name, pod)
+            where[pod.key] = c.nodes[target].name
+    for pod in c.pods:
+        source = where[pod.key] or ""
+        leaving = snapshot.index[source]
+        mask = snapshot.fit_mask(pod, leaving=leaving)
+        census.remove(source, pod)
+        for i, n in enumerate(c.nodes):
+            residents = census.residents[n.name]
+            free = n.allocatable - Resources.total([p.requests for p in residents])  # type: ignore[attr-defined]
+            expected = (
+                bool(snapshot.open[i])
+                and rules.static_fit(pod.constraints, n) is None
+                and rules.resource_fit(pod.requests, free, n.max_pods - len(residents)) is None
+                and census.why_not(pod, n.name, soft=True) is None
+            )
+            event(f"fits: {expected}")
+            assert bool(mask[i]) == expected, (
+                pod.key,
+                n.name,
+                census.why_not(pod, n.name, soft=True),
+            )
+            assert (snapshot.why_not(pod, i, leaving=leaving) is None) == expected
+        census.add(source, pod)

@@ -14,6 +14,7 @@ import pytest
 
 from tuner.cli import main
 from tuner.errors import InputError
+from tuner.model.scheduling import HOSTNAME_KEY
 from tuner.sim.engine import Scenario
 from tuner.sim.load import TRACES, TraceReplay, trace_series
 from tuner.sim.prices import NODE_TYPES
@@ -308,15 +309,23 @@ def test_the_schema_lists_exactly_what_the_simulator_knows() -> None:
 
 def test_the_real_cluster_scenarios_have_their_pools_traces_and_budgets() -> None:
     het = scenario("heterogeneous")
-    assert [p.node_type.name for p in het.pools] == [
-        "e2-standard-4",
-        "e2-standard-8",
-        "e2-highmem-4",
+    assert [(p.name, p.node_type.name, p.zone) for p in het.pools] == [
+        ("general-4-a", "e2-standard-4", "a"),
+        ("general-4-b", "e2-standard-4", "b"),
+        ("general-8-c", "e2-standard-8", "c"),
+        ("highmem-4-c", "e2-highmem-4", "c"),
     ]
     assert het.autoscaler.expander == "least-waste"
     assert any("elastic/elasticsearch" in s for s in het.sources)
     es = next(s for s in het.services if s.name == "elasticsearch")
     assert (es.cpu, es.memory, es.replicas, es.pdb_max_unavailable) == (1000, 2 * 2**30, 3, 1)
+    assert es.anti_affinity == HOSTNAME_KEY  # the chart's antiAffinity: hard
+    spread = {s.namespace for s in het.services if s.spread}
+    assert spread == {
+        *(f"online-boutique-{i}" for i in (1, 2, 3)),
+        "social-network-1",
+        "social-network-2",
+    }
     week = scenario("diurnal-week")
     assert week.duration == 7 * 86400
     assert week.system == "eks"

@@ -2,7 +2,14 @@
 simulated actuator)."""
 
 from testkit.builders import cluster, node, pod
-from tuner.model.scheduling import AntiAffinityTerm, Constraints, LabelSelector, Taint
+from tuner.model.scheduling import (
+    ZONE_KEY,
+    Constraints,
+    LabelSelector,
+    PodAffinityTerm,
+    SpreadConstraint,
+    Taint,
+)
 from tuner.plan.take_back import needed_back
 from tuner.sim.engine import Simulation
 from tuner.sim.ports import SimActuator
@@ -67,7 +74,7 @@ def test_pending_pods_fill_a_taken_node_before_another_is_taken() -> None:
 
 def test_replicas_that_repel_each_other_take_back_a_node_each() -> None:
     spread = Constraints(
-        anti_affinity=(AntiAffinityTerm(LabelSelector((("app", "web"),)), ("default",)),)
+        anti_affinity=(PodAffinityTerm(LabelSelector((("app", "web"),)), ("default",)),)
     )
     second = node("handed-2", "4", "8Gi", unschedulable=True)
     pending = [pod(f"web-{i}", None, "1", "1Gi", constraints=spread) for i in (2, 3)]
@@ -95,3 +102,19 @@ def test_the_simulated_actuator_uncordons_a_needed_node_and_its_pods_run() -> No
     assert not state.nodes[first].unschedulable
     assert first not in sim.handed_over
     assert state.totals.pending == 0
+
+
+def test_a_pending_pod_whose_zone_spread_forbids_the_handed_node_does_not_take_it_back() -> None:
+    """Zone a holds one web pod, zone b none: a second one may only go to zone b."""
+    web_app = LabelSelector((("app", "web"),))
+    zone_spread = Constraints(spread=(SpreadConstraint(1, ZONE_KEY, web_app),))
+    in_a = node("handed", "4", "8Gi", unschedulable=True, labels={ZONE_KEY: "a"})
+    busy_b = node("busy-b", "4", "8Gi", labels={ZONE_KEY: "b"})
+    running = pod("web-1", "web-a", "100m", constraints=zone_spread)
+    other_a = node("web-a", "4", "8Gi", labels={ZONE_KEY: "a"})
+    pending = pod("web-2", None, "1", "1Gi", constraints=zone_spread)
+    filler = pod("fill-1", "busy-b", "4", "8Gi")
+    c = cluster([in_a, busy_b, other_a], [running, filler, pending])
+    assert needed_back(c, ["handed"]) == ()
+    unspread = cluster([in_a, busy_b, other_a], [running, filler, pod("web-2", None, "1", "1Gi")])
+    assert needed_back(unspread, ["handed"]) == ("handed",)

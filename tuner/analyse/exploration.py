@@ -41,8 +41,9 @@ def random_migration(
     options: list[tuple[list[Pod], np.ndarray]] = []
     weights: list[int] = []
     for pods in groups.values():
-        mask = snapshot.fit_mask(pods[0])
-        mask[snapshot.index[pods[0].node or ""]] = False
+        source = snapshot.index[pods[0].node or ""]
+        mask = snapshot.fit_mask(pods[0], leaving=source)
+        mask[source] = False
         destinations = np.flatnonzero(mask)
         if destinations.size:
             options.append((pods, destinations))

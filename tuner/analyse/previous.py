@@ -138,16 +138,25 @@ def _transition(
     removals: list[Pod] = []
     additions: list[Addition] = []
     snapshot = Snapshot(cluster, new_nodes=[n.node for n in new_nodes])
-    for node, state in matches:
-        removed, added = _node_change(snapshot, movability, node, state, current_types, templates)
-        removals += removed
-        additions += added
     remove_nodes = [n.name for n in cluster.nodes if n.name not in kept]
     for name in remove_nodes:
         reason = movability.node_reasons.get(name)
         if reason:
             raise Unattainable(f"node {name} would have to go but {reason}")
-        removals += [p for p in cluster.pods_by_node[name] if not p.follows_node]
+        leaving = [p for p in cluster.pods_by_node[name] if not p.follows_node]
+        index = snapshot.index[name]
+        snapshot.close(index)  # cordoned before the first pod moves, as the planner does
+        for pod in leaving:
+            snapshot.unplace(pod, index)
+        removals += leaving
+    adding: list[tuple[Node, list[Addition]]] = []
+    for node, state in matches:
+        removed, added = _node_change(snapshot, movability, node, state, current_types, templates)
+        removals += removed
+        additions += added
+        adding.append((node, added))
+    for node, added in adding:
+        _place(snapshot, node, added, templates)
     _keep_hpa_replicas(cluster, removals, additions)
     # summed in the cluster's node order: a float sum over a set would change with the hash seed
     cost = sum(node_price(n, pricing) for n in cluster.nodes if n.name in kept)
@@ -294,8 +303,8 @@ def _node_change(
 ) -> tuple[list[Pod], list[Addition]]:
     """Pods to remove from and instances to add to ``node`` so it runs what ``state`` ran.
 
-    The change is made in ``snapshot``, and each added instance must fit by every rule (the
-    template pod's constraints and labels, today's requests) once the removals are gone.
+    The removals are made in ``snapshot``; :func:`_place` adds the instances once every node's
+    removals are made (a moved pod leaves before its replacement is scheduled).
     """
     pods = [p for p in snapshot.cluster.pods_by_node.get(node.name, ()) if not p.follows_node]
     have = _counts(pods)
@@ -319,6 +328,15 @@ def _node_change(
     index = snapshot.index[node.name]
     for pod in removals:
         snapshot.unplace(pod, index)
+    return removals, additions
+
+
+def _place(
+    snapshot: Snapshot, node: Node, additions: list[Addition], templates: dict[str, Pod]
+) -> None:
+    """Add the instances to ``node`` in ``snapshot``; each must fit by every rule (the
+    template pod's constraints and labels, today's requests)."""
+    index = snapshot.index[node.name]
     for addition in additions:
         name = str(addition.workload)
         instance = replace(templates[name], node=None, requests=addition.requests)
@@ -326,7 +344,6 @@ def _node_change(
         if why is not None:
             raise Unattainable(f"{name} cannot run on {node.name}: {why}")
         snapshot.place(instance, index)
-    return removals, additions
 
 
 def _addition(node: Node, name: str, current_types: dict[str, WorkloadType]) -> Addition:

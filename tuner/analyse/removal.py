@@ -168,10 +168,10 @@ class _Greedy:
         moves: list[Move] = []
         touched: dict[int, Resources] = {}
         for pod in sorted(pods, key=_size, reverse=True):
-            mask = snap.fit_mask(pod)
+            mask = snap.fit_mask(pod, leaving=index)
             if not mask.any():
-                return f"pod {pod.key} fits on no other node"
-            target = snap.best_fit(pod, mask)
+                return f"pod {pod.key} fits on no other node: {snap.refusal(pod, leaving=index)}"
+            target = snap.best_fit(pod, mask, leaving=index)
             if target not in touched:
                 touched[target] = self.usable_of(target)
             snap.move(pod, index, target)

@@ -31,13 +31,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from tuner.analyse.usable import node_usable, under_thresholds
-from tuner.model.change import NewNode
+from tuner.model.change import NewNode, daemon_pods
 from tuner.model.cluster import Cluster, Node, Pod
 from tuner.model.movability import Movability, busy_with_other_autoscaler
 from tuner.model.pools import NodePool, Pools
 from tuner.model.price import node_price
 from tuner.model.resources import Resources
-from tuner.model.scheduling import static_fit
 from tuner.model.snapshot import Snapshot
 from tuner.settings import Settings
 
@@ -89,15 +88,6 @@ def _fills(cluster: Cluster) -> dict[str, float]:
     }
 
 
-def daemon_overhead(cluster: Cluster, template: Node) -> list[Pod]:
-    """One pod of each DaemonSet whose pods would run on a new node like ``template``."""
-    seen: dict[str, Pod] = {}
-    for pod in cluster.pods:
-        if pod.owner_kind == "DaemonSet" and str(pod.workload) not in seen:
-            seen[str(pod.workload)] = pod
-    return [p for p in seen.values() if static_fit(p.constraints, template) is None]
-
-
 class _Search:
     """One snapshot holding the cluster and, per growable pool, its possible new nodes."""
 
@@ -122,7 +112,7 @@ class _Search:
         self.overhead: dict[str, Resources] = {}
         for name in growable:
             pool = pools.by_name[name]
-            pods = daemon_overhead(cluster, pool.template)
+            pods = daemon_pods(cluster, pool.template)
             self.overhead[pool.name] = Resources.total([p.requests for p in pods])
             for index in self.spares[pool.name]:
                 for pod in pods:
@@ -171,14 +161,18 @@ class _Search:
             used = 0
             moves: list[tuple[Pod, int]] = []
             for pod, source in pods:
-                mask = snap.fit_mask(pod) & allowed
+                mask = snap.fit_mask(pod, leaving=source) & allowed
                 while not mask.any() and used < most:
                     allowed[spares[used]] = True
                     used += 1
-                    mask = snap.fit_mask(pod) & allowed
+                    mask = snap.fit_mask(pod, leaving=source) & allowed
                 if not mask.any():
-                    return f"pod {pod.key} fits on no other node nor {most} new {pool.node_type}"
-                target = snap.best_fit(pod, mask)
+                    why = snap.refusal(pod, allowed, leaving=source)
+                    return (
+                        f"pod {pod.key} fits on no other node nor {most} new {pool.node_type}: "
+                        f"{why}"
+                    )
+                target = snap.best_fit(pod, mask, leaving=source)
                 snap.move(pod, source, target)
                 moves.append((pod, target))
             if used == 0:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 
-from tuner.model.cluster import Node, Pod, Workload
+from tuner.model.cluster import Cluster, Node, Pod, Workload
 from tuner.model.pools import NodePool
 from tuner.model.resources import Resources
+from tuner.model.scheduling import HOSTNAME_KEY, static_fit
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +39,21 @@ class NewNode:
 
     @property
     def node(self) -> Node:
-        """The node as the plan sees it: the pool's template under the provisional name."""
-        return replace(self.pool.template, name=self.name)
+        """The node as the plan sees it: the pool's template under the provisional name, which
+        is also its hostname (a domain of its own for hostname topology rules)."""
+        template = self.pool.template
+        labels = MappingProxyType({**template.labels, HOSTNAME_KEY: self.name})
+        return replace(template, name=self.name, labels=labels)
+
+
+def daemon_pods(cluster: Cluster, node: Node) -> list[Pod]:
+    """One pod of each DaemonSet whose pods would run on a new node like ``node`` (they start
+    there as it joins: their requests, and their labels for the rules that count pods)."""
+    seen: dict[Workload, Pod] = {}
+    for pod in cluster.pods:
+        if pod.owner_kind == "DaemonSet" and pod.workload not in seen:
+            seen[pod.workload] = pod
+    return [p for p in seen.values() if static_fit(p.constraints, node) is None]
 
 
 @dataclass(frozen=True, slots=True)

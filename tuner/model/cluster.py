@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
 
 from tuner.model.resources import Resources
-from tuner.model.scheduling import Constraints, LabelSelector, Taint, repels
+from tuner.model.scheduling import Constraints, Labels, LabelSelector, Taint, freeze_labels
 
 EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
 def _no_labels() -> Mapping[str, str]:
     return EMPTY
+
+
+def _no_amounts() -> Mapping[str, int]:
+    return MappingProxyType({})
 
 
 def _no_templates() -> Mapping[Workload, frozenset[str]]:
@@ -55,6 +59,8 @@ class Node:
     annotations: Mapping[str, str] = field(default_factory=_no_labels)
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
+    extended: Mapping[str, int] = field(default_factory=_no_amounts)
+    """Allocatable resources other than CPU, memory and pods (e.g. ``nvidia.com/gpu``)."""
 
     @property
     def instance_type(self) -> str:
@@ -96,13 +102,6 @@ class Pod:
     def follows_node(self) -> bool:
         """DaemonSet and mirror pods stay with their node and vanish with it."""
         return self.owner_kind in ("DaemonSet", "Node")
-
-    def shuns(self, other: Pod) -> bool:
-        """Whether required pod anti-affinity (this pod's or the other's) keeps the two off one
-        host."""
-        return repels(self.constraints, other.namespace, other.labels) or repels(
-            other.constraints, self.namespace, self.labels
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +154,21 @@ class Cluster:
             if pod.node is not None:
                 grouped[pod.node].append(pod)
         return MappingProxyType({n.name: tuple(grouped.get(n.name, ())) for n in self.nodes})
+
+    @cached_property
+    def label_counts(self) -> Mapping[tuple[str, Labels], Mapping[str, int]]:
+        """Scheduled pods per node by namespace and labels (sorted pairs): what the rules that
+        count pods select on, computed once for every snapshot and census of the cluster."""
+        pairs = Counter(
+            ((p.namespace, freeze_labels(p.labels)), p.node) for p in self.pods if p.node
+        )
+        out: dict[tuple[str, Labels], dict[str, int]] = {}
+        for (key, node), count in pairs.items():
+            where = out.get(key)
+            if where is None:
+                where = out[key] = {}
+            where[node or ""] = count
+        return MappingProxyType(out)
 
     @cached_property
     def hpa_targets(self) -> frozenset[Workload]:

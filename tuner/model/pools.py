@@ -13,7 +13,7 @@ from types import MappingProxyType
 
 from tuner.model.cluster import INSTANCE_TYPE_LABELS, Cluster, Node
 from tuner.model.resources import Resources
-from tuner.model.scheduling import HOSTNAME_KEY, Taint
+from tuner.model.scheduling import HOSTNAME_KEY, ZONE_KEY, Taint
 from tuner.settings import PoolSettings, PoolTemplate, Settings
 
 POOL_LABELS = (
@@ -151,19 +151,27 @@ class Pools:
 def discover(cluster: Cluster, settings: Settings) -> Pools:
     """The pools of ``cluster``'s nodes, plus the ``pools`` settings' entries with a template.
 
-    A pool's template is its first node (sorted by name) as a new one would join; the
-    settings' template serves a pool with no node now. Its minimum defaults to 0 when the
-    settings do not say (the pool's autoscaler still enforces its own), its maximum to no
-    limit.
+    A pool's template is its first node (sorted by name) as a new one would join, without a
+    zone label when the pool's nodes are in several zones (which zone a new node joins is its
+    autoscaler's choice); the settings' template serves a pool with no node now. Its minimum
+    defaults to 0 when the settings do not say (the pool's autoscaler still enforces its own),
+    its maximum to no limit.
     """
     node_pool: dict[str, str] = {}
     found: dict[str, tuple[Node, Mapping[str, str]]] = {}
+    zones: dict[str, set[str | None]] = {}
     for node in sorted(cluster.nodes, key=lambda n: n.name):
         member = membership(node, settings)
         if member is None:
             continue
         node_pool[node.name] = member.pool
         found.setdefault(member.pool, (template_of(node, settings), member.selector))
+        zones.setdefault(member.pool, set()).add(node.labels.get(ZONE_KEY))
+    for name, seen in zones.items():
+        if len(seen) > 1:  # its autoscaler picks the zone of a new node: the plan cannot
+            template, selector = found[name]
+            labels = {k: v for k, v in template.labels.items() if k != ZONE_KEY}
+            found[name] = (replace(template, labels=MappingProxyType(labels)), selector)
     pools: dict[str, NodePool] = {}
     for name in sorted(set(found) | set(settings.pools)):
         spec = settings.pools.get(name, PoolSettings())

@@ -91,6 +91,13 @@ def count(text: str | int | float) -> int:
     return _bounded(text, 1, MAX_COUNT, "")
 
 
+@lru_cache(maxsize=1024, typed=True)
+def amount(text: str | int | float) -> int:
+    """A resource other than CPU (an extended resource such as ``nvidia.com/gpu``, storage,
+    huge pages) in whole units, rounded up (at most :data:`MAX_MEMORY_BYTES`)."""
+    return _bounded(text, 1, MAX_MEMORY_BYTES, "")
+
+
 def format_cpu(millis: int) -> str:
     """Millicores as a short Kubernetes quantity (``2``, ``250m``)."""
     return f"{millis // 1000}" if millis % 1000 == 0 else f"{millis}m"

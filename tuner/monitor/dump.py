@@ -1,15 +1,26 @@
 """Cluster state from Kubernetes API objects, e.g. the ``List`` that ``kubectl get -o json`` prints.
 
 The dump is ``kubectl get nodes,pods,deployments,replicasets,statefulsets,daemonsets,
-poddisruptionbudgets,horizontalpodautoscalers -A -o json``. The live source converts API
-objects to the same dictionaries, so both go through :func:`cluster_from_objects`.
+poddisruptionbudgets,horizontalpodautoscalers,persistentvolumeclaims,persistentvolumes -A -o
+json``. The live source converts API objects to the same dictionaries, so both go through
+:func:`cluster_from_objects`.
+
+Volume topology: a pod's PersistentVolumeClaims (its ``persistentVolumeClaim`` volumes, and the
+claim ``<pod>-<volume>`` of each generic ephemeral volume) are joined to their volumes when the
+cluster is assembled. A claim bound to a PersistentVolume with ``nodeAffinity`` or zone/region
+labels gives the pod that rule; a claim not bound yet gives none (it is bound where the pod is
+first scheduled, or it keeps the pod Pending); a placed pod whose claim, or its volume, is
+missing from the input (a dump taken without ``persistentvolumeclaims,persistentvolumes``) is
+kept on its node, with one warning.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple, TypeVar
@@ -18,16 +29,24 @@ from tuner.errors import InputError
 from tuner.json_input import MAX_DUMP_BYTES, read_bounded
 from tuner.model.cluster import Cluster, Hpa, Node, Pdb, Pod, Workload
 from tuner.model.onboarding import preferred_labels
-from tuner.model.quantity import MAX_COUNT, count, cpu_millis, memory_bytes
+from tuner.model.quantity import MAX_COUNT, amount, count, cpu_millis, memory_bytes
 from tuner.model.resources import Resources
 from tuner.model.scheduling import (
+    ANY_IP,
     HOSTNAME_KEY,
-    AntiAffinityTerm,
+    NAMESPACE_NAME_KEY,
+    NOTHING,
     Constraints,
+    HostPort,
     LabelSelector,
+    NodeSelectorTerms,
+    PodAffinityTerm,
+    PreferredTerm,
     Requirement,
+    SpreadConstraint,
     Taint,
     Toleration,
+    VolumeAffinity,
     freeze_labels,
 )
 from tuner.monitor.decode import gc_paused, list_items
@@ -94,20 +113,38 @@ Controller = tuple[str, str] | None
 """An object's controller (kind, name), if it has one."""
 
 
+class Claim(NamedTuple):
+    """A PersistentVolumeClaim: the volume it is bound to (``""``: not bound)."""
+
+    namespace: str
+    name: str
+    volume: str
+
+
+class Volume(NamedTuple):
+    """A PersistentVolume and the nodes that can reach it (no terms: every node)."""
+
+    name: str
+    terms: NodeSelectorTerms
+
+
 class Parsed(NamedTuple):
     """What one API object gives a cluster, parsed alone (``None``: nothing, or unusable).
 
     A pod's workload is still its own controller (a ReplicaSet, a Job): :func:`assemble`
-    follows it through the owners of the cluster it builds.
+    follows it through the owners of the cluster it builds, and joins its claims to their
+    volumes.
     """
 
-    value: Node | Pod | Pdb | Hpa | None = None
+    value: Node | Pod | Pdb | Hpa | Claim | Volume | None = None
     owner: tuple[OwnerKey, Controller] | None = None
     """A ReplicaSet's or Job's key and its controller."""
     template: tuple[Workload, frozenset[str]] | None = None
     """A Deployment or ReplicaSet and the node labels its pod template prefers."""
     problems: tuple[str, ...] = ()
     """Why a part was unusable, kept to be refused again by every :func:`assemble` of it."""
+    claims: tuple[str, ...] = ()
+    """A pod's PersistentVolumeClaims, by name (its namespace's)."""
 
 
 PARSED_KINDS = (
@@ -118,6 +155,8 @@ PARSED_KINDS = (
     "PodDisruptionBudget",
     "HorizontalPodAutoscaler",
     "Deployment",
+    "PersistentVolumeClaim",
+    "PersistentVolume",
 )
 """The kinds :func:`parse_object` reads, in the order a dump's objects are parsed."""
 
@@ -130,7 +169,13 @@ def parse_object(
     if kind == "Node":
         return Parsed(_one(lambda o: _node(o, price_annotation), obj, refuse))
     if kind == "Pod":
-        return Parsed(_one(_pod, obj, refuse))
+        pod = _one(_pod, obj, refuse)
+        claims = _one(_claims, obj, refuse) if pod is not None else None
+        return Parsed(pod, claims=claims or ())
+    if kind == "PersistentVolumeClaim":
+        return Parsed(_one(_claim, obj, refuse))
+    if kind == "PersistentVolume":
+        return Parsed(_one(_volume, obj, refuse))
     if kind == "PodDisruptionBudget":
         return Parsed(_one(_pdb, obj, refuse))
     if kind == "HorizontalPodAutoscaler":
@@ -166,16 +211,19 @@ def assemble(
         for p in parsed.get(kind, ())
         if p.owner is not None
     }
-    known = {n.name for n in nodes}
+    known = {n.name: n for n in nodes}
+    volumes = Volumes(parsed, known)
     pods = []
-    for pod in values("Pod"):
+    for item in parsed.get("Pod", ()):
+        pod = item.value
         if not isinstance(pod, Pod):
             continue
         if pod.node is not None and pod.node not in known:
             refuse(f"pod {pod.key} is on unknown node {pod.node!r}")
         else:
-            pods.append(follow(pod, owners))
+            pods.append(volumes.attach(follow(pod, owners), item.claims))
     follow.done()
+    volumes.warn()
     templates = (
         p.template
         for kind in ("Deployment", "ReplicaSet")
@@ -189,6 +237,61 @@ def assemble(
         hpas=tuple(h for h in values("HorizontalPodAutoscaler") if isinstance(h, Hpa)),
         preferred_labels=MappingProxyType(dict(templates)),
     )
+
+
+class Volumes:
+    """The claims and volumes of one assembly, joined to the pods that use them."""
+
+    def __init__(self, parsed: Mapping[str, Iterable[Parsed]], nodes: Mapping[str, Node]) -> None:
+        self.nodes = nodes
+        self.claims = {
+            (c.value.namespace, c.value.name): c.value.volume
+            for c in parsed.get("PersistentVolumeClaim", ())
+            if isinstance(c.value, Claim)
+        }
+        self.volumes = {
+            v.value.name: v.value.terms
+            for v in parsed.get("PersistentVolume", ())
+            if isinstance(v.value, Volume)
+        }
+        self.unknown: list[str] = []
+
+    def attach(self, pod: Pod, claims: tuple[str, ...]) -> Pod:
+        """The pod with the rule of each of its bound volumes that not every node reaches."""
+        if not claims:
+            return pod
+        rules: list[VolumeAffinity] = []
+        for claim in claims:
+            where = f"{pod.namespace}/{claim}"
+            volume = self.claims.get((pod.namespace, claim))
+            if volume == "":
+                continue  # not bound yet: bound where the pod lands, or it stays Pending
+            terms = self.volumes.get(volume) if volume is not None else None
+            if terms is None:
+                if pod.node is None:
+                    continue
+                self.unknown.append(where)
+                node = self.nodes[pod.node]
+                here = (
+                    Requirement(HOSTNAME_KEY, "In", (node.labels.get(HOSTNAME_KEY, node.name),)),
+                )
+                rules.append(VolumeAffinity(f"claim {where} (volume not in the input)", (here,)))
+            elif terms:
+                rules.append(VolumeAffinity(f"PersistentVolume {volume} (claim {where})", terms))
+        if not rules:
+            return pod
+        constraints = replace(pod.constraints, volumes=tuple(rules))
+        return replace(pod, constraints=constraints)
+
+    def warn(self) -> None:
+        """One warning for the placed pods whose claims could not be followed."""
+        if self.unknown:
+            log.warning(
+                "%d PersistentVolumeClaim(s) or their volumes are not in the input (e.g. %s): "
+                "their pods are kept on their nodes",
+                len(self.unknown),
+                self.unknown[0],
+            )
 
 
 def refusal(strict: bool) -> Callable[[str], None]:
@@ -327,6 +430,7 @@ def _node(obj: Obj, price_annotation: str = PRICE_ANNOTATION) -> Node:
         name=name,
         capacity=_resources(capacity),
         allocatable=_resources(allocatable),
+        extended=MappingProxyType(_scalars(allocatable, "status.allocatable", ("pods",))),
         max_pods=count(allocatable.get("pods", capacity.get("pods", 110))),
         labels=_frozen(meta.get("labels")),
         annotations=annotations,
@@ -340,6 +444,27 @@ def _node(obj: Obj, price_annotation: str = PRICE_ANNOTATION) -> Node:
         ),
         unschedulable=unschedulable,
     )
+
+
+CORE_RESOURCES = ("cpu", "memory")
+
+
+def _scalars(values: Any, field: str, also: tuple[str, ...] = ()) -> dict[str, int]:
+    """The resources of a requests or allocatable map other than CPU, memory and ``also``,
+    as whole amounts."""
+    if not values:
+        return {}
+    if not isinstance(values, OBJECT):
+        raise InputError(f"{field} is not a map")
+    if len(values) == ("cpu" in values) + ("memory" in values) + sum(k in values for k in also):
+        return {}
+    out: dict[str, int] = {}
+    for name, value in values.items():
+        if name not in CORE_RESOURCES and name not in also:
+            if not isinstance(value, str | int | float) or isinstance(value, bool):
+                raise InputError(f"{field}.{name} is {value!r}, not a quantity")
+            out[str(name)] = amount(value)
+    return out
 
 
 def _controller(meta: Obj) -> tuple[str, str] | None:
@@ -446,6 +571,52 @@ def effective_requests(spec: Obj) -> Resources:
     return peak + _resources(spec.get("overhead"))
 
 
+def _beyond_cpu_memory(requests: Any) -> bool:
+    """Whether a requests map may hold more than CPU and memory (checked by :func:`_scalars`)."""
+    if not requests:
+        return False
+    if not isinstance(requests, OBJECT):
+        return True
+    return len(requests) > ("cpu" in requests) + ("memory" in requests)
+
+
+def extended_requests(spec: Obj) -> tuple[tuple[str, int], ...]:
+    """Requests of resources other than CPU and memory, by the rule of
+    :func:`effective_requests`, sorted by name (empty for most pods, found in one pass)."""
+    containers = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
+    if not spec.get("overhead") and not any(
+        _beyond_cpu_memory((c.get("resources") or {}).get("requests")) for c in containers
+    ):
+        return ()
+    found: list[tuple[Obj, dict[str, int]]] = []
+    for key in ("containers", "initContainers"):
+        for index, container in enumerate(spec.get(key) or ()):
+            requests = (container.get("resources") or {}).get("requests")
+            found.append((container, _scalars(requests, f"spec.{key}[{index}].resources.requests")))
+    overhead = _scalars(spec.get("overhead"), "spec.overhead")
+    if not overhead and not any(amounts for _, amounts in found):
+        return ()
+    regular = len(spec.get("containers") or ())
+    running: Counter[str] = Counter()
+    for _, amounts in found[:regular]:
+        running.update(amounts)
+    sidecars: Counter[str] = Counter()
+    peak: Counter[str] = Counter()
+    for container, amounts in found[regular:]:
+        if container.get("restartPolicy") == "Always":
+            sidecars.update(amounts)
+            step = Counter(sidecars)
+        else:
+            step = sidecars + Counter(amounts)
+        for name, value in step.items():
+            peak[name] = max(peak[name], value)
+    running.update(sidecars)
+    for name, value in running.items():
+        peak[name] = max(peak[name], value)
+    peak.update(overhead)
+    return tuple(sorted((name, value) for name, value in peak.items() if value))
+
+
 def _pod(obj: Obj) -> Pod | None:
     """A pod, its workload still its own controller (see :func:`_followed`)."""
     (meta, name), spec, status = _metadata(obj), obj.get("spec") or {}, obj.get("status") or {}
@@ -455,6 +626,7 @@ def _pod(obj: Obj) -> Pod | None:
     namespace = meta.get("namespace", "default")
     workload, owner_kind = _workload(namespace, meta)
     conditions = status.get("conditions") or ()
+    labels = _frozen(meta.get("labels"))
     node = spec.get("nodeName") or None
     if node is not None and not isinstance(node, str):
         raise InputError(f"spec.nodeName is {node!r}, not a name")
@@ -465,9 +637,9 @@ def _pod(obj: Obj) -> Pod | None:
         requests=effective_requests(spec),
         workload=workload,
         owner_kind=owner_kind,
-        labels=_frozen(meta.get("labels")),
+        labels=labels,
         annotations=_frozen(meta.get("annotations"), "metadata.annotations"),
-        constraints=_constraints(spec, namespace),
+        constraints=_constraints(spec, namespace, labels),
         phase=phase,
         ready=any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions),
     )
@@ -495,17 +667,31 @@ def label_selector(obj: Obj | None, field: str = "selector") -> LabelSelector:
     )
 
 
-def _constraints(spec: Obj, namespace: str) -> Constraints:
+INTERNED_MOST = 4096
+_interned: dict[Constraints, Constraints] = {}
+
+
+def _intern(constraints: Constraints) -> Constraints:
+    """One object for equal constraints (a workload's pods share them): later questions about
+    them (the snapshot's caches) compare by identity instead of field by field. Bounded: the
+    table starts afresh once it holds :data:`INTERNED_MOST` kinds."""
+    if len(_interned) >= INTERNED_MOST:
+        _interned.clear()
+    return _interned.setdefault(constraints, constraints)
+
+
+def _constraints(spec: Obj, namespace: str, labels: Mapping[str, str]) -> Constraints:
+    return _intern(_parsed_constraints(spec, namespace, labels))
+
+
+def _parsed_constraints(spec: Obj, namespace: str, labels: Mapping[str, str]) -> Constraints:
     affinity = spec.get("affinity") or {}
     required = (affinity.get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     ) or {}
-    anti = (affinity.get("podAntiAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or ()
-    terms = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-    terms += ".nodeSelectorTerms"
-    anti_terms = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    terms = f"spec.affinity.nodeAffinity.{REQUIRED}.nodeSelectorTerms"
+    pod_affinity = affinity.get("podAffinity") or {}
+    pod_anti = affinity.get("podAntiAffinity") or {}
     return Constraints(
         tolerations=tuple(
             Toleration(
@@ -521,18 +707,232 @@ def _constraints(spec: Obj, namespace: str) -> Constraints:
             _requirements(term.get("matchExpressions"), f"{terms}[{i}].matchExpressions")
             for i, term in enumerate(_objects(required.get("nodeSelectorTerms"), terms))
         ),
-        anti_affinity=tuple(
-            AntiAffinityTerm(
-                label_selector(term.get("labelSelector"), f"{anti_terms}[{i}].labelSelector"),
-                _texts(term.get("namespaces"), f"{anti_terms}[{i}].namespaces") or (namespace,),
-            )
-            for i, term in enumerate(_objects(anti, anti_terms))
-            if term.get("topologyKey") == HOSTNAME_KEY
+        anti_affinity=_pod_terms(pod_anti, namespace, labels, "podAntiAffinity")
+        if pod_anti
+        else (),
+        affinity=_pod_terms(pod_affinity, namespace, labels, "podAffinity") if pod_affinity else (),
+        preferred=_preferred(pod_affinity, namespace, labels, "podAffinity")
+        if pod_affinity
+        else (),
+        preferred_anti=(
+            _preferred(pod_anti, namespace, labels, "podAntiAffinity") if pod_anti else ()
         ),
+        spread=_spread(spec.get("topologySpreadConstraints"), labels),
+        host_ports=_host_ports(spec),
+        extended=extended_requests(spec),
     )
 
 
 _TOLERATION_FIELDS = (("key", ""), ("operator", "Equal"), ("value", ""), ("effect", ""))
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def _list(value: Any, field: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(f"{field} is not a list")
+    return value
+
+
+def _pod_terms(
+    rules: Obj, namespace: str, labels: Mapping[str, str], kind: str
+) -> tuple[PodAffinityTerm, ...]:
+    field = f"spec.affinity.{kind}.{REQUIRED}"
+    return tuple(
+        _pod_term(term, namespace, labels, f"{field}[{i}]", anti=kind == "podAntiAffinity")
+        for i, term in enumerate(_list(rules.get(REQUIRED), field))
+    )
+
+
+def _preferred(
+    rules: Obj, namespace: str, labels: Mapping[str, str], kind: str
+) -> tuple[PreferredTerm, ...]:
+    field = f"spec.affinity.{kind}.{PREFERRED}"
+    out = []
+    for i, choice in enumerate(_objects(rules.get(PREFERRED), field)):
+        weight = _whole(choice.get("weight"), f"{field}[{i}].weight", 100)
+        term = choice.get("podAffinityTerm")
+        if not isinstance(term, OBJECT):
+            raise InputError(f"{field}[{i}].podAffinityTerm is not an object")
+        anti = kind == "podAntiAffinity"
+        out.append(PreferredTerm(weight, _pod_term(term, namespace, labels, field, anti=anti)))
+    return tuple(out)
+
+
+def _pod_term(
+    term: Obj, namespace: str, labels: Mapping[str, str], field: str, *, anti: bool
+) -> PodAffinityTerm:
+    """An affinity term; its ``namespaceSelector`` is read over namespace names (a selector on
+    other namespace labels: every namespace for anti-affinity, none for affinity)."""
+    key = term.get("topologyKey")
+    if not isinstance(key, str) or not key:
+        raise InputError(f"{field}.topologyKey is {key!r}, not a label key")
+    selector = _keyed_selector(term, labels, field)
+    names = _texts(term.get("namespaces"), f"{field}.namespaces")
+    chosen = term.get("namespaceSelector")
+    if chosen is None:
+        return PodAffinityTerm(selector, names or (namespace,), key)
+    by_name = label_selector(chosen, f"{field}.namespaceSelector")
+    keys = {k for k, _ in by_name.match_labels} | {r.key for r in by_name.expressions}
+    if not keys:
+        return PodAffinityTerm(selector, None, key)  # {}: every namespace
+    if keys == {NAMESPACE_NAME_KEY}:
+        return PodAffinityTerm(selector, names, key, by_name)
+    return PodAffinityTerm(selector, None if anti else names, key)
+
+
+def _keyed_selector(rule: Obj, labels: Mapping[str, str], field: str) -> LabelSelector:
+    """A rule's ``labelSelector`` with the pod's own values of ``matchLabelKeys`` (and, for
+    affinity terms, not its values of ``mismatchLabelKeys``); no selector selects nothing."""
+    raw = rule.get("labelSelector")
+    if raw is None:
+        return NOTHING
+    if not isinstance(raw, OBJECT):
+        raise InputError(f"{field}.labelSelector is not an object")
+    selector = label_selector(raw, f"{field}.labelSelector")
+    same = [k for k in _list(rule.get("matchLabelKeys"), f"{field}.matchLabelKeys") if k in labels]
+    other = [
+        k for k in _list(rule.get("mismatchLabelKeys"), f"{field}.mismatchLabelKeys") if k in labels
+    ]
+    if not same and not other:
+        return selector
+    return selector.narrowed(
+        LabelSelector(
+            freeze_labels({k: labels[k] for k in same}),
+            tuple(Requirement(k, "NotIn", (labels[k],)) for k in other),
+        )
+    )
+
+
+WHEN = {"DoNotSchedule": True, "ScheduleAnyway": False}
+POLICIES = {"Honor": True, "Ignore": False}
+
+
+def _spread(constraints: Any, labels: Mapping[str, str]) -> tuple[SpreadConstraint, ...]:
+    field = "spec.topologySpreadConstraints"
+    out = []
+    for i, raw in enumerate(_list(constraints, field)):
+        at = f"{field}[{i}]"
+        if not isinstance(raw, OBJECT):
+            raise InputError(f"{at} is not an object")
+        skew = _whole(raw.get("maxSkew"), f"{at}.maxSkew")
+        if skew < 1:
+            raise InputError(f"{at}.maxSkew is {skew!r}, not a whole number >= 1")
+        key = raw.get("topologyKey")
+        if not isinstance(key, str) or not key:
+            raise InputError(f"{at}.topologyKey is {key!r}, not a label key")
+        when = raw.get("whenUnsatisfiable", "DoNotSchedule")
+        if when not in WHEN:
+            raise InputError(f"{at}.whenUnsatisfiable is {when!r}, not one of {sorted(WHEN)}")
+        domains = raw.get("minDomains")
+        least = 1 if domains is None else _whole(domains, f"{at}.minDomains")
+        if least < 1:
+            raise InputError(f"{at}.minDomains is {domains!r}, not a whole number >= 1")
+        policies = []
+        for name, default in (("nodeAffinityPolicy", "Honor"), ("nodeTaintsPolicy", "Ignore")):
+            policy = raw.get(name) or default
+            if policy not in POLICIES:
+                raise InputError(f"{at}.{name} is {policy!r}, not one of {sorted(POLICIES)}")
+            policies.append(POLICIES[policy])
+        out.append(
+            SpreadConstraint(
+                max_skew=skew,
+                topology_key=key,
+                selector=_keyed_selector(raw, labels, at),
+                hard=WHEN[when],
+                min_domains=least,
+                honor_node_affinity=policies[0],
+                honor_taints=policies[1],
+            )
+        )
+    return tuple(out)
+
+
+MAX_PORT = 65535
+
+
+def _host_ports(spec: Obj) -> tuple[HostPort, ...]:
+    """The host ports of the pod's containers and sidecars (init containers that keep running)."""
+    ports: list[HostPort] = []
+    for key in ("containers", "initContainers"):
+        for index, container in enumerate(spec.get(key) or ()):
+            if "ports" not in container or (
+                key == "initContainers" and container.get("restartPolicy") != "Always"
+            ):
+                continue
+            field = f"spec.{key}[{index}].ports"
+            for i, port in enumerate(_list(container.get("ports"), field)):
+                if not isinstance(port, OBJECT) or not port.get("hostPort"):
+                    continue
+                number = _whole(port["hostPort"], f"{field}[{i}].hostPort", MAX_PORT)
+                protocol = port.get("protocol") or "TCP"
+                ip = port.get("hostIP") or ANY_IP
+                if not isinstance(protocol, str) or not isinstance(ip, str):
+                    raise InputError(f"{field}[{i}] has a protocol or hostIP that is not a string")
+                ports.append(HostPort(number, protocol, ip))
+    return tuple(sorted(set(ports)))
+
+
+def _claims(obj: Obj) -> tuple[str, ...]:
+    """The names of the PersistentVolumeClaims a pod mounts (generic ephemeral volumes' too)."""
+    spec = obj.get("spec") or {}
+    volumes = spec.get("volumes")
+    if not volumes:
+        return ()
+    _, name = _metadata(obj)
+    claims = []
+    for i, volume in enumerate(_list(volumes, "spec.volumes")):
+        if not isinstance(volume, OBJECT):
+            raise InputError(f"spec.volumes[{i}] is not an object")
+        claim = volume.get("persistentVolumeClaim")
+        if isinstance(claim, OBJECT):
+            claim_name = claim.get("claimName")
+            if not isinstance(claim_name, str) or not claim_name:
+                raise InputError(f"spec.volumes[{i}].persistentVolumeClaim.claimName is not a name")
+            claims.append(claim_name)
+        elif volume.get("ephemeral") is not None:
+            claims.append(f"{name}-{volume.get('name')}")
+    return tuple(claims)
+
+
+def _claim(obj: Obj) -> Claim:
+    meta, name = _metadata(obj)
+    volume = (obj.get("spec") or {}).get("volumeName") or ""
+    if not isinstance(volume, str):
+        raise InputError(f"spec.volumeName is {volume!r}, not a name")
+    return Claim(meta.get("namespace", "default"), name, volume)
+
+
+VOLUME_ZONE_LABELS = (
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+)
+"""PersistentVolume labels the VolumeZone plugin matches against the node's (values may list
+several zones joined by ``__``)."""
+
+
+def _volume(obj: Obj) -> Volume:
+    """A PersistentVolume: its required node affinity, ANDed with its zone/region labels."""
+    meta, name = _metadata(obj)
+    affinity = ((obj.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
+    field = "spec.nodeAffinity.required.nodeSelectorTerms"
+    terms = tuple(
+        _requirements(term.get("matchExpressions"), f"{field}[{i}].matchExpressions")
+        for i, term in enumerate(_objects(affinity.get("nodeSelectorTerms"), field))
+    )
+    labels = _frozen(meta.get("labels"))
+    zoned = tuple(
+        Requirement(key, "In", tuple(labels[key].split("__")))
+        for key in VOLUME_ZONE_LABELS
+        if key in labels
+    )
+    if zoned:
+        terms = tuple((*term, *zoned) for term in terms) if terms else (zoned,)
+    return Volume(name, terms)
 
 
 def _template(obj: Obj) -> tuple[Workload, frozenset[str]]:

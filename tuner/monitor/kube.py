@@ -137,6 +137,10 @@ _LISTERS: dict[str, Callable[[ApiClient], Callable[..., Any]]] = {
     "HorizontalPodAutoscaler": lambda c: (
         client.AutoscalingV2Api(c).list_horizontal_pod_autoscaler_for_all_namespaces
     ),
+    "PersistentVolumeClaim": lambda c: (
+        client.CoreV1Api(c).list_persistent_volume_claim_for_all_namespaces
+    ),
+    "PersistentVolume": lambda c: client.CoreV1Api(c).list_persistent_volume,
 }
 
 KINDS: tuple[str, ...] = tuple(_LISTERS)

@@ -23,7 +23,14 @@ _META = ("name", "namespace", "uid", "deletionTimestamp", "ownerReferences")
 the resourceVersion: an update that changes nothing the parsers read leaves an equal object."""
 
 _CONTAINER = ("resources", "restartPolicy")
-_POD_SPEC = ("nodeName", "overhead", "affinity", "tolerations", "nodeSelector")
+_POD_SPEC = (
+    "nodeName",
+    "overhead",
+    "affinity",
+    "tolerations",
+    "nodeSelector",
+    "topologySpreadConstraints",
+)
 
 
 Part = Callable[[Any], Any]
@@ -41,6 +48,28 @@ def _keys(*keys: str) -> Part:
     return lambda value: _pick(value, keys)
 
 
+def _container(container: Any) -> Any:
+    """Requests, restart policy and the host ports (a port without one is dropped)."""
+    out = _pick(container, _CONTAINER)
+    ports = container.get("ports") if isinstance(container, OBJECT) else None
+    if isinstance(ports, list):
+        ports = [p for p in ports if not isinstance(p, OBJECT) or p.get("hostPort")]
+    if ports:
+        out["ports"] = ports
+    return out
+
+
+def _volume(volume: Any) -> Any:
+    """A volume that is a claim (or makes one), else nothing."""
+    if not isinstance(volume, OBJECT):
+        return volume
+    if "persistentVolumeClaim" in volume:
+        return _pick(volume, ("name", "persistentVolumeClaim"))
+    if volume.get("ephemeral") is not None:
+        return {"name": volume.get("name"), "ephemeral": {}}
+    return None
+
+
 def _pod_spec(spec: Any) -> Any:
     if not isinstance(spec, OBJECT):
         return spec
@@ -49,10 +78,13 @@ def _pod_spec(spec: Any) -> Any:
         containers = spec.get(key)
         if containers is not None:
             out[key] = (
-                [_pick(c, _CONTAINER) for c in containers]
-                if isinstance(containers, list)
-                else containers
+                [_container(c) for c in containers] if isinstance(containers, list) else containers
             )
+    volumes = spec.get("volumes")
+    if isinstance(volumes, list):
+        volumes = [v for v in map(_volume, volumes) if v is not None]
+    if volumes:
+        out["volumes"] = volumes
     return out
 
 
@@ -115,6 +147,8 @@ PRUNERS: Mapping[str, Pruner] = {
     "HorizontalPodAutoscaler": _shape(
         labels=False, spec=_keys("scaleTargetRef", "minReplicas", "maxReplicas")
     ),
+    "PersistentVolumeClaim": _shape(labels=False, spec=_keys("volumeName")),
+    "PersistentVolume": _shape(labels=True, spec=_keys("nodeAffinity")),
 }
 """The kinds the parsers read, each with its pruning."""
 

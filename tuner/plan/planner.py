@@ -5,14 +5,17 @@
   addition) pairs is complete per workload: a maximum matching pairs min(|R|, |A|) of them,
   and pairing in a fixed order achieves it without enumerating subsets (the 2019 planner did).
 - Order: a migration or addition waits until it fits on its target by every rule of the
-  scheduling simulation (:class:`~tuner.model.snapshot.Snapshot`: resources, pod slots,
-  cordon, taints, selectors, node affinity, anti-affinity); an added instance is checked with
-  the constraints and labels of a running pod of its workload;
+  scheduling simulation (:class:`~tuner.model.snapshot.Snapshot`: every rule of
+  :mod:`tuner.model.scheduling`, a migrated pod no longer counted on its source); an added
+  instance is checked with the constraints and labels of a running pod of its workload; the
+  nodes to remove are cordoned from the start, as the executor cordons them; when a rule
+  counts other pods (spread, inter-pod affinity), every action may unblock any waiting one;
   when nothing can go, a pending removal that frees a waiting node runs first; when only
   migrations are stuck (two full nodes swapping pods), one of them is split into a removal now
   and an addition later (the temporary remove/add); node removals come last.
 - New nodes (:class:`~tuner.model.change.NewNode`) are provisioned first, each asking for what
-  the plan places on it; the scheduling simulation knows them from the start.
+  the plan places on it; the scheduling simulation knows them from the start, with the
+  DaemonSet pods that start on them.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from collections import defaultdict, deque
 from collections.abc import Iterable
 from dataclasses import replace
 
-from tuner.model.change import Addition, DesiredChange
+from tuner.model.change import Addition, DesiredChange, daemon_pods
 from tuner.model.cluster import Cluster, Pod, Workload
 from tuner.model.resources import Resources
 from tuner.model.snapshot import Snapshot
@@ -93,6 +96,12 @@ class _Orderer:
         self.templates: dict[Workload, Pod] | None = None
         """The first running pod of each workload: what an added instance looks like."""
         self.snapshot = Snapshot(cluster, new_nodes=[n.node for n in change.new_nodes])
+        for new in change.new_nodes:
+            index = self.snapshot.index[new.name]
+            for daemon in daemon_pods(cluster, new.node):  # they start there as it joins
+                self.snapshot.place(daemon, index)
+        for name in change.remove_nodes:
+            self.snapshot.close(self.snapshot.index[name])
         self.waiting: dict[str, deque[Placing]] = defaultdict(deque)
         self.out: list[Action] = []
         self.freed: deque[str] = deque()
@@ -124,14 +133,20 @@ class _Orderer:
     def _try(self, action: Placing) -> bool:
         snapshot = self.snapshot
         target = snapshot.index[action.target]
-        pod = action.pod if isinstance(action, Migrate) else self._instance(action)
-        if snapshot.why_not(pod, target) is not None:
-            return False
         if isinstance(action, Migrate):
-            snapshot.move(pod, snapshot.index[action.source], target)
+            pod, source = action.pod, snapshot.index[action.source]
+            if snapshot.why_not(pod, target, leaving=source) is not None:
+                return False
+            snapshot.move(pod, source, target)
             self.freed.append(action.source)
         else:
+            pod = self._instance(action)
+            if snapshot.why_not(pod, target) is not None:
+                return False
             snapshot.place(pod, target)
+        if snapshot.counting:
+            # a pod counted by another's spread or affinity may unblock any node
+            self.freed.extend(node for node, queue in self.waiting.items() if queue)
         self.out.append(action)
         return True
 
@@ -150,6 +165,8 @@ class _Orderer:
         self.snapshot.unplace(pod, self.snapshot.index[pod.node or ""])
         self.out.append(removal)
         self.freed.append(pod.node or "")
+        if self.snapshot.counting:
+            self.freed.extend(node for node, queue in self.waiting.items() if queue)
 
     def _drain(self) -> None:
         """Retry waiting actions on every node that got room, until nothing changes."""

@@ -6,8 +6,9 @@ load rises in that time, its pods go Pending and the autoscaler buys a new node 
 one waits for deletion. :func:`needed_back` names the handed-over nodes whose cordon, undone,
 lets pending pods run at once: each pending pod (largest first) goes to the first chosen node it
 fits on, else to the handed-over node with the most free CPU it fits on; a fit is the model's
-static rules, resources, pod slots and required pod anti-affinity with the node's pods and the
-pending pods already sent there (topology spread is outside the model, as everywhere in it).
+static rules, resources, pod slots and its census (extended resources, host ports, inter-pod
+affinity and anti-affinity, hard topology spread) over the whole cluster with the pending pods
+already sent there: the scheduler's filters, which is what decides whether they would run.
 Only a workload's pods count: a pod that follows its node (DaemonSet) or that ``ignore`` names
 (the tuner's own placeholder, which asks for a *new* node) does not. A node an autoscaler has
 started deleting (:data:`~tuner.model.movability.DELETING_TAINTS`) is not taken back.
@@ -22,10 +23,7 @@ from typing import Any
 from tuner.model.cluster import Cluster, Node, Pod
 from tuner.model.movability import DELETING_TAINTS
 from tuner.model.resources import Resources
-from tuner.model.scheduling import resource_fit, static_fit
-
-CORDON_TAINT = "node.kubernetes.io/unschedulable"
-"""The taint the node lifecycle controller puts on a cordoned node (and takes off)."""
+from tuner.model.scheduling import CORDON_TAINT_KEY, Census, resource_fit, static_fit
 
 
 def needed_back(
@@ -38,11 +36,15 @@ def needed_back(
     if not nodes or not pending:
         return ()
     free = {n.name: n.allocatable - cluster.requested(n.name) for n in nodes}
-    residents = {n.name: list(cluster.pods_by_node[n.name]) for n in nodes}
     open_nodes = [uncordoned(n) for n in nodes]
+    census = Census(
+        {**cluster.node_by_name, **{n.name: n for n in open_nodes}},
+        cluster.pods_by_node,
+        lambda: cluster.label_counts,
+    )
     chosen: list[str] = []
     for pod in sorted(pending, key=lambda p: (-p.requests.cpu, -p.requests.memory, p.key)):
-        fits = [n for n in open_nodes if _fits(pod, n, free[n.name], residents[n.name])]
+        fits = [n for n in open_nodes if _fits(pod, n, free[n.name], census)]
         if not fits:
             continue
         taken = [n for n in fits if n.name in chosen]
@@ -50,14 +52,14 @@ def needed_back(
         if target.name not in chosen:
             chosen.append(target.name)
         free[target.name] = free[target.name] - pod.requests
-        residents[target.name].append(pod)
+        census.add(target.name, pod)
     return tuple(sorted(chosen))
 
 
 def uncordoned(node: Node) -> Node:
     """The node as its uncordon leaves it: schedulable, without the taint the node controller
     mirrors the cordon in."""
-    taints = tuple(t for t in node.taints if t.key != CORDON_TAINT)
+    taints = tuple(t for t in node.taints if t.key != CORDON_TAINT_KEY)
     return replace(node, unschedulable=False, taints=taints)
 
 
@@ -67,10 +69,11 @@ def deleting(taints: Iterable[Any]) -> bool:
     return any(t.key in DELETING_TAINTS for t in taints)
 
 
-def _fits(pod: Pod, node: Node, free: Resources, residents: list[Pod]) -> bool:
-    """Whether the pod fits on the node beside ``residents`` with ``free`` left."""
+def _fits(pod: Pod, node: Node, free: Resources, census: Census) -> bool:
+    """Whether the pod fits on the node with ``free`` left, among the pods ``census`` holds."""
     return (
         static_fit(pod.constraints, node) is None
-        and resource_fit(pod.requests, free, node.max_pods - len(residents)) is None
-        and not any(pod.shuns(other) for other in residents)
+        and resource_fit(pod.requests, free, node.max_pods - len(census.residents[node.name]))
+        is None
+        and census.why_not(pod, node.name) is None
     )

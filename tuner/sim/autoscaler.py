@@ -8,12 +8,17 @@ nodes are requested; they become ready after ``provisioning_delay``. A pod with 
 its own (the tuner's placeholder: a node selector, a required affinity) only counts for the
 nodes and pool templates it may run on. Its priority (the placeholder's -10, at the default
 ``--expendable-pods-priority-cutoff``) is not expendable, so it triggers a scale-up as any
-pod does.
+pod does. The Cluster Autoscaler simulates with kube-scheduler's filters, so a pod's rules
+that count other pods (topology spread, pod affinity and anti-affinity) hold too: a pending
+pod counts for a booting node or a pool's template only if it could go there as a new, empty
+node of the census (each pod checked alone, not against the others packed beside it).
 
 Scale-down (every scan): a node is *unneeded* when its utilization, max(CPU, memory) requests
 (DaemonSet pods included) over allocatable, is below ``utilization_threshold`` (0.5) and all its
 pods can be placed on the other nodes (pods already hinted onto a node count there; nodes found
-removable in the same pass are not destinations). It carries the ``PreferNoSchedule``
+removable in the same pass are not destinations; the census of the rules that count pods
+follows the hinted moves, and a node whose pods break such a rule elsewhere stays). It carries
+the ``PreferNoSchedule``
 ``DeletionCandidateOfClusterAutoscaler`` taint while unneeded. A node unneeded for
 ``unneeded_time`` (10 min) is deleted and its pods are evicted and rescheduled: empty nodes
 up to ``max_empty_bulk_delete`` (10) at once, one node with pods per scan. Within
@@ -34,10 +39,24 @@ import random
 from dataclasses import dataclass, field
 
 from tuner.model.resources import Resources
-from tuner.model.scheduling import Constraints, Taint, resource_fit, static_fit
+from tuner.model.scheduling import (
+    HOSTNAME_KEY,
+    Census,
+    Constraints,
+    Taint,
+    resource_fit,
+    static_fit,
+)
 from tuner.sim.expander import Option, choose
 from tuner.sim.pools import NodePool
-from tuner.sim.state import DELETION_CANDIDATE, SimCluster, SimNode, SimPod, pool_labels
+from tuner.sim.state import (
+    DELETION_CANDIDATE,
+    SimCluster,
+    SimNode,
+    SimPod,
+    TemplateNode,
+    pool_labels,
+)
 from tuner.sim.workloads import Service
 
 CANDIDATE_TAINT = Taint(DELETION_CANDIDATE, "", "PreferNoSchedule")
@@ -84,7 +103,9 @@ class ClusterAutoscaler:
         used = Resources.total([Resources(s.cpu, s.memory) for s in self.daemonsets])
         return pool.node_type.allocatable - used
 
-    def estimate(self, pool: NodePool, pods: list[SimPod], size: int) -> Option | None:
+    def estimate(
+        self, pool: NodePool, pods: list[SimPod], size: int, census: Census | None = None
+    ) -> Option | None:
         """How many new ``pool`` nodes the pods need, first-fit over template nodes, capped by
         the pool's maximum; None when no pod fits or the pool is full.
 
@@ -97,12 +118,15 @@ class ClusterAutoscaler:
             return None
         room = self.template_room(pool)
         slots = pool.node_type.max_pods - len(self.daemonsets)
-        template = _Template(pool_labels(pool.node_type, pool.name, self.pool_label))
+        labels = pool_labels(pool.node_type, pool.name, self.pool_label, pool.zone)
+        template = TemplateNode({**labels, HOSTNAME_KEY: f"{pool.name}-template"})
         bins: list[list[int]] = []
         """Per new node: free CPU, free memory, free slots, then the pods' CPU and memory."""
         for pod in pods:
             req = pod.requests
-            if resource_fit(req, room, slots) is not None or not _allows(pod, template):
+            if resource_fit(req, room, slots) is not None or not _allows(
+                pod, template, census, f"{pool.name}-template"
+            ):
                 continue
             for free in bins:
                 if _fits(req, free):
@@ -135,6 +159,7 @@ class ClusterAutoscaler:
         bins: list[list[int]] = [
             [n.free().cpu, n.free().memory, n.type.max_pods - len(n.pods)] for n in booting
         ]
+        census = cluster.census(now)
         waiting: list[SimPod] = []
         for pod in sorted(unschedulable, key=lambda p: (-p.service.cpu, p.uid)):
             req = pod.requests
@@ -142,7 +167,7 @@ class ClusterAutoscaler:
                 (
                     b
                     for b, n in zip(bins, booting, strict=True)
-                    if _fits(req, b) and _allows(pod, n)
+                    if _fits(req, b) and _allows(pod, n, census, n.name)
                 ),
                 None,
             )
@@ -154,7 +179,9 @@ class ClusterAutoscaler:
             room[2] -= 1
         if not waiting:
             return 0
-        estimates = (self.estimate(p, waiting, cluster.pool_size(p.name)) for p in self.pools)
+        estimates = (
+            self.estimate(p, waiting, cluster.pool_size(p.name), census) for p in self.pools
+        )
         options = [o for o in estimates if o is not None]
         if not options:
             return 0
@@ -166,6 +193,7 @@ class ClusterAutoscaler:
                 self.config.provisioning_delay,
                 chosen.pool.name,
                 self.pool_label,
+                chosen.pool.zone,
             )
         self.last_scale_up = now
         self.scale_ups += chosen.nodes
@@ -200,6 +228,7 @@ class ClusterAutoscaler:
         nodes = sorted((n for n in cluster.nodes.values() if n.ready(now)), key=lambda n: n.name)
         room = {n.name: [*_free(n), n.type.max_pods - len(n.pods)] for n in nodes}
         schedulable = [n for n in nodes if static_fit(SERVICE_POD, n) is None]
+        census = cluster.census(now)
         removable: dict[str, None] = {}
         """Insertion-ordered set: found removable, so no destination."""
         for node in nodes:
@@ -209,19 +238,26 @@ class ClusterAutoscaler:
                 continue
             moved = [p for p in cluster.pods_on(node) if not p.daemon]
             plan: list[tuple[str, SimPod]] = []
+            targets = [n for n in schedulable if n is not node and n.name not in removable]
+            marker = census.fork() if census is not None else 0
             for pod in sorted(moved, key=lambda p: (-p.service.cpu, p.uid)):
                 req = pod.requests
+                if census is not None:
+                    census.remove(node.name, pod)
                 target = next(
                     (
                         t
-                        for t in schedulable
-                        if t is not node and t.name not in removable and _fits(req, room[t.name])
+                        for t in targets
+                        if _fits(req, room[t.name])
+                        and (census is None or census.why_not(pod, t.name) is None)
                     ),
                     None,
                 )
                 if target is None:
                     break
                 plan.append((target.name, pod))
+                if census is not None:
+                    census.add(target.name, pod)
                 r = room[target.name]
                 r[0] -= req.cpu
                 r[1] -= req.memory
@@ -232,6 +268,8 @@ class ClusterAutoscaler:
                     r[0] += pod.service.cpu
                     r[1] += pod.service.memory
                     r[2] += 1
+                if census is not None:
+                    census.revert(marker)
                 continue
             removable[node.name] = None
         return list(removable)
@@ -281,18 +319,12 @@ class ClusterAutoscaler:
         return self.scale_down(cluster, now)
 
 
-@dataclass(frozen=True, slots=True)
-class _Template:
-    """A pool's next node as the scale-up simulation sees it: its labels, schedulable."""
-
-    labels: dict[str, str]
-    taints: tuple[Taint, ...] = ()
-    unschedulable: bool = False
-
-
-def _allows(pod: SimPod, node: SimNode | _Template) -> bool:
-    """A placeholder's own constraints admit the node (a workload pod has none here)."""
-    return pod.constraints is None or static_fit(pod.constraints, node) is None
+def _allows(pod: SimPod, node: SimNode | TemplateNode, census: Census | None, name: str) -> bool:
+    """The pod's static rules admit the node, and so do its rules that count other pods were
+    the node to join the census (as ``name``) empty."""
+    if static_fit(pod.constraints, node) is not None:
+        return False
+    return census is None or not pod.counted or census.would_fit(pod, name, node) is None
 
 
 def _free(node: SimNode) -> tuple[int, int]:

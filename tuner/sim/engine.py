@@ -178,7 +178,7 @@ class Simulation:
         for pool in scenario.pools:
             for _ in range(pool.initial_nodes):
                 self.cluster_state.add_node(
-                    pool.node_type, self.now, 0.0, pool.name, self.pool_label
+                    pool.node_type, self.now, 0.0, pool.name, self.pool_label, pool.zone
                 )
         self._evictions = 0
         self._placeholders = 0

@@ -36,9 +36,15 @@ Defaults read from ``kubernetes-sigs/karpenter`` (numbers and rules only):
   is no candidate (nor would be one with a ``karpenter.sh/do-not-disrupt`` pod, but no simulated
   workload carries that annotation). DaemonSet pods go with their node.
 
+- Scheduling rules: Karpenter simulates with kube-scheduler's filters, so a pod's rules that
+  count other pods (topology spread, pod affinity and anti-affinity) hold wherever it places
+  one: on a ready node through the census (which follows the simulated moves), on a starting
+  node or a new claim's offering (its pool's zone) as a new, empty node of the census, each pod
+  checked alone rather than against the others packed beside it.
+
 Not modelled: spot capacity and spot-to-spot consolidation, drift and expiry, NodePool resource
-limits (a pool's node maximum stands in), topology and affinity rules, the 3-minute single-node
-timeout.
+limits (a pool's node maximum stands in), Karpenter's own topology domain choice beyond that
+check, the 3-minute single-node timeout.
 """
 
 from __future__ import annotations
@@ -48,9 +54,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tuner.model.resources import Resources
-from tuner.model.scheduling import Taint, resource_fit
+from tuner.model.scheduling import HOSTNAME_KEY, Census, NodeRoom, Taint, resource_fit
 from tuner.sim.prices import NodeType
-from tuner.sim.state import SimCluster, SimNode, SimPod
+from tuner.sim.state import SimCluster, SimNode, SimPod, TemplateNode, pool_labels
 from tuner.sim.workloads import Service
 
 BATCH_IDLE = 1.0
@@ -71,6 +77,7 @@ class Offering:
     pool: str
     node_type: NodeType
     max_nodes: int = 100
+    zone: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,35 +98,51 @@ class Command:
 
 
 class Room:
-    """Free CPU, memory and pod slots of a node, existing or planned."""
+    """Free CPU, memory and pod slots of a node, existing or planned; ``node`` names a ready
+    node of the census, or is a starting one (not in it yet)."""
 
-    __slots__ = ("cpu", "memory", "pods")
+    __slots__ = ("cpu", "memory", "node", "pods", "starting")
 
-    def __init__(self, cpu: int, memory: int, pods: int) -> None:
+    def __init__(
+        self, cpu: int, memory: int, pods: int, node: str = "", starting: NodeRoom | None = None
+    ) -> None:
         self.cpu, self.memory, self.pods = cpu, memory, pods
+        self.node, self.starting = node, starting
 
-    def take(self, pod: SimPod) -> bool:
-        """Reserve the pod's requests if they fit."""
-        if not self.fits(pod.requests):
+    def take(self, pod: SimPod, census: Census | None = None) -> bool:
+        """Reserve the pod's requests if they fit, and its rules that count pods allow it."""
+        if not self.fits(pod.requests) or not self.allows(pod, census):
             return False
         self.cpu -= pod.service.cpu
         self.memory -= pod.service.memory
         self.pods -= 1
+        if census is not None and self.starting is None:
+            census.add(self.node, pod)
         return True
 
     def fits(self, requests: Resources) -> bool:
         """The model's resource rule (CPU, memory, a pod slot) on this room."""
         return resource_fit(requests, Resources(self.cpu, self.memory), self.pods) is None
 
+    def allows(self, pod: SimPod, census: Census | None) -> bool:
+        """The pod's rules that count other pods admit this node."""
+        if census is None or not pod.counted:
+            return True
+        if self.starting is not None:
+            return census.would_fit(pod, self.node, self.starting) is None
+        return census.why_not(pod, self.node) is None
 
-def first_fit(pods: Sequence[SimPod], rooms: Sequence[Room]) -> list[SimPod]:
+
+def first_fit(
+    pods: Sequence[SimPod], rooms: Sequence[Room], census: Census | None = None
+) -> list[SimPod]:
     """Place pods, largest first, each on the first room it fits; returns those left over.
     Rooms too small for the smallest pod are not scanned."""
     if not pods:
         return []
     smallest = Resources(min(p.service.cpu for p in pods), min(p.service.memory for p in pods))
     open_ = [r for r in rooms if r.fits(smallest)]
-    return [p for p in by_size(pods) if not any(r.take(p) for r in open_)]
+    return [p for p in by_size(pods) if not any(r.take(p, census) for r in open_)]
 
 
 @dataclass
@@ -142,11 +165,25 @@ def by_size(pods: Sequence[SimPod]) -> list[SimPod]:
 
 
 def pack_claims(
-    pods: Sequence[SimPod], offerings: Sequence[Offering], overhead: Resources, slots: int
+    pods: Sequence[SimPod],
+    offerings: Sequence[Offering],
+    overhead: Resources,
+    slots: int,
+    census: Census | None = None,
+    pool_label: str = "",
 ) -> tuple[list[Claim], list[SimPod]]:
-    """First-fit decreasing onto new claims; returns them and the pods no offering fits."""
+    """First-fit decreasing onto new claims; returns them and the pods no offering fits (with
+    ``census``, a pod's rules that count pods must admit an offering's new node)."""
     claims: list[Claim] = []
     unfit: list[SimPod] = []
+
+    def admits(offering: Offering, pod: SimPod) -> bool:
+        if census is None or not pod.counted:
+            return True
+        name = f"{offering.pool}-claim-{len(claims)}"
+        labels = pool_labels(offering.node_type, offering.pool, pool_label, offering.zone)
+        node = TemplateNode({**labels, HOSTNAME_KEY: name})
+        return census.would_fit(pod, name, node) is None
 
     def fitting(claim: Claim, pod: SimPod) -> list[Offering]:
         cpu = claim.cpu + pod.service.cpu + overhead.cpu
@@ -160,6 +197,7 @@ def pack_claims(
                 o.node_type.max_pods - slots - claim.pods,
             )
             is None
+            and admits(o, pod)
         ]
 
     for pod in by_size(pods):
@@ -230,13 +268,19 @@ class Karpenter:
                 n.type.allocatable.cpu - overhead.cpu - n.cpu,
                 n.type.allocatable.memory - overhead.memory - n.memory,
                 n.type.max_pods - len(self.daemonsets) - len(n.pods),
+                n.name,
+                n,
             )
             for n in sorted(cluster.nodes.values(), key=lambda n: n.name)
             if n.registered and not n.ready(now)
         ]
 
     def _provision(self, cluster: SimCluster, pending: list[SimPod], now: float) -> None:
-        waiting = first_fit(pending, self._starting_rooms(cluster, now)) if pending else []
+        if not pending:
+            self.batch_start = None
+            return
+        census = cluster.census(now)
+        waiting = first_fit(pending, self._starting_rooms(cluster, now), census)
         if not waiting:
             self.batch_start = None
             return
@@ -248,7 +292,9 @@ class Karpenter:
         self.batch_start = None
         if all(cluster.pool_size(o.pool) >= o.max_nodes for o in self.offerings):
             return  # no claim could launch: pending pods on full pools cost no packing
-        claims, _ = pack_claims(waiting, self.offerings, self.overhead, len(self.daemonsets))
+        claims, _ = pack_claims(
+            waiting, self.offerings, self.overhead, len(self.daemonsets), census, self.pool_label
+        )
         for claim in claims:
             self._launch(cluster, claim.offerings, now)
 
@@ -259,7 +305,12 @@ class Karpenter:
             return None
         offering = Claim(open_).cheapest()
         node = cluster.add_node(
-            offering.node_type, now, self.config.provisioning_delay, offering.pool, self.pool_label
+            offering.node_type,
+            now,
+            self.config.provisioning_delay,
+            offering.pool,
+            self.pool_label,
+            offering.zone,
         )
         self.launched += 1
         return node.name
@@ -329,7 +380,7 @@ class Karpenter:
             self.commands["empty"] = self.commands.get("empty", 0) + 1
             return self._delete(cluster, [n.name for n in empty])
         command = self.consolidation(
-            cluster, candidates[: min(budget, MULTI_NODE_MAX)], pending, now
+            cluster, candidates[: min(budget, MULTI_NODE_MAX)], pending, now, cluster.census(now)
         )
         if command is not None:
             self.pending_command = (now + VALIDATION_DELAY, command)
@@ -338,13 +389,18 @@ class Karpenter:
         return []
 
     def consolidation(
-        self, cluster: SimCluster, candidates: Sequence[SimNode], pending: list[SimPod], now: float
+        self,
+        cluster: SimCluster,
+        candidates: Sequence[SimNode],
+        pending: list[SimPod],
+        now: float,
+        census: Census | None = None,
     ) -> Command | None:
         """Multi-node consolidation, else single-node, over candidates in order."""
         low, high, best = 1, len(candidates) - 1, None
         while low <= high:
             mid = (low + high) // 2
-            command = self.evaluate(cluster, candidates[: mid + 1], pending, now)
+            command = self.evaluate(cluster, candidates[: mid + 1], pending, now, census)
             if command is not None:
                 best, low = command, mid + 1
             else:
@@ -352,32 +408,60 @@ class Karpenter:
         if best is not None:
             return best
         for node in candidates:
-            command = self.evaluate(cluster, [node], pending, now)
+            command = self.evaluate(cluster, [node], pending, now, census)
             if command is not None:
                 return command
         return None
 
     def evaluate(
-        self, cluster: SimCluster, nodes: Sequence[SimNode], pending: list[SimPod], now: float
+        self,
+        cluster: SimCluster,
+        nodes: Sequence[SimNode],
+        pending: list[SimPod],
+        now: float,
+        census: Census | None = None,
     ) -> Command | None:
         """Delete ``nodes`` if their pods fit on the other ready nodes (after the pending pods),
         or replace them with one new node cheaper than them all; None if neither, or if a
-        pending pod fits on no ready node (Karpenter does not decide on nodes still starting)."""
+        pending pod fits on no ready node (Karpenter does not decide on nodes still starting).
+        ``census``: the cluster's (see :meth:`SimCluster.census`), left as it was."""
+        marker = census.fork() if census is not None else 0
+        try:
+            return self._evaluate(cluster, nodes, pending, now, census)
+        finally:
+            if census is not None:
+                census.revert(marker)
+
+    def _evaluate(
+        self,
+        cluster: SimCluster,
+        nodes: Sequence[SimNode],
+        pending: list[SimPod],
+        now: float,
+        census: Census | None,
+    ) -> Command | None:
         names = {n.name for n in nodes}
         rooms = [
-            Room(*_free(n), n.type.max_pods - len(n.pods))
+            Room(*_free(n), n.type.max_pods - len(n.pods), n.name)
             for n in sorted(cluster.nodes.values(), key=lambda n: n.name)
             if n.name not in names
             and n.ready(now)
             and not n.unschedulable
             and n.name not in self.replacing
         ]
-        if first_fit(pending, rooms):
+        if first_fit(pending, rooms, census):
             return None  # a pending pod needs a node that is starting or yet to be launched
-        left = first_fit([p for n in nodes for p in movable_pods(cluster, n)], rooms)
+        leaving = [p for n in nodes for p in movable_pods(cluster, n)]
+        if census is not None:
+            for pod in leaving:
+                if pod.node is not None:
+                    census.remove(pod.node, pod)
+        left = first_fit(leaving, rooms, census)
         if not left:
             return Command(tuple(sorted(names)))
-        claims, unfit = pack_claims(left, self.offerings, self.overhead, len(self.daemonsets))
+        claims, unfit = pack_claims(
+            left, self.offerings, self.overhead, len(self.daemonsets), census, self.pool_label
+        )
         if unfit or len(claims) != 1:
             return None
         price = sum(n.type.price for n in nodes)
@@ -401,7 +485,7 @@ class Karpenter:
         still = {n.name for n in self.candidates(cluster, now)}
         if any(n.name not in still for n in live):
             return []
-        if self.evaluate(cluster, live, pending, now) != command:
+        if self.evaluate(cluster, live, pending, now, cluster.census(now)) != command:
             return []
         method = "single" if len(live) == 1 else "multi"
         self.commands[method] = self.commands.get(method, 0) + 1

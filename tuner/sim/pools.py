@@ -25,6 +25,11 @@ class NodePool:
     min_nodes: int = 0
     max_nodes: int = 100
     initial_nodes: int = 0
+    zone: str = ""
+    """The zone its nodes are in (``topology.kubernetes.io/zone``; ``""``: no zone label). A
+    node pool over several zones is one pool per zone, as GKE's multi-zonal node pools (one
+    instance group per zone) and EKS' one node group per Availability Zone for the Cluster
+    Autoscaler are."""
 
 
 def pricing(pools: tuple[NodePool, ...]) -> Pricing:

@@ -14,6 +14,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Iterator
+from dataclasses import replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -26,7 +27,7 @@ from tuner.errors import InputError
 from tuner.json_input import MAX_BYTES, read_bounded
 from tuner.model.quantity import cpu_millis, format_cpu, format_memory, memory_bytes
 from tuner.model.resources import Resources
-from tuner.model.scheduling import resource_fit
+from tuner.model.scheduling import HOSTNAME_KEY, ZONE_KEY, resource_fit
 from tuner.sim.autoscaler import AutoscalerConfig
 from tuner.sim.engine import Scenario
 from tuner.sim.load import (
@@ -56,6 +57,7 @@ from tuner.sim.workloads import (
     Application,
     HpaSpec,
     Service,
+    Spread,
 )
 
 DAY = 86400.0
@@ -233,9 +235,10 @@ def _check_rules(doc: dict[str, Any], hours: float | None) -> None:
     names: set[str] = set()
     for i, pool in enumerate(doc["pools"]):
         where = f"pools[{i}]"
-        if pool["name"] in names:
-            raise InputError(f"{where}.name: {pool['name']!r} names two pools")
-        names.add(pool["name"])
+        for name in _pool_names(pool):
+            if name in names:
+                raise InputError(f"{where}.name: {name!r} names two pools")
+            names.add(name)
         low, high, initial = pool.get("min", 0), pool["max"], pool.get("initial", 0)
         if low > high:
             raise InputError(f"{where}.min: {low} is above max {high}")
@@ -250,8 +253,12 @@ def _check_rules(doc: dict[str, Any], hours: float | None) -> None:
         if any(n.startswith(f"{app}-") for n in namespaces):
             raise InputError(f"{where}.app: {app!r} is listed twice (use copies)")
         namespaces |= {f"{app}-{c + 1}" for c in range(entry.get("copies", 1))}
-        load = {k: v for k, v in entry.items() if k not in ("app", "copies")}
+        load = {k: v for k, v in entry.items() if k not in ("app", "copies", "rules")}
         _check_load(where, load, duration, overridden, first_day=1)
+        known = {s.name for s in APPLICATIONS[app].services}
+        for name in entry.get("rules", {}):
+            if name not in known:
+                raise InputError(f"{where}.rules.{name}: {app!r} has no service {name!r}")
     seen: set[tuple[str, str]] = set()
     for i, service in enumerate(doc.get("services", ())):
         _check_service(f"services[{i}]", service, seen, namespaces)
@@ -293,10 +300,13 @@ def _check_service(
             )
 
 
-def _check_room(pools: tuple[NodePool, ...], daemonsets: tuple[Service, ...]) -> None:
-    """Every pool's node type leaves room for a pod once the DaemonSets run on it."""
+def _check_room(
+    pools: tuple[NodePool, ...], daemonsets: tuple[Service, ...], origin: list[int]
+) -> None:
+    """Every pool's node type leaves room for a pod once the DaemonSets run on it (``origin``:
+    each pool's index in the file, a pool over several zones being several)."""
     cpu, memory = sum(d.cpu for d in daemonsets), sum(d.memory for d in daemonsets)
-    for i, pool in enumerate(pools):
+    for i, pool in zip(origin, pools, strict=True):
         kind = pool.node_type
         for what, used, has in (
             ("CPU millicores", cpu, kind.allocatable.cpu),
@@ -390,6 +400,35 @@ def copies(
     return tuple(services), loads
 
 
+TOPOLOGY_KEYS = {"zone": ZONE_KEY, "hostname": HOSTNAME_KEY}
+
+
+def _pool_names(pool: dict[str, Any]) -> list[str]:
+    """A pool's node groups: itself, or one per zone (``<name>-<zone>``)."""
+    zones = pool.get("zones")
+    return [f"{pool['name']}-{z}" for z in zones] if zones else [pool["name"]]
+
+
+def _rules(entry: dict[str, Any]) -> dict[str, Any]:
+    """A service's placement rules as :class:`Service` fields."""
+    return {
+        "spread": tuple(
+            Spread(
+                TOPOLOGY_KEYS[s["topology_key"]],
+                int(s.get("max_skew", 1)),
+                s.get("when_unsatisfiable", "DoNotSchedule") == "DoNotSchedule",
+            )
+            for s in entry.get("spread", ())
+        ),
+        "anti_affinity": TOPOLOGY_KEYS.get(entry.get("anti_affinity", ""), ""),
+    }
+
+
+def with_rules(services: tuple[Service, ...], rules: dict[str, Any]) -> tuple[Service, ...]:
+    """The services with the placement rules given by name (an application's ``rules``)."""
+    return tuple(replace(s, **_rules(rules[s.name])) if s.name in rules else s for s in services)
+
+
 def _service(entry: dict[str, Any]) -> Service:
     hpa = entry.get("hpa")
     return Service(
@@ -405,6 +444,7 @@ def _service(entry: dict[str, Any]) -> Service:
         fixed_cpu=float(entry.get("fixed_cpu", 0.0)),
         namespace=entry["namespace"],
         pdb_max_unavailable=entry.get("pdb_max_unavailable"),
+        **_rules(entry),
     )
 
 
@@ -421,28 +461,31 @@ def build(doc: dict[str, Any], hours: float | None = None) -> Scenario:
     placed += [(f"services[{i}]", s, True) for i, s in enumerate(custom) if s.kind != "DaemonSet"]
     loads: dict[str, LoadPattern] = {}
     for i, entry in enumerate(doc.get("applications", ())):
-        load = {k: v for k, v in entry.items() if k not in ("app", "copies")}
+        load = {k: v for k, v in entry.items() if k not in ("app", "copies", "rules")}
         where = f"applications[{i}]"
         more, more_loads = copies(
             APPLICATIONS[entry["app"]], entry.get("copies", 1), load, duration, where
         )
-        services += more
+        services += with_rules(more, entry.get("rules", {}))
         placed += [(f"{where}.app", s, False) for s in more[: len(more) // entry.get("copies", 1)]]
         loads.update(more_loads)
     for namespace, load in doc.get("loads", {}).items():
         loads[namespace] = load_pattern(load, int(load.get("first_day", 0)), duration)
     pools = tuple(
         NodePool(
-            p["name"],
+            name,
             NODE_TYPES[p["node_type"]],
             int(p.get("min", 0)),
             int(p["max"]),
             int(p.get("initial", 0)),
+            zone,
         )
         for p in doc["pools"]
+        for name, zone in zip(_pool_names(p), p.get("zones") or [""], strict=True)
     )
     daemonsets = (*daemons, *(s for s in custom if s.kind == "DaemonSet"))
-    _check_room(pools, daemonsets)
+    origin = [i for i, p in enumerate(doc["pools"]) for _ in _pool_names(p)]
+    _check_room(pools, daemonsets, origin)
     _check_fits(pools, daemonsets, placed)
     return Scenario(
         name=doc["name"],

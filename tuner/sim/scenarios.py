@@ -9,7 +9,8 @@ the thesis' highest rate, 37 req/s).
 
 Multi-service scenarios (several copies of one application, one per namespace, each copy's
 load a different day of a real trace): ``online-boutique`` (6 copies, Alibaba 2018,
-e2-standard-4), ``sock-shop`` (6 copies, Google 2019, AWS m5.xlarge), ``robot-shop`` (10
+e2-standard-4 in three zones, one node group each, the front ends spread over the zones with
+``maxSkew: 1``), ``sock-shop`` (6 copies, Google 2019, AWS m5.xlarge), ``robot-shop`` (10
 copies, Azure v2, AWS m5.large), ``social-network`` (4 copies, Google 2019, e2-standard-4).
 
 For ``tuner demo`` only (not in ``--scenario all``): ``demo``, Online Boutique x3 at a steady
@@ -32,13 +33,22 @@ import json
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from tuner.errors import InputError
 from tuner.sim.engine import Scenario
 from tuner.sim.load import LoadPattern, Phase, Phases
 from tuner.sim.pools import NodePool
 from tuner.sim.prices import NODE_TYPES
-from tuner.sim.scenario_file import APPLICATIONS, PATTERNS, SYSTEMS, build, copies, read
+from tuner.sim.scenario_file import (
+    APPLICATIONS,
+    PATTERNS,
+    SYSTEMS,
+    build,
+    copies,
+    read,
+    with_rules,
+)
 from tuner.sim.workloads import GKE_DAEMONSETS, GKE_SYSTEM, THESIS_MONITORING, Application, Service
 
 PHP_APACHE = APPLICATIONS["php-apache"]
@@ -53,6 +63,31 @@ DAY = 86400.0
 def _pool(node_type: str, initial: int, most: int) -> NodePool:
     """The one pool of a single-pool scenario (at least one node, as before pools existed)."""
     return NodePool(DEFAULT_POOL, NODE_TYPES[node_type], 1, most, initial)
+
+
+def _zonal(node_type: str, initial: int, most: int, zones: tuple[str, ...]) -> tuple[NodePool, ...]:
+    """The pool over ``zones``: one node group per zone (``pool-<zone>``), the initial nodes
+    dealt round the zones, the maximum shared, at least one node in the first zone."""
+    count = len(zones)
+    return tuple(
+        NodePool(
+            f"{DEFAULT_POOL}-{zone}",
+            NODE_TYPES[node_type],
+            1 if i == 0 else 0,
+            -(-most // count),
+            initial // count + (i < initial % count),
+            zone,
+        )
+        for i, zone in enumerate(zones)
+    )
+
+
+FRONT_END_SPREAD = {"spread": [{"topology_key": "zone", "max_skew": 1}]}
+"""Zone spread, ``maxSkew: 1``, ``DoNotSchedule``: the Kubernetes documentation's own example
+(``pods/topology-spread-constraints/one-constraint.yaml`` in "Pod Topology Spread
+Constraints") and what the Karpenter workshop (``aws-samples/karpenter-workshop-additional``,
+``33-topspreadapp.sh``) gives its Deployment; the Online Boutique's own manifests ship no
+spread constraint, so an operator running it over zones adds one to its front end."""
 
 
 def _thesis(name: str, pattern: Phases, title: str) -> Callable[[float | None], Scenario]:
@@ -89,6 +124,8 @@ def _multi(
     system: str,
     initial_nodes: int,
     max_nodes: int,
+    zones: tuple[str, ...] = (),
+    rules: dict[str, Any] | None = None,
 ) -> Callable[[float | None], Scenario]:
     def build(hours: float | None) -> Scenario:
         duration = DAY if hours is None else hours * 3600
@@ -96,13 +133,18 @@ def _multi(
             app, count, {"trace": trace, "first_day": 1, "peak": peak}, duration
         )
         daemons, system_services = SYSTEMS[system]
+        pools = (
+            _zonal(node_type, initial_nodes, max_nodes, zones)
+            if zones
+            else (_pool(node_type, initial_nodes, max_nodes),)
+        )
         return Scenario(
             name=name,
             title=title,
-            services=(*services, *system_services),
+            services=(*with_rules(services, rules or {}), *system_services),
             daemonsets=daemons,
             loads=loads,
-            pools=(_pool(node_type, initial_nodes, max_nodes),),
+            pools=pools,
             duration=duration,
             system=system,
             sources=(app.name, trace),
@@ -167,7 +209,7 @@ SCENARIOS: dict[str, Callable[[float | None], Scenario]] = {
     ),
     "online-boutique": _multi(
         "online-boutique",
-        "Online Boutique x6 over days of Alibaba 2018",
+        "Online Boutique x6 over days of Alibaba 2018, three zones, front ends spread over them",
         app=ONLINE_BOUTIQUE,
         count=6,
         trace="alibaba2018",
@@ -176,6 +218,8 @@ SCENARIOS: dict[str, Callable[[float | None], Scenario]] = {
         system="gke",
         initial_nodes=4,
         max_nodes=60,
+        zones=("a", "b", "c"),
+        rules={"frontend": FRONT_END_SPREAD},
     ),
     "sock-shop": _multi(
         "sock-shop",

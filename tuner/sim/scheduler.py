@@ -1,8 +1,10 @@
 """Where kube-scheduler puts a pod: its filters and its default scoring.
 
 Filters: node registered and ready, not cordoned, taints tolerated (``NoSchedule``,
-``NoExecute``), free CPU, memory and a pod slot. Scores, with kube-scheduler's default plugin
-weights:
+``NoExecute``), free CPU, memory and a pod slot, and every hard rule that counts other pods
+(topology spread ``DoNotSchedule``, required pod affinity and anti-affinity both ways, host
+ports): the domain model's predicates, the census over the ready nodes for the last. Scores,
+with kube-scheduler's default plugin weights:
 
 - NodeResourcesFit (weight 1), by its scoring strategy: ``LeastAllocated`` (the default), the
   mean over CPU and memory of ``(allocatable - requested - pod) / allocatable * 100``, prefers
@@ -20,15 +22,16 @@ weights:
   Autoscaler's ``DeletionCandidateOfClusterAutoscaler``) score higher.
 
 Ties are broken at random with the simulation's seeded generator, as kube-scheduler does.
-Not modelled: the default topology spreading, inter-pod affinity, image locality.
+Not modelled: the scores of topology spreading (the system default and ``ScheduleAnyway``
+constraints) and of preferred inter-pod affinity, image locality.
 """
 
 from __future__ import annotations
 
 import random
 
-from tuner.model.scheduling import Constraints, resource_fit, static_fit
-from tuner.sim.state import TOLERATE_ALL, SimCluster, SimNode, SimPod, affinity_label
+from tuner.model.scheduling import Census, resource_fit, static_fit
+from tuner.sim.state import SimCluster, SimNode, SimPod, affinity_label
 
 NON_ZERO_CPU = 100
 NON_ZERO_MEMORY = 200 * 2**20
@@ -41,7 +44,6 @@ WEIGHT_TAINT = 3
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"
 SCORING = (LEAST_ALLOCATED, MOST_ALLOCATED)
-NO_CONSTRAINTS = Constraints()
 
 
 class Scheduler:
@@ -53,11 +55,16 @@ class Scheduler:
         self.rng = rng
         self.scoring = scoring
 
-    def feasible(self, cluster: SimCluster, pod: SimPod, now: float) -> list[SimNode]:
+    def feasible(
+        self, cluster: SimCluster, pod: SimPod, now: float, census: Census | None = None
+    ) -> list[SimNode]:
         """Nodes that pass every filter for the pod, in name order (the fit rules are the
-        domain model's; a service's pods have no constraints, a DaemonSet's tolerate all, a
-        placeholder has its own)."""
-        constraints = pod.constraints or (TOLERATE_ALL if pod.daemon else NO_CONSTRAINTS)
+        domain model's: a service's pods have its rules, a DaemonSet's tolerate all, a
+        placeholder has its own). ``census``: the cluster's, when some pod has rules that count
+        others (:meth:`SimCluster.census`); built here when not given."""
+        if census is None:
+            census = cluster.census(now)
+        constraints = pod.constraints
         requests = pod.requests
         return [
             node
@@ -65,6 +72,7 @@ class Scheduler:
             if node.ready(now)
             and static_fit(constraints, node) is None
             and resource_fit(requests, node.free(), node.type.max_pods - len(node.pods)) is None
+            and (census is None or census.why_not(pod, node.name) is None)
         ]
 
     def scores(self, pod: SimPod, nodes: list[SimNode]) -> list[float]:
@@ -92,9 +100,11 @@ class Scheduler:
             )
         return out
 
-    def choose(self, cluster: SimCluster, pod: SimPod, now: float) -> SimNode | None:
+    def choose(
+        self, cluster: SimCluster, pod: SimPod, now: float, census: Census | None = None
+    ) -> SimNode | None:
         """The node kube-scheduler would bind the pod to, or None (unschedulable)."""
-        nodes = self.feasible(cluster, pod, now)
+        nodes = self.feasible(cluster, pod, now, census)
         if not nodes:
             return None
         scores = self.scores(pod, nodes)
@@ -108,21 +118,28 @@ class Scheduler:
         Within one pass nodes only fill up, so a pod with the same requests and tolerations as
         one that fitted nowhere fits nowhere either: it is not filtered again (no node is
         scored, nothing random is drawn, the outcome is the same). A placeholder is like no
-        other pod."""
+        other pod, and so is a pod with rules that count others but its service's pods."""
+        pending = cluster.pending()
+        if not pending:
+            return 0
+        census = cluster.census(now)
         bound = 0
-        unfit: set[tuple[int, int, bool | int]] = set()
-        for pod in cluster.pending():
-            shape = (
-                pod.service.cpu,
-                pod.service.memory,
-                -pod.uid if pod.placeholder else pod.daemon,
-            )
+        unfit: set[tuple[int, int, object]] = set()
+        for pod in pending:
+            kind: object = pod.daemon
+            if pod.placeholder:
+                kind = -pod.uid
+            elif pod.counted:
+                kind = pod.service
+            shape = (pod.service.cpu, pod.service.memory, kind)
             if shape in unfit:
                 continue
-            node = self.choose(cluster, pod, now)
+            node = self.choose(cluster, pod, now, census)
             if node is None:
                 unfit.add(shape)
                 continue
             cluster.bind(pod, node, now)
+            if census is not None:
+                census.add(node.name, pod)
             bound += 1
         return bound

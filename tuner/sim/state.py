@@ -8,13 +8,13 @@ without its own placeholder pods (they exist only while its executor waits for a
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from tuner.model.cluster import Cluster, Hpa, Node, Pod
 from tuner.model.resources import Resources
-from tuner.model.scheduling import Constraints, Taint, Toleration
+from tuner.model.scheduling import ZONE_KEY, Census, Constraints, Taint
 from tuner.sim.prices import NodeType
 from tuner.sim.workloads import Service
 
@@ -22,20 +22,33 @@ INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 HOSTNAME = "kubernetes.io/hostname"
 TUNER_LABEL_PREFIX = "tuner.dev/"
 DELETION_CANDIDATE = "DeletionCandidateOfClusterAutoscaler"
-TOLERATE_ALL = Constraints(tolerations=(Toleration(operator="Exists"),))
+NO_EXTENDED: Mapping[str, int] = MappingProxyType({})
 
 
-def pool_labels(node_type: NodeType, pool: str, pool_label: str) -> dict[str, str]:
-    """The labels every node of a pool carries (its template's)."""
+def pool_labels(node_type: NodeType, pool: str, pool_label: str, zone: str = "") -> dict[str, str]:
+    """The labels every node of a pool carries (its template's), its zone's among them."""
     labels = {INSTANCE_TYPE: node_type.name}
     if pool_label:
         labels[pool_label] = pool
+    if zone:
+        labels[ZONE_KEY] = zone
     return labels
 
 
 def affinity_label(service: Service) -> str:
     """The per-workload node label the tuner's onboarding gives a preferred affinity to."""
     return f"{TUNER_LABEL_PREFIX}{service.namespace}.{service.name}"
+
+
+@dataclass(frozen=True)
+class TemplateNode:
+    """A node that does not exist yet (a pool's next one, a planned claim), as the fit rules
+    read it: its labels, schedulable, untainted, no extended resources."""
+
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    extended: Mapping[str, int] = field(default_factory=lambda: NO_EXTENDED)
 
 
 @dataclass(eq=False)
@@ -70,6 +83,11 @@ class SimNode:
         alloc = self.type.allocatable
         return Resources(alloc.cpu - self.cpu, alloc.memory - self.memory)
 
+    @property
+    def extended(self) -> Mapping[str, int]:
+        """Extended resources it offers: none (no simulated node type has GPUs)."""
+        return NO_EXTENDED
+
 
 @dataclass
 class Totals:
@@ -102,15 +120,41 @@ class SimPod:
     created: float
     node: str | None = None
     bound_at: float = 0.0
-    constraints: Constraints | None = None
+    own: Constraints | None = None
     """A placeholder pod's node selector, required affinity and tolerations; None for a
-    workload's pod."""
+    workload's pod (which has its service's)."""
 
     @property
     def placeholder(self) -> bool:
         """The tuner's placeholder (asks the autoscaler for a node): no workload's pod, so not
         counted among the pending or running pods."""
-        return self.constraints is not None
+        return self.own is not None
+
+    @property
+    def constraints(self) -> Constraints:
+        """Where it may run: a placeholder's own constraints, else its service's rules."""
+        return self.own if self.own is not None else self.service.rules
+
+    @property
+    def namespace(self) -> str:
+        """Its service's namespace."""
+        return self.service.namespace
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        """Its labels (``app``: its service's name)."""
+        return self.service.labels
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``."""
+        return f"{self.service.namespace}/{self.name}"
+
+    @property
+    def counted(self) -> bool:
+        """Whether a rule about other pods, or a host port, applies to it."""
+        rules = self.constraints
+        return rules.counts_pods or bool(rules.host_ports or rules.extended)
 
     @property
     def requests(self) -> Resources:
@@ -150,6 +194,8 @@ class SimCluster:
         """Services whose pod count changed since last collected."""
         self.bound_services: set[Service] = set()
         """Services with a pod bound (not ready until its startup passed) since last collected."""
+        self.counted = 0
+        """Pods a rule about other pods (or a host port) applies to: the census is needed."""
         self._uid = 0
         self._node_seq = 0
         self._view: tuple[int, Cluster] | None = None
@@ -157,13 +203,20 @@ class SimCluster:
     # -- nodes ---------------------------------------------------------------------------------
 
     def add_node(
-        self, node_type: NodeType, now: float, delay: float, pool: str, pool_label: str = ""
+        self,
+        node_type: NodeType,
+        now: float,
+        delay: float,
+        pool: str,
+        pool_label: str = "",
+        zone: str = "",
     ) -> SimNode:
         """Request a node of ``pool``; it becomes ready after ``delay`` seconds. With
-        ``pool_label``, the node carries the pool's name under that label key."""
+        ``pool_label``, the node carries the pool's name under that label key; with ``zone``,
+        its zone under ``topology.kubernetes.io/zone``."""
         self._node_seq += 1
         name = f"{pool}-{self._node_seq:04d}"
-        labels = {HOSTNAME: name, **pool_labels(node_type, pool, pool_label)}
+        labels = {HOSTNAME: name, **pool_labels(node_type, pool, pool_label, zone)}
         node = SimNode(name, node_type, created=now, ready_at=now + delay, pool=pool, labels=labels)
         self.nodes[name] = node
         self.touched_nodes.add(name)
@@ -196,8 +249,9 @@ class SimCluster:
         """A new pending pod of ``service`` (a placeholder with ``constraints``)."""
         self._uid += 1
         name = f"{service.name}-{self._uid:06d}"
-        pod = SimPod(self._uid, name, service, created=now, constraints=constraints)
+        pod = SimPod(self._uid, name, service, created=now, own=constraints)
         self.totals.add(pod, 1)
+        self.counted += pod.counted
         self.pods[pod.uid] = pod
         self.waiting[pod.uid] = pod
         self.by_service.setdefault(service, set()).add(pod.uid)
@@ -251,6 +305,7 @@ class SimCluster:
 
     def _forget(self, pod: SimPod) -> None:
         self.totals.add(pod, -1)
+        self.counted -= pod.counted
         if pod.node is not None:
             self.bound[pod.service] -= 1
         del self.pods[pod.uid]
@@ -277,6 +332,14 @@ class SimCluster:
     def changed(self) -> None:
         """Invalidate the cached view."""
         self.version += 1
+
+    def census(self, now: float) -> Census | None:
+        """The ready nodes and their pods as the rules that count pods read them (what
+        kube-scheduler's snapshot holds), or None when no pod has such a rule."""
+        if not self.counted:
+            return None
+        nodes = {n.name: n for n in self.nodes.values() if n.ready(now)}
+        return Census(nodes, {name: self.pods_on(node) for name, node in nodes.items()})
 
     # -- the tuner's view ----------------------------------------------------------------------
 
@@ -321,7 +384,7 @@ def _pod_value(pod: SimPod) -> Pod:
         requests=pod.requests,
         workload=service.workload,
         owner_kind=service.kind,
-        labels=MappingProxyType({"app": service.name}),
-        constraints=TOLERATE_ALL if pod.daemon else Constraints(),
+        labels=MappingProxyType(dict(service.labels)),
+        constraints=pod.constraints,
         phase="Running" if pod.node else "Pending",
     )

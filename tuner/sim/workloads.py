@@ -31,9 +31,18 @@ Sources (read with the search tool; numbers only):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from tuner.model.cluster import Workload
+from tuner.model.scheduling import (
+    Constraints,
+    LabelSelector,
+    PodAffinityTerm,
+    SpreadConstraint,
+    Toleration,
+)
 
 MIB = 2**20
 GIB = 2**30
@@ -49,9 +58,24 @@ class HpaSpec:
     """Target average utilization, e.g. 0.8 for 80 %."""
 
 
+TOLERATE_ALL = Constraints(tolerations=(Toleration(operator="Exists"),))
+"""A DaemonSet pod's constraints: it tolerates every taint."""
+
+
+class Spread(NamedTuple):
+    """A topology spread constraint over a service's own pods."""
+
+    topology_key: str
+    max_skew: int = 1
+    hard: bool = True
+    """``whenUnsatisfiable: DoNotSchedule`` (else ``ScheduleAnyway``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Service:
-    """One workload: kind, requests, replicas (initial, or fixed without HPA), demand model."""
+    """One workload: kind, requests, replicas (initial, or fixed without HPA), demand model,
+    and the placement rules its pods carry (spread and required anti-affinity among its own
+    pods, selected by their ``app`` label)."""
 
     name: str
     cpu: int
@@ -65,10 +89,38 @@ class Service:
     namespace: str = "default"
     pdb_max_unavailable: int | None = None
     """``maxUnavailable`` of its PodDisruptionBudget; None: it has none."""
+    spread: tuple[Spread, ...] = ()
+    anti_affinity: str = ""
+    """The topology key of a required anti-affinity among its own pods (``""``: none)."""
     _hash: int = field(init=False, repr=False, compare=False, default=0)
+    _labels: Mapping[str, str] = field(init=False, repr=False, compare=False, default_factory=dict)
+    _rules: Constraints = field(init=False, repr=False, compare=False, default=Constraints())
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash((self.namespace, self.kind, self.name)))
+        object.__setattr__(self, "_labels", {"app": self.name})  # a dict: services are pickled
+        own = LabelSelector((("app", self.name),))
+        rules = Constraints(
+            anti_affinity=(
+                (PodAffinityTerm(own, (self.namespace,), self.anti_affinity),)
+                if self.anti_affinity
+                else ()
+            ),
+            spread=tuple(
+                SpreadConstraint(s.max_skew, s.topology_key, own, hard=s.hard) for s in self.spread
+            ),
+        )
+        object.__setattr__(self, "_rules", TOLERATE_ALL if self.kind == "DaemonSet" else rules)
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        """Its pods' labels (read only)."""
+        return self._labels
+
+    @property
+    def rules(self) -> Constraints:
+        """Its pods' constraints (a DaemonSet's tolerate every taint)."""
+        return self._rules
 
     def __hash__(self) -> int:
         """From its identity only, computed once (the simulator keys dicts by services on

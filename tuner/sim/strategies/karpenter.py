@@ -19,7 +19,7 @@ class KarpenterStrategy:
     def autoscaler(self, scenario: Scenario) -> Karpenter:
         """Karpenter over the scenario's pools, starting nodes as fast as the CA model's."""
         self.karpenter = Karpenter(
-            tuple(Offering(p.name, p.node_type, p.max_nodes) for p in scenario.pools),
+            tuple(Offering(p.name, p.node_type, p.max_nodes, p.zone) for p in scenario.pools),
             scenario.daemonsets,
             KarpenterConfig(provisioning_delay=scenario.autoscaler.provisioning_delay),
             POOL_LABELS.get(scenario.system, ""),

@@ -24,6 +24,7 @@ from fractions import Fraction
 from knowledge.memory import MemoryKnowledge
 from tuner.cycle import CycleState, MemorySafeguards, Ports, run_cycle
 from tuner.model.cluster import INSTANCE_TYPE_LABELS
+from tuner.model.scheduling import ZONE_KEY
 from tuner.settings import (
     Analyse,
     Execute,
@@ -72,6 +73,8 @@ def pool_settings(scenario: Scenario) -> dict[str, PoolSettings]:
     for pool in scenario.pools:
         kind = pool.node_type
         labels = {INSTANCE_TYPE_LABELS[0]: kind.name, **({label: pool.name} if label else {})}
+        if pool.zone:
+            labels[ZONE_KEY] = pool.zone
         template = PoolTemplate(
             kind.name,
             kind.allocatable.cpu,
