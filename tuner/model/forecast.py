@@ -33,7 +33,7 @@ The function never reads the clock and refuses a series that reaches past ``now`
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -42,7 +42,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tuner.errors import InputError, ServiceError
 from tuner.model.load import SCALAR
+from tuner.settings import Settings
 
 Vector = npt.NDArray[np.float64]
 
@@ -271,6 +273,22 @@ def forecast_load(
         dimensions=MappingProxyType(dimensions),
         notes=peak.notes,
     )
+
+
+def forecast_from(
+    settings: Settings, history: Callable[[float], LoadSeries], now: float
+) -> tuple[Forecast | None, str | None]:
+    """The forecast the settings ask for (``forecast``), from ``history(now)``; or None and why
+    not when the history cannot be read (a service failed, no load query, no load at all);
+    (None, None) when ``forecast.enabled`` is off."""
+    options = settings.forecast
+    if not options.enabled:
+        return None, None
+    try:
+        series = history(now)
+        return forecast_load(series, now, options.horizon(settings.windows), options.quantile), None
+    except (ServiceError, InputError, NoHistory) as err:
+        return None, str(err)
 
 
 def _peak(values: Vector, origin: int, ahead: int, step: float, quantile: float) -> _Peak:
