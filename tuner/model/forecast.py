@@ -22,10 +22,11 @@ The model is seasonal, corrected by the recent level:
    ``1 - quantile`` and ``quantile`` quantiles around the forecast, and the expected peak is
    corrected by their median (a model that keeps under-forecasting learns it).
 
-With less than a day of history it falls back to the last load known (:attr:`Basis.LEVEL`); with
-fewer than :data:`MIN_ERRORS` measured errors the band is at least :data:`WIDE` either side
-of the expected peak. Each forecast says which basis it used and how many errors its band was
-measured from: that is how confident it is.
+With less than a day of history it falls back to the last load known (:attr:`Basis.LEVEL`),
+whose band is at least :data:`WIDE` either side of the expected peak (hours of history cannot
+tell what the rest of the day holds); so is the band of a forecast whose errors were measured
+fewer than :data:`MIN_ERRORS` times. Each forecast says which basis it used and how many
+errors its band was measured from: that is how confident it is.
 
 The function never reads the clock and refuses a series that reaches past ``now``.
 """
@@ -188,7 +189,7 @@ class Forecast:
         }[self.basis]
         band = (
             f"band from {self.errors} past errors"
-            if self.errors >= MIN_ERRORS
+            if self.errors >= MIN_ERRORS and self.basis is not Basis.LEVEL
             else f"band at least ±{WIDE:.0%} ({self.errors} past errors measured)"
         )
         days = self.history_s / DAY_S
@@ -328,7 +329,7 @@ def _peak(values: Vector, origin: int, ahead: int, step: float, quantile: float)
     lower = max(0.0, raw + float(low) * unit)
     upper = max(0.0, raw + float(high) * unit)
     path = np.maximum(path + float(middle) * np.maximum(path, floor), 0.0)
-    if errors.size < MIN_ERRORS:
+    if basis is Basis.LEVEL or errors.size < MIN_ERRORS:
         lower = min(lower, expected * (1 - WIDE))
         upper = max(upper, expected * (1 + WIDE), floor)
     band = Band(expected, min(lower, expected), max(upper, expected))
@@ -395,10 +396,17 @@ def _trailing_sum(x: Vector, span: int) -> Vector:
 
 def _ahead_max(x: Vector, ahead: int) -> Vector:
     """At each point, the highest known value over the next ``ahead`` points (NaN when none is
-    known or the series ends first)."""
-    padded = np.concatenate((np.where(np.isnan(x), -np.inf, x), np.full(ahead, -np.inf)))
-    windows = np.lib.stride_tricks.sliding_window_view(padded[1:], ahead)[: len(x)]
-    highest = windows.max(axis=1)
+    known or the series ends first): a sliding maximum by doubling, O(n log ahead)."""
+    # shifted[i] = x[i + 1]; widest[i] = max(shifted[i : i + width]), width doubling to ahead
+    shifted = np.concatenate(
+        (np.where(np.isnan(x[1:]), -np.inf, x[1:]), np.full(ahead + 1, -np.inf))
+    )
+    widest, width = shifted, 1
+    while width * 2 <= ahead:
+        widest = np.maximum(widest[:-width], widest[width:])
+        width *= 2
+    n = len(x)
+    highest = np.maximum(widest[:n], widest[ahead - width : ahead - width + n])
     return np.where(np.isneginf(highest), np.nan, highest)
 
 
