@@ -75,7 +75,8 @@ class PrometheusHistory:
             answer = self._range(query, low, high)
             if not collapsed and len(set(values) | set(map(_key, answer))) > MAX_DIMENSIONS:
                 collapsed = True
-                values = {SCALAR: LoadSeries.of(first * step, step, values).total()}
+                gaps = np.full(last - first + 1, np.nan)
+                values = {SCALAR: LoadSeries.of(first, step, values).total() if values else gaps}
             _store(values, answer, first, last, step, collapsed)
             self.fetched_points += high - low + 1
         kept = {key: v for key, v in values.items() if not np.isnan(v).all()}
