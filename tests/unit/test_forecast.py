@@ -181,9 +181,9 @@ def test_horizon_and_quantile_are_checked(horizon: float, quantile: float) -> No
 def test_a_forecast_says_what_it_rests_on() -> None:
     load, now = history(daily, 3)
     forecast = forecast_load(load, now, HORIZON)
-    text = str(forecast)
-    assert "seasonal by day" in text
-    assert "3.0 days of history" in text
-    assert f"band from {forecast.errors} past errors" in text
+    assert forecast.confidence == (
+        f"seasonal by day; 3.0 days of history; band from {forecast.errors} past errors"
+    )
+    assert str(forecast).endswith(f"at 95%; {forecast.confidence}")
     assert forecast.to_json()["basis"] == "day"
     assert math.isclose(forecast.to_json()["peak"]["expected"], forecast.peak.expected)

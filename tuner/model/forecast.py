@@ -193,9 +193,7 @@ class Forecast:
             else f"band at least ±{WIDE:.0%} ({self.errors} past errors measured)"
         )
         days = self.history_s / DAY_S
-        history = (
-            f"{days:.1f} days of history" if days >= 1 else f"{self.history_s:.0f} s of history"
-        )
+        history = f"{days:.1f} days" if days >= 1 else f"{self.history_s:.0f} s"
         return "; ".join((basis, f"{history} of history", band, *self.notes))
 
     def to_json(self) -> dict[str, Any]:
