@@ -48,6 +48,7 @@ __all__ = [
     "prometheus",
     "prometheus_harness",
     "require_prometheus",
+    "started",
 ]
 
 JOB = "tuner-test-exporter"
@@ -317,9 +318,15 @@ def prometheus_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pro
     """Session-wide Prometheus + exporter; stopped and wiped after the session."""
     require_prometheus()
     exporter = TestExporter().start()
-    harness = PrometheusHarness(
-        exporter, port=free_port(), state_dir=tmp_path_factory.mktemp("prometheus")
-    )
+    state_dir = tmp_path_factory.mktemp("prometheus")
+    with started(PrometheusHarness(exporter, port=free_port(), state_dir=state_dir)) as harness:
+        yield harness
+
+
+@contextlib.contextmanager
+def started(harness: PrometheusHarness) -> Iterator[PrometheusHarness]:
+    """Start the harness' Prometheus and wait for a scrape; afterwards stop and wipe it and
+    stop its (already started) exporter."""
     try:
         harness.start_prometheus(wait_for_scrape=True)
         yield harness
@@ -327,7 +334,7 @@ def prometheus_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pro
         try:
             harness.stop_prometheus(keep_data=False)
         finally:
-            exporter.stop()
+            harness.exporter.stop()
 
 
 @pytest.fixture

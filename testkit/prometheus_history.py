@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from .exporter import TestExporter
-from .prometheus_fixture import JOB, PrometheusHarness, free_port, require_prometheus
+from .prometheus_fixture import JOB, PrometheusHarness, free_port, require_prometheus, started
 
 METRIC = "tuner_test_load"
 MARKER = ".tuner-prometheus"
@@ -57,7 +57,6 @@ def backfilled(
     data.mkdir(parents=True)
     (state_dir / MARKER).touch()
     exporter = TestExporter().start()
-    harness = PrometheusHarness(exporter, free_port(), state_dir, retention)
     try:
         source = state_dir / "history.om"
         scrape = {"job": JOB, "instance": exporter.target}
@@ -69,10 +68,8 @@ def backfilled(
             timeout=300,
         )
         source.unlink()
-        harness.start_prometheus(wait_for_scrape=True)
+    except BaseException:
+        exporter.stop()
+        raise
+    with started(PrometheusHarness(exporter, free_port(), state_dir, retention)) as harness:
         yield harness
-    finally:
-        try:
-            harness.stop_prometheus(keep_data=False)
-        finally:
-            exporter.stop()
