@@ -34,8 +34,11 @@ def run_monitor(settings_path: Path | None, window_s: float | None, output: str)
     now = time.time()
     with PrometheusClient(settings.prometheus) as prometheus:
         report = observe_window(settings, now, prometheus)
-        history = PrometheusHistory(prometheus, settings)
-        forecast, why = forecast_from(settings, history.series, now)
+        forecast: Forecast | None = None
+        why: str | None = "not tried: Prometheus failed the window's query"
+        if not report.failed_query:  # else the history's query would fail (or wait) the same way
+            history = PrometheusHistory(prometheus, settings)
+            forecast, why = forecast_from(settings, history.series, now)
     # Label values and errors come from Prometheus: no credentials, no control characters
     # (JSON escapes them itself).
     if output == "json":
