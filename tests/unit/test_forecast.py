@@ -112,7 +112,7 @@ def test_no_load_at_the_last_step_says_so() -> None:
     values = np.array(load.values[SCALAR])
     values[-5:] = np.nan
     forecast = forecast_load(series_of(values, load.start), now, HORIZON)
-    assert any("no load at the last step" in note for note in forecast.notes)
+    assert forecast.notes == ("no load at the last step (the last known is 300 s old)",)
     assert forecast.peak.expected == pytest.approx(true_peak(daily, now), rel=0.02)
 
 

@@ -298,7 +298,7 @@ def _peak(values: Vector, origin: int, ahead: int, step: float, quantile: float)
     span = max(1, round(LEVEL_S / step))
     notes: list[str] = []
     if np.isnan(y[origin]):
-        notes.append(f"no load at the last step: the level is the {_age(y, origin, step)}")
+        notes.append(f"no load at the last step (the last known is {_age(y, origin, step)})")
     baseline, basis = _baseline(y, origin, max(1, round(DAY_S / step)))
     if basis is Basis.LEVEL:
         levels = y[: origin + 1].copy()
@@ -421,7 +421,7 @@ def _scale(y: Vector) -> float:
 
 def _age(y: Vector, origin: int, step: float) -> str:
     known = np.flatnonzero(~np.isnan(y[: origin + 1]))
-    return f"one of {(origin - known[-1]) * step:.0f} s ago" if known.size else "unknown"
+    return f"{(origin - known[-1]) * step:.0f} s old" if known.size else "none"
 
 
 def _last_known(y: Vector, origin: int) -> float:
