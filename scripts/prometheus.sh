@@ -25,6 +25,8 @@
 #   TUNER_PROM_READY_TIMEOUT    seconds `start` waits for /-/ready         (default 60)
 #   TUNER_PROM_BIN              the prometheus binary                      (default: prometheus on PATH)
 #   TUNER_PROM_EXTRA_ARGS       extra command-line flags, word-split       (default none)
+#   TUNER_PROM_RETENTION        how long the TSDB keeps samples            (default 1d; longer
+#                               for a backfilled history: see testkit/prometheus_history.py)
 #
 # Non-interactive (no stdin needed), no systemd needed, `set -euo pipefail` throughout.
 set -euo pipefail
@@ -38,6 +40,7 @@ readonly INTERVAL="${TUNER_PROM_SCRAPE_INTERVAL:-1s}"
 readonly RULE_FILES="${TUNER_PROM_RULE_FILES:-}"
 readonly READY_TIMEOUT="${TUNER_PROM_READY_TIMEOUT:-60}"
 readonly EXTRA_ARGS="${TUNER_PROM_EXTRA_ARGS:-}"
+readonly RETENTION="${TUNER_PROM_RETENTION:-1d}"
 readonly STOP_TIMEOUT=20
 
 readonly CONFIG_FILE="$STATE_DIR/prometheus.yml"
@@ -226,7 +229,7 @@ cmd_start() {
     setsid "$bin" \
         --config.file="$CONFIG_FILE" \
         --storage.tsdb.path="$DATA_DIR" \
-        --storage.tsdb.retention.time=1d \
+        --storage.tsdb.retention.time="$RETENTION" \
         --web.listen-address="$HOST:$PORT" \
         --web.enable-lifecycle \
         --web.enable-admin-api \

@@ -42,7 +42,14 @@ import pytest
 from .exporter import GENERATION_METRIC, SCRAPE_SEQ_METRIC, TestExporter
 from .scripts import run_script
 
-__all__ = ["PrometheusHarness", "prometheus", "prometheus_harness"]
+__all__ = [
+    "PrometheusHarness",
+    "free_port",
+    "prometheus",
+    "prometheus_harness",
+    "require_prometheus",
+    "started",
+]
 
 JOB = "tuner-test-exporter"
 SCRAPE_INTERVAL_S = 1.0
@@ -58,10 +65,20 @@ class PrometheusError(RuntimeError):
     """The Prometheus HTTP API answered with an error."""
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def require_prometheus() -> None:
+    """Skip the test without the prometheus binary; fail instead under ``CI`` or
+    ``TUNER_REQUIRE_PROMETHEUS``."""
+    if not _prometheus_installed():
+        msg = "prometheus is not installed: run scripts/prometheus.sh install"
+        if os.environ.get("CI") or os.environ.get("TUNER_REQUIRE_PROMETHEUS"):
+            pytest.fail(msg)
+        pytest.skip(msg)
 
 
 def _prometheus_installed() -> bool:
@@ -75,10 +92,14 @@ class PrometheusHarness:
     :class:`TestExporter` whose state the test sets, :attr:`job` the scrape job label.
     """
 
-    def __init__(self, exporter: TestExporter, port: int, state_dir: Path) -> None:
+    def __init__(
+        self, exporter: TestExporter, port: int, state_dir: Path, retention: str = "1d"
+    ) -> None:
         self.exporter = exporter
         self.port = port
         self.state_dir = state_dir
+        self.retention = retention
+        """How long the TSDB keeps samples (longer for a backfilled history)."""
         self.job = JOB
         self.url = f"http://127.0.0.1:{port}"
 
@@ -93,6 +114,7 @@ class PrometheusHarness:
             "TUNER_PROM_JOB": self.job,
             "TUNER_PROM_STATE_DIR": str(self.state_dir),
             "TUNER_PROM_SCRAPE_INTERVAL": f"{SCRAPE_INTERVAL_S:g}s",
+            "TUNER_PROM_RETENTION": self.retention,
         }
 
     def _script(self, *args: str, timeout: float = 120.0) -> str:
@@ -294,15 +316,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def prometheus_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusHarness]:
     """Session-wide Prometheus + exporter; stopped and wiped after the session."""
-    if not _prometheus_installed():
-        msg = "prometheus is not installed: run scripts/prometheus.sh install"
-        if os.environ.get("CI") or os.environ.get("TUNER_REQUIRE_PROMETHEUS"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+    require_prometheus()
     exporter = TestExporter().start()
-    harness = PrometheusHarness(
-        exporter, port=_free_port(), state_dir=tmp_path_factory.mktemp("prometheus")
-    )
+    state_dir = tmp_path_factory.mktemp("prometheus")
+    with started(PrometheusHarness(exporter, port=free_port(), state_dir=state_dir)) as harness:
+        yield harness
+
+
+@contextlib.contextmanager
+def started(harness: PrometheusHarness) -> Iterator[PrometheusHarness]:
+    """Start the harness' Prometheus and wait for a scrape; afterwards stop and wipe it and
+    stop its (already started) exporter."""
     try:
         harness.start_prometheus(wait_for_scrape=True)
         yield harness
@@ -310,7 +334,7 @@ def prometheus_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pro
         try:
             harness.stop_prometheus(keep_data=False)
         finally:
-            exporter.stop()
+            harness.exporter.stop()
 
 
 @pytest.fixture

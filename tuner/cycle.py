@@ -5,7 +5,9 @@ ports so the same cycle runs against a real cluster, the simulator or a dry run:
 
 - :class:`WindowObserver`: was the deployment stable over a window, and what load did it serve;
 - :class:`Actuator`: read the cluster, carry out actions (or, in a dry run, only check them);
-- the knowledge base (:class:`knowledge.base.KnowledgeBase`).
+- the knowledge base (:class:`knowledge.base.KnowledgeBase`);
+- optionally the load's history (:class:`LoadHistory`), from which each cycle forecasts the
+  load of the next horizon (:func:`forecast_at`; reported, not yet acted on).
 
 Rules (thesis §3.2; concepts.md): act only on an actionable window — under ``windows.scope``
 ``cluster`` one stable as a whole, under ``touched`` one without a pod pending or a node joining
@@ -49,6 +51,7 @@ from tuner.analyse.removal import CandidateTimers
 from tuner.errors import ServiceError
 from tuner.model.cluster import Cluster
 from tuner.model.execution import Execution, execution_of
+from tuner.model.forecast import Forecast, LoadSeries, forecast_from
 from tuner.model.limits import DAY_S, Budget, Evictions, Spent
 from tuner.model.load import Load
 from tuner.model.maintenance import opening
@@ -104,6 +107,14 @@ class Actuator(Protocol):
     def take_back_needed(self, now: float) -> tuple[str, ...]:
         """Take back the nodes left for an autoscaler that pending pods would run on (at any
         time: the daemon checks every ``windows.retry_s``); their names."""
+
+
+class LoadHistory(Protocol):
+    """The load's past: Prometheus in the daemon, what the simulation served in the simulator.
+    May raise a :class:`~tuner.errors.ServiceError`."""
+
+    def series(self, end: float) -> LoadSeries:
+        """The load at every step of the look-back up to ``end`` (never after now)."""
 
 
 class Safeguards(Protocol):
@@ -217,6 +228,11 @@ class CycleReport:
     """Why a change was not carried out (:attr:`Outcome.HELD`), or None."""
     cluster: Cluster | None = None
     """The cluster the cycle analysed (None when it did not read one)."""
+    forecast: Forecast | None = None
+    """The load expected over the next horizon (None: no history port, or see
+    :attr:`no_forecast`)."""
+    no_forecast: str | None = None
+    """Why there is no forecast although one was asked for."""
 
 
 @dataclass(frozen=True)
@@ -227,6 +243,7 @@ class Ports:
     actuator: Actuator
     knowledge: KnowledgeBase
     safeguards: Safeguards = field(default_factory=MemorySafeguards)
+    history: LoadHistory | None = None
 
 
 def run_cycle(
@@ -238,7 +255,30 @@ def run_cycle(
     *,
     dry_run: bool = False,
 ) -> tuple[CycleReport, CycleState]:
-    """Run one cycle at time ``now``."""
+    """Run one cycle at time ``now``; its report carries the forecast made at ``now``."""
+    report, state = _cycle(now, state, settings, ports, rng, dry_run=dry_run)
+    forecast, why = forecast_at(ports.history, settings, now)
+    return replace(report, forecast=forecast, no_forecast=why), state
+
+
+def forecast_at(
+    history: LoadHistory | None, settings: Settings, now: float
+) -> tuple[Forecast | None, str | None]:
+    """The load forecast for the horizon after ``now`` (:func:`forecast_from`); (None, None)
+    without a history."""
+    return (None, None) if history is None else forecast_from(settings, history.series, now)
+
+
+def _cycle(
+    now: float,
+    state: CycleState,
+    settings: Settings,
+    ports: Ports,
+    rng: random.Random,
+    *,
+    dry_run: bool = False,
+) -> tuple[CycleReport, CycleState]:
+    """One cycle at time ``now``, without the forecast."""
     windows = settings.windows
     start = now - windows.measure_s
     if not dry_run:

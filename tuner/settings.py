@@ -23,7 +23,7 @@ import jsonschema
 
 from tuner.errors import InputError
 from tuner.json_input import read_json
-from tuner.model.limits import EvictionLimit, Limits
+from tuner.model.limits import DAY_S, EvictionLimit, Limits
 from tuner.model.maintenance import maintenance_window
 from tuner.model.quantity import cpu_millis, memory_bytes
 from tuner.redact import redact_url, remember_url, shown
@@ -147,6 +147,28 @@ class Windows:
 
 
 @dataclass(frozen=True)
+class Forecast:
+    """The load forecast: its history, horizon and band."""
+
+    enabled: bool = True
+    lookback_s: float = 14 * 86400.0
+    step_s: float = 60.0
+    node_startup_s: float = 120.0
+    """From the decision to add a node until it is Ready (the Cluster Autoscaler model's
+    provisioning delay in the simulator)."""
+    horizon_s: float | None = None
+    """None: :attr:`node_startup_s` plus the window."""
+    quantile: float = 0.95
+
+    def horizon(self, windows: Windows) -> float:
+        """The horizon the peak is forecast over: the override, else a node's start-up plus the
+        window, from one step to a day."""
+        if self.horizon_s is not None:
+            return self.horizon_s
+        return min(max(self.node_startup_s + windows.measure_s, self.step_s), DAY_S)
+
+
+@dataclass(frozen=True)
 class Knowledge:
     """Where the knowledge base lives."""
 
@@ -243,6 +265,7 @@ class Settings:
     limits: Limits = field(default_factory=Limits)
     daemon: Daemon = field(default_factory=Daemon)
     pools: dict[str, PoolSettings] = field(default_factory=dict)
+    forecast: Forecast = field(default_factory=Forecast)
 
 
 MULTI_LINE = frozenset(
@@ -336,6 +359,7 @@ def settings_from_dict(document: Any) -> Settings:
         limits=_limits(doc.get("limits", {})),
         daemon=_daemon(doc.get("daemon", {})),
         pools={name: _pool(name, spec) for name, spec in doc.get("pools", {}).items()},
+        forecast=_forecast(doc.get("forecast", {})),
     )
 
 
@@ -461,6 +485,21 @@ def _limits(section: dict[str, Any]) -> Limits:
         ),
         pause_config_map=section.get("pause_config_map", Limits.pause_config_map),
     )
+
+
+def _forecast(section: dict[str, Any]) -> Forecast:
+    forecast = Forecast(**section)
+    horizon = forecast.horizon_s
+    if horizon is not None and horizon < forecast.step_s:
+        raise InputError(
+            f"forecast.horizon_s: {horizon:g} is shorter than one step (step_s {forecast.step_s:g})"
+        )
+    if forecast.step_s * 2 > forecast.lookback_s:
+        raise InputError(
+            f"forecast.lookback_s: {forecast.lookback_s:g} holds less than two steps of "
+            f"{forecast.step_s:g} s"
+        )
+    return forecast
 
 
 def _daemon(section: dict[str, Any]) -> Daemon:

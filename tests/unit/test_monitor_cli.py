@@ -104,6 +104,10 @@ def test_prometheus_down_gives_an_unknown_verdict_naming_the_query(
         None,
         PRESENCE,
     )
+    # The load history is not asked of a Prometheus that just failed (nor waited for again).
+    assert "forecast: unavailable: not tried: Prometheus failed the window's query" in lines
+    assert report["forecast"] is None
+    assert report["forecast_unavailable"] == "not tried: Prometheus failed the window's query"
 
 
 @pytest.fixture

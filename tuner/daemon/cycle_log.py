@@ -1,6 +1,6 @@
 """What a cycle says in the logs: window, verdict, load, the scope judged and why the window is or
-is not actionable, each option's cost, the decision, each action and its verification. With
-JSON logs the same facts are fields of the records."""
+is not actionable, the load forecast for the next horizon, each option's cost, the decision,
+each action and its verification. With JSON logs the same facts are fields of the records."""
 
 from __future__ import annotations
 
@@ -76,6 +76,7 @@ def log_cycle(report: CycleReport, log: logging.Logger, *, once: bool = False) -
                 **seen.unsettled.to_json(),
             },
         )
+    _log_forecast(report, log, base)
     plan = report.plan
     if plan is not None:
         a = plan.analysis
@@ -111,6 +112,28 @@ def log_cycle(report: CycleReport, log: logging.Logger, *, once: bool = False) -
         report.next_in,
         report.reason,
         extra={**base, "next_in": report.next_in},
+    )
+
+
+def _log_forecast(report: CycleReport, log: logging.Logger, base: Mapping[str, object]) -> None:
+    forecast = report.forecast
+    if forecast is None:
+        if report.no_forecast is not None:
+            log.info("forecast unavailable: %s", report.no_forecast, extra=base)
+        return
+    peak = forecast.peak
+    log.info(
+        "forecast: %s",
+        forecast,
+        extra={
+            **base,
+            "forecast_expected": peak.expected,
+            "forecast_lower": peak.lower,
+            "forecast_upper": peak.upper,
+            "forecast_horizon_s": forecast.horizon_s,
+            "forecast_basis": forecast.basis.value,
+            "forecast_errors": forecast.errors,
+        },
     )
 
 

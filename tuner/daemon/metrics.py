@@ -96,6 +96,14 @@ class Metrics:
             "1 while the pause annotation on limits.pause_config_map holds every change",
             registry=self.registry,
         )
+        self.forecast = Gauge(
+            "tuner_load_forecast",
+            "The peak load expected over the next horizon (forecast.horizon_s, else "
+            "forecast.node_startup_s + windows.measure_s): expected, and its band's lower and "
+            "upper edges",
+            ["bound"],
+            registry=self.registry,
+        )
         self.stale_after_s = stale_after_s
         self._finished = time.time()
 
@@ -105,6 +113,10 @@ class Metrics:
         self.duration.observe(seconds)
         if report.outcome is not Outcome.ERROR:
             self.paused.set(report.paused is not None)
+        if report.forecast is not None:
+            peak = report.forecast.peak
+            for bound, value in peak.to_json().items():
+                self.forecast.labels(bound).set(value)
         if report.plan is not None:
             analysis = report.plan.analysis
             self.cost.labels("before").set(analysis.cost_current)

@@ -63,6 +63,7 @@ from tuner.moderator import Moderator
 from tuner.monitor.cache import SYNC_TIMEOUT_S, ClusterCache
 from tuner.monitor.coverage import first_sample
 from tuner.monitor.evidence import REQUIRED_METRICS
+from tuner.monitor.history import PrometheusHistory
 from tuner.monitor.observe import observe_window
 from tuner.monitor.prometheus import PrometheusClient, Queries, QueryError
 from tuner.monitor.snapshots import SnapshotHistory, SnapshotSource
@@ -195,7 +196,8 @@ class Daemon:
         self.metrics = Metrics(stale_after_s=3 * (windows.measure_s + windows.warmup_s) + 60)
         self.shadow = ShadowAccount(kb, self.metrics) if shadow else None
         observer = MonitorObserver(settings, prometheus, self.history)
-        ports = Ports(observer, actuator, kb, safeguards or MemorySafeguards())
+        history = PrometheusHistory(prometheus, settings)
+        ports = Ports(observer, actuator, kb, safeguards or MemorySafeguards(), history)
         self.moderator = Moderator(settings, ports, dry_run=self.dry_run, on_cycle=self._on_cycle)
         self.paused: str | None = None
         self.stopping = threading.Event()

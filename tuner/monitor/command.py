@@ -1,5 +1,5 @@
 """``tuner monitor``: the last window's load, stability verdict and reason, to tune the load
-query before letting the tuner act. Reads only."""
+query before letting the tuner act, and the load forecast for the next horizon. Reads only."""
 
 from __future__ import annotations
 
@@ -15,24 +15,39 @@ from tuner.redact import printable, redact_url
 from tuner.settings import load_settings
 
 if TYPE_CHECKING:
+    from tuner.model.forecast import Forecast
     from tuner.model.window_report import WindowReport
 
 
 def run_monitor(settings_path: Path | None, window_s: float | None, output: str) -> int:
     """Observe the window ending now and print it; exit status 1 when the verdict is unknown."""
     # Imported here: the other subcommands need not load the HTTP client.
+    from tuner.model.forecast import forecast_from
     from tuner.model.window_report import Verdict
+    from tuner.monitor.history import PrometheusHistory
     from tuner.monitor.observe import observe_window
     from tuner.monitor.prometheus import PrometheusClient
 
     settings = load_settings(settings_path)
     if window_s is not None:
         settings = replace(settings, windows=replace(settings.windows, measure_s=window_s))
+    now = time.time()
     with PrometheusClient(settings.prometheus) as prometheus:
-        report = observe_window(settings, time.time(), prometheus)
+        report = observe_window(settings, now, prometheus)
+        forecast: Forecast | None = None
+        why: str | None = "not tried: Prometheus failed the window's query"
+        if not report.failed_query:  # else the history's query would fail (or wait) the same way
+            history = PrometheusHistory(prometheus, settings)
+            forecast, why = forecast_from(settings, history.series, now)
     # Label values and errors come from Prometheus: no credentials, no control characters
     # (JSON escapes them itself).
-    text = json.dumps(report.to_json(), indent=2) if output == "json" else render_text(report)
+    if output == "json":
+        document = {**report.to_json(), "forecast": forecast and forecast.to_json()}
+        if why is not None:
+            document["forecast_unavailable"] = why
+        text = json.dumps(document, indent=2)
+    else:
+        text = "\n".join((render_text(report), *forecast_lines(forecast, why)))
     print(redact_url(text))
     return 1 if report.verdict is Verdict.UNKNOWN else 0
 
@@ -78,6 +93,22 @@ def render_text(report: WindowReport) -> str:
     return "\n".join(printable(line) for line in lines)
 
 
+def forecast_lines(forecast: Forecast | None, why: str | None) -> list[str]:
+    """The forecast for a person (nothing when it is off)."""
+    if forecast is None:
+        return [] if why is None else [printable(f"forecast: unavailable: {why}")]
+    peak = forecast.peak
+    lines = [
+        f"forecast: peak over the next {forecast.horizon_s:g} s: {peak.expected:.6g} "
+        f"(band {peak.lower:.6g} to {peak.upper:.6g} at {forecast.quantile:.0%})",
+        f"          {forecast.confidence}",
+    ]
+    if forecast.dimensions:
+        width = max(len(k) for k in forecast.dimensions)
+        lines += [f"            {k:<{width}}  {b}" for k, b in forecast.dimensions.items()]
+    return [printable(line) for line in lines]
+
+
 def _act(report: WindowReport) -> str:
     if not report.actionable:
         return "no: the tuner would not act on this window"
@@ -89,7 +120,8 @@ def _act(report: WindowReport) -> str:
 def add_monitor_parser(commands: Any) -> None:
     """Register ``monitor`` on the CLI's subparsers."""
     monitor = commands.add_parser(
-        "monitor", help="the last window: load, stability verdict and why (reads only)"
+        "monitor",
+        help="the last window: load, stability verdict and why; the load forecast (reads only)",
     )
     monitor.add_argument("--settings", type=Path, help="settings.json (load query, Prometheus)")
     monitor.add_argument(

@@ -18,7 +18,9 @@ of a user-facing load, weekday peaks ~1,750 rides/h, weekend peaks ~1,230, night
 
 A trace is replayed as the *shape* of the load:
 ``load(t) = peak * usage(t) / max(usage over the replayed span)``, linearly interpolated between
-samples.
+samples. The trace's samples before the replayed span are its history
+(:meth:`TraceReplay.before`, on the same scale): what a Prometheus of that cluster would hold
+from before the run (:mod:`tuner.sim.history`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from dataclasses import dataclass
 from functools import cache, cached_property
 from importlib import resources
 from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
 
 from tuner.errors import InputError
 
@@ -185,6 +190,10 @@ class TraceReplay:
     samples: tuple[float, ...]
     peak: float
     step: float = TRACE_STEP
+    trace: str | None = None
+    """The trace's name (None: samples given directly, no history before them)."""
+    first: int = 0
+    """The index in the trace of the span's first sample."""
 
     @staticmethod
     def of(name: str, start_sample: int, span_s: float, peak: float) -> TraceReplay:
@@ -196,7 +205,8 @@ class TraceReplay:
             raise InputError(
                 f"trace {name} has {len(series)} samples; asked {start_sample}+{count}"
             )
-        return TraceReplay(series[start_sample : start_sample + count], peak, step)
+        samples = series[start_sample : start_sample + count]
+        return TraceReplay(samples, peak, step, name, start_sample)
 
     @cached_property
     def top(self) -> float:
@@ -209,3 +219,19 @@ class TraceReplay:
         i = min(int(x), len(self.samples) - 2)
         value = self.samples[i] + (self.samples[i + 1] - self.samples[i]) * (x - i)
         return self.peak * value / top
+
+    def at(self, times: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """``self(t)`` at each of ``times`` at once."""
+        x = np.clip(times / self.step, 0.0, len(self.samples) - 1.0)
+        return self.peak * np.interp(x, np.arange(len(self.samples)), self.samples) / self.top
+
+    def before(self, times: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """The load the trace held at each of ``times`` (seconds, negative: before the span),
+        on the span's scale; NaN before the trace begins (or without a trace)."""
+        if self.trace is None:
+            return np.full(len(times), np.nan)
+        series = trace_series(self.trace)
+        x = self.first + times / self.step
+        held = x >= 0
+        values = np.interp(np.clip(x, 0, len(series) - 1.0), np.arange(len(series)), series)
+        return np.where(held, self.peak * values / self.top, np.nan)

@@ -7,7 +7,10 @@ Settings (:func:`simulation_settings`): the scenario's node price table; cluster
 drops them, as the daemon's defaults do); up to two nodes per plan;
 candidates must stay candidates for 10 minutes; a 10-minute window re-checked every minute;
 no exploration; emptied nodes are left cordoned to the Cluster Autoscaler (the default
-``execute.node_removal``), which deletes them after its own unneeded time. The scenario's node
+``execute.node_removal``), which deletes them after its own unneeded time. Each cycle also
+forecasts the load from what the simulation served up to then (:mod:`tuner.sim.history`; a
+node's start-up is the Cluster Autoscaler model's provisioning delay); the decision does not
+use the forecast yet. The scenario's node
 pools, with their minimum and maximum size and a template from their node type (for a pool
 with no node now), are the ``pools`` settings: nodes are found in them by the pool label the
 simulated provider sets.
@@ -28,6 +31,7 @@ from tuner.model.scheduling import ZONE_KEY
 from tuner.settings import (
     Analyse,
     Execute,
+    Forecast,
     Load,
     PoolSettings,
     PoolTemplate,
@@ -36,6 +40,7 @@ from tuner.settings import (
     Windows,
 )
 from tuner.sim.engine import Scenario, Simulation
+from tuner.sim.history import SimLoadHistory
 from tuner.sim.pools import POOL_LABELS, pricing
 from tuner.sim.ports import SimActuator, SimObserver
 from tuner.sim.strategies.binpacking import BinPacking
@@ -56,6 +61,7 @@ def simulation_settings(scenario: Scenario, seed: int) -> Settings:
         windows=Windows(measure_s=600.0, retry_s=60.0),
         execute=Execute(node_removal="autoscaler"),
         pools=pool_settings(scenario),
+        forecast=Forecast(node_startup_s=scenario.autoscaler.provisioning_delay),
     )
 
 
@@ -106,6 +112,15 @@ class ProjectTuner:
         self.safeguards = MemorySafeguards()
         """The eviction ledger and the pause switch (on the simulation's clock once it runs)."""
         self._ports: Ports | None = None
+        self.history: SimLoadHistory | None = None
+        """The tuner's load source (once the simulation runs)."""
+        self.forecasts = 0
+        """Cycles that forecast the load."""
+
+    def load_history(self, sim: Simulation) -> SimLoadHistory:
+        """The tuner's load source: what the simulation served up to its now."""
+        options = self.settings.forecast
+        return SimLoadHistory(sim.scenario, lambda: sim.now, options.step_s, options.lookback_s)
 
     def on_tick(self, sim: Simulation) -> None:
         """Take back needed nodes every ``windows.retry_s`` (as the moderator does); run a
@@ -114,7 +129,8 @@ class ProjectTuner:
             actuator = SimActuator(sim, self.settings.execute.node_removal)
             observer = SimObserver(sim, self.settings.windows)
             self.safeguards.clock = lambda: sim.now
-            self._ports = Ports(observer, actuator, self.knowledge, self.safeguards)
+            self.history = self.load_history(sim)
+            self._ports = Ports(observer, actuator, self.knowledge, self.safeguards, self.history)
         if sim.now >= self.next_take_back:
             self.next_take_back = sim.now + self.settings.windows.retry_s
             self._ports.actuator.take_back_needed(sim.now)
@@ -126,6 +142,7 @@ class ProjectTuner:
             self.stable_windows += report.window.actionable
         if report.plan is not None:
             self.decisions[report.plan.analysis.decision.value] += 1
+        self.forecasts += report.forecast is not None
         self.next_check = sim.now + report.next_in
 
 

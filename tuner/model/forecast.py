@@ -1,0 +1,429 @@
+"""The load expected over the next horizon, from the load's own past: a pure function.
+
+The input is a :class:`LoadSeries` (the load at a fixed step up to now; a missing step is NaN)
+and the output a :class:`Forecast`: the **peak** of the load over ``(now, now + horizon]`` —
+what must fit in the nodes until a node started now could serve — with an error band, per
+dimension of a load vector and for its total, and the expected load at each step of the
+horizon.
+
+The model is seasonal, corrected by the recent level:
+
+1. **Seasonal baseline.** The load at a future time is the mean of the load at the same time of
+   day over the last days (the most recent weighing most) and, once the history holds a week
+   before it, the load at the same time last week. The two are blended with weights
+   from their own recent errors (the one that has been closer over the last days counts more),
+   so a load that differs between weekdays and weekends follows the weeks and one that does
+   not follows the days.
+2. **Recent level.** The baseline is scaled by how the last minutes' load compares with the
+   baseline over them (:data:`LEVEL_S`): a busier day than usual, or a step change, carries
+   over; the seasonal baseline gives the shape of the coming minutes.
+3. **Band, measured.** The same forecast is made from every past time of the last week whose
+   outcome is known, and the relative errors of its peak are collected; the band is their
+   ``1 - quantile`` and ``quantile`` quantiles around the forecast, and the expected peak is
+   corrected by their median (a model that keeps under-forecasting learns it).
+
+With less than a day of history it falls back to the last load known (:attr:`Basis.LEVEL`),
+whose band is at least :data:`WIDE` either side of the expected peak (hours of history cannot
+tell what the rest of the day holds); so is the band of a forecast whose errors were measured
+fewer than :data:`MIN_ERRORS` times. Each forecast says which basis it used and how many
+errors its band was measured from: that is how confident it is.
+
+The function never reads the clock and refuses a series that reaches past ``now``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from tuner.errors import InputError, ServiceError
+from tuner.model.load import SCALAR
+from tuner.settings import Settings
+
+Vector = npt.NDArray[np.float64]
+
+DAY_S = 86400.0
+WEEK_S = 7 * DAY_S
+DAY_LAGS = 3
+"""Days the daily baseline averages, each older one weighing :data:`LAG_DECAY` times less."""
+WEEK_LAGS = 1
+"""Weeks the weekly baseline looks back: the same time last week (two weeks averaged did worse
+on the shipped traces: see docs/concepts.md#forecast)."""
+LAG_DECAY = 0.2
+LEVEL_S = 120.0
+"""The recent span whose load, against the baseline, sets the level correction: the last two
+minutes (longer spans did worse at a 12-minute horizon on every shipped trace)."""
+LEVEL_CLAMP = 4.0
+"""The level correction is at most this factor either way (a near-empty baseline hour)."""
+BLEND_S = 3 * DAY_S
+"""The recent span over which the daily and the weekly baselines' errors are compared."""
+ERRORS_S = 7 * DAY_S
+"""The past times (of the last week) whose forecast errors make the band."""
+MIN_ERRORS = 60
+"""Fewer measured errors than this and the band is widened to :data:`WIDE`."""
+WIDE = 0.5
+"""The relative half-width of the band when too few errors were measured."""
+FLOOR_SHARE = 0.05
+"""Relative errors are taken against at least this share of the load's 95th percentile (so a
+near-zero night does not make every error huge)."""
+DEFAULT_QUANTILE = 0.95
+
+
+class Basis(StrEnum):
+    """What a forecast rests on."""
+
+    WEEK = "week"
+    """The same time of the last weeks, blended with the same time of the last days."""
+    DAY = "day"
+    """The same time of the last days."""
+    LEVEL = "level"
+    """The recent level only (less than a day of history)."""
+
+
+class NoHistory(ValueError):
+    """The series holds no load at all: nothing to forecast from."""
+
+
+@dataclass(frozen=True, eq=False)
+class LoadSeries:
+    """The load at a fixed step: point ``i`` is at ``start + i * step_s``; per dimension of the
+    load (:data:`~tuner.model.load.SCALAR` for a scalar load) one value per point, NaN where
+    the load is not known (a gap)."""
+
+    start: float
+    step_s: float
+    values: Mapping[str, Vector]
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.start) and math.isfinite(self.step_s)) or self.step_s <= 0:
+            raise ValueError(f"a load series needs a finite start and step > 0: {self.step_s}")
+        if not self.values:
+            raise ValueError("a load series has at least one dimension")
+        lengths = {len(v) for v in self.values.values()}
+        if len(lengths) != 1:
+            raise ValueError(f"the dimensions of a load series differ in length: {lengths}")
+
+    @staticmethod
+    def of(
+        start: float, step_s: float, values: Mapping[str, Sequence[float] | Vector]
+    ) -> LoadSeries:
+        """A series from plain sequences (copied as float arrays)."""
+        arrays = {key: np.asarray(v, dtype=np.float64).copy() for key, v in values.items()}
+        return LoadSeries(start, step_s, MappingProxyType(dict(sorted(arrays.items()))))
+
+    @property
+    def length(self) -> int:
+        return len(next(iter(self.values.values())))
+
+    @property
+    def end(self) -> float:
+        """The time of the last point (``start - step_s`` when empty)."""
+        return self.start + (self.length - 1) * self.step_s
+
+    @property
+    def is_scalar(self) -> bool:
+        return set(self.values) == {SCALAR}
+
+    def total(self) -> Vector:
+        """The sum over dimensions at each point; NaN where no dimension is known (a dimension
+        missing beside known ones counts 0, as in a load)."""
+        stacked = np.vstack(list(self.values.values()))
+        known = ~np.isnan(stacked)
+        total: Vector = np.where(known, stacked, 0.0).sum(axis=0)
+        total[~known.any(axis=0)] = np.nan
+        return total
+
+
+@dataclass(frozen=True, slots=True)
+class Band:
+    """A forecast value and its error band."""
+
+    expected: float
+    lower: float
+    upper: float
+
+    def to_json(self) -> dict[str, float]:
+        return {"expected": self.expected, "lower": self.lower, "upper": self.upper}
+
+    def __str__(self) -> str:
+        return f"{self.expected:.6g} (band {self.lower:.6g} to {self.upper:.6g})"
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """The load expected over ``(at, at + horizon_s]``: the peak of the total with its band,
+    the same per dimension of a load vector, and the expected total at each step."""
+
+    at: float
+    horizon_s: float
+    step_s: float
+    quantile: float
+    peak: Band
+    """The highest total load expected over the horizon."""
+    basis: Basis
+    errors: int
+    """How many past forecast errors the total's band was measured from."""
+    history_s: float
+    """From the first known point of the series to ``at``."""
+    path: tuple[float, ...]
+    """The expected total at ``at + step_s``, ``at + 2 step_s``, ... to the horizon's end."""
+    dimensions: Mapping[str, Band] = field(default_factory=lambda: MappingProxyType({}))
+    """Per dimension of a load vector, its peak (empty for a scalar load)."""
+    notes: tuple[str, ...] = ()
+    """What made it less sure than its basis says (no recent load, a wide band)."""
+
+    @property
+    def confidence(self) -> str:
+        """One line: the basis, the history, what the band was measured from."""
+        basis = {
+            Basis.WEEK: "seasonal by week and day",
+            Basis.DAY: "seasonal by day",
+            Basis.LEVEL: "the recent level only",
+        }[self.basis]
+        band = (
+            f"band from {self.errors} past errors"
+            if self.errors >= MIN_ERRORS and self.basis is not Basis.LEVEL
+            else f"band at least ±{WIDE:.0%} ({self.errors} past errors measured)"
+        )
+        days = self.history_s / DAY_S
+        history = f"{days:.1f} days" if days >= 1 else f"{self.history_s:.0f} s"
+        return "; ".join((basis, f"{history} of history", band, *self.notes))
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "at": self.at,
+            "horizon_s": self.horizon_s,
+            "step_s": self.step_s,
+            "quantile": self.quantile,
+            "peak": self.peak.to_json(),
+            "basis": self.basis.value,
+            "errors": self.errors,
+            "history_s": self.history_s,
+            "confidence": self.confidence,
+            "path": list(self.path),
+        }
+        if self.dimensions:
+            out["dimensions"] = {k: b.to_json() for k, b in self.dimensions.items()}
+        return out
+
+    def __str__(self) -> str:
+        return (
+            f"peak over the next {self.horizon_s:.0f} s {self.peak} "
+            f"at {self.quantile:.0%}; {self.confidence}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Peak:
+    band: Band
+    basis: Basis
+    errors: int
+    path: Vector
+    notes: tuple[str, ...]
+
+
+def forecast_load(
+    series: LoadSeries, now: float, horizon_s: float, quantile: float = DEFAULT_QUANTILE
+) -> Forecast:
+    """The load expected over ``(now, now + horizon_s]`` from ``series`` (which must not reach
+    past ``now``). ``quantile`` (0.5 to 1) sets the band: the upper edge is that quantile of the
+    past errors, the lower edge ``1 - quantile``. NoHistory when the series holds no load."""
+    if not 0.5 <= quantile < 1:
+        raise ValueError(f"the band quantile must be in [0.5, 1), not {quantile}")
+    step = series.step_s
+    if series.end > now + 1e-6 * step:
+        raise ValueError(
+            f"the load series reaches {series.end - now:g} s past now: a forecast never sees "
+            "the future"
+        )
+    if not step <= horizon_s <= DAY_S:
+        raise ValueError(f"the horizon must be from one step ({step:g} s) to a day: {horizon_s}")
+    origin = math.floor((now - series.start) / step + 1e-9)
+    ahead = max(1, math.ceil(horizon_s / step - 1e-9))
+    total = series.total()
+    known = np.flatnonzero(~np.isnan(total))
+    if origin < 0 or known.size == 0:
+        raise NoHistory("no load in the history")
+    history_s = now - (series.start + known[0] * step)
+    peak = _peak(total, origin, ahead, step, quantile)
+    dimensions: dict[str, Band] = {}
+    if not series.is_scalar:
+        for key, values in series.values.items():
+            if np.isnan(values).all():
+                continue
+            dimensions[key] = _peak(values, origin, ahead, step, quantile).band
+    return Forecast(
+        at=now,
+        horizon_s=horizon_s,
+        step_s=step,
+        quantile=quantile,
+        peak=peak.band,
+        basis=peak.basis,
+        errors=peak.errors,
+        history_s=history_s,
+        path=tuple(float(v) for v in peak.path),
+        dimensions=MappingProxyType(dimensions),
+        notes=peak.notes,
+    )
+
+
+def forecast_from(
+    settings: Settings, history: Callable[[float], LoadSeries], now: float
+) -> tuple[Forecast | None, str | None]:
+    """The forecast the settings ask for (``forecast``), from ``history(now)``; or None and why
+    not when the history cannot be read (a service failed, no load query, no load at all);
+    (None, None) when ``forecast.enabled`` is off."""
+    options = settings.forecast
+    if not options.enabled:
+        return None, None
+    try:
+        series = history(now)
+        return forecast_load(series, now, options.horizon(settings.windows), options.quantile), None
+    except (ServiceError, InputError, NoHistory) as err:
+        return None, str(err)
+
+
+def _peak(values: Vector, origin: int, ahead: int, step: float, quantile: float) -> _Peak:
+    """The peak of one series over the ``ahead`` steps after ``origin``, with its band."""
+    y = np.full(origin + 1 + ahead, np.nan)
+    have = min(len(values), origin + 1)
+    y[:have] = values[:have]
+    span = max(1, round(LEVEL_S / step))
+    notes: list[str] = []
+    if np.isnan(y[origin]):
+        notes.append(f"no load at the last step (the last known is {_age(y, origin, step)})")
+    baseline, basis = _baseline(y, origin, max(1, round(DAY_S / step)))
+    if basis is Basis.LEVEL:
+        levels = y[: origin + 1].copy()
+        if np.isnan(levels[origin]):
+            levels[origin] = _last_known(y, origin)
+        path = np.full(ahead, levels[origin])
+        peaks = levels  # a level forecast's peak is the level itself
+    else:
+        level = _level(y, baseline, span)
+        path = level[origin] * baseline[origin + 1 :]
+        if np.isnan(path).all():
+            path = np.full(ahead, _last_known(y, origin))
+        path = np.where(np.isnan(path), np.nanmax(path), path)
+        peaks = (level * _ahead_max(baseline, ahead))[: origin + 1]
+    actual = _ahead_max(y, ahead)[: origin + 1]
+    floor = FLOOR_SHARE * _scale(y)
+    past = slice(max(0, origin - round(ERRORS_S / step)), origin + 1 - ahead)  # outcome known
+    errors = (actual[past] - peaks[past]) / np.maximum(peaks[past], floor)
+    errors = errors[~np.isnan(errors)]
+    low, middle, high = (
+        np.quantile(errors, (1 - quantile, 0.5, quantile)) if errors.size else (0.0, 0.0, 0.0)
+    )
+    raw = float(np.max(path))
+    unit = max(raw, floor)
+    expected = max(0.0, raw + float(middle) * unit)
+    lower = max(0.0, raw + float(low) * unit)
+    upper = max(0.0, raw + float(high) * unit)
+    path = np.maximum(path + float(middle) * np.maximum(path, floor), 0.0)
+    if basis is Basis.LEVEL or errors.size < MIN_ERRORS:
+        lower = min(lower, expected * (1 - WIDE))
+        upper = max(upper, expected * (1 + WIDE), floor)
+    band = Band(expected, min(lower, expected), max(upper, expected))
+    return _Peak(band, basis, int(errors.size), path, tuple(notes))
+
+
+def _baseline(y: Vector, origin: int, per_day: int) -> tuple[Vector, Basis]:
+    """The seasonal baseline at every point to ``origin + ahead`` and what it rests on."""
+    daily = _lagged_mean(y, per_day, DAY_LAGS)
+    if np.isnan(daily[origin + 1 :]).all():
+        return daily, Basis.LEVEL
+    weekly = _lagged_mean(y, 7 * per_day, WEEK_LAGS)
+    if np.isnan(weekly[origin + 1 :]).all():
+        return daily, Basis.DAY
+    recent = slice(max(0, origin + 1 - round(BLEND_S / DAY_S * per_day)), origin + 1)
+    day_error = _mean_abs(y[recent] - daily[recent])
+    week_error = _mean_abs(y[recent] - weekly[recent])
+    if math.isnan(week_error) or math.isnan(day_error) or day_error + week_error == 0:
+        share = 0.5
+    else:
+        share = day_error**2 / (day_error**2 + week_error**2)
+    blended = np.where(np.isnan(weekly), daily, share * weekly + (1 - share) * daily)
+    blended = np.where(np.isnan(daily), weekly, blended)
+    return blended, Basis.WEEK
+
+
+def _lagged_mean(y: Vector, period: int, lags: int) -> Vector:
+    """At each point, the decaying-weight mean of the values ``period``, ``2 period``, ...
+    points before it (NaN where none is known)."""
+    total = np.zeros(len(y))
+    weight = np.zeros(len(y))
+    w = 1.0
+    for k in range(1, lags + 1):
+        shift = k * period
+        if shift >= len(y):
+            break
+        source = y[: len(y) - shift]
+        known = ~np.isnan(source)
+        total[shift:] += np.where(known, source, 0.0) * w
+        weight[shift:] += known * w
+        w *= LAG_DECAY
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(weight > 0, total / weight, np.nan)
+
+
+def _level(y: Vector, baseline: Vector, span: int) -> Vector:
+    """At each point, the ratio of the load to the baseline over the last ``span`` points
+    (where both are known), within :data:`LEVEL_CLAMP`; 1 where it cannot be told."""
+    both = ~(np.isnan(y) | np.isnan(baseline))
+    observed = _trailing_sum(np.where(both, y, 0.0), span)
+    expected = _trailing_sum(np.where(both, baseline, 0.0), span)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(expected > 0, observed / expected, 1.0)
+    ratio = np.where(_trailing_sum(both.astype(np.float64), span) > 0, ratio, 1.0)
+    return np.clip(ratio, 1 / LEVEL_CLAMP, LEVEL_CLAMP)
+
+
+def _trailing_sum(x: Vector, span: int) -> Vector:
+    """At each point, the sum of the last ``span`` values, itself included."""
+    cumulative = np.concatenate(([0.0], np.cumsum(x)))
+    ends = np.arange(1, len(x) + 1)
+    return cumulative[ends] - cumulative[np.maximum(ends - span, 0)]
+
+
+def _ahead_max(x: Vector, ahead: int) -> Vector:
+    """At each point, the highest known value over the next ``ahead`` points (NaN when none is
+    known or the series ends first): a sliding maximum by doubling, O(n log ahead)."""
+    # shifted[i] = x[i + 1]; widest[i] = max(shifted[i : i + width]), width doubling to ahead
+    shifted = np.concatenate(
+        (np.where(np.isnan(x[1:]), -np.inf, x[1:]), np.full(ahead + 1, -np.inf))
+    )
+    widest, width = shifted, 1
+    while width * 2 <= ahead:
+        widest = np.maximum(widest[:-width], widest[width:])
+        width *= 2
+    n = len(x)
+    highest = np.maximum(widest[:n], widest[ahead - width : ahead - width + n])
+    return np.where(np.isneginf(highest), np.nan, highest)
+
+
+def _mean_abs(x: Vector) -> float:
+    x = x[~np.isnan(x)]
+    return float(np.mean(np.abs(x))) if x.size else math.nan
+
+
+def _scale(y: Vector) -> float:
+    """The load's 95th percentile (0 when none is known)."""
+    known = y[~np.isnan(y)]
+    return float(np.quantile(known, 0.95)) if known.size else 0.0
+
+
+def _age(y: Vector, origin: int, step: float) -> str:
+    known = np.flatnonzero(~np.isnan(y[: origin + 1]))
+    return f"{(origin - known[-1]) * step:.0f} s old" if known.size else "none"
+
+
+def _last_known(y: Vector, origin: int) -> float:
+    known = np.flatnonzero(~np.isnan(y[: origin + 1]))
+    return float(y[known[-1]]) if known.size else 0.0
