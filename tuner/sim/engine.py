@@ -14,7 +14,7 @@ import math
 import random
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from tuner.model.cluster import Cluster, Hpa, Workload
@@ -25,7 +25,7 @@ from tuner.settings import Execute
 from tuner.sim.autoscaler import AutoscalerConfig, ClusterAutoscaler
 from tuner.sim.executor import SimulatedExecutor
 from tuner.sim.hpa import SYNC_PERIOD, HorizontalPodAutoscaler
-from tuner.sim.load import LoadPattern
+from tuner.sim.load import Compressed, LoadPattern
 from tuner.sim.metrics import ActionCounts, ActionResult, Series
 from tuner.sim.pools import POOL_LABELS, NodePool
 from tuner.sim.scheduler import LEAST_ALLOCATED, Scheduler
@@ -60,6 +60,22 @@ class Scenario:
     sources: tuple[str, ...] = ()
     seed: int | None = None
     """The scenario file's seed (``tuner simulate --seed`` overrides it)."""
+    speedup: float = 1.0
+    """How many times faster than its own clock the load plays (a scenario file's
+    ``speedup``): the load's time axis, the duration and the warm-up are divided by it; the
+    controllers' clocks are not (what a replay on a real control plane can do too)."""
+
+    def compressed(self, speedup: float) -> Scenario:
+        """The same scenario with its load played ``speedup`` times faster."""
+        if speedup == 1:
+            return self
+        return replace(
+            self,
+            loads={ns: Compressed(pattern, speedup) for ns, pattern in self.loads.items()},
+            duration=self.duration / speedup,
+            warmup=self.warmup / speedup,
+            speedup=self.speedup * speedup,
+        )
 
     @property
     def currency(self) -> str:

@@ -201,3 +201,15 @@ class TraceReplay:
         i = min(int(x), len(self.samples) - 2)
         value = self.samples[i] + (self.samples[i + 1] - self.samples[i]) * (x - i)
         return self.peak * value / top
+
+
+@dataclass(frozen=True, slots=True)
+class Compressed:
+    """A load played ``speedup`` times faster: at ``t`` it is what ``pattern`` is at
+    ``t * speedup`` (a scenario's ``speedup``)."""
+
+    pattern: LoadPattern
+    speedup: float
+
+    def __call__(self, t: float) -> float:
+        return self.pattern(t * self.speedup)
