@@ -11,6 +11,14 @@
 #                                     kept; --hard = SIGKILL), then the components
 #                                     that watch it
 #   scripts/cluster.sh kubectl ARGS...    run the cached kubectl against the cluster
+#   scripts/cluster.sh karpenter up|down  Karpenter's KWOK provider beside the running cluster
+#                                     (its CRDs applied; TUNER_KARPENTER_INSTANCE_TYPES names
+#                                     an instance-types file, else the provider's own list)
+#
+# TUNER_METRICS_SERVER=true at `up` also runs metrics-server (kwokctl's metrics-server
+# support, pod and node usage from KWOK's resource-usage simulation: the
+# kwok.x-k8s.io/usage-cpu and usage-memory pod annotations), so that the real HPA
+# controller in kube-controller-manager scales Deployments whose pods run on KWOK nodes.
 #
 # Components: etcd, kube-apiserver (audit log: every request at Metadata level),
 # kube-controller-manager (all default controllers: deployment, replicaset,
@@ -29,11 +37,16 @@ shopt -s nullglob
 K8S_VERSION="${TUNER_K8S_VERSION:-v1.33.13}"   # k8s.io/kubernetes release
 ETCD_VERSION="${TUNER_ETCD_VERSION:-v3.5.21}"  # the etcd k8s 1.33 is tested with
 KWOK_VERSION="${TUNER_KWOK_VERSION:-v0.8.0}"   # sigs.k8s.io/kwok release
+METRICS_SERVER_VERSION="${TUNER_METRICS_SERVER_VERSION:-v0.8.0}"  # sigs.k8s.io/metrics-server
+KARPENTER_VERSION="${TUNER_KARPENTER_VERSION:-v1.14.1}"  # sigs.k8s.io/karpenter (its kwok provider)
 
 CACHE_ROOT="${TUNER_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tuner/k8s}"
 K8S_BIN="$CACHE_ROOT/bin/kubernetes-$K8S_VERSION"
 ETCD_BIN="$CACHE_ROOT/bin/etcd-$ETCD_VERSION"
 KWOK_BIN="$CACHE_ROOT/bin/kwok-$KWOK_VERSION"
+METRICS_SERVER_BIN="$CACHE_ROOT/bin/metrics-server-$METRICS_SERVER_VERSION"
+# Karpenter's KWOK provider is also a binary called `kwok`: its own directory, with its CRDs.
+KARPENTER_BIN="$CACHE_ROOT/bin/karpenter-kwok-$KARPENTER_VERSION"
 SRC_DIR="$CACHE_ROOT/src"   # generated wrapper Go modules
 GO_BUILD_CACHE="${TUNER_GOCACHE:-$CACHE_ROOT/go-build}"
 
@@ -50,6 +63,11 @@ ETCD_PEER_PORT="${TUNER_ETCD_PEER_PORT:-12380}"
 KCM_PORT="${TUNER_KCM_PORT:-10357}"
 SCHEDULER_PORT="${TUNER_SCHEDULER_PORT:-10359}"
 KWOK_PORT="${TUNER_KWOK_PORT:-10347}"
+METRICS_SERVER_PORT="${TUNER_METRICS_SERVER_PORT:-10350}"
+KARPENTER_METRICS_PORT="${TUNER_KARPENTER_METRICS_PORT:-18080}"
+KARPENTER_HEALTH_PORT="${TUNER_KARPENTER_HEALTH_PORT:-18081}"
+WITH_METRICS_SERVER="${TUNER_METRICS_SERVER:-false}"
+KARPENTER_INSTANCE_TYPES="${TUNER_KARPENTER_INSTANCE_TYPES:-}"
 
 UP_TIMEOUT="${TUNER_UP_TIMEOUT:-180}"        # seconds to wait for readiness
 BUILD_JOBS="${TUNER_BUILD_JOBS:-2}"          # go build -p (machine has 2 cores)
@@ -199,24 +217,72 @@ EOF
   go_build_to "$dir" "$ETCD_BIN/etcd" . ""
 }
 
+# `go install PKG@VERSION` into DIR/NAME, atomically (GOBIN a temp dir, then mv): for
+# modules without replace directives (kwok, metrics-server, Karpenter).
+go_install_to() { # DIR NAME PKG@VERSION LDFLAGS
+  local dir=$1 name=$2 pkg=$3 ldflags=$4 t0 built
+  t0=$(now)
+  log "building $name ($pkg)"
+  rm -rf "$dir/.tmp" && mkdir -p "$dir/.tmp"
+  GOBIN="$dir/.tmp" go install -p "$BUILD_JOBS" -trimpath -ldflags "-s -w $ldflags" \
+    "$pkg" </dev/null
+  built=("$dir"/.tmp/*)
+  mv -f "${built[0]}" "$dir/$name"
+  rm -rf "$dir/.tmp"
+  log "built $name in $(elapsed "$t0")s"
+}
+
+# The module cache directory of MODULE@VERSION (downloaded if needed).
+module_dir() { # MODULE@VERSION
+  go mod download -json "$1" </dev/null | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p'
+}
+
 # kwok has no replace directives: plain `go install pkg@version` works.
 build_kwok() {
-  local tool t0
+  local tool
   if all_present "$KWOK_BIN" kwok kwokctl; then return; fi
   mkdir -p "$KWOK_BIN"
   for tool in kwok kwokctl; do
     [[ -x "$KWOK_BIN/$tool" ]] && continue
-    t0=$(now)
-    log "building $tool (sigs.k8s.io/kwok/cmd/$tool@$KWOK_VERSION)"
-    # GOBIN into a temp dir, then move: an interrupted build leaves no binary.
-    rm -rf "$KWOK_BIN/.tmp" && mkdir -p "$KWOK_BIN/.tmp"
-    GOBIN="$KWOK_BIN/.tmp" go install -p "$BUILD_JOBS" -trimpath \
-      -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}" \
-      "sigs.k8s.io/kwok/cmd/$tool@$KWOK_VERSION" </dev/null
-    mv -f "$KWOK_BIN/.tmp/$tool" "$KWOK_BIN/$tool"
-    rm -rf "$KWOK_BIN/.tmp"
-    log "built $tool in $(elapsed "$t0")s"
+    go_install_to "$KWOK_BIN" "$tool" "sigs.k8s.io/kwok/cmd/$tool@$KWOK_VERSION" \
+      "-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
   done
+}
+
+# metrics-server, version-stamped as its Makefile does (kwokctl reads `--version`), and its
+# own kustomize manifests (APIService, Service; kwokctl keeps only those two and points the
+# Service at the process) copied beside it: kwokctl's default is a release download.
+build_metrics_server() {
+  local src
+  if all_present "$METRICS_SERVER_BIN" metrics-server && [[ -d "$METRICS_SERVER_BIN/manifests" ]]; then
+    return
+  fi
+  mkdir -p "$METRICS_SERVER_BIN"
+  go_install_to "$METRICS_SERVER_BIN" metrics-server \
+    "sigs.k8s.io/metrics-server/cmd/metrics-server@$METRICS_SERVER_VERSION" \
+    "-X k8s.io/client-go/pkg/version.gitVersion=$METRICS_SERVER_VERSION"
+  src=$(module_dir "sigs.k8s.io/metrics-server@$METRICS_SERVER_VERSION")
+  [[ -d "$src/manifests" ]] || die "no manifests in the metrics-server module ($src)"
+  rm -rf "$METRICS_SERVER_BIN/manifests"
+  cp -r "$src/manifests" "$METRICS_SERVER_BIN/manifests"
+  chmod -R u+w "$METRICS_SERVER_BIN/manifests"
+}
+
+# Karpenter's KWOK provider (sigs.k8s.io/karpenter/kwok: Karpenter's controllers with a cloud
+# provider that creates KWOK Node objects) and its CRDs from the module cache: NodePool,
+# NodeClaim, NodeOverlay, CapacityBuffer (pkg/apis/crds) and KWOKNodeClass
+# (kwok/apis/crds; the chart's copy is a symlink the module zip drops).
+build_karpenter() {
+  local src
+  if all_present "$KARPENTER_BIN" kwok && [[ -d "$KARPENTER_BIN/crds" ]]; then return; fi
+  mkdir -p "$KARPENTER_BIN"
+  go_install_to "$KARPENTER_BIN" kwok "sigs.k8s.io/karpenter/kwok@$KARPENTER_VERSION" \
+    "-X sigs.k8s.io/karpenter/pkg/operator.Version=$KARPENTER_VERSION"
+  src=$(module_dir "sigs.k8s.io/karpenter@$KARPENTER_VERSION")
+  rm -rf "$KARPENTER_BIN/crds.tmp" && mkdir -p "$KARPENTER_BIN/crds.tmp"
+  cp "$src"/pkg/apis/crds/*.yaml "$src"/kwok/apis/crds/*.yaml "$KARPENTER_BIN/crds.tmp/"
+  chmod -R u+w "$KARPENTER_BIN/crds.tmp"
+  rm -rf "$KARPENTER_BIN/crds" && mv "$KARPENTER_BIN/crds.tmp" "$KARPENTER_BIN/crds"
 }
 
 all_present() { # DIR NAME...
@@ -227,7 +293,9 @@ all_present() { # DIR NAME...
 
 binaries_present() {
   all_present "$K8S_BIN" kube-apiserver kube-controller-manager kube-scheduler kubectl &&
-    all_present "$ETCD_BIN" etcd && all_present "$KWOK_BIN" kwok kwokctl
+    all_present "$ETCD_BIN" etcd && all_present "$KWOK_BIN" kwok kwokctl &&
+    all_present "$METRICS_SERVER_BIN" metrics-server && [[ -d "$METRICS_SERVER_BIN/manifests" ]] &&
+    all_present "$KARPENTER_BIN" kwok && [[ -d "$KARPENTER_BIN/crds" ]]
 }
 
 build_all() {
@@ -237,6 +305,8 @@ build_all() {
   build_etcd
   build_kwok
   build_kubernetes
+  build_metrics_server
+  build_karpenter
   log "all binaries ready in $(elapsed "$t0")s ($CACHE_ROOT/bin)"
   if [[ "${TUNER_KEEP_GOCACHE:-0}" != 1 && -z "${TUNER_GOCACHE:-}" ]]; then
     rm -rf "$GO_BUILD_CACHE"
@@ -292,6 +362,7 @@ options:
   kubeSchedulerBinary: $K8S_BIN/kube-scheduler
   kubectlBinary: $K8S_BIN/kubectl
   kwokControllerBinary: $KWOK_BIN/kwok
+$(metrics_server_options)
 componentsPatches:
   # Nothing restarts a component that exits here, and with leader election on,
   # kube-controller-manager and kube-scheduler exit ("leaderelection lost")
@@ -312,6 +383,21 @@ componentsPatches:
   - name: kube-apiserver
     extraArgs:
       - {key: shutdown-watch-termination-grace-period, value: 3s}
+EOF
+}
+
+# kwokctl's options for metrics-server (TUNER_METRICS_SERVER=true): the binary and
+# manifests built here. kwokctl then also gives kwok its resource-metrics endpoint and the
+# usage-from-annotation ClusterResourceUsage (both compiled into kwokctl, nothing fetched).
+metrics_server_options() {
+  [[ "$WITH_METRICS_SERVER" == true ]] || return 0
+  cat <<EOF
+  enableMetricsServer: true
+  metricsServerVersion: $METRICS_SERVER_VERSION
+  metricsServerBinary: $METRICS_SERVER_BIN/metrics-server
+  metricsServerPort: $METRICS_SERVER_PORT
+  metricsServerManifests:
+    - $METRICS_SERVER_BIN/manifests/overlays/release
 EOF
 }
 
@@ -360,6 +446,7 @@ cmd_up() {
 }
 
 cmd_down() {
+  cmd_karpenter_down 2>/dev/null
   if [[ -x "$KWOK_BIN/kwokctl" && -d "$CLUSTER_DIR" ]]; then
     kwokctl delete cluster --kubeconfig='' >/dev/null 2>&1 || true
   fi
@@ -468,8 +555,62 @@ wait_healthy() { # TIMEOUT_SECONDS PORT...
   done
 }
 
+# ---------------------------------------------------------------- karpenter --
+# Karpenter's KWOK provider as a plain process beside the cluster, pointed at its api
+# server: leader election off (the only instance), its metrics and health ports set (it
+# binds them on every interface: the operator hard-codes ":PORT"), the instance types of
+# TUNER_KARPENTER_INSTANCE_TYPES. Its NodePools and KWOKNodeClasses are the caller's.
+KARPENTER_PID="$CLUSTER_DIR/karpenter.pid"
+KARPENTER_LOG="$CLUSTER_DIR/logs/karpenter.log"
+
+karpenter_ready() {
+  [[ "$(curl -s --max-time 3 "http://$BIND_ADDRESS:$KARPENTER_HEALTH_PORT/readyz")" == ok ]]
+}
+
+cmd_karpenter_up() {
+  local t0 deadline env_file=()
+  t0=$(now)
+  apiserver_ready || die "cluster $CLUSTER_NAME is not up (scripts/cluster.sh up first)"
+  if [[ -f "$KARPENTER_PID" ]] && kill -0 "$(cat "$KARPENTER_PID")" 2>/dev/null; then
+    log "karpenter is already running (pid $(cat "$KARPENTER_PID"))"
+    return
+  fi
+  if ! all_present "$KARPENTER_BIN" kwok || [[ ! -d "$KARPENTER_BIN/crds" ]]; then
+    go_env
+    with_cache_lock build_karpenter
+  fi
+  kubectl_ apply --server-side --force-conflicts -f "$KARPENTER_BIN/crds" >/dev/null
+  kubectl_ wait --for condition=established --timeout=60s -f "$KARPENTER_BIN/crds" >/dev/null
+  if [[ -n "$KARPENTER_INSTANCE_TYPES" ]]; then
+    [[ -f "$KARPENTER_INSTANCE_TYPES" ]] || die "no instance-types file $KARPENTER_INSTANCE_TYPES"
+    env_file=(INSTANCE_TYPES_FILE_PATH="$KARPENTER_INSTANCE_TYPES")
+  fi
+  mkdir -p "$(dirname "$KARPENTER_LOG")"
+  env KUBECONFIG="$KUBECONFIG_PATH" DISABLE_LEADER_ELECTION=true \
+    METRICS_PORT="$KARPENTER_METRICS_PORT" HEALTH_PROBE_PORT="$KARPENTER_HEALTH_PORT" \
+    LOG_LEVEL="${TUNER_KARPENTER_LOG_LEVEL:-info}" "${env_file[@]}" \
+    setsid "$KARPENTER_BIN/kwok" >"$KARPENTER_LOG" 2>&1 </dev/null &
+  echo $! >"$KARPENTER_PID"
+  deadline=$((SECONDS + UP_TIMEOUT))
+  until karpenter_ready; do
+    kill -0 "$(cat "$KARPENTER_PID")" 2>/dev/null ||
+      { tail -20 "$KARPENTER_LOG" >&2; die "karpenter exited (log: $KARPENTER_LOG)"; }
+    ((SECONDS < deadline)) || die "karpenter not ready after ${UP_TIMEOUT}s (log: $KARPENTER_LOG)"
+    sleep 0.5
+  done
+  log "karpenter up in $(elapsed "$t0")s (health :$KARPENTER_HEALTH_PORT, metrics :$KARPENTER_METRICS_PORT)"
+}
+
+cmd_karpenter_down() {
+  if [[ -f "$KARPENTER_PID" ]]; then
+    stop_pid "$(cat "$KARPENTER_PID")" 20
+    rm -f "$KARPENTER_PID"
+  fi
+  log "karpenter is down"
+}
+
 usage() {
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 main() {
@@ -482,6 +623,12 @@ main() {
     status) cmd_status ;;
     env) cmd_env ;;
     restart-apiserver) cmd_restart_apiserver "$@" ;;
+    karpenter)
+      case "${1:-}" in
+        up) cmd_karpenter_up ;;
+        down) cmd_karpenter_down ;;
+        *) usage >&2; exit 2 ;;
+      esac ;;
     kubectl) exec "$K8S_BIN/kubectl" --kubeconfig "$KUBECONFIG_PATH" "$@" ;;
     -h | --help | help) usage ;;
     *) usage >&2; exit 2 ;;

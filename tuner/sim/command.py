@@ -18,6 +18,7 @@ STRATEGY_NAMES = (
     "tuner",
     "tuner-unlimited",
     "binpacking-tuner",
+    "karpenter-tuner",
 )
 
 

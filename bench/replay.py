@@ -1,0 +1,92 @@
+"""A scenario replayed on the real control plane against the simulator (docs/fidelity.md).
+
+    .venv/bin/python -m bench.replay --scenario NAME|FILE --comparison hpa|karpenter|karpenter-tuner
+        [--hours H] [--speedup K] [--seed S] [--runs N] [--results docs/fidelity/results.json]
+
+Runs the simulator's matching strategy once and the real replay ``--runs`` times (one after
+the other, each on a fresh private control plane; see :mod:`testkit.replay.run`), adds every
+real run to the comparison's entry in ``--results`` (created as needed; the entry is keyed by
+comparison, scenario, speedup, hours and seed, so runs made by separate invocations, even at
+the same time, gather in one entry), writes each run's curves beside it (``runs/``) and redraws
+the comparison's plot (``<comparison>-<scenario>.png``). ``--speedup`` compresses the load on
+top of a scenario file's own ``speedup``; both sides play the same compressed scenario.
+Progress (replay time, billed nodes, pending pods) goes to stderr once a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from testkit.replay import compare
+from testkit.replay.drive import Recording
+from testkit.replay.run import COMPARISONS, replay
+from tuner.sim.scenarios import scenario as named_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenario", required=True, help="a scenario name or file")
+    parser.add_argument("--comparison", required=True, choices=COMPARISONS)
+    parser.add_argument("--hours", type=float, help="scenario hours (before the speedup)")
+    parser.add_argument("--speedup", type=float, default=1.0)
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--results", type=Path, default=ROOT / "docs/fidelity/results.json")
+    args = parser.parse_args()
+    scenario = named_scenario(args.scenario, args.hours).compressed(args.speedup)
+    seed = args.seed if args.seed is not None else (scenario.seed or 1)
+    played = compare.played(scenario, args.comparison)
+    hours = round(scenario.duration * scenario.speedup / 3600, 4)
+    key = compare.Key(args.comparison, scenario.name, scenario.speedup, hours, seed)
+    stem = f"{args.comparison}-{scenario.name}-x{scenario.speedup:g}-{hours:g}h"
+    runs_dir = args.results.parent / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    sim = compare.simulate(scenario, args.comparison, seed)
+    (runs_dir / f"{stem}-sim.json").write_text(json.dumps(compare.series_doc(sim)) + "\n")
+    print(f"simulator: {compare.figures(sim.series, 5.0)}", file=sys.stderr)
+    for _ in range(args.runs):
+        with tempfile.TemporaryDirectory(prefix="replay-") as work:
+            result = replay(played, args.comparison, Path(work), seed, progress=_progress())
+        real = compare.run_entry(result, sim)
+        done = sorted(runs_dir.glob(f"{stem}-real-*.json"))
+        (runs_dir / f"{stem}-real-{len(done) + 1}.json").write_text(
+            json.dumps(compare.series_doc(result.recording)) + "\n"
+        )
+        entry = compare.add_run(args.results, key, sim, result.tick, real)
+        print(json.dumps(entry, indent=2))
+        _redraw(args.results.parent, stem, scenario.title, args.comparison)
+    return 0
+
+
+def _redraw(folder: Path, stem: str, title: str, comparison: str) -> None:
+    sim = json.loads((folder / "runs" / f"{stem}-sim.json").read_text())
+    real = [
+        json.loads(p.read_text()) for p in sorted((folder / "runs").glob(f"{stem}-real-*.json"))
+    ]
+    png = compare.plot(f"{comparison}: {title}", sim, real)
+    (folder / f"{stem}.png").write_bytes(png)
+
+
+def _progress() -> object:
+    last = [time.monotonic()]
+
+    def report(t: float, recording: Recording) -> None:
+        if time.monotonic() - last[0] < 60:
+            return
+        last[0] = time.monotonic()
+        s = recording.series
+        state = f"nodes {s.nodes[-1]}, pending {s.pending[-1]}" if s.time else "warm-up"
+        print(f"[replay] t={t:.0f} s: {state}", file=sys.stderr, flush=True)
+
+    return report
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,260 @@
+"""The simulator against a real replay of the same scenario: the simulator's run of the
+matching strategy, the figures of both, their differences, the fidelity results file and the
+plots.
+
+Matching strategies: ``hpa`` — no autoscaler at all (the pools fixed at their initial size, the
+same pinned scenario the real replay plays), kube-scheduler's scoring and the HPA;
+``karpenter`` — Karpenter instead of the Cluster Autoscaler; ``karpenter-tuner`` — the tuner
+with the daemon's defaults beside Karpenter (``tuner.sim.strategies.tuner.KarpenterTuner``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import json
+import statistics
+from collections.abc import Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from testkit.replay.drive import Recording
+from testkit.replay.objects import service_key
+from testkit.replay.run import RunResult, pinned
+from tuner.sim.engine import Scenario, Simulation, Strategy
+from tuner.sim.metrics import ActionCounts, Series
+from tuner.sim.report import Outcome
+from tuner.sim.state import SimCluster, SimPod
+from tuner.sim.strategies import STRATEGIES
+
+FIGURES = ("cost", "pending_pod_seconds", "evictions_per_hour", "seconds_over_cpu")
+SIM_STRATEGY = {
+    "hpa": "fixed-nodes",
+    "karpenter": "karpenter",
+    "karpenter-tuner": "karpenter-tuner",
+}
+
+
+class NoAutoscaler:
+    """An autoscaler that never adds or removes a node."""
+
+    def step(self, cluster: SimCluster, unschedulable: list[SimPod], now: float) -> list[SimPod]:
+        """Nothing."""
+        return []
+
+
+class FixedNodes:
+    """The ``hpa`` comparison's strategy: HPAs and kube-scheduler on fixed nodes."""
+
+    name = "fixed-nodes"
+
+    def autoscaler(self, scenario: Scenario) -> NoAutoscaler:
+        """No Cluster Autoscaler."""
+        return NoAutoscaler()
+
+    def on_tick(self, sim: Simulation) -> None:
+        """Nothing beyond the HPAs and the scheduler."""
+
+
+def played(scenario: Scenario, comparison: str) -> Scenario:
+    """The scenario both sides play for ``comparison``."""
+    return pinned(scenario) if comparison == "hpa" else scenario
+
+
+def simulate(scenario: Scenario, comparison: str, seed: int, tick: float = 5.0) -> Recording:
+    """The simulator's run of the matching strategy, recorded as a replay records."""
+    scenario = played(scenario, comparison)
+    strategy: Strategy = (
+        FixedNodes()
+        if comparison == "hpa"
+        else STRATEGIES[SIM_STRATEGY[comparison]](scenario, seed)
+    )
+    sim = Simulation(scenario, seed, strategy, tick)
+    hpa_services = [s for s in scenario.services if s.hpa is not None]
+    recording = Recording(series=sim.series, replicas={service_key(s): [] for s in hpa_services})
+    while sim.now < scenario.duration - 1e-9:
+        at = sim.now
+        sim.advance(tick)  # the controllers ran at `at`, the tick was observed there
+        if at >= 0:
+            for service in hpa_services:
+                recording.replicas[service_key(service)].append(sim.replicas[service])
+    return recording
+
+
+def figures(series: Series, tick: float) -> dict[str, float]:
+    """The four compared figures (and node-hours) of a recorded series."""
+    outcome = Outcome("", series, tick, ActionCounts(), {})
+    return {
+        "cost": round(outcome.cost, 4),
+        "pending_pod_seconds": outcome.pending_pod_seconds,
+        "evictions_per_hour": round(outcome.evictions_per_hour, 3),
+        "seconds_over_cpu": outcome.short_seconds,
+        "node_hours": round(outcome.node_hours, 3),
+    }
+
+
+def replica_curve_difference(sim: Recording, real: Recording) -> float | None:
+    """Mean absolute difference of the HPA-scaled replica counts, tick by tick and service by
+    service, over their mean (both curves); None without HPA-scaled services."""
+    diffs: list[int] = []
+    total = 0
+    for key, ours in sim.replicas.items():
+        theirs = real.replicas.get(key, [])
+        n = min(len(ours), len(theirs))
+        diffs += [abs(a - b) for a, b in zip(ours[:n], theirs[:n], strict=True)]
+        total += sum(ours[:n]) + sum(theirs[:n])
+    if not diffs or not total:
+        return None
+    return round(sum(diffs) / len(diffs) / (total / (2 * len(diffs))), 4)
+
+
+def relative(sim: float, real: Sequence[float]) -> float | None:
+    """How far the simulator is from the real runs' median, as a fraction of it."""
+    middle = statistics.median(real)
+    return round((sim - middle) / middle, 4) if middle else None
+
+
+def run_entry(result: RunResult, sim: Recording) -> dict[str, Any]:
+    """One real run as it goes into the results file."""
+    entry: dict[str, Any] = figures(result.recording.series, result.tick)
+    entry |= {
+        "replica_curve_difference": replica_curve_difference(sim, result.recording),
+        "evictions_by_actor": dict(result.recording.evictions_by_actor),
+        "wall_s": round(result.wall_s),
+        "late_ticks": result.late_ticks,
+        "usage_patches": result.patches,
+        "load_average_median": round(statistics.median(result.load_average), 2)
+        if result.load_average
+        else None,
+    }
+    if result.daemon is not None:
+        entry["daemon"] = result.daemon.as_dict()
+    return entry
+
+
+@contextmanager
+def locked(path: Path) -> Any:
+    """An exclusive lock on ``path``'s lock file (two replays may finish at once)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+@dataclass(frozen=True)
+class Key:
+    """What identifies a comparison in the results file."""
+
+    comparison: str
+    scenario: str
+    speedup: float
+    hours: float
+    seed: int
+
+
+def add_run(
+    results: Path, key: Key, sim: Recording, tick: float, real: dict[str, Any]
+) -> dict[str, Any]:
+    """Add one real run to the comparison's entry in ``results`` (created as needed); the
+    entry, with the differences against the median of its real runs."""
+    with locked(results):
+        entries: list[dict[str, Any]] = json.loads(results.read_text()) if results.exists() else []
+        entry = next(
+            (
+                e
+                for e in entries
+                if (e["comparison"], e["scenario"], e["speedup"], e["hours"], e["seed"])
+                == (key.comparison, key.scenario, key.speedup, key.hours, key.seed)
+            ),
+            None,
+        )
+        if entry is None:
+            entry = {
+                "comparison": key.comparison,
+                "scenario": key.scenario,
+                "speedup": key.speedup,
+                "hours": key.hours,
+                "seed": key.seed,
+                "sim": figures(sim.series, tick),
+                "real": [],
+            }
+            entries.append(entry)
+        entry["real"].append(real)
+        entry["difference"] = {
+            f: relative(entry["sim"][f], [r[f] for r in entry["real"]]) for f in FIGURES
+        }
+        curves = [r["replica_curve_difference"] for r in entry["real"]]
+        known = [c for c in curves if c is not None]
+        entry["replica_curve_difference"] = round(statistics.mean(known), 4) if known else None
+        entry["load_average_median"] = statistics.median(
+            r["load_average_median"] for r in entry["real"] if r["load_average_median"] is not None
+        )
+        results.write_text(json.dumps(entries, indent=2) + "\n")
+    return entry
+
+
+def series_doc(recording: Recording) -> dict[str, Any]:
+    """A recording's curves for the plots (kept beside the results file)."""
+    s = recording.series
+    return {
+        "time": s.time,
+        "nodes": s.nodes,
+        "cost": [round(c, 5) for c in s.cost],
+        "pending": s.pending,
+        "load": [round(x, 3) for x in s.load],
+        "evictions": s.evictions,
+        "replicas": dict(recording.replicas),
+    }
+
+
+def plot(title: str, sim: dict[str, Any], real: Sequence[dict[str, Any]]) -> bytes:
+    """Simulator against every real run over time: billed nodes, pending pods, the replicas of
+    the HPA-scaled services (summed), and the load; PNG."""
+    figure, axes = plt.subplots(4, 1, figsize=(10, 9), sharex=True)
+    panels = (
+        ("billed nodes", lambda d: d["nodes"]),
+        ("pending pods", lambda d: d["pending"]),
+        (
+            "HPA replicas (sum)",
+            lambda d: [sum(v) for v in zip(*d["replicas"].values(), strict=False)],
+        ),
+        ("load", lambda d: d["load"]),
+    )
+    for axis, (label, pick) in zip(axes, panels, strict=True):
+        minutes = [t / 60 for t in sim["time"]]
+        values = pick(sim)
+        axis.step(
+            minutes[: len(values)],
+            values,
+            where="post",
+            label="simulator",
+            color="tab:blue",
+            linewidth=2.5,
+            alpha=0.5,
+        )
+        for i, run in enumerate(real):
+            values = pick(run)
+            axis.step(
+                [t / 60 for t in run["time"]][: len(values)],
+                values,
+                where="post",
+                label=f"real run {i + 1}",
+                linewidth=1.0,
+            )
+        axis.set_ylabel(label)
+        axis.grid(alpha=0.3)
+    axes[0].set_title(title)
+    axes[0].legend(loc="upper right", fontsize="small")
+    axes[-1].set_xlabel("replay time (min)")
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100)
+    plt.close(figure)
+    return buffer.getvalue()
