@@ -247,7 +247,9 @@ class Daemon:
         }
 
     def start(self) -> None:
-        """Prometheus scraping the exporter, then the daemon."""
+        """The placeholders' PriorityClass (``deploy/``), Prometheus scraping the exporter,
+        then the daemon."""
+        utils.create_from_yaml(self.kube.api, str(ROOT / "deploy" / "priorityclass.yaml"))
         self.prometheus.start_prometheus()
         log = (self.workdir / "tuner.log").open("wb")
         self.process = subprocess.Popen(
