@@ -8,7 +8,8 @@ the other, each on a fresh private control plane; see :mod:`testkit.replay.run`)
 real run to the comparison's entry in ``--results`` (created as needed; the entry is keyed by
 comparison, scenario, speedup, hours and seed, so runs made by separate invocations, even at
 the same time, gather in one entry), writes each run's curves beside it (``runs/``) and redraws
-the comparison's plot (``<comparison>-<scenario>.png``). ``--speedup`` compresses the load on
+the comparison's plot (``<comparison>-<scenario>-x<speedup>-<hours>h.png``) and the table
+between ``--page``'s fidelity markers (``docs/fidelity.md``). ``--speedup`` compresses the load on
 top of a scenario file's own ``speedup``; both sides play the same compressed scenario.
 Progress (replay time, billed nodes, pending pods) goes to stderr once a minute.
 """
@@ -39,6 +40,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--results", type=Path, default=ROOT / "docs/fidelity/results.json")
+    parser.add_argument("--page", type=Path, default=ROOT / "docs/fidelity.md")
     args = parser.parse_args()
     scenario = named_scenario(args.scenario, args.hours).compressed(args.speedup)
     seed = args.seed if args.seed is not None else (scenario.seed or 1)
@@ -62,6 +64,8 @@ def main() -> int:
         entry = compare.add_run(args.results, key, sim, result.tick, real)
         print(json.dumps(entry, indent=2))
         _redraw(args.results.parent, stem, scenario.title, args.comparison)
+        with compare.locked(args.results):
+            compare.update_page(args.page, json.loads(args.results.read_text()))
     return 0
 
 

@@ -258,3 +258,52 @@ def plot(title: str, sim: dict[str, Any], real: Sequence[dict[str, Any]]) -> byt
     figure.savefig(buffer, format="png", dpi=100)
     plt.close(figure)
     return buffer.getvalue()
+
+
+def _cell(sim: float, real: Sequence[float], difference: float | None, digits: int) -> str:
+    real_part = " / ".join(f"{r:.{digits}f}" for r in real)
+    diff = "—" if difference is None else f"{difference * 100:+.0f} %"
+    return f"{sim:.{digits}f} · {real_part} ({diff})"
+
+
+def table(entries: Sequence[dict[str, Any]]) -> str:
+    """The results file as a Markdown table: per comparison, the simulator's figure, each real
+    run's, and the simulator's difference to the real runs' median."""
+    rows = [
+        "| comparison | scenario | speedup | hours | cost: sim · real (diff) "
+        "| pending pod-s | evictions/h | s over 100 % CPU | replica curves | load |",
+        "|---|---|---:|---:|---|---|---|---|---:|---:|",
+    ]
+    for e in entries:
+        real, sim, diff = e["real"], e["sim"], e["difference"]
+        cells = [
+            _cell(sim[f], [r[f] for r in real], diff[f], d)
+            for f, d in (
+                ("cost", 3),
+                ("pending_pod_seconds", 0),
+                ("evictions_per_hour", 1),
+                ("seconds_over_cpu", 0),
+            )
+        ]
+        curve = e["replica_curve_difference"]
+        rows.append(
+            f"| {e['comparison']} | {e['scenario']} | {e['speedup']:g} | {e['hours']:g} | "
+            + " | ".join(cells)
+            + f" | {'—' if curve is None else f'{curve * 100:.1f} %'}"
+            + f" | {e['load_average_median']:.1f} |"
+        )
+    return "\n".join(rows)
+
+
+BEGIN = "<!-- fidelity:begin -->"
+END = "<!-- fidelity:end -->"
+
+
+def update_page(page: Path, entries: Sequence[dict[str, Any]]) -> None:
+    """Put the table between the page's fidelity markers."""
+    text = page.read_text(encoding="utf-8")
+    head, begin, rest = text.partition(BEGIN)
+    _old, end, tail = rest.partition(END)
+    if not begin or not end:
+        raise ValueError(f"{page} has no {BEGIN} ... {END} section")
+    page.write_text(f"{head}{BEGIN}\n{table(entries)}\n{END}{tail}", encoding="utf-8")

@@ -10,14 +10,13 @@ shortened to 15 s (the default 300 s would only make the test longer)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from testkit.cluster_fixture import require_cluster
 from testkit.replay.drive import Recording
 from testkit.replay.run import replay
 from tuner.sim.autoscaler import AutoscalerConfig
@@ -46,18 +45,10 @@ class Switch:
         return self.high if self.up and t >= 0 else self.low
 
 
-def _can_run() -> bool:
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tuner" / "k8s"
-    return shutil.which("go") is not None or (cache / "bin").is_dir()
-
-
 def test_replayed_load_scales_the_real_hpa_and_karpenter_adds_then_consolidates_a_node(
     tmp_path: Path,
 ) -> None:
-    if not _can_run():
-        if os.environ.get("CI") or os.environ.get("TUNER_REQUIRE_CLUSTER"):
-            pytest.fail("Go is not installed and no cached Kubernetes binaries exist")
-        pytest.skip("Go is not installed and no cached Kubernetes binaries exist")
+    require_cluster()
     load = Switch(up=True)
     scenario = Scenario(
         name="smoke",
