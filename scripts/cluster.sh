@@ -291,30 +291,49 @@ all_present() { # DIR NAME...
   for name in "$@"; do [[ -x "$dir/$name" ]] || return 1; done
 }
 
+# What `up` needs: the control plane, kwok, and metrics-server when TUNER_METRICS_SERVER=true.
 binaries_present() {
   all_present "$K8S_BIN" kube-apiserver kube-controller-manager kube-scheduler kubectl &&
     all_present "$ETCD_BIN" etcd && all_present "$KWOK_BIN" kwok kwokctl &&
-    all_present "$METRICS_SERVER_BIN" metrics-server && [[ -d "$METRICS_SERVER_BIN/manifests" ]] &&
-    all_present "$KARPENTER_BIN" kwok && [[ -d "$KARPENTER_BIN/crds" ]]
+    { [[ "$WITH_METRICS_SERVER" != true ]] || metrics_server_present; }
 }
 
-build_all() {
+metrics_server_present() {
+  all_present "$METRICS_SERVER_BIN" metrics-server && [[ -d "$METRICS_SERVER_BIN/manifests" ]]
+}
+
+karpenter_present() {
+  all_present "$KARPENTER_BIN" kwok && [[ -d "$KARPENTER_BIN/crds" ]]
+}
+
+# Everything `build` builds: what `up` needs, metrics-server and Karpenter's KWOK provider.
+everything_present() {
+  binaries_present && metrics_server_present && karpenter_present
+}
+
+build_all() { # [--up]: only what `up` needs
   local t0
   t0=$(now)
   go_env
   build_etcd
   build_kwok
   build_kubernetes
-  build_metrics_server
-  build_karpenter
-  log "all binaries ready in $(elapsed "$t0")s ($CACHE_ROOT/bin)"
+  if [[ "${1:-}" != --up || "$WITH_METRICS_SERVER" == true ]]; then build_metrics_server; fi
+  [[ "${1:-}" == --up ]] || build_karpenter
+  log "binaries ready in $(elapsed "$t0")s ($CACHE_ROOT/bin)"
   if [[ "${TUNER_KEEP_GOCACHE:-0}" != 1 && -z "${TUNER_GOCACHE:-}" ]]; then
     rm -rf "$GO_BUILD_CACHE"
   fi
 }
 
 cmd_build() {
-  binaries_present || with_cache_lock build_all
+  everything_present || with_cache_lock build_all
+  everything_present || die "build finished but binaries are missing"
+}
+
+# The binaries `up` needs (Karpenter's are built by `karpenter up`, or `build`).
+build_for_up() {
+  binaries_present || with_cache_lock build_all --up
   binaries_present || die "build finished but binaries are missing"
 }
 
@@ -422,7 +441,7 @@ wait_ready() { # TIMEOUT_SECONDS
 cmd_up() {
   local t0
   t0=$(now)
-  cmd_build
+  build_for_up
   if apiserver_ready; then
     log "cluster $CLUSTER_NAME is already up"
     cmd_env
@@ -575,7 +594,7 @@ cmd_karpenter_up() {
     log "karpenter is already running (pid $(cat "$KARPENTER_PID"))"
     return
   fi
-  if ! all_present "$KARPENTER_BIN" kwok || [[ ! -d "$KARPENTER_BIN/crds" ]]; then
+  if ! karpenter_present; then
     go_env
     with_cache_lock build_karpenter
   fi

@@ -7,6 +7,9 @@ the simulator does: a service's CPU demand (``cpu_per_load`` x its namespace's l
 metrics-server, from which the real HPA controller reads it. A pod is patched only when its
 share moved by more than :data:`USAGE_STEP` (2 %, well inside the HPA's 10 % tolerance).
 
+Every node gets KWOK's per-node resource-metrics path (:func:`expose_metrics`), which
+metrics-server scrapes.
+
 The **recorder** samples what the simulator records per tick (``tuner.sim.metrics.Series``):
 billed nodes (every Node, and every Karpenter NodeClaim from its creation: the simulator bills
 a node from its request) and their price per hour; pending pods (replayed pods without a node);
@@ -27,7 +30,13 @@ from typing import Any
 
 from kubernetes import client
 
-from testkit.replay.objects import SERVICE_LABEL, USAGE_CPU, service_key
+from testkit.replay.objects import (
+    METRICS_PATH,
+    SERVICE_LABEL,
+    USAGE_CPU,
+    metrics_path,
+    service_key,
+)
 from tuner.model.quantity import cpu_millis, memory_bytes
 from tuner.sim.engine import Scenario
 from tuner.sim.metrics import Series
@@ -78,6 +87,26 @@ def read_pods(core: client.CoreV1Api) -> list[PodView]:
             )
         )
     return out
+
+
+def expose_metrics(core: client.CoreV1Api, nodes: Iterable[Any]) -> int:
+    """Give every node that lacks it the ``metrics.k8s.io/resource-metrics-path`` annotation
+    (KWOK's per-node resource-metrics path, which metrics-server then scrapes instead of the
+    kubelet's): Karpenter's KWOK provider names its nodes at random, so no template can carry
+    it. Returns how many nodes were annotated."""
+    done = 0
+    for node in nodes:
+        name = node.metadata.name
+        if METRICS_PATH in (node.metadata.annotations or {}) or node.metadata.deletion_timestamp:
+            continue
+        body = {"metadata": {"annotations": {METRICS_PATH: metrics_path(name)}}}
+        try:
+            core.patch_node(name, body)
+        except client.ApiException as err:
+            if err.status != 404:
+                raise
+        done += 1
+    return done
 
 
 class LoadDriver:
@@ -203,9 +232,8 @@ class Recorder:
         self.hpa_services = [s for s in scenario.services if s.hpa is not None]
         self.recording = Recording(replicas={service_key(s): [] for s in self.hpa_services})
 
-    def billed(self) -> list[str]:
+    def billed(self, nodes: list[Any]) -> list[str]:
         """The instance type of every billed node ("" when not known yet)."""
-        nodes = self.core.list_node().items
         types = {n.metadata.name: (n.metadata.labels or {}).get(INSTANCE_TYPE, "") for n in nodes}
         if not self.karpenter:
             return list(types.values())
@@ -229,10 +257,12 @@ class Recorder:
                 found[labels[SERVICE_LABEL]] = item.spec.replicas or 0
         return found
 
-    def sample(self, t: float, load: float, pods: list[PodView], driver: LoadDriver) -> None:
+    def sample(
+        self, t: float, load: float, pods: list[PodView], nodes: list[Any], driver: LoadDriver
+    ) -> None:
         """One tick's sample (kept only from t = 0 on; evictions before are dropped)."""
         evicted = self.audit.evictions()
-        kinds = self.billed()
+        kinds = self.billed(nodes)
         replicas = self.replicas()
         if t < 0:
             return

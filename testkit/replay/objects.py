@@ -33,6 +33,9 @@ SERVICE_LABEL = "replay.tuner.dev/service"
 """Every replayed pod's label: ``<namespace>.<name>`` of its simulated service."""
 USAGE_CPU = "kwok.x-k8s.io/usage-cpu"
 """The pod annotation KWOK's default ClusterResourceUsage reads a pod's CPU usage from."""
+METRICS_PATH = "metrics.k8s.io/resource-metrics-path"
+"""The node annotation metrics-server scrapes a node's resource metrics at instead of the
+kubelet's ``/metrics/resource``."""
 NODEPOOL = "default"
 NODECLASS = "default"
 ZONE = "zone-a"
@@ -160,6 +163,11 @@ def pdb(service: Service) -> dict[str, Any] | None:
     }
 
 
+def metrics_path(node: str) -> str:
+    """Where KWOK serves a node's resource metrics (its Metric ``metrics-resource``)."""
+    return f"/metrics/nodes/{node}/metrics/resource"
+
+
 def namespaces(scenario: Scenario) -> list[str]:
     """Every namespace the scenario's workloads use but ``kube-system``, sorted."""
     used = {s.namespace for s in (*scenario.services, *scenario.daemonsets)}
@@ -201,7 +209,7 @@ def kwok_node(scenario: Scenario, pool: NodePool, index: int) -> dict[str, Any]:
                 "type": "kwok",
                 **node_labels(scenario, pool),
             },
-            "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "annotations": {"kwok.x-k8s.io/node": "fake", METRICS_PATH: metrics_path(name)},
         },
         "spec": {"taints": []},
         "status": {

@@ -41,7 +41,14 @@ from testkit.cluster_fixture import ClusterHarness
 from testkit.exporter import TestExporter
 from testkit.prometheus_fixture import PrometheusHarness
 from testkit.replay import objects
-from testkit.replay.drive import AuditTail, LoadDriver, Recorder, Recording, read_pods
+from testkit.replay.drive import (
+    AuditTail,
+    LoadDriver,
+    Recorder,
+    Recording,
+    expose_metrics,
+    read_pods,
+)
 from tuner.execute.marks import Keys
 from tuner.sim.engine import Scenario
 from tuner.sim.pools import NodePool
@@ -370,6 +377,7 @@ def replay(
     with control_plane(workdir, played, comparison) as kube:
         prepare_nodes(kube, played, comparison)
         create(kube, objects.workload_objects(played, downscale_s))
+        expose_metrics(kube.core, kube.core.list_node().items)
         wait_until("metrics-server's node metrics", lambda: metrics_api_ready(kube), 180)
         daemon = Daemon(kube, played, workdir, seed) if comparison == "karpenter-tuner" else None
         try:
@@ -408,11 +416,13 @@ def _play(
             late += 1
         t = -scenario.warmup + k * tick
         pods = read_pods(kube.core)
+        nodes = kube.core.list_node().items
+        expose_metrics(kube.core, nodes)
         load = scenario.load(t)
         driver.drive(t, pods)
         if daemon is not None:
             daemon.tick(load)
-        recorder.sample(t, load, pods, driver)
+        recorder.sample(t, load, pods, nodes, driver)
         if k % round(60 / tick) == 0:
             loads.append(os.getloadavg()[0])
         if progress is not None:
