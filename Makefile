@@ -46,7 +46,7 @@ bench-live: venv
 # One scenario replayed on the real control plane (HPA, metrics-server, Karpenter, the tuner's
 # daemon) against the simulator; adds to docs/fidelity/results.json (see docs/fidelity.md).
 # Real time: HOURS of the scenario at SPEEDUP take HOURS/SPEEDUP hours, times RUNS.
-SCENARIO ?= tuner/sim/scenario_files/fidelity-shops.json
+SCENARIO ?= bench/scenarios/fidelity-shops.json
 COMPARISON ?= hpa
 RUNS ?= 1
 bench-replay: venv

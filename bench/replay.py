@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from testkit.replay import compare
@@ -42,6 +44,8 @@ def main() -> int:
     parser.add_argument("--results", type=Path, default=ROOT / "docs/fidelity/results.json")
     parser.add_argument("--page", type=Path, default=ROOT / "docs/fidelity.md")
     args = parser.parse_args()
+    # SIGTERM (nohup, a job control stop) unwinds like Ctrl-C: the control plane is stopped.
+    signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
     scenario = named_scenario(args.scenario, args.hours).compressed(args.speedup)
     seed = args.seed if args.seed is not None else (scenario.seed or 1)
     played = compare.played(scenario, args.comparison)
@@ -78,7 +82,7 @@ def _redraw(folder: Path, stem: str, title: str, comparison: str) -> None:
     (folder / f"{stem}.png").write_bytes(png)
 
 
-def _progress() -> object:
+def _progress() -> Callable[[float, Recording], None]:
     last = [time.monotonic()]
 
     def report(t: float, recording: Recording) -> None:

@@ -298,9 +298,9 @@ def _requirements(types: list[str]) -> list[dict[str, Any]]:
 
 def node_pool(scenario: Scenario) -> dict[str, Any]:
     """One NodePool offering every pool's node type, Karpenter's default disruption settings
-    spelled out, and a CPU limit of every pool at its maximum."""
+    spelled out, no limits (the KWOK provider bills a node's capacity as its claim's requests,
+    so a CPU limit would not count nodes; the scenarios' pool maximums are not reached)."""
     types = sorted({p.node_type.name for p in scenario.pools})
-    limit = sum(p.max_nodes * p.node_type.cpu for p in scenario.pools)
     return {
         "apiVersion": KARPENTER_API,
         "kind": "NodePool",
@@ -317,7 +317,6 @@ def node_pool(scenario: Scenario) -> dict[str, Any]:
                     "expireAfter": "Never",
                 }
             },
-            "limits": {"cpu": _quantity_cpu(limit)},
             "disruption": {
                 "consolidationPolicy": "WhenEmptyOrUnderutilized",
                 "consolidateAfter": "0s",
@@ -344,6 +343,8 @@ def node_claims(scenario: Scenario) -> list[dict[str, Any]]:
                         "labels": {"karpenter.sh/nodepool": NODEPOOL},
                     },
                     "spec": {
+                        # The KWOK provider gives the node its claim's requests as capacity.
+                        "resources": {"requests": instance_type(pool.node_type)["resources"]},
                         "requirements": _requirements([pool.node_type.name]),
                         "nodeClassRef": {
                             "group": "karpenter.kwok.sh",
