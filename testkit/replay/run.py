@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -85,6 +86,9 @@ class DaemonReport:
     actions: dict[str, float] = field(default_factory=dict)
     """``op/result`` -> count, from its /metrics at the end."""
     cycles: dict[str, float] = field(default_factory=dict)
+    events: dict[str, int] = field(default_factory=dict)
+    """The daemon's Kubernetes Events by reason (its decisions, actions, take-backs) that the
+    API server still holds at the end (it keeps Events for an hour)."""
     leftovers: list[str] = field(default_factory=list)
     exit_status: int | None = None
 
@@ -96,6 +100,7 @@ class DaemonReport:
             "rss_mb_first_last": [round(rss[0], 1), round(rss[-1], 1)] if rss else None,
             "actions": self.actions,
             "cycles": self.cycles,
+            "events": self.events,
             "leftovers": self.leftovers,
             "exit_status": self.exit_status,
         }
@@ -303,6 +308,11 @@ class Daemon:
                 self.process.kill()
                 self.report.exit_status = self.process.wait()
         self.report.leftovers = leftovers(self.kube, self.scenario)
+        events: Counter[str] = Counter()
+        for event in self.kube.core.list_event_for_all_namespaces().items:
+            if event.reporting_component == "tuner.dev/deployment-tuner":
+                events[event.reason] += event.count or 1
+        self.report.events = dict(events)
         with contextlib.suppress(RuntimeError):
             self.prometheus.stop_prometheus(keep_data=False)
         self.exporter.stop()
