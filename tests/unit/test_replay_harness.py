@@ -159,3 +159,12 @@ def test_a_service_without_hpa_has_no_replica_curve() -> None:
     fixed = Service("db", 100, 0, namespace="x")
     scaled = Service("web", 100, 0, hpa=HpaSpec(1, 3, 0.5), namespace="x")
     assert objects.hpa(fixed) is None and objects.hpa(scaled) is not None
+
+
+def test_a_pods_usage_is_rewritten_on_every_whole_millicore_that_matters() -> None:
+    from testkit.replay.drive import _moved
+
+    assert _moved(None, 55.0)
+    assert _moved("54m", 55.0)  # 54 % against 55 %: the HPA's tolerance boundary
+    assert not _moved("55m", 55.3)
+    assert not _moved("1000m", 1004.0) and _moved("1000m", 1005.0)
