@@ -35,42 +35,75 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenario", required=True, help="a scenario name or file")
-    parser.add_argument("--comparison", required=True, choices=COMPARISONS)
+    parser.add_argument("--scenario", help="a scenario name or file")
+    parser.add_argument("--comparison", choices=COMPARISONS)
     parser.add_argument("--hours", type=float, help="scenario hours (before the speedup)")
     parser.add_argument("--speedup", type=float, default=1.0)
     parser.add_argument("--seed", type=int)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--results", type=Path, default=ROOT / "docs/fidelity/results.json")
     parser.add_argument("--page", type=Path, default=ROOT / "docs/fidelity.md")
+    parser.add_argument(
+        "--resimulate",
+        action="store_true",
+        help="run the simulator again for every entry of --results (after a simulator change), "
+        "with no real run; differences, plots and the page follow",
+    )
     args = parser.parse_args()
+    if args.resimulate:
+        resimulate(args.results, args.page)
+        return 0
+    if args.scenario is None or args.comparison is None:
+        parser.error("--scenario and --comparison are required (or --resimulate)")
     # SIGTERM (nohup, a job control stop) unwinds like Ctrl-C: the control plane is stopped.
     signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
     scenario = named_scenario(args.scenario, args.hours).compressed(args.speedup)
     seed = args.seed if args.seed is not None else (scenario.seed or 1)
     played = compare.played(scenario, args.comparison)
     hours = round(scenario.duration * scenario.speedup / 3600, 4)
-    key = compare.Key(args.comparison, scenario.name, scenario.speedup, hours, seed)
-    stem = f"{args.comparison}-{scenario.name}-x{scenario.speedup:g}-{hours:g}h"
+    key = compare.Key(args.comparison, scenario.name, scenario.speedup, hours, seed, args.scenario)
     runs_dir = args.results.parent / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
     sim = compare.simulate(scenario, args.comparison, seed)
-    (runs_dir / f"{stem}-sim.json").write_text(json.dumps(compare.series_doc(sim)) + "\n")
+    (runs_dir / f"{key.stem}-sim.json").write_text(json.dumps(compare.series_doc(sim)) + "\n")
     print(f"simulator: {compare.figures(sim.series, 5.0)}", file=sys.stderr)
     for _ in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="replay-") as work:
             result = replay(played, args.comparison, Path(work), seed, progress=_progress())
         real = compare.run_entry(result, sim)
-        done = sorted(runs_dir.glob(f"{stem}-real-*.json"))
-        (runs_dir / f"{stem}-real-{len(done) + 1}.json").write_text(
+        done = sorted(runs_dir.glob(f"{key.stem}-real-*.json"))
+        (runs_dir / f"{key.stem}-real-{len(done) + 1}.json").write_text(
             json.dumps(compare.series_doc(result.recording)) + "\n"
         )
         entry = compare.add_run(args.results, key, sim, result.tick, real)
         print(json.dumps(entry, indent=2))
-        _redraw(args.results.parent, stem, scenario.title, args.comparison)
+        _redraw(args.results.parent, key.stem, scenario.title, args.comparison)
         with compare.locked(args.results):
             compare.update_page(args.page, json.loads(args.results.read_text()))
     return 0
+
+
+def resimulate(results: Path, page: Path) -> None:
+    """The simulator's side of every entry again, against the recorded real runs."""
+    with compare.locked(results):
+        entries = json.loads(results.read_text())
+        for entry in entries:
+            key = compare.Key.of(entry)
+            scenario = named_scenario(key.source, key.hours).compressed(key.speedup)
+            sim = compare.simulate(scenario, key.comparison, key.seed)
+            runs_dir = results.parent / "runs"
+            (runs_dir / f"{key.stem}-sim.json").write_text(
+                json.dumps(compare.series_doc(sim)) + "\n"
+            )
+            reals = sorted(runs_dir.glob(f"{key.stem}-real-*.json"))
+            for run, path in zip(entry["real"], reals, strict=True):
+                recorded = Recording(replicas=json.loads(path.read_text())["replicas"])
+                run["replica_curve_difference"] = compare.replica_curve_difference(sim, recorded)
+            compare.summarise(entry, compare.figures(sim.series, 5.0))
+            print(f"{key.stem}: simulator {entry['sim']}", file=sys.stderr)
+            _redraw(results.parent, key.stem, scenario.title, key.comparison)
+        results.write_text(json.dumps(entries, indent=2) + "\n")
+        compare.update_page(page, entries)
 
 
 def _redraw(folder: Path, stem: str, title: str, comparison: str) -> None:

@@ -150,13 +150,56 @@ def locked(path: Path) -> Any:
 
 @dataclass(frozen=True)
 class Key:
-    """What identifies a comparison in the results file."""
+    """What identifies a comparison in the results file, and the scenario it was played from."""
 
     comparison: str
     scenario: str
     speedup: float
     hours: float
     seed: int
+    source: str
+    """The scenario's name or file, as given to the bench."""
+
+    @property
+    def stem(self) -> str:
+        """The file name stem of its plot and its runs' curves."""
+        return f"{self.comparison}-{self.scenario}-x{self.speedup:g}-{self.hours:g}h"
+
+    def matches(self, entry: dict[str, Any]) -> bool:
+        """Whether ``entry`` is this comparison's."""
+        ours = (self.comparison, self.scenario, self.speedup, self.hours, self.seed)
+        return ours == (
+            entry["comparison"],
+            entry["scenario"],
+            entry["speedup"],
+            entry["hours"],
+            entry["seed"],
+        )
+
+    @staticmethod
+    def of(entry: dict[str, Any]) -> Key:
+        """An entry's key."""
+        return Key(
+            entry["comparison"],
+            entry["scenario"],
+            entry["speedup"],
+            entry["hours"],
+            entry["seed"],
+            entry["source"],
+        )
+
+
+def summarise(entry: dict[str, Any], sim: dict[str, float]) -> None:
+    """Set the entry's simulator figures and its differences to the median of its real runs."""
+    entry["sim"] = sim
+    entry["difference"] = {f: relative(sim[f], [r[f] for r in entry["real"]]) for f in FIGURES}
+    curves = [r["replica_curve_difference"] for r in entry["real"]]
+    known = [c for c in curves if c is not None]
+    entry["replica_curve_difference"] = round(statistics.mean(known), 4) if known else None
+    loads = [
+        r["load_average_median"] for r in entry["real"] if r["load_average_median"] is not None
+    ]
+    entry["load_average_median"] = statistics.median(loads) if loads else None
 
 
 def add_run(
@@ -166,36 +209,20 @@ def add_run(
     entry, with the differences against the median of its real runs."""
     with locked(results):
         entries: list[dict[str, Any]] = json.loads(results.read_text()) if results.exists() else []
-        entry = next(
-            (
-                e
-                for e in entries
-                if (e["comparison"], e["scenario"], e["speedup"], e["hours"], e["seed"])
-                == (key.comparison, key.scenario, key.speedup, key.hours, key.seed)
-            ),
-            None,
-        )
+        entry = next((e for e in entries if key.matches(e)), None)
         if entry is None:
             entry = {
                 "comparison": key.comparison,
                 "scenario": key.scenario,
+                "source": key.source,
                 "speedup": key.speedup,
                 "hours": key.hours,
                 "seed": key.seed,
-                "sim": figures(sim.series, tick),
                 "real": [],
             }
             entries.append(entry)
         entry["real"].append(real)
-        entry["difference"] = {
-            f: relative(entry["sim"][f], [r[f] for r in entry["real"]]) for f in FIGURES
-        }
-        curves = [r["replica_curve_difference"] for r in entry["real"]]
-        known = [c for c in curves if c is not None]
-        entry["replica_curve_difference"] = round(statistics.mean(known), 4) if known else None
-        entry["load_average_median"] = statistics.median(
-            r["load_average_median"] for r in entry["real"] if r["load_average_median"] is not None
-        )
+        summarise(entry, figures(sim.series, tick))
         results.write_text(json.dumps(entries, indent=2) + "\n")
     return entry
 
