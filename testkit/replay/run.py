@@ -259,9 +259,11 @@ class Daemon:
         }
 
     def start(self) -> None:
-        """The placeholders' PriorityClass (``deploy/``), Prometheus scraping the exporter,
-        then the daemon."""
-        utils.create_from_yaml(self.kube.api, str(ROOT / "deploy" / "priorityclass.yaml"))
+        """``deploy/``'s Namespace (where the daemon's Lease and its Events about the cycles
+        go) and the placeholders' PriorityClass, Prometheus scraping the exporter, then the
+        daemon."""
+        for name in ("namespace.yaml", "priorityclass.yaml"):
+            utils.create_from_yaml(self.kube.api, str(ROOT / "deploy" / name))
         self.prometheus.start_prometheus()
         log = (self.workdir / "tuner.log").open("wb")
         self.process = subprocess.Popen(
