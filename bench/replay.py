@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import tempfile
@@ -68,11 +69,15 @@ def main() -> int:
     (runs_dir / f"{key.stem}-sim.json").write_text(json.dumps(compare.series_doc(sim)) + "\n")
     print(f"simulator: {compare.figures(sim.series, 5.0)}", file=sys.stderr)
     for _ in range(args.runs):
+        number = len(sorted(runs_dir.glob(f"{key.stem}-real-*.json"))) + 1
+        logs = Path(tempfile.gettempdir()) / "replay-logs" / f"{key.stem}-{number}-{os.getpid()}"
         with tempfile.TemporaryDirectory(prefix="replay-") as work:
-            result = replay(played, args.comparison, Path(work), seed, progress=_progress())
+            result = replay(
+                played, args.comparison, Path(work), seed, progress=_progress(), logs=logs
+            )
+        print(f"logs kept in {logs}", file=sys.stderr)
         real = compare.run_entry(result, sim)
-        done = sorted(runs_dir.glob(f"{key.stem}-real-*.json"))
-        (runs_dir / f"{key.stem}-real-{len(done) + 1}.json").write_text(
+        (runs_dir / f"{key.stem}-real-{number}.json").write_text(
             json.dumps(compare.series_doc(result.recording)) + "\n"
         )
         entry = compare.add_run(args.results, key, sim, result.tick, real)

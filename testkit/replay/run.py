@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -351,8 +352,11 @@ def leftovers(kube: ClusterHarness, scenario: Scenario) -> list[str]:
 
 
 @contextlib.contextmanager
-def control_plane(workdir: Path, scenario: Scenario, comparison: str) -> Iterator[ClusterHarness]:
-    """The private control plane (and Karpenter) for one replay; stopped and wiped after."""
+def control_plane(
+    workdir: Path, scenario: Scenario, comparison: str, logs: Path | None = None
+) -> Iterator[ClusterHarness]:
+    """The private control plane (and Karpenter) for one replay; stopped and wiped after (its
+    components' logs, but the audit log's, copied into ``logs`` first)."""
     extra = {}
     if comparison != "hpa":
         types = workdir / "instance-types.json"
@@ -364,7 +368,20 @@ def control_plane(workdir: Path, scenario: Scenario, comparison: str) -> Iterato
             kube.script("karpenter", "up")
         yield kube
     finally:
+        if logs is not None:
+            keep_logs(kube, workdir, logs)
         kube.stop()
+
+
+def keep_logs(kube: ClusterHarness, workdir: Path, logs: Path) -> None:
+    """Copy the components' logs (Karpenter's included, not the audit log) and the daemon's."""
+    logs.mkdir(parents=True, exist_ok=True)
+    for log in Path(kube.env["TUNER_CLUSTER_LOGS"]).glob("*.log"):
+        if log.name != "audit.log":
+            shutil.copy2(log, logs / log.name)
+    for name in ("tuner.log", "tuner-settings.json"):
+        if (workdir / name).exists():
+            shutil.copy2(workdir / name, logs / name)
 
 
 def replay(
@@ -376,17 +393,18 @@ def replay(
     progress: Callable[[float, Recording], object] | None = None,
     stop: threading.Event | None = None,
     downscale_s: float | None = None,
+    logs: Path | None = None,
 ) -> RunResult:
     """Replay ``scenario`` for ``comparison`` on a fresh private control plane; the recording.
 
     ``progress(t, recording)`` is called after each tick; ``stop`` ends the replay early (the
     recording then covers what was played); ``downscale_s`` shortens the HPAs' scale-down
-    stabilisation (tests only)."""
+    stabilisation (tests only); ``logs`` keeps the components' and the daemon's logs."""
     if comparison not in COMPARISONS:
         raise ValueError(f"comparison must be one of {COMPARISONS}, not {comparison!r}")
     played = pinned(scenario) if comparison == "hpa" else scenario
     workdir.mkdir(parents=True, exist_ok=True)
-    with control_plane(workdir, played, comparison) as kube:
+    with control_plane(workdir, played, comparison, logs) as kube:
         prepare_nodes(kube, played, comparison)
         create(kube, objects.workload_objects(played, downscale_s))
         expose_metrics(kube.core, kube.core.list_node().items)
