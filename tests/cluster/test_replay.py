@@ -30,7 +30,7 @@ pytestmark = pytest.mark.cluster
 WEB = Service("web", 500, 128 * MIB, hpa=HpaSpec(1, 6, 0.5), cpu_per_load=100.0, namespace="shop")
 """500m pods, 50 % target: 100m at load 1 is one pod, 1200m at load 12 five (a +4 step), of
 which an e2-standard-2 (1930m allocatable) holds three."""
-TIMEOUT_S = 900.0
+TIMEOUT_S = 600.0
 
 
 @dataclass
