@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from testkit.cluster_fixture import kwok_node as fixture_node
 from tuner.execute.affinity import with_preference
 from tuner.execute.marks import Keys
 from tuner.sim.engine import Scenario
@@ -194,37 +195,25 @@ def node_labels(scenario: Scenario, pool: NodePool) -> dict[str, str]:
 
 
 def kwok_node(scenario: Scenario, pool: NodePool, index: int) -> dict[str, Any]:
-    """A fixed pool's KWOK node: the simulator's name, labels, capacity and allocatable."""
+    """A fixed pool's KWOK node: the simulator's name, labels, capacity and allocatable, and
+    KWOK's resource-metrics path for metrics-server."""
     name = f"{pool.name}-{index:04d}"
     kind = pool.node_type
     alloc = kind.allocatable
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "type": "kwok",
-                **node_labels(scenario, pool),
-            },
-            "annotations": {"kwok.x-k8s.io/node": "fake", METRICS_PATH: metrics_path(name)},
-        },
-        "spec": {"taints": []},
-        "status": {
-            "capacity": {
-                "cpu": _quantity_cpu(kind.cpu),
-                "memory": str(kind.memory),
-                "pods": str(kind.max_pods),
-            },
-            "allocatable": {
-                "cpu": _quantity_cpu(alloc.cpu),
-                "memory": str(alloc.memory),
-                "pods": str(kind.max_pods),
-            },
-        },
+    node = fixture_node(
+        name,
+        _quantity_cpu(alloc.cpu),
+        str(alloc.memory),
+        kind.max_pods,
+        labels=node_labels(scenario, pool),
+    )
+    node["metadata"]["annotations"][METRICS_PATH] = metrics_path(name)
+    node["status"]["capacity"] = {
+        "cpu": _quantity_cpu(kind.cpu),
+        "memory": str(kind.memory),
+        "pods": str(kind.max_pods),
     }
+    return {"apiVersion": "v1", "kind": "Node", **node}
 
 
 def fixed_nodes(scenario: Scenario) -> list[dict[str, Any]]:
