@@ -321,6 +321,11 @@ build_all() { # [--up]: only what `up` needs
   if [[ "${1:-}" != --up || "$WITH_METRICS_SERVER" == true ]]; then build_metrics_server; fi
   [[ "${1:-}" == --up ]] || build_karpenter
   log "binaries ready in $(elapsed "$t0")s ($CACHE_ROOT/bin)"
+  drop_go_cache
+}
+
+# Only the binaries are worth keeping (TUNER_KEEP_GOCACHE=1 keeps the build cache).
+drop_go_cache() {
   if [[ "${TUNER_KEEP_GOCACHE:-0}" != 1 && -z "${TUNER_GOCACHE:-}" ]]; then
     rm -rf "$GO_BUILD_CACHE"
   fi
@@ -597,6 +602,7 @@ cmd_karpenter_up() {
   if ! karpenter_present; then
     go_env
     with_cache_lock build_karpenter
+    drop_go_cache
   fi
   kubectl_ apply --server-side --force-conflicts -f "$KARPENTER_BIN/crds" >/dev/null
   kubectl_ wait --for condition=established --timeout=60s -f "$KARPENTER_BIN/crds" >/dev/null
