@@ -11,9 +11,11 @@ with the daemon's defaults beside Karpenter (``tuner.sim.strategies.tuner.Karpen
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import io
 import json
 import statistics
+import tempfile
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -141,9 +143,11 @@ def run_entry(result: RunResult, sim: Recording) -> dict[str, Any]:
 
 @contextmanager
 def locked(path: Path) -> Any:
-    """An exclusive lock on ``path``'s lock file (two replays may finish at once)."""
+    """An exclusive lock on ``path`` (two replays may finish at once), held on a lock file in
+    the temporary directory named after it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "w") as lock:
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:16]
+    with open(Path(tempfile.gettempdir()) / f"replay-results-{digest}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
 
