@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo example test bench bench-kb bench-live lint evaluate
+.PHONY: venv demo example test bench bench-kb bench-live bench-replay lint evaluate
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,17 @@ bench-kb: venv
 bench-live: venv
 	bash scripts/cluster.sh build
 	$(VENV)/bin/python -m bench.live_scale --nodes 100 1000 --repeat 3
+
+# One scenario replayed on the real control plane (HPA, metrics-server, Karpenter, the tuner's
+# daemon) against the simulator; adds to docs/fidelity/results.json (see docs/fidelity.md).
+# Real time: HOURS of the scenario at SPEEDUP take HOURS/SPEEDUP hours, times RUNS.
+SCENARIO ?= bench/scenarios/fidelity-shops.json
+COMPARISON ?= hpa
+RUNS ?= 1
+bench-replay: venv
+	bash scripts/cluster.sh build
+	$(VENV)/bin/python -m bench.replay --scenario $(SCENARIO) --comparison $(COMPARISON) \
+		--runs $(RUNS) $(if $(HOURS),--hours $(HOURS)) $(if $(SPEEDUP),--speedup $(SPEEDUP))
 
 # Every scenario with every strategy; README tables and plots regenerated (JOBS simulations at once).
 JOBS ?= 3

@@ -12,6 +12,14 @@
 #                                     kept; --hard = SIGKILL), then the components
 #                                     that watch it
 #   scripts/cluster.sh kubectl ARGS...    run the cached kubectl against the cluster
+#   scripts/cluster.sh karpenter up|down  Karpenter's KWOK provider beside the running cluster
+#                                     (its CRDs applied; TUNER_KARPENTER_INSTANCE_TYPES names
+#                                     an instance-types file, else the provider's own list)
+#
+# TUNER_METRICS_SERVER=true at `up` also runs metrics-server (kwokctl's metrics-server
+# support, pod and node usage from KWOK's resource-usage simulation: the
+# kwok.x-k8s.io/usage-cpu and usage-memory pod annotations), so that the real HPA
+# controller in kube-controller-manager scales Deployments whose pods run on KWOK nodes.
 #
 # Components: etcd, kube-apiserver (audit log: every request at Metadata level),
 # kube-controller-manager (all default controllers: deployment, replicaset,
@@ -31,12 +39,17 @@ K8S_VERSION="${TUNER_K8S_VERSION:-v1.33.13}"   # k8s.io/kubernetes release
 ETCD_VERSION="${TUNER_ETCD_VERSION:-v3.5.21}"  # the etcd k8s 1.33 is tested with
 KWOK_VERSION="${TUNER_KWOK_VERSION:-v0.8.0}"   # sigs.k8s.io/kwok release
 HELM_VERSION="${TUNER_HELM_VERSION:-v3.22.0}"  # helm.sh/helm/v3 release (the chart's tests)
+METRICS_SERVER_VERSION="${TUNER_METRICS_SERVER_VERSION:-v0.8.0}"  # sigs.k8s.io/metrics-server
+KARPENTER_VERSION="${TUNER_KARPENTER_VERSION:-v1.14.1}"  # sigs.k8s.io/karpenter (its kwok provider)
 
 CACHE_ROOT="${TUNER_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tuner/k8s}"
 K8S_BIN="$CACHE_ROOT/bin/kubernetes-$K8S_VERSION"
 ETCD_BIN="$CACHE_ROOT/bin/etcd-$ETCD_VERSION"
 KWOK_BIN="$CACHE_ROOT/bin/kwok-$KWOK_VERSION"
 HELM_BIN="$CACHE_ROOT/bin/helm-$HELM_VERSION"
+METRICS_SERVER_BIN="$CACHE_ROOT/bin/metrics-server-$METRICS_SERVER_VERSION"
+# Karpenter's KWOK provider is also a binary called `kwok`: its own directory, with its CRDs.
+KARPENTER_BIN="$CACHE_ROOT/bin/karpenter-kwok-$KARPENTER_VERSION"
 SRC_DIR="$CACHE_ROOT/src"   # generated wrapper Go modules
 GO_BUILD_CACHE="${TUNER_GOCACHE:-$CACHE_ROOT/go-build}"
 
@@ -53,6 +66,11 @@ ETCD_PEER_PORT="${TUNER_ETCD_PEER_PORT:-12380}"
 KCM_PORT="${TUNER_KCM_PORT:-10357}"
 SCHEDULER_PORT="${TUNER_SCHEDULER_PORT:-10359}"
 KWOK_PORT="${TUNER_KWOK_PORT:-10347}"
+METRICS_SERVER_PORT="${TUNER_METRICS_SERVER_PORT:-10350}"
+KARPENTER_METRICS_PORT="${TUNER_KARPENTER_METRICS_PORT:-18080}"
+KARPENTER_HEALTH_PORT="${TUNER_KARPENTER_HEALTH_PORT:-18081}"
+WITH_METRICS_SERVER="${TUNER_METRICS_SERVER:-false}"
+KARPENTER_INSTANCE_TYPES="${TUNER_KARPENTER_INSTANCE_TYPES:-}"
 
 UP_TIMEOUT="${TUNER_UP_TIMEOUT:-180}"        # seconds to wait for readiness
 BUILD_JOBS="${TUNER_BUILD_JOBS:-2}"          # go build -p (machine has 2 cores)
@@ -202,18 +220,24 @@ EOF
   go_build_to "$dir" "$ETCD_BIN/etcd" . ""
 }
 
-# `go install PKG@VERSION` of one command into DIR/NAME. GOBIN is a temp dir, then the binary
-# is moved: an interrupted build leaves no binary.
+# `go install PKG@VERSION` into DIR/NAME, atomically (GOBIN a temp dir, then mv): for
+# modules without replace directives (kwok, helm, metrics-server, Karpenter).
 go_install_to() { # DIR NAME PKG@VERSION LDFLAGS
-  local dir=$1 name=$2 pkg=$3 ldflags=$4 t0
+  local dir=$1 name=$2 pkg=$3 ldflags=$4 t0 built
   t0=$(now)
   log "building $name ($pkg)"
   rm -rf "$dir/.tmp" && mkdir -p "$dir/.tmp"
   GOBIN="$dir/.tmp" go install -p "$BUILD_JOBS" -trimpath -ldflags "-s -w $ldflags" \
     "$pkg" </dev/null
-  mv -f "$dir/.tmp/$name" "$dir/$name"
+  built=("$dir"/.tmp/*)
+  mv -f "${built[0]}" "$dir/$name"
   rm -rf "$dir/.tmp"
   log "built $name in $(elapsed "$t0")s"
+}
+
+# The module cache directory of MODULE@VERSION (downloaded if needed).
+module_dir() { # MODULE@VERSION
+  go mod download -json "$1" </dev/null | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p'
 }
 
 # kwok has no replace directives: plain `go install pkg@version` works.
@@ -249,32 +273,96 @@ cmd_build_helm() {
   all_present "$HELM_BIN" helm || die "build finished but helm is missing"
 }
 
+# metrics-server, version-stamped as its Makefile does (kwokctl reads `--version`), and its
+# own kustomize manifests (APIService, Service; kwokctl keeps only those two and points the
+# Service at the process) copied beside it: kwokctl's default is a release download.
+build_metrics_server() {
+  local src
+  if all_present "$METRICS_SERVER_BIN" metrics-server && [[ -d "$METRICS_SERVER_BIN/manifests" ]]; then
+    return
+  fi
+  mkdir -p "$METRICS_SERVER_BIN"
+  go_install_to "$METRICS_SERVER_BIN" metrics-server \
+    "sigs.k8s.io/metrics-server/cmd/metrics-server@$METRICS_SERVER_VERSION" \
+    "-X k8s.io/client-go/pkg/version.gitVersion=$METRICS_SERVER_VERSION"
+  src=$(module_dir "sigs.k8s.io/metrics-server@$METRICS_SERVER_VERSION")
+  [[ -d "$src/manifests" ]] || die "no manifests in the metrics-server module ($src)"
+  rm -rf "$METRICS_SERVER_BIN/manifests"
+  cp -r "$src/manifests" "$METRICS_SERVER_BIN/manifests"
+  chmod -R u+w "$METRICS_SERVER_BIN/manifests"
+}
+
+# Karpenter's KWOK provider (sigs.k8s.io/karpenter/kwok: Karpenter's controllers with a cloud
+# provider that creates KWOK Node objects) and its CRDs from the module cache: NodePool,
+# NodeClaim, NodeOverlay, CapacityBuffer (pkg/apis/crds) and KWOKNodeClass
+# (kwok/apis/crds; the chart's copy is a symlink the module zip drops).
+build_karpenter() {
+  local src
+  if all_present "$KARPENTER_BIN" kwok && [[ -d "$KARPENTER_BIN/crds" ]]; then return; fi
+  mkdir -p "$KARPENTER_BIN"
+  go_install_to "$KARPENTER_BIN" kwok "sigs.k8s.io/karpenter/kwok@$KARPENTER_VERSION" \
+    "-X sigs.k8s.io/karpenter/pkg/operator.Version=$KARPENTER_VERSION"
+  src=$(module_dir "sigs.k8s.io/karpenter@$KARPENTER_VERSION")
+  rm -rf "$KARPENTER_BIN/crds.tmp" && mkdir -p "$KARPENTER_BIN/crds.tmp"
+  cp "$src"/pkg/apis/crds/*.yaml "$src"/kwok/apis/crds/*.yaml "$KARPENTER_BIN/crds.tmp/"
+  chmod -R u+w "$KARPENTER_BIN/crds.tmp"
+  rm -rf "$KARPENTER_BIN/crds" && mv "$KARPENTER_BIN/crds.tmp" "$KARPENTER_BIN/crds"
+}
+
 all_present() { # DIR NAME...
   local dir=$1; shift
   local name
   for name in "$@"; do [[ -x "$dir/$name" ]] || return 1; done
 }
 
+# What `up` needs: the control plane, kwok, and metrics-server when TUNER_METRICS_SERVER=true.
 binaries_present() {
   all_present "$K8S_BIN" kube-apiserver kube-controller-manager kube-scheduler kubectl &&
-    all_present "$ETCD_BIN" etcd && all_present "$KWOK_BIN" kwok kwokctl
+    all_present "$ETCD_BIN" etcd && all_present "$KWOK_BIN" kwok kwokctl &&
+    { [[ "$WITH_METRICS_SERVER" != true ]] || metrics_server_present; }
 }
 
-build_all() {
+metrics_server_present() {
+  all_present "$METRICS_SERVER_BIN" metrics-server && [[ -d "$METRICS_SERVER_BIN/manifests" ]]
+}
+
+karpenter_present() {
+  all_present "$KARPENTER_BIN" kwok && [[ -d "$KARPENTER_BIN/crds" ]]
+}
+
+# Everything `build` builds: what `up` needs, metrics-server and Karpenter's KWOK provider.
+everything_present() {
+  binaries_present && metrics_server_present && karpenter_present
+}
+
+build_all() { # [--up]: only what `up` needs
   local t0
   t0=$(now)
   go_env
   build_etcd
   build_kwok
   build_kubernetes
-  log "all binaries ready in $(elapsed "$t0")s ($CACHE_ROOT/bin)"
+  if [[ "${1:-}" != --up || "$WITH_METRICS_SERVER" == true ]]; then build_metrics_server; fi
+  [[ "${1:-}" == --up ]] || build_karpenter
+  log "binaries ready in $(elapsed "$t0")s ($CACHE_ROOT/bin)"
+  drop_go_cache
+}
+
+# Only the binaries are worth keeping (TUNER_KEEP_GOCACHE=1 keeps the build cache).
+drop_go_cache() {
   if [[ "${TUNER_KEEP_GOCACHE:-0}" != 1 && -z "${TUNER_GOCACHE:-}" ]]; then
     rm -rf "$GO_BUILD_CACHE"
   fi
 }
 
 cmd_build() {
-  binaries_present || with_cache_lock build_all
+  everything_present || with_cache_lock build_all
+  everything_present || die "build finished but binaries are missing"
+}
+
+# The binaries `up` needs (Karpenter's are built by `karpenter up`, or `build`).
+build_for_up() {
+  binaries_present || with_cache_lock build_all --up
   binaries_present || die "build finished but binaries are missing"
 }
 
@@ -322,6 +410,7 @@ options:
   kubeSchedulerBinary: $K8S_BIN/kube-scheduler
   kubectlBinary: $K8S_BIN/kubectl
   kwokControllerBinary: $KWOK_BIN/kwok
+$(metrics_server_options)
 componentsPatches:
   # Nothing restarts a component that exits here, and with leader election on,
   # kube-controller-manager and kube-scheduler exit ("leaderelection lost")
@@ -342,6 +431,21 @@ componentsPatches:
   - name: kube-apiserver
     extraArgs:
       - {key: shutdown-watch-termination-grace-period, value: 3s}
+EOF
+}
+
+# kwokctl's options for metrics-server (TUNER_METRICS_SERVER=true): the binary and
+# manifests built here. kwokctl then also gives kwok its resource-metrics endpoint and the
+# usage-from-annotation ClusterResourceUsage (both compiled into kwokctl, nothing fetched).
+metrics_server_options() {
+  [[ "$WITH_METRICS_SERVER" == true ]] || return 0
+  cat <<EOF
+  enableMetricsServer: true
+  metricsServerVersion: $METRICS_SERVER_VERSION
+  metricsServerBinary: $METRICS_SERVER_BIN/metrics-server
+  metricsServerPort: $METRICS_SERVER_PORT
+  metricsServerManifests:
+    - $METRICS_SERVER_BIN/manifests/overlays/release
 EOF
 }
 
@@ -366,7 +470,7 @@ wait_ready() { # TIMEOUT_SECONDS
 cmd_up() {
   local t0
   t0=$(now)
-  cmd_build
+  build_for_up
   if apiserver_ready; then
     log "cluster $CLUSTER_NAME is already up"
     cmd_env
@@ -390,6 +494,7 @@ cmd_up() {
 }
 
 cmd_down() {
+  cmd_karpenter_down 2>/dev/null
   if [[ -x "$KWOK_BIN/kwokctl" && -d "$CLUSTER_DIR" ]]; then
     kwokctl delete cluster --kubeconfig='' >/dev/null 2>&1 || true
   fi
@@ -499,8 +604,63 @@ wait_healthy() { # TIMEOUT_SECONDS PORT...
   done
 }
 
+# ---------------------------------------------------------------- karpenter --
+# Karpenter's KWOK provider as a plain process beside the cluster, pointed at its api
+# server: leader election off (the only instance), its metrics and health ports set (it
+# binds them on every interface: the operator hard-codes ":PORT"), the instance types of
+# TUNER_KARPENTER_INSTANCE_TYPES. Its NodePools and KWOKNodeClasses are the caller's.
+KARPENTER_PID="$CLUSTER_DIR/karpenter.pid"
+KARPENTER_LOG="$CLUSTER_DIR/logs/karpenter.log"
+
+karpenter_ready() {
+  [[ "$(curl -s --max-time 3 "http://$BIND_ADDRESS:$KARPENTER_HEALTH_PORT/readyz")" == ok ]]
+}
+
+cmd_karpenter_up() {
+  local t0 deadline env_file=()
+  t0=$(now)
+  apiserver_ready || die "cluster $CLUSTER_NAME is not up (scripts/cluster.sh up first)"
+  if [[ -f "$KARPENTER_PID" ]] && kill -0 "$(cat "$KARPENTER_PID")" 2>/dev/null; then
+    log "karpenter is already running (pid $(cat "$KARPENTER_PID"))"
+    return
+  fi
+  if ! karpenter_present; then
+    go_env
+    with_cache_lock build_karpenter
+    drop_go_cache
+  fi
+  kubectl_ apply --server-side --force-conflicts -f "$KARPENTER_BIN/crds" >/dev/null
+  kubectl_ wait --for condition=established --timeout=60s -f "$KARPENTER_BIN/crds" >/dev/null
+  if [[ -n "$KARPENTER_INSTANCE_TYPES" ]]; then
+    [[ -f "$KARPENTER_INSTANCE_TYPES" ]] || die "no instance-types file $KARPENTER_INSTANCE_TYPES"
+    env_file=(INSTANCE_TYPES_FILE_PATH="$KARPENTER_INSTANCE_TYPES")
+  fi
+  mkdir -p "$(dirname "$KARPENTER_LOG")"
+  env KUBECONFIG="$KUBECONFIG_PATH" DISABLE_LEADER_ELECTION=true \
+    METRICS_PORT="$KARPENTER_METRICS_PORT" HEALTH_PROBE_PORT="$KARPENTER_HEALTH_PORT" \
+    LOG_LEVEL="${TUNER_KARPENTER_LOG_LEVEL:-info}" "${env_file[@]}" \
+    setsid "$KARPENTER_BIN/kwok" >"$KARPENTER_LOG" 2>&1 </dev/null &
+  echo $! >"$KARPENTER_PID"
+  deadline=$((SECONDS + UP_TIMEOUT))
+  until karpenter_ready; do
+    kill -0 "$(cat "$KARPENTER_PID")" 2>/dev/null ||
+      { tail -20 "$KARPENTER_LOG" >&2; die "karpenter exited (log: $KARPENTER_LOG)"; }
+    ((SECONDS < deadline)) || die "karpenter not ready after ${UP_TIMEOUT}s (log: $KARPENTER_LOG)"
+    sleep 0.5
+  done
+  log "karpenter up in $(elapsed "$t0")s (health :$KARPENTER_HEALTH_PORT, metrics :$KARPENTER_METRICS_PORT)"
+}
+
+cmd_karpenter_down() {
+  if [[ -f "$KARPENTER_PID" ]]; then
+    stop_pid "$(cat "$KARPENTER_PID")" 20
+    rm -f "$KARPENTER_PID"
+  fi
+  log "karpenter is down"
+}
+
 usage() {
-  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 main() {
@@ -514,6 +674,12 @@ main() {
     status) cmd_status ;;
     env) cmd_env ;;
     restart-apiserver) cmd_restart_apiserver "$@" ;;
+    karpenter)
+      case "${1:-}" in
+        up) cmd_karpenter_up ;;
+        down) cmd_karpenter_down ;;
+        *) usage >&2; exit 2 ;;
+      esac ;;
     kubectl) exec "$K8S_BIN/kubectl" --kubeconfig "$KUBECONFIG_PATH" "$@" ;;
     -h | --help | help) usage ;;
     *) usage >&2; exit 2 ;;

@@ -44,7 +44,7 @@ PORTS = ("APISERVER", "ETCD", "ETCD_PEER", "KCM", "SCHEDULER", "KWOK")
 TUNER_NAMESPACE = Execute().journal_namespace
 T = TypeVar("T")
 
-__all__ = ["ClusterHarness", "kube", "kube_harness", "kwok_node"]
+__all__ = ["ClusterHarness", "kube", "kube_harness", "kwok_node", "require_cluster"]
 
 
 def _free_ports(count: int) -> list[int]:
@@ -346,13 +346,19 @@ def _can_run() -> bool:
     return shutil.which("go") is not None or (cache / "bin").is_dir()
 
 
-@pytest.fixture(scope="session")
-def kube_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHarness]:
-    """A private control plane for the whole session."""
+def require_cluster() -> None:
+    """Skip the test without Go and without cached binaries (fail instead under ``CI`` or
+    ``TUNER_REQUIRE_CLUSTER``)."""
     if not _can_run():
         if os.environ.get("CI") or os.environ.get("TUNER_REQUIRE_CLUSTER"):
             pytest.fail("Go is not installed and no cached Kubernetes binaries exist")
         pytest.skip("Go is not installed and no cached Kubernetes binaries exist")
+
+
+@pytest.fixture(scope="session")
+def kube_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHarness]:
+    """A private control plane for the whole session."""
+    require_cluster()
     state = tmp_path_factory.mktemp("cluster")
     harness = ClusterHarness(state, f"tuner-test-{os.getpid()}")
     try:

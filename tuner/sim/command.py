@@ -19,6 +19,7 @@ STRATEGY_NAMES = (
     "tuner",
     "tuner-unlimited",
     "binpacking-tuner",
+    "karpenter-tuner",
 )
 
 

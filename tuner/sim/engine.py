@@ -14,7 +14,7 @@ import math
 import random
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from tuner.model.cluster import Cluster, Hpa, Workload
@@ -24,8 +24,8 @@ from tuner.plan.actions import Action, resolved
 from tuner.settings import Execute
 from tuner.sim.autoscaler import AutoscalerConfig, ClusterAutoscaler
 from tuner.sim.executor import SimulatedExecutor
-from tuner.sim.hpa import SYNC_PERIOD, HorizontalPodAutoscaler
-from tuner.sim.load import LoadPattern
+from tuner.sim.hpa import METRIC_DELAY, SYNC_PERIOD, USAGE_LAGS, HorizontalPodAutoscaler
+from tuner.sim.load import Compressed, LoadPattern
 from tuner.sim.metrics import ActionCounts, ActionResult, Series
 from tuner.sim.pools import POOL_LABELS, NodePool
 from tuner.sim.scheduler import LEAST_ALLOCATED, Scheduler
@@ -60,6 +60,22 @@ class Scenario:
     sources: tuple[str, ...] = ()
     seed: int | None = None
     """The scenario file's seed (``tuner simulate --seed`` overrides it)."""
+    speedup: float = 1.0
+    """How many times faster than its own clock the load plays (a scenario file's
+    ``speedup``): the load's time axis, the duration and the warm-up are divided by it; the
+    controllers' clocks are not (what a replay on a real control plane can do too)."""
+
+    def compressed(self, speedup: float) -> Scenario:
+        """The same scenario with its load played ``speedup`` times faster."""
+        if speedup == 1:
+            return self
+        return replace(
+            self,
+            loads={ns: Compressed(pattern, speedup) for ns, pattern in self.loads.items()},
+            duration=self.duration / speedup,
+            warmup=self.warmup / speedup,
+            speedup=self.speedup * speedup,
+        )
 
     @property
     def currency(self) -> str:
@@ -424,31 +440,46 @@ class Simulation:
         load = self._namespace_loads().get(service.namespace)
         return service.demand(load) if load is not None else service.fixed_cpu
 
-    def _ready_counts(self) -> dict[Service, int]:
-        """Ready pods per service: bound pods less those bound within the startup time (the
-        state's recent bindings, pruned here; a pod deleted or rebound since is skipped)."""
+    def _ready_counts(self, after: float = 0.0) -> dict[Service, int]:
+        """Ready pods per service: bound pods less those bound within the startup time (and
+        ``after`` more seconds: :data:`~tuner.sim.hpa.METRIC_DELAY` for the pods the HPA has
+        a metric of). The state's recent bindings are pruned here; a pod deleted or rebound
+        since is skipped."""
         state = self.cluster_state
         recent = state.recent_binds
         startup = self.scenario.startup
-        while recent and self.now >= recent[0][0] + startup:
+        while recent and self.now >= recent[0][0] + startup + METRIC_DELAY:
             recent.popleft()
         ready = dict(state.bound)
         for bound_at, pod in recent:
-            if pod.node is not None and pod.bound_at == bound_at and pod.uid in state.pods:
+            if (
+                self.now < bound_at + startup + after
+                and pod.node is not None
+                and pod.bound_at == bound_at
+                and pod.uid in state.pods
+            ):
                 ready[pod.service] -= 1
         return ready
 
+    def _measured_usage(self, service: Service) -> float:
+        """The service's CPU usage as the HPA reads it: metrics-server's latest sample, the
+        demand averaged over :data:`~tuner.sim.hpa.USAGE_LAGS` before now."""
+        pattern = self.scenario.loads.get(service.namespace)
+        if pattern is None:
+            return service.fixed_cpu
+        return sum(service.demand(pattern(self.now - lag)) for lag in USAGE_LAGS) / len(USAGE_LAGS)
+
     def _sync_hpas(self) -> None:
-        counts = self._ready_counts()
+        counts = self._ready_counts(METRIC_DELAY)
         for service, hpa in self.hpas.items():
-            ready = counts.get(service, 0)
+            measured = counts.get(service, 0)
             count = self.cluster_state.count(service)
             self.replicas[service] = hpa.desired(
                 self.now,
                 self.replicas[service],
-                ready,
-                count - ready,
-                self._demand(service) if ready else 0.0,
+                measured,
+                count - measured,
+                self._measured_usage(service) if measured else 0.0,
                 service.cpu,
             )
 

@@ -345,12 +345,14 @@ class Karpenter:
 
     def candidates(self, cluster: SimCluster, now: float) -> list[SimNode]:
         """Ready nodes not being disrupted, unchanged for ``consolidateAfter``, whose pods may
-        all be evicted; by savings ratio (price over 1 + one per pod), highest first."""
+        all be evicted; by savings ratio (price over 1 + one per pod), highest first. A node
+        cordoned by someone else (the tuner leaving an emptied node to it) is a candidate:
+        Karpenter's ``ValidateNodeDisruptable`` does not look at ``unschedulable``."""
         out = []
         blocked: dict[Service, bool] = {}
         for node in cluster.nodes.values():
-            if not node.ready(now) or node.unschedulable or node.name in self.replacing:
-                continue
+            if not node.ready(now) or DISRUPTED_TAINT in node.taints or node.name in self.replacing:
+                continue  # a cordon of someone else's does not stop it (statenode.go)
             since = self.changed_at.get(node.name, (now, ()))[0]
             if now - since < self.config.consolidate_after:
                 continue

@@ -235,3 +235,15 @@ class TraceReplay:
         held = x >= 0
         values = np.interp(np.clip(x, 0, len(series) - 1.0), np.arange(len(series)), series)
         return np.where(held, self.peak * values / self.top, np.nan)
+
+
+@dataclass(frozen=True, slots=True)
+class Compressed:
+    """A load played ``speedup`` times faster: at ``t`` it is what ``pattern`` is at
+    ``t * speedup`` (a scenario's ``speedup``)."""
+
+    pattern: LoadPattern
+    speedup: float
+
+    def __call__(self, t: float) -> float:
+        return self.pattern(t * self.speedup)

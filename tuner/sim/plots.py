@@ -25,6 +25,7 @@ STYLES: dict[str, dict[str, Any]] = {
     "tuner": {"color": "tab:green", "linewidth": 1.4, "linestyle": "--"},
     "tuner-unlimited": {"color": "tab:olive", "linewidth": 1.2, "linestyle": ":"},
     "binpacking-tuner": {"color": "tab:pink", "linewidth": 1.2, "linestyle": "-."},
+    "karpenter-tuner": {"color": "tab:cyan", "linewidth": 1.2, "linestyle": "-."},
 }
 """A wide, light CA-alone line under a dashed tuner line: where they are equal, both show."""
 DPI = 110

@@ -499,7 +499,7 @@ def build(doc: dict[str, Any], hours: float | None = None) -> Scenario:
         system=system,
         sources=tuple(dict.fromkeys(s["source"] for s in doc.get("services", ()) if "source" in s)),
         seed=doc.get("seed"),
-    )
+    ).compressed(float(doc.get("speedup", 1)))
 
 
 def read(path: Path, hours: float | None = None) -> Scenario:

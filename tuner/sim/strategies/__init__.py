@@ -8,7 +8,8 @@
 - ``tuner``: this project's tuner (the real ``tuner.analyse`` and ``tuner.plan``), with 85 % CPU
   and memory thresholds;
 - ``tuner-unlimited``: the same without thresholds (the daemon's default);
-- ``binpacking-tuner``: ``tuner-unlimited`` beside ``binpacking``'s scheduler and scale-down.
+- ``binpacking-tuner``: ``tuner-unlimited`` beside ``binpacking``'s scheduler and scale-down;
+- ``karpenter-tuner``: ``tuner-unlimited`` beside Karpenter instead of the Cluster Autoscaler.
 
 The lower bound is not a strategy: :mod:`tuner.sim.report` computes it from a run's requests.
 """
@@ -23,7 +24,12 @@ from tuner.sim.strategies.binpacking import BinPacking
 from tuner.sim.strategies.descheduler import Descheduler
 from tuner.sim.strategies.karpenter import KarpenterStrategy
 from tuner.sim.strategies.thesis2019 import Tuner2019
-from tuner.sim.strategies.tuner import PackingTuner, ProjectTuner, unlimited_settings
+from tuner.sim.strategies.tuner import (
+    KarpenterTuner,
+    PackingTuner,
+    ProjectTuner,
+    unlimited_settings,
+)
 
 STRATEGIES: dict[str, Callable[[Scenario, int], Strategy]] = {
     "autoscaler": lambda scenario, seed: AutoscalerOnly(),
@@ -36,6 +42,7 @@ STRATEGIES: dict[str, Callable[[Scenario, int], Strategy]] = {
         scenario, seed, unlimited_settings(scenario, seed)
     ),
     "binpacking-tuner": PackingTuner,
+    "karpenter-tuner": KarpenterTuner,
 }
 LABELS = {
     "autoscaler": "CA alone",
@@ -46,4 +53,5 @@ LABELS = {
     "tuner": "CA + tuner",
     "tuner-unlimited": "CA + tuner, no thresholds",
     "binpacking-tuner": "CA + MostAllocated + tuner, no thresholds",
+    "karpenter-tuner": "Karpenter + tuner, no thresholds",
 }

@@ -41,9 +41,11 @@ from tuner.settings import (
 )
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.history import SimLoadHistory
+from tuner.sim.karpenter import Karpenter
 from tuner.sim.pools import POOL_LABELS, pricing
 from tuner.sim.ports import SimActuator, SimObserver
 from tuner.sim.strategies.binpacking import BinPacking
+from tuner.sim.strategies.karpenter import KarpenterStrategy
 
 
 def simulation_settings(scenario: Scenario, seed: int) -> Settings:
@@ -157,3 +159,20 @@ class PackingTuner(ProjectTuner):
 
     def __init__(self, scenario: Scenario, seed: int) -> None:
         super().__init__(scenario, seed, unlimited_settings(scenario, seed))
+
+
+class KarpenterTuner(ProjectTuner):
+    """The tuner with the daemon's default settings (no thresholds) beside Karpenter instead of
+    the Cluster Autoscaler, as a Karpenter user runs it: emptied nodes are left cordoned for
+    Karpenter's consolidation to delete, and a replace's new node comes from Karpenter
+    provisioning for the placeholder pod (both ``autoscaler``, the defaults)."""
+
+    name = "karpenter-tuner"
+
+    def __init__(self, scenario: Scenario, seed: int) -> None:
+        super().__init__(scenario, seed, unlimited_settings(scenario, seed))
+        self.karpenter = KarpenterStrategy()
+
+    def autoscaler(self, scenario: Scenario) -> Karpenter:
+        """Karpenter over the scenario's pools (:class:`KarpenterStrategy`)."""
+        return self.karpenter.autoscaler(scenario)

@@ -1,0 +1,340 @@
+"""The simulator against a real replay of the same scenario: the simulator's run of the
+matching strategy, the figures of both, their differences, the fidelity results file and the
+plots.
+
+Matching strategies: ``hpa`` — no autoscaler at all (the pools fixed at their initial size, the
+same pinned scenario the real replay plays), kube-scheduler's scoring and the HPA;
+``karpenter`` — Karpenter instead of the Cluster Autoscaler; ``karpenter-tuner`` — the tuner
+with the daemon's defaults beside Karpenter (``tuner.sim.strategies.tuner.KarpenterTuner``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import io
+import json
+import statistics
+import tempfile
+from collections.abc import Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from testkit.replay.drive import Recording
+from testkit.replay.objects import service_key
+from testkit.replay.run import RunResult, pinned
+from tuner.sim.engine import Scenario, Simulation, Strategy
+from tuner.sim.metrics import ActionCounts, Series
+from tuner.sim.report import Outcome
+from tuner.sim.state import SimCluster, SimPod
+from tuner.sim.strategies import STRATEGIES
+
+FIGURES = ("cost", "pending_pod_seconds", "evictions_per_hour", "seconds_over_cpu")
+SIM_STRATEGY = {
+    "hpa": "fixed-nodes",
+    "karpenter": "karpenter",
+    "karpenter-tuner": "karpenter-tuner",
+}
+
+
+class NoAutoscaler:
+    """An autoscaler that never adds or removes a node."""
+
+    def step(self, cluster: SimCluster, unschedulable: list[SimPod], now: float) -> list[SimPod]:
+        """Nothing."""
+        return []
+
+
+class FixedNodes:
+    """The ``hpa`` comparison's strategy: HPAs and kube-scheduler on fixed nodes."""
+
+    name = "fixed-nodes"
+
+    def autoscaler(self, scenario: Scenario) -> NoAutoscaler:
+        """No Cluster Autoscaler."""
+        return NoAutoscaler()
+
+    def on_tick(self, sim: Simulation) -> None:
+        """Nothing beyond the HPAs and the scheduler."""
+
+
+def played(scenario: Scenario, comparison: str) -> Scenario:
+    """The scenario both sides play for ``comparison``."""
+    return pinned(scenario) if comparison == "hpa" else scenario
+
+
+def simulate(scenario: Scenario, comparison: str, seed: int, tick: float = 5.0) -> Recording:
+    """The simulator's run of the matching strategy, recorded as a replay records."""
+    scenario = played(scenario, comparison)
+    strategy: Strategy = (
+        FixedNodes()
+        if comparison == "hpa"
+        else STRATEGIES[SIM_STRATEGY[comparison]](scenario, seed)
+    )
+    sim = Simulation(scenario, seed, strategy, tick)
+    hpa_services = [s for s in scenario.services if s.hpa is not None]
+    recording = Recording(series=sim.series, replicas={service_key(s): [] for s in hpa_services})
+    while sim.now < scenario.duration - 1e-9:
+        at = sim.now
+        sim.advance(tick)  # the controllers ran at `at`, the tick was observed there
+        if at >= 0:
+            for service in hpa_services:
+                recording.replicas[service_key(service)].append(sim.replicas[service])
+    return recording
+
+
+def figures(series: Series, tick: float) -> dict[str, float]:
+    """The four compared figures (and node-hours) of a recorded series."""
+    outcome = Outcome("", series, tick, ActionCounts(), {})
+    return {
+        "cost": round(outcome.cost, 4),
+        "pending_pod_seconds": outcome.pending_pod_seconds,
+        "evictions_per_hour": round(outcome.evictions_per_hour, 3),
+        "seconds_over_cpu": outcome.short_seconds,
+        "node_hours": round(outcome.node_hours, 3),
+    }
+
+
+def replica_curve_difference(sim: Recording, real: Recording) -> float | None:
+    """Mean absolute difference of the HPA-scaled replica counts, tick by tick and service by
+    service, over their mean (both curves); None without HPA-scaled services."""
+    diffs: list[int] = []
+    total = 0
+    for key, ours in sim.replicas.items():
+        theirs = real.replicas.get(key, [])
+        n = min(len(ours), len(theirs))
+        diffs += [abs(a - b) for a, b in zip(ours[:n], theirs[:n], strict=True)]
+        total += sum(ours[:n]) + sum(theirs[:n])
+    if not diffs or not total:
+        return None
+    return round(sum(diffs) / len(diffs) / (total / (2 * len(diffs))), 4)
+
+
+def relative(sim: float, real: Sequence[float]) -> float | None:
+    """How far the simulator is from the real runs' median, as a fraction of it."""
+    middle = statistics.median(real)
+    return round((sim - middle) / middle, 4) if middle else None
+
+
+def run_entry(result: RunResult, sim: Recording) -> dict[str, Any]:
+    """One real run as it goes into the results file."""
+    entry: dict[str, Any] = figures(result.recording.series, result.tick)
+    entry |= {
+        "replica_curve_difference": replica_curve_difference(sim, result.recording),
+        "evictions_by_actor": dict(result.recording.evictions_by_actor),
+        "wall_s": round(result.wall_s),
+        "late_ticks": result.late_ticks,
+        "usage_patches": result.patches,
+        "load_average_median": round(statistics.median(result.load_average), 2)
+        if result.load_average
+        else None,
+    }
+    if result.daemon is not None:
+        entry["daemon"] = result.daemon.as_dict()
+    return entry
+
+
+@contextmanager
+def locked(path: Path) -> Any:
+    """An exclusive lock on ``path`` (two replays may finish at once), held on a lock file in
+    the temporary directory named after it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:16]
+    with open(Path(tempfile.gettempdir()) / f"replay-results-{digest}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+@dataclass(frozen=True)
+class Key:
+    """What identifies a comparison in the results file, and the scenario it was played from."""
+
+    comparison: str
+    scenario: str
+    speedup: float
+    hours: float
+    seed: int
+    source: str
+    """The scenario's name or file, as given to the bench."""
+
+    @property
+    def stem(self) -> str:
+        """The file name stem of its plot and its runs' curves."""
+        return f"{self.comparison}-{self.scenario}-x{self.speedup:g}-{self.hours:g}h"
+
+    def matches(self, entry: dict[str, Any]) -> bool:
+        """Whether ``entry`` is this comparison's."""
+        ours = (self.comparison, self.scenario, self.speedup, self.hours, self.seed)
+        return ours == (
+            entry["comparison"],
+            entry["scenario"],
+            entry["speedup"],
+            entry["hours"],
+            entry["seed"],
+        )
+
+    @staticmethod
+    def of(entry: dict[str, Any]) -> Key:
+        """An entry's key."""
+        return Key(
+            entry["comparison"],
+            entry["scenario"],
+            entry["speedup"],
+            entry["hours"],
+            entry["seed"],
+            entry["source"],
+        )
+
+
+def summarise(entry: dict[str, Any], sim: dict[str, float]) -> None:
+    """Set the entry's simulator figures and its differences to the median of its real runs."""
+    entry["sim"] = sim
+    entry["difference"] = {f: relative(sim[f], [r[f] for r in entry["real"]]) for f in FIGURES}
+    curves = [r["replica_curve_difference"] for r in entry["real"]]
+    known = [c for c in curves if c is not None]
+    entry["replica_curve_difference"] = round(statistics.mean(known), 4) if known else None
+    loads = [
+        r["load_average_median"] for r in entry["real"] if r["load_average_median"] is not None
+    ]
+    entry["load_average_median"] = statistics.median(loads) if loads else None
+
+
+def add_run(
+    results: Path, key: Key, sim: Recording, tick: float, real: dict[str, Any]
+) -> dict[str, Any]:
+    """Add one real run to the comparison's entry in ``results`` (created as needed); the
+    entry, with the differences against the median of its real runs."""
+    with locked(results):
+        entries: list[dict[str, Any]] = json.loads(results.read_text()) if results.exists() else []
+        entry = next((e for e in entries if key.matches(e)), None)
+        if entry is None:
+            entry = {
+                "comparison": key.comparison,
+                "scenario": key.scenario,
+                "source": key.source,
+                "speedup": key.speedup,
+                "hours": key.hours,
+                "seed": key.seed,
+                "real": [],
+            }
+            entries.append(entry)
+        entry["real"].append(real)
+        summarise(entry, figures(sim.series, tick))
+        results.write_text(json.dumps(entries, indent=2) + "\n")
+    return entry
+
+
+def series_doc(recording: Recording) -> dict[str, Any]:
+    """A recording's curves for the plots (kept beside the results file)."""
+    s = recording.series
+    return {
+        "time": s.time,
+        "nodes": s.nodes,
+        "cost": [round(c, 5) for c in s.cost],
+        "pending": s.pending,
+        "load": [round(x, 3) for x in s.load],
+        "evictions": s.evictions,
+        "replicas": dict(recording.replicas),
+    }
+
+
+def plot(title: str, sim: dict[str, Any], real: Sequence[dict[str, Any]]) -> bytes:
+    """Simulator against every real run over time: billed nodes, pending pods, the replicas of
+    the HPA-scaled services (summed), and the load; PNG."""
+    figure, axes = plt.subplots(4, 1, figsize=(10, 9), sharex=True)
+    panels = (
+        ("billed nodes", lambda d: d["nodes"]),
+        ("pending pods", lambda d: d["pending"]),
+        (
+            "HPA replicas (sum)",
+            lambda d: [sum(v) for v in zip(*d["replicas"].values(), strict=False)],
+        ),
+        ("load", lambda d: d["load"]),
+    )
+    for axis, (label, pick) in zip(axes, panels, strict=True):
+        minutes = [t / 60 for t in sim["time"]]
+        values = pick(sim)
+        axis.step(
+            minutes[: len(values)],
+            values,
+            where="post",
+            label="simulator",
+            color="tab:blue",
+            linewidth=2.5,
+            alpha=0.5,
+        )
+        for i, run in enumerate(real):
+            values = pick(run)
+            axis.step(
+                [t / 60 for t in run["time"]][: len(values)],
+                values,
+                where="post",
+                label=f"real run {i + 1}",
+                linewidth=1.0,
+            )
+        axis.set_ylabel(label)
+        axis.grid(alpha=0.3)
+    axes[0].set_title(title)
+    axes[0].legend(loc="upper right", fontsize="small")
+    axes[-1].set_xlabel("replay time (min)")
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100)
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def _cell(sim: float, real: Sequence[float], difference: float | None, digits: int) -> str:
+    real_part = " / ".join(f"{r:.{digits}f}" for r in real)
+    diff = "—" if difference is None else f"{difference * 100:+.0f} %"
+    return f"{sim:.{digits}f} · {real_part} ({diff})"
+
+
+def table(entries: Sequence[dict[str, Any]]) -> str:
+    """The results file as a Markdown table: per comparison, the simulator's figure, each real
+    run's, and the simulator's difference to the real runs' median."""
+    rows = [
+        "| comparison | scenario | speedup | hours | cost: sim · real (diff) "
+        "| pending pod-s | evictions/h | s over 100 % CPU | replica curves | load |",
+        "|---|---|---:|---:|---|---|---|---|---:|---:|",
+    ]
+    for e in entries:
+        real, sim, diff = e["real"], e["sim"], e["difference"]
+        cells = [
+            _cell(sim[f], [r[f] for r in real], diff[f], d)
+            for f, d in (
+                ("cost", 3),
+                ("pending_pod_seconds", 0),
+                ("evictions_per_hour", 1),
+                ("seconds_over_cpu", 0),
+            )
+        ]
+        curve = e["replica_curve_difference"]
+        rows.append(
+            f"| {e['comparison']} | {e['scenario']} | {e['speedup']:g} | {e['hours']:g} | "
+            + " | ".join(cells)
+            + f" | {'—' if curve is None else f'{curve * 100:.1f} %'}"
+            + f" | {e['load_average_median']:.1f} |"
+        )
+    return "\n".join(rows)
+
+
+BEGIN = "<!-- fidelity:begin -->"
+END = "<!-- fidelity:end -->"
+
+
+def update_page(page: Path, entries: Sequence[dict[str, Any]]) -> None:
+    """Put the table between the page's fidelity markers."""
+    text = page.read_text(encoding="utf-8")
+    head, begin, rest = text.partition(BEGIN)
+    _old, end, tail = rest.partition(END)
+    if not begin or not end:
+        raise ValueError(f"{page} has no {BEGIN} ... {END} section")
+    page.write_text(f"{head}{BEGIN}\n{table(entries)}\n{END}{tail}", encoding="utf-8")

@@ -1,0 +1,170 @@
+"""The replay harness' pure parts (testkit/replay): a scenario as API objects, Karpenter's
+instance types matched to the simulator's allocatable, evictions by actor from an audit log,
+and the comparison's figures. The chain itself runs on the real control plane in
+tests/cluster/test_replay.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testkit.replay import compare, objects
+from testkit.replay.drive import AuditTail, Recording, actor
+from tuner.model.quantity import cpu_millis, memory_bytes
+from tuner.sim.scenario_file import build
+from tuner.sim.workloads import MIB, HpaSpec, Service
+
+SCENARIO = build(
+    {
+        "name": "tiny",
+        "hours": 1,
+        "speedup": 4,
+        "system": "eks",
+        "pools": [
+            {"name": "small", "node_type": "m5.large", "min": 1, "max": 5, "initial": 2},
+            {"name": "big", "node_type": "m5.xlarge", "max": 3, "initial": 1},
+        ],
+        "services": [
+            {
+                "name": "web",
+                "namespace": "shop",
+                "cpu": "250m",
+                "memory": "256Mi",
+                "hpa": {"min": 2, "max": 9, "target": 0.6},
+                "cpu_per_load": 10,
+                "pdb_max_unavailable": 1,
+            },
+            {"name": "db", "namespace": "shop", "kind": "StatefulSet", "cpu": "1", "memory": "1Gi"},
+        ],
+        "loads": {"shop": {"constant": 5}},
+    }
+)
+
+
+def by_kind(docs: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for doc in docs:
+        out.setdefault(str(doc["kind"]), []).append(doc)
+    return out
+
+
+def test_workloads_hpas_budgets_and_daemonsets_carry_the_simulators_numbers() -> None:
+    docs = by_kind(objects.workload_objects(SCENARIO))
+    assert [d["metadata"] for d in docs["Namespace"]] == [{"name": "shop"}]
+    web = next(d for d in docs["Deployment"] if d["metadata"]["name"] == "web")
+    container = web["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["requests"] == {"cpu": "250m", "memory": str(256 * MIB)}
+    assert web["spec"]["template"]["metadata"]["labels"][objects.SERVICE_LABEL] == "shop.web"
+    (hpa,) = docs["HorizontalPodAutoscaler"]
+    spec = hpa["spec"]
+    assert (spec["minReplicas"], spec["maxReplicas"]) == (2, 9)
+    assert spec["metrics"][0]["resource"]["target"]["averageUtilization"] == 60
+    assert "behavior" not in spec  # the controller's defaults, as the simulator models them
+    (budget,) = [b for b in docs["PodDisruptionBudget"] if b["metadata"]["namespace"] == "shop"]
+    assert budget["spec"]["maxUnavailable"] == 1
+    assert docs["StatefulSet"][0]["metadata"]["name"] == "db"
+    daemons = docs["DaemonSet"]
+    assert {d["metadata"]["name"] for d in daemons} == {"kube-proxy", "aws-node"}
+    assert all(
+        d["spec"]["template"]["spec"]["tolerations"] == [{"operator": "Exists"}] for d in daemons
+    )
+    shortened = by_kind(objects.workload_objects(SCENARIO, downscale_s=15))
+    behavior = shortened["HorizontalPodAutoscaler"][0]["spec"]["behavior"]
+    assert behavior == {"scaleDown": {"stabilizationWindowSeconds": 15}}
+
+
+def test_fixed_nodes_have_the_simulators_names_labels_and_allocatable() -> None:
+    nodes = objects.fixed_nodes(SCENARIO)
+    assert [n["metadata"]["name"] for n in nodes] == ["small-0001", "small-0002", "big-0003"]
+    small = SCENARIO.pools[0].node_type
+    node = nodes[0]
+    assert node["metadata"]["labels"]["eks.amazonaws.com/nodegroup"] == "small"
+    assert node["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "m5.large"
+    assert cpu_millis(node["status"]["allocatable"]["cpu"]) == small.allocatable.cpu
+    assert memory_bytes(node["status"]["allocatable"]["memory"]) == small.allocatable.memory
+    assert node["status"]["allocatable"]["pods"] == "29"
+
+
+def test_karpenter_instance_types_leave_the_simulators_allocatable() -> None:
+    types = {t["name"]: t for t in objects.instance_types(SCENARIO)}
+    assert set(types) == {"m5.large", "m5.xlarge"}
+    for pool in SCENARIO.pools:
+        kind = pool.node_type
+        entry = types[kind.name]
+        # the KWOK provider subtracts its kube-reserved 100m / 10Mi from these
+        assert cpu_millis(entry["resources"]["cpu"]) - 100 == kind.allocatable.cpu
+        assert memory_bytes(entry["resources"]["memory"]) - 10 * MIB == kind.allocatable.memory
+        assert entry["offerings"][0]["Price"] == kind.price
+    pool = objects.node_pool(SCENARIO)
+    assert pool["spec"]["disruption"]["consolidateAfter"] == "0s"
+    claims = objects.node_claims(SCENARIO)
+    assert len(claims) == 3
+    assert objects.node_class(120.0)["spec"]["nodeRegistrationDelay"] == "120s"
+
+
+def test_evictions_are_counted_by_actor_from_the_audit_log(tmp_path: Path) -> None:
+    def event(agent: str, code: int, subresource: str = "eviction") -> str:
+        return json.dumps(
+            {
+                "stage": "ResponseComplete",
+                "verb": "create",
+                "userAgent": agent,
+                "objectRef": {"resource": "pods", "subresource": subresource},
+                "responseStatus": {"code": code},
+            }
+        )
+
+    log = tmp_path / "audit.log"
+    log.write_text(event("karpenter/v1.14.1", 201) + "\n")
+    tail = AuditTail(log)
+    tail.start_here()
+    lines = [
+        event("karpenter/v1.14.1", 201),
+        event("OpenAPI-Generator/31.0.0/python", 201),
+        event("OpenAPI-Generator/31.0.0/python", 429),  # refused by a PDB: no eviction
+        event("kubectl/v1.33.13", 201, "status"),
+    ]
+    with log.open("a") as out:
+        out.write("\n".join(lines) + "\n" + event("karpenter/v1", 201))  # last line unfinished
+    assert tail.evictions() == {"karpenter": 1, "tuner": 1}
+    with log.open("a") as out:
+        out.write("\n")
+    assert tail.evictions() == {"karpenter": 1}
+    assert actor("kube-controller-manager/v1.33.13 (linux/amd64)") == "kube-controller-manager"
+
+
+def test_the_replica_curve_difference_is_the_mean_absolute_difference_over_the_mean() -> None:
+    sim = Recording(replicas={"a.x": [2, 2, 4, 4], "a.y": [1, 1, 1, 1]})
+    real = Recording(replicas={"a.x": [2, 3, 3, 4], "a.y": [1, 1, 1]})
+    # differences 0,1,1,0 and 0,0,0 over 7 samples; mean of both curves (12+3 + 12+3) / 14
+    assert compare.replica_curve_difference(sim, real) == pytest.approx(round(2 / 7 / (30 / 14), 4))
+    assert compare.replica_curve_difference(Recording(), Recording()) is None
+
+
+def test_the_hpa_comparison_pins_the_pools_and_runs_no_autoscaler() -> None:
+    played = compare.played(SCENARIO, "hpa")
+    assert [(p.min_nodes, p.max_nodes) for p in played.pools] == [(2, 2), (1, 1)]
+    recording = compare.simulate(SCENARIO, "hpa", seed=1)
+    assert set(recording.series.nodes) == {3}
+    assert len(recording.replicas["shop.web"]) == len(recording.series.time)
+    assert recording.series.time[0] == 0 and recording.series.time[-1] < SCENARIO.duration
+    # demand 50m at load 5 over 250m pods at a 60 % target: the HPA's minimum, 2
+    assert set(recording.replicas["shop.web"]) == {2}
+
+
+def test_a_service_without_hpa_has_no_replica_curve() -> None:
+    fixed = Service("db", 100, 0, namespace="x")
+    scaled = Service("web", 100, 0, hpa=HpaSpec(1, 3, 0.5), namespace="x")
+    assert objects.hpa(fixed) is None and objects.hpa(scaled) is not None
+
+
+def test_a_pods_usage_is_rewritten_on_every_whole_millicore_that_matters() -> None:
+    from testkit.replay.drive import _moved
+
+    assert _moved(None, 55.0)
+    assert _moved("54m", 55.0)  # 54 % against 55 %: the HPA's tolerance boundary
+    assert not _moved("55m", 55.3)
+    assert not _moved("1000m", 1004.0) and _moved("1000m", 1005.0)
