@@ -77,7 +77,7 @@ class Served:
         *,
         present: Sequence[str] = REQUIRED_METRICS,
         fail_at: int | None = None,
-        first_load_sample: float | None = None,
+        first_load_sample: float | None = END - 700,
     ) -> None:
         self.load = load
         self.present = present
@@ -108,7 +108,12 @@ class Served:
         self.queries.append(query)
         if query.startswith("min(min_over_time(timestamp("):  # the load series' coverage
             first = self.first_load_sample
-            return () if first is None else (series({}, (at, first)),)
+            # A series younger than the coarse query's last aligned step shows only in the
+            # second look, at 1 s steps over the last step.
+            fine = query.endswith(":1s]))")
+            if first is None or (first > at - 5 and not fine):
+                return ()
+            return (series({}, (at, first)),)
         if len(self.queries) - 1 == self.fail_at:
             raise QueryError(query, SLOW)
         return self.load
@@ -154,6 +159,18 @@ def test_a_load_series_that_covers_part_of_the_window_is_warned_about() -> None:
     assert report.to_json()["load_warning"] == report.load_warning
     covered = observe_window(settings(), END, Served(first_load_sample=END - 598))
     assert covered.load_warning is None
+
+
+def test_a_series_younger_than_one_step_is_warned_about() -> None:
+    """Subquery steps are aligned: a series 3 s old shows at none of the 5 s steps, and the
+    second look, at 1 s over the last step, finds where it begins."""
+    served = Served(first_load_sample=END - 3)
+    report = observe_window(settings(), END, served)
+    assert report.load_covered_from == END - 3
+    assert served.queries[-1] == "min(min_over_time(timestamp(http_requests_total)[5s:1s]))"
+    assert report.load_warning is not None
+    assert report.load_warning.startswith("the load query's series cover only the last 3 s")
+    assert observe_window(settings(), END, Served(first_load_sample=None)).load_warning is None
 
 
 @given(

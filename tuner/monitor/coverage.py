@@ -31,8 +31,22 @@ def first_sample(
 ) -> float | None:
     """The earliest sample time of the selector's series in [start, end] (to ``step_s``), or
     None when there is none. Raises :class:`~tuner.monitor.prometheus.QueryError`."""
-    span = promql_duration(end - start)
-    step = promql_duration(step_s)
+    first = _earliest(prometheus, selector, end - start, step_s, end)
+    if first is None and step_s > FINE_STEP_S:
+        # Subquery steps are aligned to multiples of the step: a series younger than the
+        # last aligned instant shows at none of them, so look again over that last step.
+        first = _earliest(prometheus, selector, min(step_s, end - start), FINE_STEP_S, end)
+    return first
+
+
+FINE_STEP_S = 1.0
+"""The resolution of the second look at a series younger than one step."""
+
+
+def _earliest(
+    prometheus: Queries, selector: str, span_s: float, step_s: float, end: float
+) -> float | None:
+    span, step = promql_duration(span_s), promql_duration(step_s)
     answer = prometheus.instant(f"min(min_over_time(timestamp({selector})[{span}:{step}]))", end)
     if isinstance(answer, float):
         return answer
