@@ -316,7 +316,8 @@ def _peak(values: Vector, origin: int, ahead: int, step: float, quantile: float)
     actual = _ahead_max(y, ahead)[: origin + 1]
     floor = FLOOR_SHARE * _scale(y)
     past = slice(max(0, origin - round(ERRORS_S / step)), origin + 1 - ahead)  # outcome known
-    errors = (actual[past] - peaks[past]) / np.maximum(peaks[past], floor)
+    with np.errstate(invalid="ignore", divide="ignore"):  # 0/0 on a load of zero: dropped below
+        errors = (actual[past] - peaks[past]) / np.maximum(peaks[past], floor)
     errors = errors[~np.isnan(errors)]
     low, middle, high = (
         np.quantile(errors, (1 - quantile, 0.5, quantile)) if errors.size else (0.0, 0.0, 0.0)
