@@ -67,7 +67,7 @@ def test_the_check_finds_a_key_in_code_not_in_prose(tmp_path: Path) -> None:
 
 
 def test_pool_labels_are_one_table_read_in_order() -> None:
-    assert POOL_LABELS == tuple(POOL_LABEL_BY_SYSTEM.values())
+    assert tuple(POOL_LABEL_BY_SYSTEM.values()) == POOL_LABELS
     assert POOL_LABELS[0] == POOL_LABEL_BY_SYSTEM["gke"]
 
 
