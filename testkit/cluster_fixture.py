@@ -34,7 +34,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from tuner.execute.affinity import with_preference
-from tuner.execute.marks import Keys
+from tuner.model.conventions import Keys
 from tuner.settings import Execute
 
 from .scripts import run_script

@@ -23,9 +23,10 @@ from typing import Any
 from kubernetes.client import ApiClient
 
 from tuner.execute.affinity import with_preference
-from tuner.execute.marks import DELETION_COST, Keys, Patch
+from tuner.execute.marks import DELETION_COST, Patch
 from tuner.execute.retry import ActionFailed
 from tuner.execute.watch import Check, Verdict
+from tuner.model.conventions import Keys
 from tuner.model.onboarding import preferred_labels
 from tuner.settings import Execute
 

@@ -23,6 +23,7 @@ import jsonschema
 
 from tuner.errors import InputError
 from tuner.json_input import read_json
+from tuner.model.conventions import DEFAULT_PREFIX, NAME, PRICE_ANNOTATION
 from tuner.model.limits import DAY_S, EvictionLimit, Limits
 from tuner.model.maintenance import maintenance_window
 from tuner.model.quantity import cpu_millis, memory_bytes
@@ -32,9 +33,6 @@ log = logging.getLogger(__name__)
 
 SCHEMA = resources.files("tuner") / "settings.schema.json"
 """settings/settings.schema.json, shipped inside the package (a link in the source tree)."""
-
-PRICE_ANNOTATION = "tuner.dev/price-per-hour"
-"""The default node annotation that holds a node's price per hour."""
 
 LEGACY_KEYS: dict[str, tuple[str, str]] = {
     "measure_window": ("windows", "measure_s"),
@@ -211,7 +209,7 @@ class Execute:
     node_removal_command: tuple[str, ...] = ()
     verify_timeout_s: float = 180.0
     max_actions_per_cycle: int = 50
-    label_prefix: str = "tuner.dev"
+    label_prefix: str = DEFAULT_PREFIX
     eviction_retries: int = 8
     eviction_backoff_s: float = 2.0
     api_retry_s: float = 60.0
@@ -226,7 +224,7 @@ class Execute:
     provision_timeout_s: float = 900.0
     """How long obtaining a node from a pool may take (the Cluster Autoscaler's own
     ``--max-node-provision-time`` default, 15 min)."""
-    placeholder_priority_class: str = "deployment-tuner-placeholder"
+    placeholder_priority_class: str = f"{NAME}-placeholder"
 
 
 @dataclass(frozen=True)
@@ -235,7 +233,7 @@ class LeaderElection:
 
     enabled: bool = False
     namespace: str = "tuner-system"
-    name: str = "deployment-tuner"
+    name: str = NAME
     lease_duration_s: int = 30
     identity_env: str = "POD_NAME"
 

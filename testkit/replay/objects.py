@@ -23,9 +23,9 @@ from typing import Any
 
 from testkit.cluster_fixture import kwok_node as fixture_node
 from tuner.execute.affinity import with_preference
-from tuner.execute.marks import Keys
+from tuner.model.conventions import POOL_LABEL_BY_SYSTEM, Keys
 from tuner.sim.engine import Scenario
-from tuner.sim.pools import POOL_LABELS, NodePool
+from tuner.sim.pools import NodePool
 from tuner.sim.prices import NodeType
 from tuner.sim.state import pool_labels
 from tuner.sim.workloads import Service
@@ -191,7 +191,7 @@ def workload_objects(scenario: Scenario, downscale_s: float | None = None) -> li
 
 def node_labels(scenario: Scenario, pool: NodePool) -> dict[str, str]:
     """The labels a node of ``pool`` carries in the simulator (instance type, pool)."""
-    return pool_labels(pool.node_type, pool.name, POOL_LABELS.get(scenario.system, ""))
+    return pool_labels(pool.node_type, pool.name, POOL_LABEL_BY_SYSTEM.get(scenario.system, ""))
 
 
 def kwok_node(scenario: Scenario, pool: NodePool, index: int) -> dict[str, Any]:
@@ -329,7 +329,7 @@ def node_claims(scenario: Scenario) -> list[dict[str, Any]]:
                     "kind": "NodeClaim",
                     "metadata": {
                         "name": f"{_dns(pool.name)}-initial-{index}",
-                        "labels": {"karpenter.sh/nodepool": NODEPOOL},
+                        "labels": {POOL_LABEL_BY_SYSTEM["karpenter"]: NODEPOOL},
                     },
                     "spec": {
                         # The KWOK provider gives the node its claim's requests as capacity.

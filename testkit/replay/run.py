@@ -51,7 +51,7 @@ from testkit.replay.drive import (
     expose_metrics,
     read_pods,
 )
-from tuner.execute.marks import Keys
+from tuner.model.conventions import Keys
 from tuner.sim.engine import Scenario
 from tuner.sim.pools import NodePool
 from tuner.sim.strategies.tuner import simulation_settings
@@ -313,7 +313,7 @@ class Daemon:
         self.report.leftovers = leftovers(self.kube, self.scenario)
         events: Counter[str] = Counter()
         for event in self.kube.core.list_event_for_all_namespaces().items:
-            if event.reporting_component == "tuner.dev/deployment-tuner":
+            if event.reporting_component == Keys().controller:
                 events[event.reason] += event.count or 1
         self.report.events = dict(events)
         with contextlib.suppress(RuntimeError):

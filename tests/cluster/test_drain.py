@@ -16,7 +16,7 @@ from testkit.cluster_fixture import ClusterHarness, eventually
 from tests.cluster.conftest import make_actuator, model_pod
 from tests.cluster.test_safety import _kill_child_when, _pdb, _transition_child
 from tuner.execute.actuator import KubeActuator
-from tuner.execute.marks import Keys
+from tuner.model.conventions import Keys
 from tuner.plan.actions import Action, Migrate, RemoveNode
 from tuner.settings import settings_from_dict
 

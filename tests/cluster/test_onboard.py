@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from testkit.cluster_fixture import REPO_ROOT, TUNER_NAMESPACE, ClusterHarness
-from tuner.execute.marks import Keys
+from tuner.model.conventions import Keys
 
 
 def _tuner(kube: ClusterHarness, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -18,7 +18,7 @@ from testkit.cluster_fixture import REPO_ROOT, ClusterHarness, eventually, kwok_
 from tests.cluster.conftest import make_actuator, model_pod
 from tests.cluster.test_safety import _kill_child_when, _transition_child
 from tests.cluster.transition_child import pool
-from tuner.execute.marks import Keys
+from tuner.model.conventions import Keys
 from tuner.model.pools import POOL_LABELS
 from tuner.model.resources import Resources
 from tuner.plan.actions import Action, Migrate, ProvisionNode, RemoveNode

@@ -17,8 +17,9 @@ from kubernetes import client
 from testkit.cluster_fixture import REPO_ROOT, ClusterHarness, eventually
 from tests.cluster.conftest import make_actuator, model_pod
 from tuner.execute.actuator import KubeActuator
-from tuner.execute.marks import DELETION_COST, Keys, cheapest_pod
+from tuner.execute.marks import DELETION_COST, cheapest_pod
 from tuner.model.cluster import Workload
+from tuner.model.conventions import Keys
 from tuner.model.resources import Resources
 from tuner.plan.actions import Add, Migrate, Remove, RemoveNode
 from tuner.settings import settings_from_dict

@@ -14,7 +14,6 @@ from tuner.execute.affinity import has_preference, with_preference, without_pref
 from tuner.execute.marks import (
     DELETION_COST,
     LOWEST_COST,
-    Keys,
     cheapest_pod,
     drain_node,
     hand_over,
@@ -26,6 +25,7 @@ from tuner.execute.marks import (
 from tuner.execute.plan_file import actions_from_json
 from tuner.execute.reclaim import overdue
 from tuner.model.cluster import Cluster, Pod, Workload
+from tuner.model.conventions import Keys
 from tuner.model.resources import Resources
 from tuner.plan.actions import Add, Migrate, Remove, RemoveNode
 

@@ -7,11 +7,14 @@ from dataclasses import replace
 
 from testkit.builders import cluster, node, pod
 from tuner.model.cluster import Workload
+from tuner.model.conventions import Keys
 from tuner.model.window_report import Verdict
 from tuner.monitor.evidence import REQUIRED_METRICS, Probe, evidence_from_series
 from tuner.monitor.series import Series, series
 from tuner.monitor.stability import assess, compare_snapshots
 from tuner.monitor.window import Steps, clock_time
+
+KEYS = Keys()
 
 STEPS = Steps(first_ms=1_700_000_000_000, step_ms=10_000, count=5)
 TIMES = STEPS.times
@@ -246,7 +249,7 @@ BEFORE = cluster(
 
 
 def test_identical_snapshots_are_stable_with_a_caveat() -> None:
-    assessment = compare_snapshots(BEFORE, BEFORE, TIMES[0], END)
+    assessment = compare_snapshots(BEFORE, BEFORE, TIMES[0], END, keys=KEYS)
     assert assessment.verdict is Verdict.STABLE
     assert "changes inside the window are not visible" in assessment.reason
     assert "2 nodes, 3 pods in 2 workloads" in assessment.reason
@@ -257,7 +260,7 @@ def test_snapshots_differing_in_nodes_and_pod_counts() -> None:
         [node("n1"), node("n3")],
         [pod("web-1", "n1"), pod("db-0", "n3", kind="StatefulSet")],
     )
-    assessment = compare_snapshots(BEFORE, after, TIMES[0], END)
+    assessment = compare_snapshots(BEFORE, after, TIMES[0], END, keys=KEYS)
     assert assessment.verdict is Verdict.UNSTABLE
     assert assessment.reasons == (
         "nodes added: n3",
@@ -269,7 +272,7 @@ def test_snapshots_differing_in_nodes_and_pod_counts() -> None:
 def test_pending_or_unready_pods_in_a_snapshot_are_unstable() -> None:
     pending = replace(BEFORE, pods=(*BEFORE.pods, pod("web-3", None)))
     unready = replace(BEFORE, pods=(replace(BEFORE.pods[0], ready=False), *BEFORE.pods[1:]))
-    assessment = compare_snapshots(unready, pending, TIMES[0], END)
+    assessment = compare_snapshots(unready, pending, TIMES[0], END, keys=KEYS)
     assert assessment.verdict is Verdict.UNSTABLE
     assert assessment.reasons == (
         "default/Deployment/web: pod count 2 → 3",
@@ -280,7 +283,7 @@ def test_pending_or_unready_pods_in_a_snapshot_are_unstable() -> None:
 
 def test_job_pods_do_not_count_in_snapshots() -> None:
     after = replace(BEFORE, pods=(*BEFORE.pods, pod("report-1", None, kind="Job")))
-    assert compare_snapshots(BEFORE, after, TIMES[0], END).verdict is Verdict.STABLE
+    assert compare_snapshots(BEFORE, after, TIMES[0], END, keys=KEYS).verdict is Verdict.STABLE
 
 
 def test_nan_samples_count_as_missing_not_as_a_crash() -> None:

@@ -12,8 +12,8 @@ from kubernetes.client import ApiClient
 
 from tuner.errors import InputError
 from tuner.execute.affinity import with_preference
-from tuner.execute.marks import Keys
 from tuner.execute.onboard import _confirmed, change, own_namespaces, rolled_out
+from tuner.model.conventions import Keys
 from tuner.settings import settings_from_dict
 
 KEYS = Keys()

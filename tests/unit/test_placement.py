@@ -12,7 +12,8 @@ from testkit.builders import cluster, node, pod
 from tuner.analyse.decision import analyse
 from tuner.execute.affinity import with_preference
 from tuner.model.cluster import Workload
-from tuner.model.onboarding import Placement, placement, workload_label
+from tuner.model.conventions import workload_label
+from tuner.model.onboarding import Placement, placement
 from tuner.monitor.dump import cluster_from_objects
 from tuner.report.build import PlanReport, build_report
 from tuner.report.text import render_text

@@ -3,7 +3,8 @@
 import pytest
 
 from testkit.builders import cluster, node
-from tuner.model.pools import POOL_LABELS, discover, pool_name
+from tuner.model.conventions import POOL_LABELS
+from tuner.model.pools import discover, pool_name
 from tuner.model.scheduling import Taint
 from tuner.settings import Settings, settings_from_dict
 

@@ -21,8 +21,9 @@ from tuner.daemon.cycle_log import log_cycle
 from tuner.daemon.metrics import Metrics
 from tuner.model.change import DesiredChange, NewNode, Relocation
 from tuner.model.cluster import Cluster, Node
+from tuner.model.conventions import POOL_LABELS
 from tuner.model.movability import Policy, assess
-from tuner.model.pools import POOL_LABELS, discover
+from tuner.model.pools import discover
 from tuner.model.scheduling import Constraints
 from tuner.plan.actions import Migrate, ProvisionNode, RemoveNode
 from tuner.plan.planner import plan

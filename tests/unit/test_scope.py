@@ -25,6 +25,7 @@ from tuner.analyse.removal import find_removal
 from tuner.cycle import CycleReport, CycleState, Outcome, Ports, run_cycle
 from tuner.daemon.cycle_log import log_cycle
 from tuner.model.cluster import Cluster, Workload
+from tuner.model.conventions import Keys
 from tuner.model.execution import execution_of
 from tuner.model.load import Load
 from tuner.model.movability import Policy, assess
@@ -32,11 +33,13 @@ from tuner.model.window_report import Scope, Unsettled, Verdict, WindowReport
 from tuner.monitor.command import render_text
 from tuner.monitor.evidence import Probe, evidence_from_series
 from tuner.monitor.stability import assess as judge
-from tuner.monitor.stability import compare_snapshots
+from tuner.monitor.stability import compare_snapshots, left_to_autoscaler
 from tuner.settings import Analyse, Pricing, Settings, Windows
 from tuner.sim.engine import Simulation
 from tuner.sim.ports import SimObserver
 from tuner.sim.scenarios import scenario as scenario_named
+
+KEYS = Keys()
 
 WEB = Workload(NS, "Deployment", "web")
 API = Workload(NS, "Deployment", "api")
@@ -122,7 +125,7 @@ def test_snapshots_a_change_elsewhere_does_not_block() -> None:
         [node("a"), node("b")],
         [pod("web-1", "a"), pod("web-2", "a"), pod("api-1", "b"), pod("api-2", "b")],
     )
-    assessment = compare_snapshots(start, end, TIMES[0], TIMES[-1])
+    assessment = compare_snapshots(start, end, TIMES[0], TIMES[-1], keys=KEYS)
     assert assessment.verdict is Verdict.UNSTABLE
     api = Workload("default", "Deployment", "api")
     assert assessment.unsettled == Unsettled(frozenset({"b"}), frozenset({api}), ())
@@ -131,22 +134,40 @@ def test_snapshots_a_change_elsewhere_does_not_block() -> None:
 def test_snapshots_pending_pods_and_nodes_leaving_block() -> None:
     start, _ = snapshots_with()
     pending = cluster(list(start.nodes), [*start.pods, pod("web-3", None)])
-    assert compare_snapshots(start, pending, 0, 600).unsettled.blockers == (
+    assert compare_snapshots(start, pending, 0, 600, keys=KEYS).unsettled.blockers == (
         "pending pods: default/web-3",
     )
     gone = cluster([node("a")], [pod("web-1", "a"), pod("web-2", "a"), pod("api-1", "a")])
-    assert compare_snapshots(start, gone, 0, 600).unsettled.blockers == (
+    assert compare_snapshots(start, gone, 0, 600, keys=KEYS).unsettled.blockers == (
         "nodes joining or leaving: b",
     )
 
 
 def test_snapshots_a_node_annotated_left_for_removal_may_leave() -> None:
-    left = node("b", annotations={"tuner.dev/left-for-removal": "2026-01-01T00:00:00Z"})
+    left = node("b", annotations={KEYS.left_for_removal: "2026-01-01T00:00:00Z"})
     start = cluster([node("a"), left], [pod("web-1", "a"), pod("api-1", "a")])
     end = cluster([node("a")], [pod("web-1", "a"), pod("api-1", "a")])
-    assessment = compare_snapshots(start, end, 0, 600)
+    assessment = compare_snapshots(start, end, 0, 600, keys=KEYS)
     assert assessment.verdict is Verdict.UNSTABLE
     assert assessment.unsettled.blockers == ()
+
+
+@pytest.mark.parametrize(
+    ("annotation", "prefix"),
+    [("other.io/left-for-removal", "tuner.dev"), ("tuner.dev/left-for-removal", "example.com")],
+)
+def test_snapshots_another_prefix_left_for_removal_is_not_the_tuners(
+    annotation: str, prefix: str
+) -> None:
+    """Only the configured prefix's own annotation says the tuner left a node: another tool's
+    key that ends the same way, or the default prefix under another configured one, does not."""
+    left = node("b", annotations={annotation: "2026-01-01T00:00:00Z"})
+    start = cluster([node("a"), left], [pod("web-1", "a"), pod("api-1", "a")])
+    end = cluster([node("a")], [pod("web-1", "a"), pod("api-1", "a")])
+    keys = Keys(prefix)
+    assert left_to_autoscaler(start, keys) == frozenset()
+    assessment = compare_snapshots(start, end, 0, 600, keys=keys)
+    assert assessment.unsettled.blockers == ("nodes joining or leaving: b",)
 
 
 # ---------------------------------------------------------------- the report

@@ -7,6 +7,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from tuner.model.cluster import Node
+from tuner.model.conventions import POOL_LABEL_BY_SYSTEM
 from tuner.model.pools import NodePool
 from tuner.model.resources import Resources
 from tuner.plan.actions import Action, Migrate, ProvisionNode, RemoveNode
@@ -15,7 +16,7 @@ from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.workloads import Service
 
-LABEL = pools.POOL_LABELS["gke"]
+LABEL = POOL_LABEL_BY_SYSTEM["gke"]
 SMALL = NODE_TYPES["e2-standard-4"]
 BIG = NODE_TYPES["e2-standard-8"]
 WEB = Service("web", 1000, 1 << 30, replicas=2)

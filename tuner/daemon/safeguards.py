@@ -1,7 +1,7 @@
 """The cycle's :class:`~tuner.cycle.Safeguards` on a live cluster: two ConfigMaps in
 ``execute.journal_namespace`` (the tuner's own namespace; deploy/'s Role grants exactly these).
 
-- ``<prefix>-evictions`` (:attr:`~tuner.execute.marks.Keys.evictions`), written by the tuner:
+- ``<prefix>-evictions`` (:attr:`~tuner.model.conventions.Keys.evictions`), written by the tuner:
   ``data.evictions`` lists the transitions of the last 24 hours as ``{"at": epoch seconds,
   "namespaces": {namespace: pods}}``. In the cluster rather than the knowledge base: a new
   leader, a restarted pod or a tuner with another knowledge store reads the same count, and

@@ -17,9 +17,10 @@ from kubernetes import client
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from tuner.execute.marks import Keys, Patch
+from tuner.execute.marks import Patch
 from tuner.execute.retry import ActionFailed, Retry, describe
 from tuner.execute.watch import Check, Verdict, wait_until
+from tuner.model.conventions import Keys
 from tuner.settings import Execute
 
 MERGE_PATCH = "application/merge-patch+json"

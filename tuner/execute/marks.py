@@ -10,85 +10,15 @@ are applied, and undone, atomically.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
-from tuner.model.onboarding import workload_label
+from tuner.model.conventions import Keys
 
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 LOWEST_COST = str(-(2**31))
 """The lowest pod-deletion-cost (an int32): this pod goes first on scale-down."""
 
 Patch = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Keys:
-    """The label, annotation and taint keys under one DNS prefix (``execute.label_prefix``)."""
-
-    prefix: str = "tuner.dev"
-
-    @property
-    def managed(self) -> str:
-        """Label marking an object the tuner has changed."""
-        return f"{self.prefix}/managed"
-
-    @property
-    def changes(self) -> str:
-        """Annotation recording what was changed (JSON)."""
-        return f"{self.prefix}/changes"
-
-    @property
-    def taint(self) -> str:
-        """Key of the tuner's NoSchedule taint on a node pods must not land on while it is
-        emptied (its value: since when, in epoch seconds, as the Cluster Autoscaler's
-        ``ToBeDeletedByClusterAutoscaler``; Karpenter's own is ``karpenter.sh/disrupted``)."""
-        return f"{self.prefix}/draining"
-
-    @property
-    def left_for_removal(self) -> str:
-        """Annotation on an emptied, cordoned node left for the autoscaler or a provider."""
-        return f"{self.prefix}/left-for-removal"
-
-    @property
-    def placeholder(self) -> str:
-        """Label of a placeholder pod that makes an autoscaler add a node (its value: the pod's
-        name); :func:`~tuner.execute.recover.recover` deletes every pod carrying it."""
-        return f"{self.prefix}/placeholder"
-
-    @property
-    def provisional(self) -> str:
-        """Annotation on a placeholder pod: the plan's provisional name of the node it asks for."""
-        return f"{self.prefix}/provisional-node"
-
-    @property
-    def onboarded(self) -> str:
-        """Annotation on an onboarded Deployment (its template carries the affinity)."""
-        return f"{self.prefix}/onboarded"
-
-    @property
-    def controller(self) -> str:
-        """The ``reportingController`` of the tuner's Kubernetes Events."""
-        return f"{self.prefix}/deployment-tuner"
-
-    @property
-    def journal(self) -> str:
-        """Name of the ConfigMap journaling the transition in flight."""
-        return f"{self.prefix.replace('.', '-')}-journal"
-
-    @property
-    def evictions(self) -> str:
-        """Name of the ConfigMap keeping the evictions of the last day (``limits``)."""
-        return f"{self.prefix.replace('.', '-')}-evictions"
-
-    @property
-    def paused(self) -> str:
-        """Annotation that pauses the tuner, on ``limits.pause_config_map``."""
-        return f"{self.prefix}/paused"
-
-    def workload_label(self, namespace: str, name: str) -> str:
-        """The per-workload node label ``<prefix>/<namespace>.<name>`` (name part <= 63 chars)."""
-        return workload_label(self.prefix, namespace, name)
 
 
 def recorded(obj: Any, keys: Keys) -> dict[str, Any]:

@@ -30,9 +30,9 @@ from typing import Any
 
 from tuner.errors import InputError, ServiceError
 from tuner.execute.affinity import with_preference, without_preference
-from tuner.execute.marks import Keys
 from tuner.execute.retry import ActionFailed, Retry
 from tuner.execute.watch import Verdict, wait_until
+from tuner.model.conventions import Keys
 from tuner.settings import Settings, load_settings
 
 JSON_PATCH = "application/json-patch+json"

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from tuner.execute.marks import Keys, Patch
+from tuner.execute.marks import Patch
 from tuner.execute.watch import Check, Verdict
+from tuner.model.conventions import Keys
 from tuner.settings import Execute
 
 

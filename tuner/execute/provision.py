@@ -35,11 +35,11 @@ from typing import Any
 from tuner.execute.command import run_command
 from tuner.execute.events import Ref, Sink
 from tuner.execute.journal import Journal
-from tuner.execute.marks import Keys
 from tuner.execute.port import KubePort
 from tuner.execute.retry import ActionFailed
 from tuner.execute.step import Done
 from tuner.execute.watch import Check, Verdict
+from tuner.model.conventions import Keys
 from tuner.model.pools import NodePool
 from tuner.model.quantity import GIB
 from tuner.model.resources import Resources

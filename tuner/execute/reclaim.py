@@ -22,8 +22,9 @@ from typing import Any
 from tuner.execute.checks import autoscaler_taint
 from tuner.execute.events import Event, Recorder, Ref
 from tuner.execute.kube import Kube
-from tuner.execute.marks import Keys, reclaim
+from tuner.execute.marks import reclaim
 from tuner.model.cluster import Cluster
+from tuner.model.conventions import Keys
 from tuner.plan.take_back import deleting, needed_back
 
 log = logging.getLogger(__name__)

@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from tuner.model.cluster import Pod
+from tuner.model.conventions import NAME
 from tuner.model.maintenance import MaintenanceWindow
 
 HOUR_S = 3600.0
 DAY_S = 86400.0
-PAUSE_CONFIG_MAP = "deployment-tuner"
+PAUSE_CONFIG_MAP = NAME
 """The ConfigMap whose annotation pauses the tuner: deploy/'s settings ConfigMap."""
 
 Evictions = Mapping[str, int]

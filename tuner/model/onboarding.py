@@ -7,12 +7,12 @@ destination. Any other workload is moved by eviction alone and the scheduler pic
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
 from tuner.model.cluster import Cluster, Workload
+from tuner.model.conventions import workload_label
 
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
@@ -25,15 +25,6 @@ class Placement(StrEnum):
     EVICTION_ONLY = "not controlled (not onboarded): lands where the scheduler puts it"
     """Not onboarded: the pod is evicted and the scheduler alone picks the node (the executor
     verifies only that it is not its source or a node being emptied)."""
-
-
-def workload_label(prefix: str, namespace: str, name: str) -> str:
-    """The per-workload node label ``<prefix>/<namespace>.<name>`` (name part <= 63 chars)."""
-    part = f"{namespace}.{name}"
-    if len(part) > 63:
-        digest = hashlib.sha256(part.encode()).hexdigest()[:10]
-        part = f"{part[:52].rstrip('.-_')}-{digest}"
-    return f"{prefix}/{part}"
 
 
 def preferred_labels(affinity: Mapping[str, Any] | None) -> frozenset[str]:

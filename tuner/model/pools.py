@@ -1,8 +1,9 @@
 """Node pools as the tuner sees them: groups of identical nodes an autoscaler resizes.
 
-A node's pool is named by the first of :data:`POOL_LABELS` it carries (GKE node pool, EKS
-managed node group, Karpenter NodePool), else by its instance type; the ``pools`` settings may
-name pools, their minimum and maximum size and a template for pools with no node yet.
+A node's pool is named by the first of :data:`~tuner.model.conventions.POOL_LABELS` it carries
+(GKE node pool, EKS managed node group, Karpenter NodePool), else by its instance type; the
+``pools`` settings may name pools, their minimum and maximum size and a template for pools with
+no node yet.
 """
 
 from __future__ import annotations
@@ -12,16 +13,10 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from tuner.model.cluster import INSTANCE_TYPE_LABELS, Cluster, Node
+from tuner.model.conventions import POOL_LABELS, Keys
 from tuner.model.resources import Resources
 from tuner.model.scheduling import HOSTNAME_KEY, ZONE_KEY, Taint
 from tuner.settings import PoolSettings, PoolTemplate, Settings
-
-POOL_LABELS = (
-    "cloud.google.com/gke-nodepool",
-    "eks.amazonaws.com/nodegroup",
-    "karpenter.sh/nodepool",
-)
-"""Labels naming a node's pool, in the order they are read; the instance type is the fallback."""
 
 
 def _no_selector() -> Mapping[str, str]:
@@ -93,11 +88,13 @@ def template_of(node: Node, settings: Settings) -> Node:
     """A node of the pool as a new one would join, copied from ``node``: no name, no hostname
     label, schedulable, without the tuner's and the autoscalers' labels, annotations and taints;
     only the price annotation is kept."""
-    own = settings.execute.label_prefix + "/"
-    labels = {k: v for k, v in node.labels.items() if k != HOSTNAME_KEY and not k.startswith(own)}
+    keys = Keys(settings.execute.label_prefix)
+    labels = {k: v for k, v in node.labels.items() if k != HOSTNAME_KEY and not keys.owns(k)}
     price = settings.pricing.price_annotation
     annotations = {price: node.annotations[price]} if price in node.annotations else {}
-    taints = tuple(t for t in node.taints if not t.key.startswith((*OWN_TAINT_PREFIXES, own)))
+    taints = tuple(
+        t for t in node.taints if not (t.key.startswith(OWN_TAINT_PREFIXES) or keys.owns(t.key))
+    )
     return replace(
         node,
         name="",

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple, TypeVar
 from tuner.errors import InputError
 from tuner.json_input import MAX_DUMP_BYTES, read_bounded
 from tuner.model.cluster import Cluster, Hpa, Node, Pdb, Pod, Workload
+from tuner.model.conventions import PRICE_ANNOTATION
 from tuner.model.onboarding import preferred_labels
 from tuner.model.quantity import MAX_COUNT, amount, count, cpu_millis, memory_bytes
 from tuner.model.resources import Resources
@@ -52,7 +53,6 @@ from tuner.model.scheduling import (
 from tuner.monitor.decode import gc_paused, list_items
 from tuner.monitor.prune import OBJECT
 from tuner.redact import shown
-from tuner.settings import PRICE_ANNOTATION
 
 log = logging.getLogger(__name__)
 

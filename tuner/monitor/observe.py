@@ -9,6 +9,7 @@ failure: a query that fails or answers nonsense makes the window ``unknown``, na
 from __future__ import annotations
 
 from tuner.errors import InputError, ServiceError
+from tuner.model.conventions import Keys
 from tuner.model.load import Load
 from tuner.model.window_report import KSM, SNAPSHOTS, Scope, Verdict, WindowReport
 from tuner.monitor.coverage import coverage_warning, partial_coverage
@@ -54,7 +55,8 @@ def observe_window(
     template = load_query(settings.load)
     query = render_load_query(template, window.length_s)
 
-    stability, source, failed = _stability(window, prometheus, snapshots)
+    keys = Keys(settings.execute.label_prefix)
+    stability, source, failed = _stability(window, prometheus, snapshots, keys)
     load: Load | None = None
     problem: str | None = None
     try:
@@ -136,7 +138,7 @@ def gather_evidence(prometheus: Queries, steps: Steps) -> WindowEvidence:
 
 
 def _stability(
-    window: Window, prometheus: Queries, snapshots: SnapshotSource | None
+    window: Window, prometheus: Queries, snapshots: SnapshotSource | None, keys: Keys
 ) -> tuple[Assessment, str, str | None]:
     """(assessment, source, failed query)."""
     try:
@@ -144,11 +146,13 @@ def _stability(
     except QueryError as err:
         return Assessment(Verdict.UNKNOWN, (f"stability query failed: {err}",)), KSM, err.query
     if evidence.absent:
-        return _from_snapshots(window, snapshots, evidence.absent), SNAPSHOTS, None
-    return assess(evidence, _left_for_removal(window, snapshots)), KSM, None
+        return _from_snapshots(window, snapshots, evidence.absent, keys), SNAPSHOTS, None
+    return assess(evidence, _left_for_removal(window, snapshots, keys)), KSM, None
 
 
-def _left_for_removal(window: Window, snapshots: SnapshotSource | None) -> frozenset[str]:
+def _left_for_removal(
+    window: Window, snapshots: SnapshotSource | None, keys: Keys
+) -> frozenset[str]:
     """Nodes the tuner had left to the autoscaler at the checked start (none when unknown)."""
     if snapshots is None:
         return frozenset()
@@ -156,11 +160,11 @@ def _left_for_removal(window: Window, snapshots: SnapshotSource | None) -> froze
         first = snapshots.snapshot(window.checked_start)
     except (ServiceError, InputError):
         return frozenset()
-    return frozenset() if first is None else left_to_autoscaler(first)
+    return frozenset() if first is None else left_to_autoscaler(first, keys)
 
 
 def _from_snapshots(
-    window: Window, snapshots: SnapshotSource | None, absent: tuple[str, ...]
+    window: Window, snapshots: SnapshotSource | None, absent: tuple[str, ...], keys: Keys
 ) -> Assessment:
     why = f"{KSM} series absent ({', '.join(absent)})"
     if set(absent) != set(REQUIRED_METRICS):
@@ -181,7 +185,7 @@ def _from_snapshots(
             Verdict.UNKNOWN,
             (f"{why}, and there is no API snapshot from {missing} to compare with",),
         )
-    judged = compare_snapshots(first, last, window.checked_start, window.end)
+    judged = compare_snapshots(first, last, window.checked_start, window.end, keys=keys)
     return Assessment(
         judged.verdict, (*judged.reasons, f"judged by API snapshots: {why}"), judged.unsettled
     )

@@ -29,12 +29,11 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from tuner.model.cluster import Cluster, Pod, Workload
+from tuner.model.conventions import Keys
 from tuner.model.window_report import Unsettled, Verdict
 from tuner.monitor.evidence import DeploymentState, WindowEvidence
 from tuner.monitor.window import clock_time
 
-LEFT_FOR_REMOVAL = "/left-for-removal"
-"""The end of the annotation the executor puts on a node it left to the autoscaler."""
 LISTED = 5
 """Names listed per finding before "and N more"."""
 MAX_BLIND_FRACTION = 0.1
@@ -135,11 +134,14 @@ def compare_snapshots(
     start_time: float,
     end_time: float,
     handed_over: frozenset[str] = frozenset(),
+    *,
+    keys: Keys,
 ) -> Assessment:
     """The thesis' check: the cluster at the window's start against the cluster at its end.
 
     A change that went and came back inside the window cannot be seen this way. The nodes the
-    tuner left to the autoscaler are ``handed_over`` plus those annotated so at the start.
+    tuner left to the autoscaler are ``handed_over`` plus those annotated so at the start (with
+    ``keys``' annotation).
     """
     findings: list[str] = []
     before, after = {n.name for n in start.nodes}, {n.name for n in end.nodes}
@@ -160,7 +162,7 @@ def compare_snapshots(
         if unready:
             findings.append(f"not ready at {when}: {_names(unready)}")
     if findings:
-        left = handed_over | left_to_autoscaler(start)
+        left = handed_over | left_to_autoscaler(start, keys)
         return Assessment(Verdict.UNSTABLE, tuple(findings), _snapshot_unsettled(start, end, left))
     pods = sum(counts_after.values())
     return Assessment(
@@ -257,11 +259,10 @@ def _pod_keys(cluster: Cluster, node: str) -> frozenset[str]:
     return frozenset(p.key for p in cluster.pods_by_node[node])
 
 
-def left_to_autoscaler(cluster: Cluster) -> frozenset[str]:
-    """Nodes annotated as left to the autoscaler by the tuner (any ``execute.label_prefix``)."""
-    return frozenset(
-        n.name for n in cluster.nodes if any(k.endswith(LEFT_FOR_REMOVAL) for k in n.annotations)
-    )
+def left_to_autoscaler(cluster: Cluster, keys: Keys) -> frozenset[str]:
+    """Nodes annotated as left to the autoscaler by this tuner: its ``keys.left_for_removal``
+    annotation, not another tool's key that ends the same way."""
+    return frozenset(n.name for n in cluster.nodes if keys.left_for_removal in n.annotations)
 
 
 def _deployment(name: str) -> Workload:

@@ -88,7 +88,8 @@ class ClusterAutoscaler:
     daemonsets: tuple[Service, ...]
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     pool_label: str = ""
-    """The node label naming a node's pool (see :data:`tuner.sim.pools.POOL_LABELS`)."""
+    """The node label naming a node's pool (see
+    :data:`tuner.model.conventions.POOL_LABEL_BY_SYSTEM`)."""
     unneeded_since: dict[str, float] = field(default_factory=dict)
     last_scale_up: float = -1e18
     next_scan: float = -math.inf

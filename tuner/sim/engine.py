@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from tuner.model.cluster import Cluster, Hpa, Workload
+from tuner.model.conventions import POOL_LABEL_BY_SYSTEM
 from tuner.model.resources import Resources
 from tuner.model.scheduling import Constraints
 from tuner.plan.actions import Action, resolved
@@ -27,7 +28,7 @@ from tuner.sim.executor import SimulatedExecutor
 from tuner.sim.hpa import METRIC_DELAY, SYNC_PERIOD, USAGE_LAGS, HorizontalPodAutoscaler
 from tuner.sim.load import Compressed, LoadPattern
 from tuner.sim.metrics import ActionCounts, ActionResult, Series
-from tuner.sim.pools import POOL_LABELS, NodePool
+from tuner.sim.pools import NodePool
 from tuner.sim.scheduler import LEAST_ALLOCATED, Scheduler
 from tuner.sim.state import SimCluster, SimPod
 from tuner.sim.workloads import Service
@@ -158,7 +159,7 @@ class Simulation:
         self.now = -scenario.warmup
         self.cluster_state = SimCluster()
         self.scheduler = Scheduler(self.rng, getattr(strategy, "scoring", LEAST_ALLOCATED))
-        self.pool_label = POOL_LABELS.get(scenario.system, "")
+        self.pool_label = POOL_LABEL_BY_SYSTEM.get(scenario.system, "")
         self.autoscaler = autoscaler_of(scenario, strategy, self.rng, self.pool_label)
         self.replicas: dict[Service, int] = {s: s.replicas for s in scenario.services}
         self.hpas = {

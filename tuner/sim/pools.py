@@ -12,9 +12,6 @@ from dataclasses import dataclass
 from tuner.settings import Pricing
 from tuner.sim.prices import NodeType
 
-POOL_LABELS = {"gke": "cloud.google.com/gke-nodepool", "eks": "eks.amazonaws.com/nodegroup"}
-"""The node label naming a node's pool, per provider."""
-
 
 @dataclass(frozen=True, slots=True)
 class NodePool:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from tuner.model.cluster import Cluster, Hpa, Node, Pod
+from tuner.model.conventions import DEFAULT_PREFIX, workload_label
 from tuner.model.resources import Resources
 from tuner.model.scheduling import ZONE_KEY, Census, Constraints, Taint
 from tuner.sim.prices import NodeType
@@ -20,7 +21,6 @@ from tuner.sim.workloads import Service
 
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 HOSTNAME = "kubernetes.io/hostname"
-TUNER_LABEL_PREFIX = "tuner.dev/"
 DELETION_CANDIDATE = "DeletionCandidateOfClusterAutoscaler"
 NO_EXTENDED: Mapping[str, int] = MappingProxyType({})
 
@@ -37,7 +37,7 @@ def pool_labels(node_type: NodeType, pool: str, pool_label: str, zone: str = "")
 
 def affinity_label(service: Service) -> str:
     """The per-workload node label the tuner's onboarding gives a preferred affinity to."""
-    return f"{TUNER_LABEL_PREFIX}{service.namespace}.{service.name}"
+    return workload_label(DEFAULT_PREFIX, service.namespace, service.name)
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,9 @@ kube-scheduler's default scoring; it may launch any instance type of the scenari
 
 from __future__ import annotations
 
+from tuner.model.conventions import POOL_LABEL_BY_SYSTEM
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.karpenter import Karpenter, KarpenterConfig, Offering
-from tuner.sim.pools import POOL_LABELS
 
 
 class KarpenterStrategy:
@@ -22,7 +22,7 @@ class KarpenterStrategy:
             tuple(Offering(p.name, p.node_type, p.max_nodes, p.zone) for p in scenario.pools),
             scenario.daemonsets,
             KarpenterConfig(provisioning_delay=scenario.autoscaler.provisioning_delay),
-            POOL_LABELS.get(scenario.system, ""),
+            POOL_LABEL_BY_SYSTEM.get(scenario.system, ""),
         )
         return self.karpenter
 

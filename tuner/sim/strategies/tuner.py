@@ -27,6 +27,7 @@ from fractions import Fraction
 from knowledge.memory import MemoryKnowledge
 from tuner.cycle import CycleState, MemorySafeguards, Ports, run_cycle
 from tuner.model.cluster import INSTANCE_TYPE_LABELS
+from tuner.model.conventions import POOL_LABEL_BY_SYSTEM
 from tuner.model.scheduling import ZONE_KEY
 from tuner.settings import (
     Analyse,
@@ -42,7 +43,7 @@ from tuner.settings import (
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.history import SimLoadHistory
 from tuner.sim.karpenter import Karpenter
-from tuner.sim.pools import POOL_LABELS, pricing
+from tuner.sim.pools import pricing
 from tuner.sim.ports import SimActuator, SimObserver
 from tuner.sim.strategies.binpacking import BinPacking
 from tuner.sim.strategies.karpenter import KarpenterStrategy
@@ -76,7 +77,7 @@ def unlimited_settings(scenario: Scenario, seed: int) -> Settings:
 
 def pool_settings(scenario: Scenario) -> dict[str, PoolSettings]:
     """The scenario's pools as the tuner's ``pools`` settings."""
-    label = POOL_LABELS.get(scenario.system)
+    label = POOL_LABEL_BY_SYSTEM.get(scenario.system)
     pools: dict[str, PoolSettings] = {}
     for pool in scenario.pools:
         kind = pool.node_type
