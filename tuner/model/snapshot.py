@@ -404,7 +404,7 @@ class Snapshot:
         domains = self._domain(key)
         has = domains.of >= 0
         per_domain = self._per_domain(self._group(group), domains, has)
-        return has & (per_domain[domains.of] > 0)
+        return has & (_at_nodes(per_domain, domains) > 0)
 
     def _repelled(self, pod: Pod) -> Mask:
         """Nodes where no placed pod's required anti-affinity forbids the pod."""
@@ -433,7 +433,7 @@ class Snapshot:
             every_key &= has
             per_domain = self._per_domain(counts, domains, has)
             anywhere = anywhere or bool(per_domain.any())
-            met &= has & (per_domain[domains.of] > 0)
+            met &= has & (_at_nodes(per_domain, domains) > 0)
         if not anywhere and in_group(group, pod.namespace, pod.labels):
             return every_key
         return met
@@ -444,7 +444,7 @@ class Snapshot:
         domains = self._domain(spread.topology_key)
         per_domain, present = self._spread_counts(pod, spread)
         minimum = _global_minimum(per_domain, present, spread.min_domains)
-        joined = per_domain[domains.of] + int(spread.selector.matches(pod.labels))
+        joined = _at_nodes(per_domain, domains) + int(spread.selector.matches(pod.labels))
         bound = spread.max_skew
         if not spread.hard:
             before = self._baseline.get((pod.namespace, constraints, position), 0)
@@ -604,6 +604,11 @@ class Snapshot:
     def _undo(self, pod: Pod, node: int, sign: int) -> None:
         self._occupy(pod, node, -sign)
         self._journal.pop()
+
+
+def _at_nodes(per_domain: Counts, domains: _Domains) -> Counts:
+    """Each node's domain's count (0 where the node lacks the key, also when no node has it)."""
+    return np.append(per_domain, 0)[domains.of]
 
 
 def _port_reason(constraints: Constraints) -> str:
