@@ -1,7 +1,8 @@
 """Each of the snapshot's batched checks against the one-node rule it batches, one rule at a
 time (hypothesis): the resource mask against :func:`~tuner.model.scheduling.resource_fit` at
 the boundaries (free exactly the request, no slot left, overcommitted nodes), the two
-anti-affinity masks against the census's rule, and :meth:`Snapshot.refusal` against
+anti-affinity masks and the topology spread mask (tainted and closed nodes under both node
+inclusion policies) against the census's rules, and :meth:`Snapshot.refusal` against
 :meth:`Snapshot.fit_mask`.
 
 ``test_properties`` holds every rule together on rich random clusters; here each rule is alone,
@@ -155,3 +156,58 @@ def test_the_refusal_names_a_rule_exactly_when_no_allowed_node_fits(c: Cluster, 
                 mask &= among
             refusal = snapshot.refusal(candidate, among, leaving=leaving)
             assert (refusal == "it fits") == bool(mask.any()), (candidate.key, refusal)
+
+
+@st.composite
+def spreading(draw: st.DrawFn) -> tuple[Cluster, Pod, set[int]]:
+    """Roomy nodes in zones, some tainted, some closed, holding pods of one app placed
+    regardless of its spread constraints (hard or soft, either node inclusion policy), and one
+    more of them to place."""
+    nodes = []
+    for i in range(draw(st.integers(2, 6))):
+        labels = {"zone": draw(st.sampled_from([*ZONES, "w"]))} if draw(st.integers(0, 4)) else {}
+        taints = (rules.Taint("dedicated", "gpu"),) if draw(st.integers(0, 3)) == 0 else ()
+        nodes.append(node(f"n{i}", *ROOMY, labels=labels, taints=taints))
+    spread = tuple(
+        rules.SpreadConstraint(
+            max_skew=draw(st.integers(1, 2)),
+            topology_key=draw(st.sampled_from([rules.HOSTNAME_KEY, "zone"])),
+            selector=rules.LabelSelector((("app", "a"),)),
+            hard=draw(st.booleans()),
+            min_domains=draw(st.integers(1, 3)),
+            honor_node_affinity=draw(st.booleans()),
+            honor_taints=draw(st.booleans()),
+        )
+        for _ in range(draw(st.integers(1, 2)))
+    )
+    selector = (("zone", draw(st.sampled_from(ZONES))),) if draw(st.booleans()) else ()
+    constraints = rules.Constraints(node_selector=selector, spread=spread)
+    pods = [
+        replace(pod(f"a-{i}", f"n{draw(st.integers(0, len(nodes) - 1))}"), constraints=constraints)
+        for i in range(draw(st.integers(0, 8)))
+    ]
+    closed = set(draw(st.lists(st.integers(0, len(nodes) - 1), min_size=1, max_size=3)))
+    new = replace(pod("a-new", None), constraints=constraints)
+    return cluster(nodes, pods), new, closed
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spreading())
+def test_the_spread_masks_are_the_census_rule_with_closed_nodes(
+    case: tuple[Cluster, Pod, set[int]],
+) -> None:
+    """Topology spread, hard and soft, with tainted and closed (cordoned) nodes under both node
+    inclusion policies, decides a node batched exactly as static fit and the census do one node
+    at a time."""
+    c, candidate, closed = case
+    snapshot = Snapshot(c, arriving=[candidate])
+    census = rules.Census(c.node_by_name, c.pods_by_node)  # type: ignore[arg-type]
+    for i in closed:
+        snapshot.close(i)
+        census.cordon(c.nodes[i].name)
+    mask = snapshot.fit_mask(candidate)
+    for i, n in enumerate(c.nodes):
+        why = rules.static_fit(candidate.constraints, n) or census.why_not(
+            candidate, n.name, soft=True
+        )
+        assert bool(mask[i]) == (i not in closed and why is None), (n.name, why)
