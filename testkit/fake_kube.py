@@ -102,7 +102,10 @@ class FakeKube:
         self.nodes[name] = {
             "metadata": {"name": name, "uid": f"node-{name}", "labels": dict(labels or {})},
             "spec": {},
-            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+            "status": {
+                "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
         }
 
     def add_deployment(

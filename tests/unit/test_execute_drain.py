@@ -177,7 +177,7 @@ def test_a_node_another_autoscaler_is_removing_fails_the_transition_before_any_m
 
     assert not result.completed  # type: ignore[attr-defined]
     assert result.reason.startswith("before action 1/4")  # type: ignore[attr-defined]
-    assert "another autoscaler is acting on it" in result.reason  # type: ignore[attr-defined]
+    assert "ToBeDeletedByClusterAutoscaler by another autoscaler" in result.reason  # type: ignore[attr-defined]
     assert [(e.reason, e.warning) for e in events] == [("CordonFailed", True)]
     assert [c for c, _ in kube.mutations() if not c.endswith("config_map")] == []
 

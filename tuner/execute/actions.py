@@ -79,7 +79,7 @@ def _pod(kube: KubePort, namespace: str, name: str, node: str | None) -> Any:
         raise ActionFailed(f"pod {namespace}/{name} is gone")
     if node and pod.spec.node_name != node:
         raise ActionFailed(f"pod {namespace}/{name} is on {pod.spec.node_name}, not {node}")
-    refusal = checks.not_movable(pod)
+    refusal = checks.not_movable(kube.serialize(pod))
     if refusal:
         raise ActionFailed(refusal)
     return pod
@@ -121,7 +121,7 @@ def _destination(kube: KubePort, name: str) -> Any:
         raise ActionFailed(f"node {name} is gone")
     if node.spec.unschedulable:
         raise ActionFailed(f"node {name} is cordoned")
-    refusal = checks.node_refusal(node)
+    refusal = checks.node_refusal(kube.serialize(node))
     if refusal:
         raise ActionFailed(refusal)
     return node
@@ -384,7 +384,7 @@ def check_remove_node(kube: KubePort, action: RemoveNode) -> NodeRemoval | Gone:
     node = kube.node(name)
     if node is None:
         return Gone(name)
-    refusal = checks.node_refusal(node)
+    refusal = checks.node_refusal(kube.serialize(node))
     if refusal:
         raise ActionFailed(refusal)
     pods = tuple(
@@ -393,7 +393,7 @@ def check_remove_node(kube: KubePort, action: RemoveNode) -> NodeRemoval | Gone:
         if not checks.follows_node(p) and not p.metadata.deletion_timestamp
     )
     for pod in pods:
-        refusal = checks.not_movable(pod)
+        refusal = checks.not_movable(kube.serialize(pod))
         if refusal:
             raise ActionFailed(f"node {name} cannot be emptied: {refusal}")
     return NodeRemoval(name, pods, kube.settings.node_removal)

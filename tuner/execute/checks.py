@@ -7,7 +7,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tuner.execute.watch import Check, Verdict
-from tuner.model.movability import DO_NOT_DISRUPT, OTHER_AUTOSCALER_TAINTS, SAFE_TO_EVICT
+from tuner.model.cluster import Node, Pod
+from tuner.model.movability import (
+    OTHER_AUTOSCALER_TAINTS,
+    Policy,
+    disruption_blocker,
+    pod_blocker,
+)
+from tuner.monitor.kube import parse_live
 
 MIRROR = "kubernetes.io/config.mirror"
 
@@ -24,32 +31,49 @@ def follows_node(pod: Any) -> bool:
     return kind in ("DaemonSet", "Node") or MIRROR in (pod.metadata.annotations or {})
 
 
-def not_movable(pod: Any) -> str | None:
-    """Why the tuner must not evict this pod, or None. Only ReplicaSet-owned pods move;
-    StatefulSet pods never do, whatever a plan says."""
-    key = f"{pod.metadata.namespace}/{pod.metadata.name}"
-    annotations = pod.metadata.annotations or {}
-    ref = owner(pod)
-    if ref is None:
-        return f"pod {key} has no controller (a bare pod is never moved)"
-    if ref[0] != "ReplicaSet":
-        return f"pod {key} is owned by a {ref[0]} (never moved)"
-    if annotations.get(SAFE_TO_EVICT) == "false":
-        return f"pod {key} is annotated {SAFE_TO_EVICT}=false"
-    if annotations.get(DO_NOT_DISRUPT) == "true":
-        return f"pod {key} is annotated {DO_NOT_DISRUPT}=true"
-    return None
+AS_ITSELF = Policy(excluded_namespaces=frozenset())
+"""No operator policy: the executor asks again what the fresh pod says of itself (its owner,
+its annotations). The window's policy and budgets were the plan's; the Eviction API enforces
+the budgets again."""
 
 
-def node_refusal(node: Any) -> str | None:
-    """Why the tuner must leave a node alone (another autoscaler is acting on it), or None."""
-    name = node.metadata.name
-    taint = autoscaler_taint(node)
-    if taint is not None:
-        return f"node {name} carries {taint}: another autoscaler is acting on it"
-    if (node.metadata.annotations or {}).get(DO_NOT_DISRUPT) == "true":
-        return f"node {name} is annotated {DO_NOT_DISRUPT}=true"
-    return None
+def not_movable(obj: Mapping[str, Any]) -> str | None:
+    """Why the tuner must not evict this pod (its API form, read now), or None: the model's
+    rule (:func:`~tuner.model.movability.pod_blocker`) on the pod as the monitor parses it, and
+    its owner must be its controller (the parser also takes an owner that is not): only
+    pods of a ReplicaSet move; StatefulSet pods never do, whatever a plan says."""
+    pod, problem = _parsed("Pod", obj)
+    reason = pod_blocker(pod, {}, AS_ITSELF) if isinstance(pod, Pod) else problem
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or ()
+    if reason is None and not any(r.get("controller") for r in refs):
+        reason = "no owner of it is its controller (nothing would re-create it)"
+    return None if reason is None else f"pod {_key(obj)} may not move: {reason}"
+
+
+def node_refusal(obj: Mapping[str, Any]) -> str | None:
+    """Why the tuner must leave a node alone (its API form, read now), or None: the model's
+    rule (:func:`~tuner.model.movability.disruption_blocker`) on the node as the monitor
+    parses it."""
+    node, problem = _parsed("Node", obj)
+    reason = disruption_blocker(node) if isinstance(node, Node) else problem
+    return None if reason is None else f"node {_key(obj)}: {reason}"
+
+
+def _parsed(kind: str, obj: Mapping[str, Any]) -> tuple[Node | Pod | None, str | None]:
+    """The object as the monitor's parser reads it, or why it cannot be read."""
+    parsed = parse_live(kind, obj)
+    if parsed.problems:
+        return None, f"cannot be read ({parsed.problems[0]})"
+    value = parsed.value
+    if not isinstance(value, Node | Pod):
+        return None, "finished or terminating"
+    return value, None
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
 
 
 def autoscaler_taint(node: Any) -> str | None:

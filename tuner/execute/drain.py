@@ -86,7 +86,7 @@ def drained(kube: KubePort, name: str, since: float) -> None:
     keys = kube.keys
 
     def build(node: Any) -> Patch | None:
-        refusal = checks.node_refusal(node)
+        refusal = checks.node_refusal(kube.serialize(node))
         if refusal:
             raise ValueError(refusal)
         tainted = any(t.key == keys.taint for t in node.spec.taints or ())
@@ -102,7 +102,7 @@ def would(kube: KubePort, nodes: Sequence[str]) -> str:
     fail now (reads only: another autoscaler acting on one of them)."""
     for name in nodes:
         node = kube.node(name)
-        refusal = None if node is None else checks.node_refusal(node)
+        refusal = None if node is None else checks.node_refusal(kube.serialize(node))
         if refusal:
             raise ActionFailed(f"node {name} would not be cordoned: {refusal}")
     taint = f"{kube.keys.taint}=<now>:NoSchedule"

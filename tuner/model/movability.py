@@ -67,6 +67,13 @@ def node_blocker(node: Node) -> str | None:
         return "cordoned: someone is draining it, or it is already left for removal"
     if node.annotations.get(SCALE_DOWN_DISABLED) == "true":
         return f"annotated {SCALE_DOWN_DISABLED}=true"
+    return disruption_blocker(node)
+
+
+def disruption_blocker(node: Node) -> str | None:
+    """Why no one may disrupt the node now, to remove it or to move pods onto it (annotated
+    do-not-disrupt, or another autoscaler acting on it), or None; the executor asks it again of
+    the node as it is when each action runs."""
     if node.annotations.get(DO_NOT_DISRUPT) == "true":
         return f"annotated {DO_NOT_DISRUPT}=true"
     taint = busy_with_other_autoscaler(node)

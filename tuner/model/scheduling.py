@@ -1,11 +1,12 @@
 """The fit rules of "does pod P fit on node N", one predicate each, over a pod's constraints.
 
-:func:`static_fit` (rules that do not depend on load), :func:`resource_fit` (CPU, memory, pod
-slots against what is free) and :class:`Census` (the rules that count other pods: extended
-resources, host ports, inter-pod affinity and anti-affinity, topology spread) are the only
-implementations of the rules: :mod:`tuner.model.snapshot` batches them over all nodes (a
-property test holds the two to the same answers), the simulator's scheduler, the take-back and
-the replay checker call them one node at a time.
+:func:`static_fit` (rules that do not depend on load), :func:`resource_room` (CPU, memory, pod
+slots against what is free, for one node or for all at once) and :class:`Census` (the rules
+that count other pods: extended resources, host ports, inter-pod affinity and anti-affinity,
+topology spread, with :func:`spread_eligible`, :func:`global_minimum` and :func:`skew_limit`)
+are the only implementations of the rules: :mod:`tuner.model.snapshot` batches them over all
+nodes (property tests hold the two to the same answers), the simulator's scheduler, the
+take-back and the replay checker call them one node at a time.
 
 Modelled, as kube-scheduler's filter plugins decide them:
 
@@ -74,11 +75,15 @@ what the API server has merged into their selectors, dynamic resource allocation
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from tuner.model.resources import Resources
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 HOSTNAME_KEY = "kubernetes.io/hostname"
 ZONE_KEY = "topology.kubernetes.io/zone"
@@ -419,13 +424,32 @@ def static_fit(constraints: Constraints, node: NodeTraits) -> str | None:
     return None
 
 
+@overload
+def resource_room(
+    requests: Resources, cpu: int, memory: int, slots: int
+) -> tuple[bool, bool, bool]: ...
+@overload
+def resource_room(
+    requests: Resources,
+    cpu: npt.NDArray[np.int64],
+    memory: npt.NDArray[np.int64],
+    slots: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_], npt.NDArray[np.bool_]]: ...
+def resource_room(requests: Resources, cpu: Any, memory: Any, slots: Any) -> tuple[Any, Any, Any]:
+    """Whether the free ``cpu``, ``memory`` and pod ``slots`` hold the requests' CPU, their
+    memory and the pod: for one node (integers), or for every node at once (arrays, as the
+    snapshot asks)."""
+    return cpu >= requests.cpu, memory >= requests.memory, slots >= 1
+
+
 def resource_fit(requests: Resources, free: Resources, free_slots: int) -> str | None:
     """Why ``requests`` do not fit in ``free`` CPU, memory and pod slots now, or None."""
-    if requests.cpu > free.cpu:
+    cpu, memory, slot = resource_room(requests, free.cpu, free.memory, free_slots)
+    if not cpu:
         return "not enough free CPU"
-    if requests.memory > free.memory:
+    if not memory:
         return "not enough free memory"
-    if free_slots < 1:
+    if not slot:
         return "no free pod slot"
     return None
 
@@ -461,9 +485,16 @@ def spread_eligible(
     return True
 
 
-def global_minimum(counts: Mapping[str, int], min_domains: int) -> int:
-    """The global minimum of a spread constraint over its eligible domains' counts."""
-    return 0 if len(counts) < min_domains else min(counts.values())
+def global_minimum(counts: Collection[int], min_domains: int) -> int:
+    """The global minimum of a spread constraint over its eligible domains' counts (one per
+    domain)."""
+    return 0 if len(counts) < min_domains else min(counts)
+
+
+def skew_limit(spread: SpreadConstraint, baseline: int) -> int:
+    """How far above the global minimum the domain a pod joins may end: ``maxSkew``, for a soft
+    constraint at least the skew it had when the census or snapshot was built (``baseline``)."""
+    return spread.max_skew if spread.hard else max(spread.max_skew, baseline)
 
 
 class Census:
@@ -659,12 +690,11 @@ class Census:
                     return f"node lacks label {key} ({spread})"
                 continue
             counts = self.domain_counts(pod, spread, keys[spread.hard])
-            minimum = global_minimum(counts, spread.min_domains)
+            minimum = global_minimum(counts.values(), spread.min_domains)
             joined = counts.get(labels[key], 0) + spread.selector.matches(pod.labels)
-            bound = spread.max_skew
-            if not spread.hard:
-                before = self._baseline.get((pod.namespace, constraints, position), 0)
-                bound = max(bound, before)
+            bound = skew_limit(
+                spread, self._baseline.get((pod.namespace, constraints, position), 0)
+            )
             if joined - minimum > bound:
                 return (
                     f"{spread} would be broken: {joined} pods in {key}={labels[key]} "
@@ -714,7 +744,7 @@ class Census:
                 continue
             if key not in self._baseline:
                 counts = self.domain_counts(pod, spread, keys)
-                minimum = global_minimum(counts, spread.min_domains)
+                minimum = global_minimum(counts.values(), spread.min_domains)
                 self._baseline[key] = max(counts.values(), default=0) - minimum
 
     def _group(self, group: Group) -> Counter[str]:

@@ -27,7 +27,6 @@ import numpy.typing as npt
 from tuner.model.cluster import Cluster, Node, Pod
 from tuner.model.resources import Resources
 from tuner.model.scheduling import (
-    CORDON,
     Constraints,
     Group,
     HostPort,
@@ -35,16 +34,18 @@ from tuner.model.scheduling import (
     NodeSelectorTerms,
     PodAffinityTerm,
     SpreadConstraint,
-    affinity_fit,
     all_of,
     freeze_labels,
+    global_minimum,
     in_group,
     port_fit,
     resource_fit,
+    resource_room,
     selects_node,
+    skew_limit,
+    spread_eligible,
     spread_group,
     static_fit,
-    untolerated,
 )
 
 Mask = npt.NDArray[np.bool_]
@@ -127,7 +128,7 @@ class Snapshot:
         self._feeds: dict[LabelSet, list[Counts]] = {}
         """For each label set seen, the group counts its pods add to."""
         self._domains: dict[str, _Domains] = {}
-        self._masks: dict[tuple[str, Constraints], Mask] = {}
+        self._masks: dict[tuple[Constraints, SpreadConstraint, bool], Mask] = {}
         self._baseline: dict[tuple[str, Constraints, int], int] = {}
         self._counting = any(c.counts_pods for c in kinds)
         if self._counting:
@@ -152,7 +153,7 @@ class Snapshot:
 
     def fit_mask(self, pod: Pod, leaving: int | None = None) -> Mask:
         """Open nodes the pod fits on right now (every rule; resources and slots are
-        :func:`~tuner.model.scheduling.resource_fit` over all nodes at once). ``leaving``: the
+        :func:`~tuner.model.scheduling.resource_room` over all nodes at once). ``leaving``: the
         node the pod runs on and is about to leave (it no longer counts there, as an evicted
         pod does not for the scheduler; that node's own answer is as if it had left)."""
         if leaving is None:
@@ -161,14 +162,7 @@ class Snapshot:
             return self._fit_mask(pod)
 
     def _fit_mask(self, pod: Pod) -> Mask:
-        cpu, mem = pod.requests.cpu, pod.requests.memory
-        mask = (
-            self.static_mask(pod.constraints)
-            & self.open
-            & (self.free_cpu >= cpu)
-            & (self.free_mem >= mem)
-            & (self.free_pods >= 1)
-        )
+        mask = self.static_mask(pod.constraints) & self.open & self._room(pod)
         for _, rule in self._components(pod):
             if not mask.any():
                 break
@@ -218,14 +212,7 @@ class Snapshot:
                 )
                 for v in volumes
             ),
-            (
-                "not enough free CPU, memory or pod slots",
-                lambda: (
-                    (self.free_cpu >= pod.requests.cpu)
-                    & (self.free_mem >= pod.requests.memory)
-                    & (self.free_pods >= 1)
-                ),
-            ),
+            ("not enough free CPU, memory or pod slots", partial(self._room, pod)),
             *self._components(pod),
         ]
         for reason, rule in steps:
@@ -362,6 +349,13 @@ class Snapshot:
             )
         return out
 
+    def _room(self, pod: Pod) -> Mask:
+        """Nodes with the CPU, memory and a pod slot free for the pod."""
+        cpu, memory, slot = resource_room(
+            pod.requests, self.free_cpu, self.free_mem, self.free_pods
+        )
+        return cpu & memory & slot
+
     def _reachable(self, terms: NodeSelectorTerms) -> Mask:
         return np.array([selects_node(terms, n.labels) for n in self.nodes], dtype=np.bool_)
 
@@ -404,7 +398,7 @@ class Snapshot:
         domains = self._domain(key)
         has = domains.of >= 0
         per_domain = self._per_domain(self._group(group), domains, has)
-        return has & (per_domain[domains.of] > 0)
+        return has & (_at_nodes(per_domain, domains) > 0)
 
     def _repelled(self, pod: Pod) -> Mask:
         """Nodes where no placed pod's required anti-affinity forbids the pod."""
@@ -433,7 +427,7 @@ class Snapshot:
             every_key &= has
             per_domain = self._per_domain(counts, domains, has)
             anywhere = anywhere or bool(per_domain.any())
-            met &= has & (per_domain[domains.of] > 0)
+            met &= has & (_at_nodes(per_domain, domains) > 0)
         if not anywhere and in_group(group, pod.namespace, pod.labels):
             return every_key
         return met
@@ -443,12 +437,9 @@ class Snapshot:
         constraints = pod.constraints
         domains = self._domain(spread.topology_key)
         per_domain, present = self._spread_counts(pod, spread)
-        minimum = _global_minimum(per_domain, present, spread.min_domains)
-        joined = per_domain[domains.of] + int(spread.selector.matches(pod.labels))
-        bound = spread.max_skew
-        if not spread.hard:
-            before = self._baseline.get((pod.namespace, constraints, position), 0)
-            bound = max(bound, before)
+        minimum = global_minimum(per_domain[present].tolist(), spread.min_domains)
+        joined = _at_nodes(per_domain, domains) + int(spread.selector.matches(pod.labels))
+        bound = skew_limit(spread, self._baseline.get((pod.namespace, constraints, position), 0))
         keeps = (domains.of >= 0) & (joined - minimum <= bound)
         return keeps if spread.hard else keeps | (domains.of < 0)
 
@@ -469,40 +460,29 @@ class Snapshot:
                 eligible &= self._domain(other.topology_key).of >= 0
         if not spread.hard:
             eligible &= self.open  # kept as close as it was in the cluster left behind
-        if spread.honor_node_affinity:
-            eligible &= self._node_mask("affinity", constraints)
         if spread.honor_taints:
             eligible &= np.where(
                 self.open,
-                self._node_mask("tolerated", constraints),
-                self._node_mask("tolerated-cordoned", constraints),
+                self._eligible(constraints, spread, cordoned=False),
+                self._eligible(constraints, spread, cordoned=True),
             )
+        elif spread.honor_node_affinity:
+            eligible &= self._eligible(constraints, spread, cordoned=False)
         counts = self._group(spread_group(spread, pod.namespace))
         per_domain = self._per_domain(counts, domains, eligible)
         present = np.bincount(domains.of[eligible], minlength=domains.size) > 0
         return per_domain, present
 
-    def _node_mask(self, kind: str, constraints: Constraints) -> Mask:
-        """Per node and cached: ``affinity`` (nodeSelector and required node affinity admit
-        it), ``tolerated`` (no untolerated NoSchedule/NoExecute taint, a cordon counting as
-        one), ``tolerated-cordoned`` (the same once it is cordoned)."""
-        mask = self._masks.get((kind, constraints))
+    def _eligible(self, constraints: Constraints, spread: SpreadConstraint, cordoned: bool) -> Mask:
+        """Per node and cached: :func:`~tuner.model.scheduling.spread_eligible`, the nodes
+        ``cordoned`` or not."""
+        key = (constraints, spread, cordoned)
+        mask = self._masks.get(key)
         if mask is None:
-            if kind == "affinity" and not (constraints.node_selector or constraints.node_affinity):
-                values = [True] * len(self.nodes)
-            elif kind == "affinity":
-                values = [affinity_fit(constraints, n.labels) for n in self.nodes]
-            else:
-                cordoned = kind == "tolerated-cordoned"
-                values = [
-                    untolerated(
-                        constraints,
-                        (*n.taints, CORDON) if cordoned or n.unschedulable else n.taints,
-                    )
-                    is None
-                    for n in self.nodes
-                ]
-            mask = self._masks[(kind, constraints)] = np.array(values, dtype=np.bool_)
+            mask = self._masks[key] = np.array(
+                [spread_eligible(constraints, spread, n, cordoned) for n in self.nodes],
+                dtype=np.bool_,
+            )
         return mask
 
     def _remember_skew(self, pod: Pod) -> None:
@@ -514,7 +494,9 @@ class Snapshot:
                 continue
             per_domain, present = self._spread_counts(pod, spread, existing=True)
             most = int(per_domain[present].max()) if present.any() else 0
-            self._baseline[key] = most - _global_minimum(per_domain, present, spread.min_domains)
+            self._baseline[key] = most - global_minimum(
+                per_domain[present].tolist(), spread.min_domains
+            )
 
     def _index_cluster(self, cluster: Cluster, everyone: Iterable[Pod]) -> None:
         """The label index of the placed pods, their anti-affinity terms, and the baseline of
@@ -606,14 +588,14 @@ class Snapshot:
         self._journal.pop()
 
 
+def _at_nodes(per_domain: Counts, domains: _Domains) -> Counts:
+    """Each node's domain's count (0 where the node lacks the key, also when no node has it)."""
+    return np.append(per_domain, 0)[domains.of]
+
+
 def _port_reason(constraints: Constraints) -> str:
     ports = ", ".join(str(p) for p in constraints.host_ports)
     return f"host port {ports} in use"
-
-
-def _global_minimum(per_domain: Counts, present: Mask, min_domains: int) -> int:
-    """:func:`~tuner.model.scheduling.global_minimum` over per-domain counts."""
-    return 0 if int(present.sum()) < min_domains else int(per_domain[present].min())
 
 
 def _soft(constraints: Constraints) -> bool:
