@@ -495,21 +495,36 @@ cmd_up() {
 
 cmd_down() {
   cmd_karpenter_down 2>/dev/null
-  if [[ -x "$KWOK_BIN/kwokctl" && -d "$CLUSTER_DIR" ]]; then
-    kwokctl delete cluster --kubeconfig='' >/dev/null 2>&1 || true
-  fi
-  # Whatever kwokctl could not stop (e.g. a half-created cluster): kill by pid file.
-  local pidfile
+  # Every component at once, a short grace, then SIGKILL: the state is deleted below, so
+  # kube-apiserver's graceful shutdown (about 20 s, one after the other: 35 s) buys nothing.
+  local pidfile pids=()
   if [[ -d "$CLUSTER_DIR/pids" ]]; then
     for pidfile in "$CLUSTER_DIR"/pids/*.pid; do
-      [[ -f "$pidfile" ]] && stop_pid "$(cat "$pidfile")"
+      [[ -f "$pidfile" ]] && pids+=("$(cat "$pidfile")")
     done
+  fi
+  stop_pids "${TUNER_DOWN_GRACE_S:-3}" "${pids[@]}"
+  if [[ -x "$KWOK_BIN/kwokctl" && -d "$CLUSTER_DIR" ]]; then
+    kwokctl delete cluster --kubeconfig='' >/dev/null 2>&1 || true
   fi
   rm -rf "$CLUSTER_DIR"
   log "cluster $CLUSTER_NAME is down"
 }
 
 # SIGTERM, wait up to GRACE seconds (default 20), then SIGKILL.
+stop_pids() { # GRACE PID...: SIGTERM to all, SIGKILL to those left after GRACE seconds
+  local grace=$1 pid i alive
+  shift
+  for pid in "$@"; do kill "$pid" 2>/dev/null || true; done
+  for ((i = 0; i < grace * 10; i++)); do
+    alive=0
+    for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [[ $alive == 0 ]] && return 0
+    sleep 0.1
+  done
+  for pid in "$@"; do kill -9 "$pid" 2>/dev/null || true; done
+}
+
 stop_pid() { # PID [GRACE]
   local pid=$1 grace=${2:-20} i
   kill -0 "$pid" 2>/dev/null || return 0
