@@ -18,4 +18,20 @@ bash scripts/cluster.sh build-helm
 site=$(mktemp -d)
 .venv/bin/mkdocs build --strict --quiet --site-dir "$site"
 rm -rf "$site"
-.venv/bin/pytest "$@"
+if [[ $# -gt 0 ]]; then
+  exec .venv/bin/pytest "$@"
+fi
+# Every test, in two pytest processes at once: the control-plane tests (tests/cluster, tests/e2e)
+# mostly wait on the API server and the daemon's cycles, the others mostly compute. Each process
+# starts the servers it needs on free ports. The control-plane part's report is printed after
+# the other's; the run fails if either does.
+control_log=$(mktemp)
+.venv/bin/pytest -p no:cacheprovider tests/cluster tests/e2e >"$control_log" 2>&1 &
+control=$!
+trap 'kill "$control" 2>/dev/null || true; rm -f "$control_log"' EXIT
+status=0
+.venv/bin/pytest --ignore=tests/cluster --ignore=tests/e2e || status=$?
+wait "$control" || status=$?
+echo "---------------- tests/cluster and tests/e2e ----------------"
+cat "$control_log"
+exit "$status"
