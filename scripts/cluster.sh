@@ -526,14 +526,7 @@ stop_pids() { # GRACE PID...: SIGTERM to all, SIGKILL to those left after GRACE 
 }
 
 stop_pid() { # PID [GRACE]
-  local pid=$1 grace=${2:-20} i
-  kill -0 "$pid" 2>/dev/null || return 0
-  kill "$pid" 2>/dev/null || true
-  for ((i = 0; i < grace * 10; i++)); do
-    kill -0 "$pid" 2>/dev/null || return 0
-    sleep 0.1
-  done
-  kill -9 "$pid" 2>/dev/null || true
+  stop_pids "${2:-20}" "$1"
 }
 
 cmd_status() {
