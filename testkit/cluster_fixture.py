@@ -316,24 +316,47 @@ class ClusterHarness:
         return found
 
     def clean_up(self) -> None:
-        """Delete the test's namespace (and wait until it is gone), then its nodes."""
+        """Delete the test's namespace (and wait until it is gone), then its nodes.
+
+        The namespace controller looks at a deleted namespace 5 s after the event and, while
+        pods remain, again after half their grace period (16 s for the default 30 s). Its
+        pods are force-deleted at once (a terminating namespace admits no new pod) and, while
+        it is still there, once a second again with a touch of the namespace, which makes the
+        controller look again: 5-6 s per test instead of up to 18 s.
+        """
         if self.namespace != "default":
+            namespace = self.namespace
             with contextlib.suppress(ApiException):
-                self.core.delete_namespace(self.namespace)
+                self.core.delete_namespace(namespace)
+            hurried = [time.monotonic()]
+            self._hurry(namespace, touch=False)
 
             def gone() -> bool:
                 try:
-                    self.core.read_namespace(self.namespace)
+                    self.core.read_namespace(namespace)
                 except ApiException as err:
                     return err.status == 404
+                if time.monotonic() - hurried[0] >= 1.0:
+                    hurried[0] = time.monotonic()
+                    self._hurry(namespace, touch=True)
                 return False
 
-            eventually(gone, 120, what=f"namespace {self.namespace} deleted")
+            eventually(gone, 120, what=f"namespace {namespace} deleted")
         for name in self.nodes:
             with contextlib.suppress(ApiException):
                 self.core.delete_node(name)
         self.nodes = []
         self.namespace = "default"
+
+    def _hurry(self, namespace: str, touch: bool) -> None:
+        """Force-delete the pods left in a deleted namespace; ``touch`` it so that the
+        namespace controller looks at it again now rather than after its estimate."""
+        with contextlib.suppress(ApiException):
+            self.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        if touch:
+            stamp = {"metadata": {"annotations": {"test.tuner/hurried": str(time.monotonic())}}}
+            with contextlib.suppress(ApiException):
+                self.core.patch_namespace(namespace, stamp)
 
 
 def _ready(pod: Any) -> bool:
