@@ -7,13 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from tuner.sim.autoscaler import AutoscalerConfig, ClusterAutoscaler
-from tuner.sim.engine import Autoscaler, Scenario, Simulation, Strategy
+from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.load import Phase, Phases
-from tuner.sim.pools import NodePool
+from tuner.sim.pools import NodeGroup
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.state import SimCluster, SimPod
 from tuner.sim.strategies.autoscaler_only import AutoscalerOnly
 from tuner.sim.strategies.binpacking import BinPacking
+from tuner.sim.strategy import Autoscaler, Strategy
 from tuner.sim.workloads import Service
 
 E2 = NODE_TYPES["e2-standard-4"]
@@ -26,13 +27,13 @@ def tiny(initial_nodes: int = 1, min_nodes: int = 0) -> Scenario:
         services=(Service("web", 500, 2**28, replicas=2, namespace="shop"),),
         daemonsets=(),
         loads={"shop": Phases(60, (Phase(1800, 1.0),))},
-        pools=(NodePool("pool", E2, min_nodes, 5, initial_nodes),),
+        pools=(NodeGroup("pool", E2, min_nodes, 5, initial_nodes),),
         duration=1800,
         warmup=0,
     )
 
 
-class Plain:
+class Plain(Strategy):
     name = "plain"
 
     def on_tick(self, sim: Simulation) -> None:

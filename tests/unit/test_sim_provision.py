@@ -30,9 +30,9 @@ def simulation(big_max: int = 3) -> Simulation:
         daemonsets=(),
         loads={},
         pools=(
-            pools.NodePool("small", SMALL, min_nodes=0, initial_nodes=2),
-            pools.NodePool("big", BIG, max_nodes=big_max),
-            pools.NodePool("other", BIG, max_nodes=3),
+            pools.NodeGroup("small", SMALL, min_nodes=0, initial_nodes=2),
+            pools.NodeGroup("big", BIG, max_nodes=big_max),
+            pools.NodeGroup("other", BIG, max_nodes=3),
         ),
         duration=3600.0,
         warmup=0.0,

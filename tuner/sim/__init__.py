@@ -40,7 +40,7 @@ Driving a simulation from outside (e.g. the daemon's moderator loop for a demo)
   the warm-up); a strategy passed to the constructor is called every tick (``on_tick``).
 - ``Simulation.window(seconds) -> Window``: ``stable`` is true when the node set and every
   workload's pod count did not change over the window and no pod is pending; ``load`` is the
-  mean load served over the window (at most ``engine.MAX_WINDOW`` seconds back).
+  mean load served over the window (at most ``window_tracking.MAX_WINDOW`` seconds back).
 - ``Simulation.apply(actions, node_removal) -> tuple[ActionResult, ...]``: carries out
   ``Migrate``/``Add``/``Remove``/``RemoveNode`` (``tuner.plan.actions``) in order as the real
   executor does (label the target, evict or scale, let the scheduler place the pod with its
