@@ -12,6 +12,7 @@ from tuner.model.scheduling import Constraints
 from tuner.sim.clock import Clock
 from tuner.sim.controllers import Controllers
 from tuner.sim.state import SimPod
+from tuner.sim.turns import Turns, Wait
 from tuner.sim.window_tracking import WindowTracker
 from tuner.sim.workloads import Service
 
@@ -28,14 +29,16 @@ class ClusterControls:
         clock: Clock,
         controllers: Controllers,
         tracker: WindowTracker,
+        turns: Turns,
         pass_tick: Callable[[], None],
     ) -> None:
         self.clock = clock
         self.controllers = controllers
         self.state = controllers.state
         self.tracker = tracker
+        self.turns = turns
         self._pass_tick = pass_tick
-        """Closes the tick and runs the next one's controllers (not the strategy: it waits)."""
+        """Closes the tick and runs the next one's controllers (for a driver between ticks)."""
         self.by_workload = {s.workload: s for s in controllers.scenario.services}
         self._placeholders = 0
 
@@ -105,15 +108,23 @@ class ClusterControls:
         return self.state.create_pod(service, self.clock.now, constraints)
 
     def pass_time(self, done: Callable[[], bool], timeout: float) -> bool:
-        """Let simulated time pass, tick by tick, with every controller but the strategy
-        running (it is the one waiting), until ``done()`` or ``timeout`` seconds; whether
-        ``done()`` came true."""
+        """Wait until ``done()`` or ``timeout`` seconds of simulated time; whether ``done()``
+        came true. Within the strategy's turn the turn is suspended and the simulation's own
+        loop runs the ticks (:mod:`tuner.sim.turns`); a driver between ticks (``tuner demo``'s
+        moderator, a test) waits while the simulation runs tick by tick, every controller but
+        no strategy."""
         deadline = self.clock.now + timeout
-        while not done():
-            if self.clock.now >= deadline - 1e-9:
-                return False
+        wait = Wait(done, deadline)
+        over = wait.over(self.clock.now)
+        if over is not None:
+            return over
+        waited = self.turns.wait(done, deadline)
+        if waited is not None:
+            return waited
+        while over is None:
             self._pass_tick()
-        return True
+            over = wait.over(self.clock.now)
+        return over
 
     def drain_node(self, name: str, node_removal: str) -> None:
         """Cordon the node and evict its pods but DaemonSet pods; then ``autoscaler`` leaves the

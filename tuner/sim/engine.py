@@ -32,6 +32,7 @@ from tuner.sim.recorder import Recorder
 from tuner.sim.scheduler import Scheduler
 from tuner.sim.state import SimCluster
 from tuner.sim.strategy import Strategy, autoscaler_of
+from tuner.sim.turns import Turns
 from tuner.sim.window_tracking import WindowSummary, WindowTracker
 from tuner.sim.workloads import Service
 
@@ -116,7 +117,10 @@ class Simulation:
         self.recorder = Recorder(self.clock, self.cluster_state, self.controllers)
         self.series = self.recorder.series
         self.actions = ActionCounts()
-        self.controls = ClusterControls(self.clock, self.controllers, self.tracker, self._wait)
+        self.turns = Turns(self._strategy_turn)
+        self.controls = ClusterControls(
+            self.clock, self.controllers, self.tracker, self.turns, self._wait
+        )
         self.executor = SimulatedExecutor(self.controls)
         for pool in scenario.pools:
             for _ in range(pool.initial_nodes):
@@ -138,9 +142,10 @@ class Simulation:
         return self.cluster_state.view(self.now, self.hpa_values)
 
     def advance(self, seconds: float) -> None:
-        """Run ``seconds`` of simulated time."""
+        """Run ``seconds`` of simulated time, and on while the strategy's turn waits (for a
+        provision's node)."""
         end = self.now + seconds
-        while self.now < end - 1e-9:
+        while self.now < end - 1e-9 or self.turns.waiting is not None:
             self._step()
 
     def window(self, seconds: float, warmup: float = 0.0) -> WindowSummary:
@@ -179,8 +184,12 @@ class Simulation:
     def _step(self) -> None:
         self.controllers.run()
         if self.strategy is not None and self.now >= 0:
-            self.strategy.on_tick(self)  # may pass time itself (a provision waiting)
+            self.turns.take(self.now)  # on_tick, or the rest of a turn whose wait is over
         self._close_tick()
+
+    def _strategy_turn(self) -> None:
+        if self.strategy is not None:
+            self.strategy.on_tick(self)
 
     def _close_tick(self) -> None:
         """Observe and record the tick, then move the clock on."""
@@ -190,7 +199,7 @@ class Simulation:
         self.clock.advance()
 
     def _wait(self) -> None:
-        """One tick passing while the strategy waits (a provision): the tick is closed and the
-        next one's controllers run, the strategy's turn is skipped."""
+        """One tick passing while a driver outside any tick waits (a provision applied between
+        two :meth:`advance` calls): the tick is closed and the next one's controllers run."""
         self._close_tick()
         self.controllers.run()
