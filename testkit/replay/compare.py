@@ -30,11 +30,12 @@ import matplotlib.pyplot as plt
 from testkit.replay.drive import Recording
 from testkit.replay.objects import service_key
 from testkit.replay.run import RunResult, pinned
-from tuner.sim.engine import Scenario, Simulation, Strategy
-from tuner.sim.metrics import ActionCounts, Series
-from tuner.sim.report import Outcome
+from tuner.sim.engine import Scenario, Simulation
+from tuner.sim.metrics import ActionCounts, TickSeries
+from tuner.sim.report import StrategyRun
 from tuner.sim.state import SimCluster, SimPod
 from tuner.sim.strategies import STRATEGIES
+from tuner.sim.strategy import Strategy
 
 FIGURES = ("cost", "pending_pod_seconds", "evictions_per_hour", "seconds_over_cpu")
 SIM_STRATEGY = {
@@ -52,7 +53,7 @@ class NoAutoscaler:
         return []
 
 
-class FixedNodes:
+class FixedNodes(Strategy):
     """The ``hpa`` comparison's strategy: HPAs and kube-scheduler on fixed nodes."""
 
     name = "fixed-nodes"
@@ -90,9 +91,9 @@ def simulate(scenario: Scenario, comparison: str, seed: int, tick: float = 5.0) 
     return recording
 
 
-def figures(series: Series, tick: float) -> dict[str, float]:
+def figures(series: TickSeries, tick: float) -> dict[str, float]:
     """The four compared figures (and node-hours) of a recorded series."""
-    outcome = Outcome("", series, tick, ActionCounts(), {})
+    outcome = StrategyRun("", series, tick, ActionCounts(), {})
     return {
         "cost": round(outcome.cost, 4),
         "pending_pod_seconds": outcome.pending_pod_seconds,

@@ -10,7 +10,7 @@ moved by a whole millicore and by at least :data:`USAGE_STEP` (0.5 %).
 Every node gets KWOK's per-node resource-metrics path (:func:`expose_metrics`), which
 metrics-server scrapes.
 
-The **recorder** samples what the simulator records per tick (``tuner.sim.metrics.Series``):
+The **recorder** samples what the simulator records per tick (``tuner.sim.metrics.TickSeries``):
 billed nodes (every Node, and every Karpenter NodeClaim from its creation: the simulator bills
 a node from its request) and their price per hour; pending pods (replayed pods without a node);
 workloads whose CPU demand exceeds the requests of their Ready pods (the simulator's "short");
@@ -39,7 +39,7 @@ from testkit.replay.objects import (
 )
 from tuner.model.quantity import cpu_millis, memory_bytes
 from tuner.sim.engine import Scenario
-from tuner.sim.metrics import Series
+from tuner.sim.metrics import TickSeries
 from tuner.sim.workloads import Service
 
 USAGE_STEP = 0.005
@@ -207,7 +207,7 @@ class Recording:
     """A replay's samples: the simulator's per-tick series, plus replicas per HPA-scaled
     service and evictions per actor."""
 
-    series: Series = field(default_factory=Series)
+    series: TickSeries = field(default_factory=TickSeries)
     replicas: dict[str, list[int]] = field(default_factory=dict)
     evictions_by_actor: Counter[str] = field(default_factory=Counter)
 

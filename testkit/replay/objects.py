@@ -25,7 +25,7 @@ from testkit.cluster_fixture import kwok_node as fixture_node
 from tuner.execute.affinity import with_preference
 from tuner.model.conventions import POOL_LABEL_BY_SYSTEM, Keys
 from tuner.sim.engine import Scenario
-from tuner.sim.pools import NodePool
+from tuner.sim.pools import NodeGroup
 from tuner.sim.prices import NodeType
 from tuner.sim.state import pool_labels
 from tuner.sim.workloads import Service
@@ -189,12 +189,12 @@ def workload_objects(scenario: Scenario, downscale_s: float | None = None) -> li
     return out
 
 
-def node_labels(scenario: Scenario, pool: NodePool) -> dict[str, str]:
+def node_labels(scenario: Scenario, pool: NodeGroup) -> dict[str, str]:
     """The labels a node of ``pool`` carries in the simulator (instance type, pool)."""
     return pool_labels(pool.node_type, pool.name, POOL_LABEL_BY_SYSTEM.get(scenario.system, ""))
 
 
-def kwok_node(scenario: Scenario, pool: NodePool, index: int) -> dict[str, Any]:
+def kwok_node(scenario: Scenario, pool: NodeGroup, index: int) -> dict[str, Any]:
     """A fixed pool's KWOK node: the simulator's name, labels, capacity and allocatable, and
     KWOK's resource-metrics path for metrics-server."""
     name = f"{pool.name}-{index:04d}"

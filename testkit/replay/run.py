@@ -53,7 +53,7 @@ from testkit.replay.drive import (
 )
 from tuner.model.conventions import Keys
 from tuner.sim.engine import Scenario
-from tuner.sim.pools import NodePool
+from tuner.sim.pools import NodeGroup
 from tuner.sim.strategies.tuner import simulation_settings
 
 COMPARISONS = ("hpa", "karpenter", "karpenter-tuner")
@@ -65,7 +65,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def pinned(scenario: Scenario) -> Scenario:
     """The scenario with every pool fixed at its initial size (no autoscaler may change it)."""
     pools = tuple(
-        NodePool(p.name, p.node_type, p.initial_nodes, p.initial_nodes, p.initial_nodes)
+        NodeGroup(p.name, p.node_type, p.initial_nodes, p.initial_nodes, p.initial_nodes)
         for p in scenario.pools
     )
     return replace(scenario, pools=pools)

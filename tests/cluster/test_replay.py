@@ -21,7 +21,7 @@ from testkit.replay.drive import Recording
 from testkit.replay.run import replay
 from tuner.sim.autoscaler import AutoscalerConfig
 from tuner.sim.engine import Scenario
-from tuner.sim.pools import NodePool
+from tuner.sim.pools import NodeGroup
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.workloads import MIB, HpaSpec, Service
 
@@ -56,7 +56,7 @@ def test_replayed_load_scales_the_real_hpa_and_karpenter_adds_then_consolidates_
         services=(WEB,),
         daemonsets=(),
         loads={"shop": load},
-        pools=(NodePool("small", NODE_TYPES["e2-standard-2"], 0, 3, 1),),
+        pools=(NodeGroup("small", NODE_TYPES["e2-standard-2"], 0, 3, 1),),
         duration=TIMEOUT_S,
         autoscaler=AutoscalerConfig(provisioning_delay=5.0),
         warmup=15.0,

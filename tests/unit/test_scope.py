@@ -351,7 +351,7 @@ def test_the_simulator_does_not_count_a_node_the_tuner_left_to_the_autoscaler() 
         sim.advance(1800)
         name = max(sim.cluster_state.nodes)
         if handed_over:
-            sim.drain_node(name, "autoscaler")
+            sim.controls.drain_node(name, "autoscaler")
         sim.cluster_state.delete_node(name)  # the autoscaler removes it
         sim.advance(10)  # (before a node it may start for the evicted pods is up)
         window = sim.window(10, warmup=10)

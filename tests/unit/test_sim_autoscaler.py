@@ -6,13 +6,13 @@ from __future__ import annotations
 import random
 
 from tuner.sim.autoscaler import AutoscalerConfig, ClusterAutoscaler
-from tuner.sim.pools import NodePool
+from tuner.sim.pools import NodeGroup
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.state import DELETION_CANDIDATE, SimCluster
 from tuner.sim.workloads import Service
 
 E2 = NODE_TYPES["e2-standard-4"]  # allocatable 3920m, ~13.3 GiB
-POOL = NodePool("n", E2, min_nodes=1)
+POOL = NodeGroup("n", E2, min_nodes=1)
 
 
 def two_nodes(first: int, second: int, namespace: str = "shop") -> SimCluster:
@@ -92,11 +92,11 @@ def test_the_first_scan_happens_at_the_first_step_even_during_the_warm_up() -> N
 # -- node pools and expanders -------------------------------------------------------------------
 
 E8 = NODE_TYPES["e2-standard-8"]  # allocatable 7910m
-SMALL = NodePool("small", E2, max_nodes=10)
-BIG = NodePool("big", E8, max_nodes=10)
+SMALL = NodeGroup("small", E2, max_nodes=10)
+BIG = NodeGroup("big", E8, max_nodes=10)
 
 
-def grow(expander: str, cpu: int, count: int, pools: tuple[NodePool, ...] = (SMALL, BIG)) -> str:
+def grow(expander: str, cpu: int, count: int, pools: tuple[NodeGroup, ...] = (SMALL, BIG)) -> str:
     """Which pool the expander grows for ``count`` pending pods of ``cpu`` millicores."""
     cluster = SimCluster()
     web = Service("web", cpu, 2**28, namespace="shop")
@@ -119,7 +119,7 @@ def test_price_grows_the_cheapest_pool_for_the_pods() -> None:
     # 3 x 2500m: 3 x 0.13402 = 0.402 USD/h against 1 x 0.26805: the e2-standard-8.
     assert grow("price", 2500, 3) == "big"
     assert grow("price", 3500, 1) == "small"  # 0.134 against 0.268
-    n2 = NodePool("n2", NODE_TYPES["n2-standard-4"])  # same shape, 0.1942 USD/h
+    n2 = NodeGroup("n2", NODE_TYPES["n2-standard-4"])  # same shape, 0.1942 USD/h
     assert grow("price", 500, 4, (n2, SMALL)) == "small"
 
 
@@ -135,14 +135,14 @@ def test_random_grows_either_pool() -> None:
 
 
 def test_a_full_pool_is_not_an_option_and_the_estimate_is_capped_at_the_maximum() -> None:
-    capped = NodePool("big", E8, max_nodes=1)
+    capped = NodeGroup("big", E8, max_nodes=1)
     cluster = SimCluster()
     cluster.add_node(E8, 0, 0, "big")
     pending = [cluster.create_pod(Service("web", 2500, 2**28), 0) for _ in range(3)]
     ca = ClusterAutoscaler(AutoscalerConfig(expander="least-waste"), (SMALL, capped), ())
     assert ca.scale_up(cluster, pending, 0) == 3
     assert sorted(n.pool for n in cluster.nodes.values()) == ["big", "small", "small", "small"]
-    five = NodePool("small", E2, max_nodes=5)
+    five = NodeGroup("small", E2, max_nodes=5)
     assert ca.estimate(five, pending, 3) == ca.estimate(five, pending[:2], 3)  # 2 more at most
 
 
@@ -161,7 +161,7 @@ def test_a_pool_at_its_minimum_is_never_scaled_down() -> None:
     cluster = SimCluster()
     for _ in range(3):
         cluster.add_node(E2, 0, 0, "small")
-    ca = ClusterAutoscaler(AutoscalerConfig(), (NodePool("small", E2, min_nodes=2),), ())
+    ca = ClusterAutoscaler(AutoscalerConfig(), (NodeGroup("small", E2, min_nodes=2),), ())
     t = 0.0
     while t <= 3600:
         ca.step(cluster, [], t)

@@ -10,7 +10,7 @@ import random
 import pytest
 
 from tuner.sim.bound import WholeBound
-from tuner.sim.pools import NodePool
+from tuner.sim.pools import NodeGroup
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.workloads import GIB, Service
 
@@ -21,7 +21,7 @@ PROXY = Service("proxy", 120, 0, kind="DaemonSet", namespace="kube-system")
 
 
 def test_one_pool_rounds_the_largest_need_up_to_whole_nodes() -> None:
-    bound = WholeBound((NodePool("p", E4),), (PROXY,))
+    bound = WholeBound((NodeGroup("p", E4),), (PROXY,))
     mix = bound(3800 * 5 // 2, 1 * GIB, 10)  # 9500m over 3800m of room per node: 2.5, so 3
     assert mix.nodes == 3
     assert mix.cost == pytest.approx(3 * E4.price)
@@ -29,13 +29,13 @@ def test_one_pool_rounds_the_largest_need_up_to_whole_nodes() -> None:
 
 
 def test_the_pool_minimum_is_always_paid() -> None:
-    bound = WholeBound((NodePool("p", E4, min_nodes=3),), ())
+    bound = WholeBound((NodeGroup("p", E4, min_nodes=3),), ())
     assert bound(0, 0, 0).nodes == 3
     assert bound(100, 0, 1).cost == pytest.approx(3 * E4.price)
 
 
 def test_memory_heavy_demand_takes_the_memory_optimised_type() -> None:
-    pools = (NodePool("general", E4), NodePool("highmem", HIGHMEM))
+    pools = (NodeGroup("general", E4), NodeGroup("highmem", HIGHMEM))
     bound = WholeBound(pools, ())
     memory = HIGHMEM.allocatable.memory * 4
     mix = bound(1000, memory, 20)
@@ -44,14 +44,14 @@ def test_memory_heavy_demand_takes_the_memory_optimised_type() -> None:
 
 
 def test_a_smaller_node_closes_the_last_gap() -> None:
-    bound = WholeBound((NodePool("small", E4), NodePool("big", E8)), (PROXY,))
+    bound = WholeBound((NodeGroup("small", E4), NodeGroup("big", E8)), (PROXY,))
     room4, room8 = E4.allocatable.cpu - PROXY.cpu, E8.allocatable.cpu - PROXY.cpu
     mix = bound(room8 + room4 - 10, 1 * GIB, 10)  # one of each, not two big ones
     assert mix.nodes == 2
     assert mix.cost == pytest.approx(E4.price + E8.price)
 
 
-def _cheapest(pools: tuple[NodePool, ...], demand: tuple[int, int, int]) -> float:
+def _cheapest(pools: tuple[NodeGroup, ...], demand: tuple[int, int, int]) -> float:
     rooms = [
         (
             p.node_type.allocatable.cpu - PROXY.cpu,
@@ -73,7 +73,7 @@ def _cheapest(pools: tuple[NodePool, ...], demand: tuple[int, int, int]) -> floa
 
 
 def test_mixes_match_the_integer_programme_optimum() -> None:
-    pools = (NodePool("a", E4, min_nodes=1), NodePool("b", E8), NodePool("c", HIGHMEM))
+    pools = (NodeGroup("a", E4, min_nodes=1), NodeGroup("b", E8), NodeGroup("c", HIGHMEM))
     bound = WholeBound(pools, (PROXY,))
     rng = random.Random(5)
     for _ in range(40):

@@ -4,7 +4,7 @@ cases: which nodes it takes pods from, in which order, which pods it skips, and 
 from __future__ import annotations
 
 from tuner.sim.engine import Scenario, Simulation
-from tuner.sim.pools import NodePool
+from tuner.sim.pools import NodeGroup
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.state import SimCluster, SimNode, SimPod
 from tuner.sim.strategies.descheduler import Descheduler, high_node_utilization, usage
@@ -103,7 +103,7 @@ def test_the_strategy_evicts_through_the_simulation_and_the_pod_is_packed_elsewh
         services=(big, small),
         daemonsets=(),
         loads={},
-        pools=(NodePool("pool", E2, initial_nodes=2),),
+        pools=(NodeGroup("pool", E2, initial_nodes=2),),
         duration=600,
         warmup=0,
     )

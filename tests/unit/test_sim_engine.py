@@ -8,7 +8,7 @@ from tuner.plan.actions import Migrate, RemoveNode
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.load import Phase, Phases
 from tuner.sim.metrics import ActionResult
-from tuner.sim.pools import NodePool
+from tuner.sim.pools import NodeGroup
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.scenarios import scenario
 from tuner.sim.workloads import HpaSpec, Service
@@ -26,7 +26,7 @@ def small(initial_nodes: int = 3, load: float = 10.0) -> Scenario:
         services=(WEB, API),
         daemonsets=(Service("proxy", 100, 0, kind="DaemonSet", namespace="kube-system"),),
         loads={"shop": Phases(60, (Phase(3600, load),))},
-        pools=(NodePool("pool", E2, 1, 10, initial_nodes),),
+        pools=(NodeGroup("pool", E2, 1, 10, initial_nodes),),
         duration=1800,
         warmup=60,
     )
@@ -117,7 +117,7 @@ def test_replicaset_scale_down_takes_pods_from_the_node_with_most_replicas() -> 
     for node, bound in ((first, 0.0), (first, 10.0), (second, 20.0)):  # all Ready by now
         state.bind(state.create_pod(api, bound), state.nodes[node], bound)
     sim.replicas[api] = 2
-    sim.reconcile()
+    sim.controllers.reconcile()
     assert sorted(p.node or "" for p in state.pods_of(api)) == [first, second]
     assert [p.bound_at for p in state.pods_of(api) if p.node == first] == [0.0]
 
@@ -158,5 +158,5 @@ def test_running_totals_and_ready_counts_match_a_recount() -> None:
         for p in pods:
             if p.node is not None and sim.now >= p.bound_at + sim.scenario.startup:
                 ready[p.service] = ready.get(p.service, 0) + 1
-        counted = sim._ready_counts()
+        counted = sim.controllers.ready_counts()
         assert {s: n for s, n in counted.items() if n} == ready

@@ -3,7 +3,9 @@ each checked against the behaviour of the real component it models."""
 
 from __future__ import annotations
 
-from tuner.sim.karpenter import DISRUPTED_TAINT, Karpenter, KarpenterConfig, Offering
+from tuner.sim.karpenter import Karpenter
+from tuner.sim.karpenter_disruption import DISRUPTED_TAINT, KarpenterConfig
+from tuner.sim.karpenter_packing import Offering
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.state import SimCluster
 from tuner.sim.workloads import MIB, Service

@@ -4,16 +4,20 @@ Autoscaler."""
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
+from tuner.sim import engine
 from tuner.sim.autoscaler import AutoscalerConfig, ClusterAutoscaler
-from tuner.sim.engine import Autoscaler, Scenario, Simulation, Strategy
+from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.load import Phase, Phases
-from tuner.sim.pools import NodePool
+from tuner.sim.pools import NodeGroup
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.state import SimCluster, SimPod
 from tuner.sim.strategies.autoscaler_only import AutoscalerOnly
 from tuner.sim.strategies.binpacking import BinPacking
+from tuner.sim.strategy import Autoscaler, Strategy
 from tuner.sim.workloads import Service
 
 E2 = NODE_TYPES["e2-standard-4"]
@@ -26,13 +30,13 @@ def tiny(initial_nodes: int = 1, min_nodes: int = 0) -> Scenario:
         services=(Service("web", 500, 2**28, replicas=2, namespace="shop"),),
         daemonsets=(),
         loads={"shop": Phases(60, (Phase(1800, 1.0),))},
-        pools=(NodePool("pool", E2, min_nodes, 5, initial_nodes),),
+        pools=(NodeGroup("pool", E2, min_nodes, 5, initial_nodes),),
         duration=1800,
         warmup=0,
     )
 
 
-class Plain:
+class Plain(Strategy):
     name = "plain"
 
     def on_tick(self, sim: Simulation) -> None:
@@ -106,3 +110,39 @@ def test_optimize_utilization_changes_only_the_unneeded_time() -> None:
     assert profiled.unneeded_time == 60.0 and config.unneeded_time == 600.0
     assert profiled.utilization_threshold == config.utilization_threshold == 0.5
     assert profiled.delay_after_add == config.delay_after_add
+
+
+class Watched(Strategy):
+    """A strategy that notes every attribute the simulation reads of it."""
+
+    name = "watched"
+
+    def __init__(self) -> None:
+        self.read: set[str] = set()
+
+    def __getattribute__(self, attr: str) -> object:
+        if not attr.startswith("__") and attr != "read":
+            object.__getattribute__(self, "read").add(attr)
+        return object.__getattribute__(self, attr)
+
+
+def declared() -> set[str]:
+    """The members of the Strategy protocol: its attributes and its methods."""
+    methods = {k for k, v in vars(Strategy).items() if callable(v) and not k.startswith("_")}
+    return set(Strategy.__annotations__) | methods
+
+
+def test_the_simulation_reads_of_a_strategy_only_what_its_protocol_declares() -> None:
+    strategy = Watched()
+    Simulation(tiny(), 1, strategy).advance(60)
+    assert {"scoring", "profile", "autoscaler", "on_tick"} <= strategy.read <= declared()
+
+
+def test_the_engine_reads_no_attribute_by_name() -> None:
+    source = Path(engine.__file__).read_text("utf-8")
+    called = {
+        node.func.id
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    }
+    assert not called & {"getattr", "hasattr", "vars"}

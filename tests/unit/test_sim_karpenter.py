@@ -8,14 +8,10 @@ from dataclasses import replace
 
 from tuner.model.resources import Resources
 from tuner.sim.engine import Scenario, Simulation
-from tuner.sim.karpenter import (
-    Command,
-    Karpenter,
-    KarpenterConfig,
-    Offering,
-    pack_claims,
-)
-from tuner.sim.pools import NodePool
+from tuner.sim.karpenter import Karpenter
+from tuner.sim.karpenter_disruption import Command, KarpenterConfig
+from tuner.sim.karpenter_packing import Offering, pack_claims
+from tuner.sim.pools import NodeGroup
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.state import SimCluster, SimNode
 from tuner.sim.strategies.karpenter import KarpenterStrategy
@@ -226,7 +222,7 @@ def test_the_strategy_replaces_the_cluster_autoscaler_over_the_scenarios_pools()
         services=(Service("web", 1500, 256 * MIB, replicas=3, namespace="shop"),),
         daemonsets=(),
         loads={},
-        pools=(NodePool("general-2", E2), NodePool("general-8", E8)),
+        pools=(NodeGroup("general-2", E2), NodeGroup("general-8", E8)),
         duration=600,
         warmup=0,
     )

@@ -4,7 +4,11 @@ and later actions of the plan landing on the node it bound."""
 
 from __future__ import annotations
 
+import inspect
+from dataclasses import replace
 from types import MappingProxyType
+
+import pytest
 
 from tuner.model.cluster import Node
 from tuner.model.conventions import POOL_LABEL_BY_SYSTEM
@@ -13,7 +17,9 @@ from tuner.model.resources import Resources
 from tuner.plan.actions import Action, Migrate, ProvisionNode, RemoveNode
 from tuner.sim import pools
 from tuner.sim.engine import Scenario, Simulation
+from tuner.sim.metrics import ActionResult
 from tuner.sim.prices import NODE_TYPES
+from tuner.sim.strategy import Strategy
 from tuner.sim.workloads import Service
 
 LABEL = POOL_LABEL_BY_SYSTEM["gke"]
@@ -30,9 +36,9 @@ def simulation(big_max: int = 3) -> Simulation:
         daemonsets=(),
         loads={},
         pools=(
-            pools.NodePool("small", SMALL, min_nodes=0, initial_nodes=2),
-            pools.NodePool("big", BIG, max_nodes=big_max),
-            pools.NodePool("other", BIG, max_nodes=3),
+            pools.NodeGroup("small", SMALL, min_nodes=0, initial_nodes=2),
+            pools.NodeGroup("big", BIG, max_nodes=big_max),
+            pools.NodeGroup("other", BIG, max_nodes=3),
         ),
         duration=3600.0,
         warmup=0.0,
@@ -102,3 +108,72 @@ def test_the_same_seed_gives_the_same_replace() -> None:
         return sim.now, sorted(p.node or "" for p in sim.cluster().pods)
 
     assert run() == run()
+
+
+class Replacing(Strategy):
+    """Replaces the web pods' nodes by one big node at its first turn, noting each turn."""
+
+    name = "replacing"
+
+    def __init__(self) -> None:
+        self.turns: list[float] = []
+        self.results: tuple[ActionResult, ...] = ()
+        self.finished_at = -1.0
+
+    def on_tick(self, sim: Simulation) -> None:
+        self.turns.append(sim.now)
+        if len(self.turns) > 1:
+            return
+        web = [p for p in sim.cluster().pods if p.workload == WEB.workload]
+        plan = [provision(), *(Migrate(p, "big+1") for p in web)]
+        self.results = sim.apply(plan, node_removal="command")
+        self.finished_at = sim.now
+
+
+def strategy_simulation(strategy: Strategy, duration: float = 3600.0) -> Simulation:
+    sim = simulation()
+    return Simulation(replace(sim.scenario, duration=duration), 1, strategy)
+
+
+def test_a_provision_in_the_strategys_turn_suspends_the_turn_not_the_tick_loop() -> None:
+    strategy = Replacing()
+    sim = strategy_simulation(strategy)
+    inside: list[bool] = []
+    run = sim.controllers.run
+
+    def controllers() -> None:  # a controller run called from within a strategy's turn?
+        inside.append(any(frame.function == "on_tick" for frame in inspect.stack()))
+        run()
+
+    sim.controllers.run = controllers  # type: ignore[method-assign]
+    sim.advance(600)
+
+    assert [r.verified for r in strategy.results] == [True, True, True]
+    assert strategy.finished_at >= sim.scenario.autoscaler.provisioning_delay
+    assert len(inside) == 600 / sim.tick and not any(inside)
+    # no turn while it waited; the next turn is the tick after the one it finished in
+    assert strategy.turns[:2] == [0.0, strategy.finished_at + sim.tick]
+
+
+def test_a_run_does_not_end_while_the_strategys_turn_waits() -> None:
+    strategy = Replacing()
+    sim = strategy_simulation(strategy)
+    sim.advance(5)  # the first turn starts the provision at 0 and waits for the node
+    assert sim.turns.waiting is None
+    assert strategy.finished_at > 0 and sim.now == strategy.finished_at + sim.tick
+    assert [r.verified for r in strategy.results] == [True, True, True]
+
+
+class Failing(Strategy):
+    name = "failing"
+
+    def on_tick(self, sim: Simulation) -> None:
+        raise ValueError("a strategy's bug")
+
+
+def test_an_error_in_the_strategys_turn_reaches_the_driver() -> None:
+    sim = strategy_simulation(Failing())
+    with pytest.raises(ValueError, match="a strategy's bug"):
+        sim.advance(5)
+    with pytest.raises(ValueError, match="a strategy's bug"):  # the next turn runs again
+        sim.advance(5)

@@ -16,8 +16,10 @@ from tuner.plan.replay import InfeasiblePlan, replay
 from tuner.sim.autoscaler import AutoscalerConfig, ClusterAutoscaler
 from tuner.sim.command import STRATEGY_NAMES
 from tuner.sim.engine import Simulation
-from tuner.sim.karpenter import Karpenter, KarpenterConfig, Offering, pack_claims
-from tuner.sim.pools import NodePool
+from tuner.sim.karpenter import Karpenter
+from tuner.sim.karpenter_disruption import KarpenterConfig
+from tuner.sim.karpenter_packing import Offering, pack_claims
+from tuner.sim.pools import NodeGroup
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.report import STRATEGIES
 from tuner.sim.scenario_file import build
@@ -57,7 +59,7 @@ def test_the_cluster_autoscaler_keeps_a_node_whose_pod_the_spread_holds() -> Non
     cluster = SimCluster()
     zoned(cluster, "a", WEB, Service("db", 2500, 256 * MIB, namespace="shop"))
     zoned(cluster, "b", WEB)
-    ca = ClusterAutoscaler(AutoscalerConfig(), (NodePool("pool-a", E4, zone="a"),), ())
+    ca = ClusterAutoscaler(AutoscalerConfig(), (NodeGroup("pool-a", E4, zone="a"),), ())
     assert ca.find_unneeded(cluster, 0) == []
     plain = SimCluster()
     web = Service("web", 500, 256 * MIB, namespace="shop")
@@ -71,7 +73,7 @@ def test_the_cluster_autoscaler_grows_the_zone_the_spread_needs() -> None:
     zoned(cluster, "a", WEB)
     zoned(cluster, "b", Service("fill", 3800, 256 * MIB, namespace="shop"))
     pod = cluster.create_pod(WEB, 0)  # zone a has room, but a: 1, b: 0 wants b
-    pools = (NodePool("pool-a", E4, max_nodes=5, zone="a"), NodePool("pool-b", E4, 0, 5, 0, "b"))
+    pools = (NodeGroup("pool-a", E4, max_nodes=5, zone="a"), NodeGroup("pool-b", E4, 0, 5, 0, "b"))
     ca = ClusterAutoscaler(AutoscalerConfig(), pools, ())
     assert ca.scale_up(cluster, [pod], 0) == 1
     booting = [n for n in cluster.nodes.values() if not n.ready(0)]

@@ -18,7 +18,9 @@ from tuner.model.scheduling import HOSTNAME_KEY
 from tuner.sim.engine import Scenario
 from tuner.sim.load import TRACES, TraceReplay, trace_series
 from tuner.sim.prices import NODE_TYPES
-from tuner.sim.scenario_file import APPLICATIONS, PATTERNS, build, schema
+from tuner.sim.scenario_file import PATTERNS, build
+from tuner.sim.scenario_rules import APPLICATIONS
+from tuner.sim.scenario_schema import schema
 from tuner.sim.scenarios import scenario
 
 VALID: dict[str, Any] = {

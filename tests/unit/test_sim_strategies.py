@@ -10,7 +10,7 @@ from tuner.model.maintenance import MaintenanceWindow
 from tuner.model.movability import Policy, assess
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.load import Phase, Phases
-from tuner.sim.pools import NodePool
+from tuner.sim.pools import NodeGroup
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.scheduler import MOST_ALLOCATED
 from tuner.sim.strategies.autoscaler_only import AutoscalerOnly
@@ -31,7 +31,7 @@ def fragmented() -> Scenario:
         services=(Service("web", 350, 2**28, replicas=24, namespace="shop"),),
         daemonsets=(Service("proxy", 100, 0, kind="DaemonSet", namespace="kube-system"),),
         loads={"shop": Phases(60, (Phase(7200, 1.0),))},
-        pools=(NodePool("pool", E2, 1, 10, 4),),
+        pools=(NodeGroup("pool", E2, 1, 10, 4),),
         duration=2400,
         warmup=60,
     )

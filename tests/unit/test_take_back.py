@@ -95,7 +95,7 @@ def test_the_simulated_actuator_uncordons_a_needed_node_and_its_pods_run() -> No
     first, *others = sorted(state.nodes)
     for other in others:  # no room elsewhere: the drained node's pods pend
         state.nodes[other].unschedulable = True
-    sim.drain_node(first, "autoscaler")
+    sim.controls.drain_node(first, "autoscaler")
     assert first in sim.handed_over
     assert state.totals.pending >= 1
     assert actuator.take_back_needed(sim.now) == (first,)

@@ -4,12 +4,16 @@ It reuses the domain model (``tuner.model``), the analysis (``tuner.analyse``) a
 (``tuner.plan``) unchanged, and simulates around them: load patterns (``load``), workloads with
 published requests, HPAs and PodDisruptionBudgets (``workloads``), node types with real prices
 (``prices``) in node pools (``pools``), kube-scheduler's default scoring (``scheduler``), the HPA
-(``hpa``), the Cluster Autoscaler (``autoscaler``) and its expanders (``expander``), the cluster
-state and its ``Cluster`` view (``state``), the tick loop
-(``engine``), the simulated executor (``executor``), what is recorded (``metrics``), the
+(``hpa``), the Cluster Autoscaler (``autoscaler``) and its expanders (``expander``), Karpenter
+(``karpenter``, ``karpenter_packing``, ``karpenter_disruption``), the cluster state and its
+``Cluster`` view (``state``), the tick loop (``engine``) and its parts: the clock (``clock``),
+the controllers (``controllers``), window tracking (``window_tracking``), metrics recording
+(``recorder``), the executor's port (``controls``), the strategy protocol (``strategy``); the
+simulated executor (``executor``), what is recorded (``metrics``), the
 daemon cycle's ports over a simulation (``ports``), the strategies run next to the autoscalers
 (``strategies``: CA alone, the 2019 tuner, this tuner through the daemon's own cycle),
-scenarios (``scenarios``; scenario files: ``scenario_file``, ``scenario.schema.json``), the
+scenarios (``scenarios``; scenario files: ``scenario_file``, ``scenario_schema``,
+``scenario_rules``, ``scenario.schema.json``), the
 comparison, the lower bound, tables and plots (``report``, ``bound``, ``plots``, ``evaluate``;
 ``tuner simulate``) and the moderator in accelerated time (``demo``;
 ``tuner demo``).
@@ -38,9 +42,9 @@ Driving a simulation from outside (e.g. the daemon's moderator loop for a demo)
 - ``Simulation.advance(seconds)``: runs HPAs, ReplicaSets, the scheduler and the Cluster
   Autoscaler tick by tick (5 s). ``Simulation.now`` is the simulated time in seconds (0 = end of
   the warm-up); a strategy passed to the constructor is called every tick (``on_tick``).
-- ``Simulation.window(seconds) -> Window``: ``stable`` is true when the node set and every
+- ``Simulation.window(seconds) -> WindowSummary``: ``stable`` is true when the node set and every
   workload's pod count did not change over the window and no pod is pending; ``load`` is the
-  mean load served over the window (at most ``engine.MAX_WINDOW`` seconds back).
+  mean load served over the window (at most ``window_tracking.MAX_WINDOW`` seconds back).
 - ``Simulation.apply(actions, node_removal) -> tuple[ActionResult, ...]``: carries out
   ``Migrate``/``Add``/``Remove``/``RemoveNode`` (``tuner.plan.actions``) in order as the real
   executor does (label the target, evict or scale, let the scheduler place the pod with its

@@ -47,8 +47,8 @@ from tuner.model.scheduling import (
     resource_fit,
     static_fit,
 )
-from tuner.sim.expander import Option, choose
-from tuner.sim.pools import NodePool
+from tuner.sim.expander import ScaleUpOption, choose
+from tuner.sim.pools import NodeGroup
 from tuner.sim.state import (
     DELETION_CANDIDATE,
     SimCluster,
@@ -84,7 +84,7 @@ class ClusterAutoscaler:
     """The autoscaler's state between scans."""
 
     config: AutoscalerConfig
-    pools: tuple[NodePool, ...]
+    pools: tuple[NodeGroup, ...]
     daemonsets: tuple[Service, ...]
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     pool_label: str = ""
@@ -99,14 +99,14 @@ class ClusterAutoscaler:
 
     # -- scale-up ------------------------------------------------------------------------------
 
-    def template_room(self, pool: NodePool) -> Resources:
+    def template_room(self, pool: NodeGroup) -> Resources:
         """What a new node of ``pool`` offers pods: allocatable minus its DaemonSet pods."""
         used = Resources.total([Resources(s.cpu, s.memory) for s in self.daemonsets])
         return pool.node_type.allocatable - used
 
     def estimate(
-        self, pool: NodePool, pods: list[SimPod], size: int, census: Census | None = None
-    ) -> Option | None:
+        self, pool: NodeGroup, pods: list[SimPod], size: int, census: Census | None = None
+    ) -> ScaleUpOption | None:
         """How many new ``pool`` nodes the pods need, first-fit over template nodes, capped by
         the pool's maximum; None when no pod fits or the pool is full.
 
@@ -121,8 +121,8 @@ class ClusterAutoscaler:
         slots = pool.node_type.max_pods - len(self.daemonsets)
         labels = pool_labels(pool.node_type, pool.name, self.pool_label, pool.zone)
         template = TemplateNode({**labels, HOSTNAME_KEY: f"{pool.name}-template"})
-        bins: list[list[int]] = []
-        """Per new node: free CPU, free memory, free slots, then the pods' CPU and memory."""
+        bins: list[Bin] = []
+        """One per new node."""
         for pod in pods:
             req = pod.requests
             if resource_fit(req, room, slots) is not None or not _allows(
@@ -130,24 +130,20 @@ class ClusterAutoscaler:
             ):
                 continue
             for free in bins:
-                if _fits(req, free):
+                if free.fits(req):
                     break
             else:
                 if len(bins) == cap:
                     continue
-                free = [room.cpu, room.memory, slots, 0, 0]
+                free = Bin(room.cpu, room.memory, slots)
                 bins.append(free)
-            free[0] -= req.cpu
-            free[1] -= req.memory
-            free[2] -= 1
-            free[3] += req.cpu
-            free[4] += req.memory
+            free.put(req)
         if not bins:
             return None
-        count = sum(slots - b[2] for b in bins)
-        cpu = sum(b[3] for b in bins)
-        memory = sum(b[4] for b in bins)
-        return Option(pool, len(bins), count, Resources(cpu, memory), room)
+        count = sum(b.pods for b in bins)
+        cpu = sum(b.packed_cpu for b in bins)
+        memory = sum(b.packed_memory for b in bins)
+        return ScaleUpOption(pool, len(bins), count, Resources(cpu, memory), room)
 
     def scale_up(self, cluster: SimCluster, unschedulable: list[SimPod], now: float) -> int:
         """Request nodes for pods that fit nowhere, in the pool the expander picks; returns
@@ -157,9 +153,7 @@ class ClusterAutoscaler:
         booting = [n for n in cluster.nodes.values() if not n.ready(now) and n.registered]
         if not booting and all(cluster.pool_size(p.name) >= p.max_nodes for p in self.pools):
             return 0  # no room coming and none to ask for: pods that wait stay waiting
-        bins: list[list[int]] = [
-            [n.free().cpu, n.free().memory, n.type.max_pods - len(n.pods)] for n in booting
-        ]
+        bins = [Bin.free_on(n) for n in booting]
         census = cluster.census(now)
         waiting: list[SimPod] = []
         for pod in sorted(unschedulable, key=lambda p: (-p.service.cpu, p.uid)):
@@ -168,16 +162,14 @@ class ClusterAutoscaler:
                 (
                     b
                     for b, n in zip(bins, booting, strict=True)
-                    if _fits(req, b) and _allows(pod, n, census, n.name)
+                    if b.fits(req) and _allows(pod, n, census, n.name)
                 ),
                 None,
             )
             if room is None:
                 waiting.append(pod)
                 continue
-            room[0] -= req.cpu
-            room[1] -= req.memory
-            room[2] -= 1
+            room.put(req)
         if not waiting:
             return 0
         estimates = (
@@ -227,7 +219,7 @@ class ClusterAutoscaler:
     def find_unneeded(self, cluster: SimCluster, now: float) -> list[str]:
         """Nodes removable now, in the order the autoscaler found them."""
         nodes = sorted((n for n in cluster.nodes.values() if n.ready(now)), key=lambda n: n.name)
-        room = {n.name: [*_free(n), n.type.max_pods - len(n.pods)] for n in nodes}
+        room = {n.name: Bin.free_on(n) for n in nodes}
         schedulable = [n for n in nodes if static_fit(SERVICE_POD, n) is None]
         census = cluster.census(now)
         removable: dict[str, None] = {}
@@ -249,7 +241,7 @@ class ClusterAutoscaler:
                     (
                         t
                         for t in targets
-                        if _fits(req, room[t.name])
+                        if room[t.name].fits(req)
                         and (census is None or census.why_not(pod, t.name) is None)
                     ),
                     None,
@@ -259,16 +251,10 @@ class ClusterAutoscaler:
                 plan.append((target.name, pod))
                 if census is not None:
                     census.add(target.name, pod)
-                r = room[target.name]
-                r[0] -= req.cpu
-                r[1] -= req.memory
-                r[2] -= 1
+                room[target.name].put(req)
             if len(plan) < len(moved):
                 for target_name, pod in plan:  # undo the partial hints
-                    r = room[target_name]
-                    r[0] += pod.service.cpu
-                    r[1] += pod.service.memory
-                    r[2] += 1
+                    room[target_name].take_out(pod.requests)
                 if census is not None:
                     census.revert(marker)
                 continue
@@ -328,15 +314,44 @@ def _allows(pod: SimPod, node: SimNode | TemplateNode, census: Census | None, na
     return census is None or not pod.counted or census.would_fit(pod, name, node) is None
 
 
-def _free(node: SimNode) -> tuple[int, int]:
-    free = node.free()
-    return free.cpu, free.memory
-
-
 SERVICE_POD = Constraints()
 """The constraints of a simulated service's pod (none): the drain simulation's static filter."""
 
 
-def _fits(requests: Resources, room: list[int]) -> bool:
-    """The model's resource rule on a room of ``[free CPU, free memory, free slots, ...]``."""
-    return resource_fit(requests, Resources(room[0], room[1]), room[2]) is None
+class Bin:
+    """The room left on one node, existing, booting or yet to be requested: free CPU, memory
+    and pod slots, and what the pods packed onto it request."""
+
+    __slots__ = ("cpu", "memory", "packed_cpu", "packed_memory", "pods", "slots")
+
+    def __init__(self, cpu: int, memory: int, slots: int) -> None:
+        self.cpu, self.memory, self.slots = cpu, memory, slots
+        self.packed_cpu = self.packed_memory = self.pods = 0
+
+    @classmethod
+    def free_on(cls, node: SimNode) -> Bin:
+        """The room a node has now."""
+        free = node.free()
+        return cls(free.cpu, free.memory, node.type.max_pods - len(node.pods))
+
+    def fits(self, requests: Resources) -> bool:
+        """The model's resource rule (CPU, memory, a pod slot) on this room."""
+        return resource_fit(requests, Resources(self.cpu, self.memory), self.slots) is None
+
+    def put(self, requests: Resources) -> None:
+        """Pack a pod with these requests here."""
+        self.cpu -= requests.cpu
+        self.memory -= requests.memory
+        self.slots -= 1
+        self.packed_cpu += requests.cpu
+        self.packed_memory += requests.memory
+        self.pods += 1
+
+    def take_out(self, requests: Resources) -> None:
+        """Undo :meth:`put`."""
+        self.cpu += requests.cpu
+        self.memory += requests.memory
+        self.slots += 1
+        self.packed_cpu -= requests.cpu
+        self.packed_memory -= requests.memory
+        self.pods -= 1

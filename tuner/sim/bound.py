@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from tuner.sim.pools import NodePool
+from tuner.sim.pools import NodeGroup
 from tuner.sim.workloads import Service
 
 
@@ -35,7 +35,7 @@ class Mix:
 class WholeBound:
     """The cheapest mix of whole nodes per (CPU, memory, pods) demand, cached."""
 
-    def __init__(self, pools: tuple[NodePool, ...], daemonsets: tuple[Service, ...]) -> None:
+    def __init__(self, pools: tuple[NodeGroup, ...], daemonsets: tuple[Service, ...]) -> None:
         self.prices = np.array([p.node_type.price for p in pools])
         self.least = np.array([p.min_nodes for p in pools], dtype=np.int64)
         self.room = np.array(

@@ -1,43 +1,40 @@
 """The discrete-time simulation: load, HPAs, ReplicaSets, kube-scheduler, the Cluster
 Autoscaler and one tuning strategy, advanced in fixed ticks, with metrics per tick.
 
-Each tick (``tick`` seconds, default 5): nodes that became ready get their DaemonSet pods; the
-HPAs sync (every 15 s); ReplicaSets create or delete pods to match; kube-scheduler binds pending
-pods; the Cluster Autoscaler scans (every 10 s); the strategy may act; the tick's cost, pending
-pods and CPU shortfall are recorded. Everything random draws from one ``random.Random(seed)``,
-so a seed gives one exact run.
+:class:`Simulation` composes the parts: the clock (:mod:`tuner.sim.clock`), the controllers
+(:mod:`tuner.sim.controllers`), window tracking (:mod:`tuner.sim.window_tracking`), metrics
+recording (:mod:`tuner.sim.recorder`) and the executor's port (:mod:`tuner.sim.controls`). Each
+tick (``tick`` seconds, default 5): the controllers run; the strategy may act; the tick is
+observed and recorded; the clock moves on (``docs/architecture.md``, "One simulation tick, step
+by step"). Everything random draws from one ``random.Random(seed)``, so a seed gives one exact
+run.
 """
 
 from __future__ import annotations
 
-import math
 import random
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
-from tuner.model.cluster import Cluster, Hpa, Workload
+from tuner.model.cluster import Cluster, Hpa
 from tuner.model.conventions import POOL_LABEL_BY_SYSTEM
-from tuner.model.resources import Resources
-from tuner.model.scheduling import Constraints
 from tuner.plan.actions import Action, resolved
 from tuner.settings import Execute
-from tuner.sim.autoscaler import AutoscalerConfig, ClusterAutoscaler
+from tuner.sim.autoscaler import AutoscalerConfig
+from tuner.sim.clock import Clock
+from tuner.sim.controllers import Controllers
+from tuner.sim.controls import ClusterControls
 from tuner.sim.executor import SimulatedExecutor
-from tuner.sim.hpa import METRIC_DELAY, SYNC_PERIOD, USAGE_LAGS, HorizontalPodAutoscaler
 from tuner.sim.load import Compressed, LoadPattern
-from tuner.sim.metrics import ActionCounts, ActionResult, Series
-from tuner.sim.pools import NodePool
-from tuner.sim.scheduler import LEAST_ALLOCATED, Scheduler
-from tuner.sim.state import SimCluster, SimPod
+from tuner.sim.metrics import ActionCounts, ActionResult
+from tuner.sim.pools import NodeGroup
+from tuner.sim.recorder import Recorder
+from tuner.sim.scheduler import Scheduler
+from tuner.sim.state import SimCluster
+from tuner.sim.strategy import Strategy, autoscaler_of
+from tuner.sim.turns import Turns
+from tuner.sim.window_tracking import WindowSummary, WindowTracker
 from tuner.sim.workloads import Service
-
-MAX_WINDOW = 4 * 3600.0
-"""The longest window :meth:`Simulation.window` can report the load of."""
-REREGISTER_DELAY = 60.0
-"""Seconds until the kubelet of a node whose Node object was deleted registers it again (its VM
-still runs: what the 2019 thesis saw on GKE after ``kubectl delete node``)."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +47,7 @@ class Scenario:
     daemonsets: tuple[Service, ...]
     loads: dict[str, LoadPattern]
     """Load pattern per namespace; services in other namespaces see no load."""
-    pools: tuple[NodePool, ...]
+    pools: tuple[NodeGroup, ...]
     duration: float
     autoscaler: AutoscalerConfig = field(default_factory=AutoscalerConfig)
     system: str = "gke"
@@ -88,64 +85,6 @@ class Scenario:
         return sum(pattern(t) for pattern in self.loads.values())
 
 
-class Strategy(Protocol):
-    """What runs next to the autoscalers: nothing, a peer, the 2019 tuner, or ours.
-
-    Optional hooks, read once when the simulation starts: ``scoring`` (str), the scheduler's
-    NodeResourcesFit strategy (``LeastAllocated`` when absent); ``profile(config)``, the Cluster
-    Autoscaler's flags this strategy runs it with; ``autoscaler(scenario)``, an
-    :class:`Autoscaler` that replaces the Cluster Autoscaler (Karpenter).
-    """
-
-    name: str
-
-    def on_tick(self, sim: Simulation) -> None:
-        """Called once per tick after the autoscalers; may call ``sim.apply``."""
-
-
-class Autoscaler(Protocol):
-    """What adds and removes nodes each tick: the Cluster Autoscaler or a replacement."""
-
-    def step(self, cluster: SimCluster, unschedulable: list[SimPod], now: float) -> list[SimPod]:
-        """Act if due; returns the pods it evicted (now pending)."""
-
-
-def autoscaler_of(
-    scenario: Scenario, strategy: Strategy | None, rng: random.Random, pool_label: str
-) -> Autoscaler:
-    """The strategy's autoscaler: its replacement, else the Cluster Autoscaler with the
-    strategy's profile of flags, else with the scenario's."""
-    replacement = getattr(strategy, "autoscaler", None)
-    if replacement is not None:
-        built: Autoscaler = replacement(scenario)
-        return built
-    profile = getattr(strategy, "profile", None)
-    config = scenario.autoscaler if profile is None else profile(scenario.autoscaler)
-    return ClusterAutoscaler(config, scenario.pools, scenario.daemonsets, rng, pool_label)
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """The last ``end - start`` seconds: whether they were stable and the mean load served."""
-
-    start: float
-    end: float
-    stable: bool
-    load: float
-    pending: int = 0
-    """Pods pending now."""
-    changed: float = -math.inf
-    """When the node set, the per-workload pod counts or the pending count last changed."""
-    nodes: frozenset[str] = frozenset()
-    """Nodes that joined, left, were cordoned or had pods start or stop on them since the
-    checked start."""
-    workloads: frozenset[Workload] = frozenset()
-    """Workloads whose pod count changed or that had pending or unready pods since then."""
-    blockers: tuple[str, ...] = ()
-    """Cluster-wide: pods pending, nodes joining or leaving (but those the tuner left to the
-    autoscaler) since then."""
-
-
 class Simulation:
     """One run of a scenario with one strategy. Drive it with :meth:`advance`."""
 
@@ -156,54 +95,45 @@ class Simulation:
         self.strategy = strategy
         self.tick = tick
         self.rng = random.Random(seed)
-        self.now = -scenario.warmup
+        self.clock = Clock(-scenario.warmup, tick)
         self.cluster_state = SimCluster()
-        self.scheduler = Scheduler(self.rng, getattr(strategy, "scoring", LEAST_ALLOCATED))
+        scoring = strategy.scoring if strategy is not None else Strategy.scoring
+        self.scheduler = Scheduler(self.rng, scoring)
         self.pool_label = POOL_LABEL_BY_SYSTEM.get(scenario.system, "")
         self.autoscaler = autoscaler_of(scenario, strategy, self.rng, self.pool_label)
-        self.replicas: dict[Service, int] = {s: s.replicas for s in scenario.services}
-        self.hpas = {
-            s: HorizontalPodAutoscaler(s.hpa) for s in scenario.services if s.hpa is not None
-        }
+        self.controllers = Controllers(
+            scenario, self.clock, self.cluster_state, self.scheduler, self.autoscaler
+        )
+        self.replicas = self.controllers.replicas
+        """Desired replicas per workload (the controllers')."""
         self.hpa_values = tuple(
             Hpa(s.namespace, s.name, s.workload, s.hpa.min_replicas, s.hpa.max_replicas)
             for s in scenario.services
             if s.hpa is not None
         )
-        self.by_workload = {s.workload: s for s in scenario.services}
-        self.series = Series()
+        self.tracker = WindowTracker(scenario, self.clock, self.cluster_state)
+        self.handed_over = self.tracker.handed_over
+        """Nodes the tuner's executor left to the autoscaler (the tracker's)."""
+        self.recorder = Recorder(self.clock, self.cluster_state, self.controllers)
+        self.series = self.recorder.series
         self.actions = ActionCounts()
-        self._next_hpa = self.now
-        self.with_daemons: set[str] = set()
-        self.reregister: list[tuple[float, str]] = []
-        """(time, node) of Node objects that register again (their VM kept running)."""
-        self.executor = SimulatedExecutor(self)
-        self._signature: tuple[object, ...] = ()
-        self._stable_since = self.now
-        self._node_changed: dict[str, float] = {}
-        """Node -> when it last changed (joined, left, cordoned, a pod started or stopped)."""
-        self._workload_changed: dict[Workload, float] = {}
-        """Workload -> until when it counts as changed (a bound pod: until it is ready)."""
-        self._pending_at = -math.inf
-        """When a pod was last pending."""
-        self._nodes_moved_at = -math.inf
-        """When a node last joined or left, but one the tuner left to the autoscaler."""
-        self._registered: frozenset[str] = frozenset()
-        self.handed_over: set[str] = set()
-        """Nodes the tuner's executor left to the autoscaler (their going blocks nothing)."""
-        self._loads: deque[tuple[float, float]] = deque()
+        self.turns = Turns(self._strategy_turn)
+        self.controls = ClusterControls(
+            self.clock, self.controllers, self.tracker, self.turns, self._wait
+        )
+        self.executor = SimulatedExecutor(self.controls)
         for pool in scenario.pools:
             for _ in range(pool.initial_nodes):
                 self.cluster_state.add_node(
                     pool.node_type, self.now, 0.0, pool.name, self.pool_label, pool.zone
                 )
-        self._evictions = 0
-        self._placeholders = 0
-        self._loads_now: tuple[float, dict[str, float]] = (math.nan, {})
-        self._counts: tuple[int, tuple[int, ...]] = (-1, ())
-        """Pods per service, as of a state version."""
-        self.reconcile()
-        self._start_daemons()
+        self.controllers.reconcile()
+        self.controllers.start_daemons()
+
+    @property
+    def now(self) -> float:
+        """Simulated seconds since the warm-up ended (negative during it)."""
+        return self.clock.now
 
     # -- the driving interface ----------------------------------------------------------------
 
@@ -212,37 +142,16 @@ class Simulation:
         return self.cluster_state.view(self.now, self.hpa_values)
 
     def advance(self, seconds: float) -> None:
-        """Run ``seconds`` of simulated time."""
+        """Run ``seconds`` of simulated time, and on while the strategy's turn waits (for a
+        provision's node)."""
         end = self.now + seconds
-        while self.now < end - 1e-9:
+        while self.now < end - 1e-9 or self.turns.waiting is not None:
             self._step()
 
-    def window(self, seconds: float, warmup: float = 0.0) -> Window:
-        """Whether the last ``seconds`` and the ``warmup`` before them were stable (same nodes
-        and per-workload pod counts, no pending pods), what changed over them, and the mean load
-        over the last ``seconds``."""
-        start = self.now - seconds
-        since = start - warmup
-        pending = self.cluster_state.totals.pending
-        stable = self._stable_since <= since + 1e-9 and not pending
-        served = [load for t, load in self._loads if t >= start - 1e-9]
-        load = sum(served) / len(served) if served else 0.0
-        blockers = []
-        if pending or self._pending_at >= since - 1e-9:
-            blockers.append("pods pending")
-        if self._nodes_moved_at >= since - 1e-9:
-            blockers.append("a node joined or left")
-        return Window(
-            start,
-            self.now,
-            stable,
-            load,
-            pending,
-            self._stable_since - self.tick,
-            frozenset(n for n, t in self._node_changed.items() if t >= since - 1e-9),
-            frozenset(w for w, t in self._workload_changed.items() if t >= since - 1e-9),
-            tuple(blockers),
-        )
+    def window(self, seconds: float, warmup: float = 0.0) -> WindowSummary:
+        """Whether the last ``seconds`` and the ``warmup`` before them were stable, what changed
+        over them, and the mean load over the last ``seconds`` (:class:`WindowTracker`)."""
+        return self.tracker.window(seconds, warmup)
 
     def apply(
         self,
@@ -270,314 +179,27 @@ class Simulation:
         self.actions.count(results)
         return tuple(results)
 
-    def take_back(self, name: str) -> None:
-        """Uncordon a node left to the autoscaler (the tuner takes it back); the scheduler then
-        binds pending pods to it."""
-        state = self.cluster_state
-        state.nodes[name].unschedulable = False
-        self.handed_over.discard(name)
-        state.touched_nodes.add(name)
-        state.changed()
-        self.scheduler.schedule(state, self.now)
-
-    def evict(self, pod: SimPod) -> None:
-        """Evict a pod (any actor: the Cluster Autoscaler's drain, the tuner's executor, a
-        descheduler, Karpenter): it is deleted, its ReplicaSet re-creates it, and it counts
-        in the evictions per hour."""
-        self.cluster_state.evict(pod)
-
-    # -- what the simulated executor may do (its port: tuner.sim.executor.Controls) ----------
-
-    def pod_on(self, name: str, node: str | None) -> SimPod | None:
-        """The pod called ``name`` if it runs on ``node``."""
-        uid = self.cluster_state.by_name.get(name)
-        if uid is None:
-            return None
-        pod = self.cluster_state.pods[uid]
-        return pod if pod.node == node and node is not None else None
-
-    def service_of(self, workload: Workload) -> Service | None:
-        """The simulated workload, or None."""
-        return self.by_workload.get(workload)
-
-    def node_ready(self, name: str) -> bool:
-        """True when the node exists, is registered and is ready."""
-        node = self.cluster_state.nodes.get(name)
-        return node is not None and node.ready(self.now)
-
-    def label_node(self, name: str, key: str, value: str | None) -> None:
-        """Set a node label (remove it with None)."""
-        labels = self.cluster_state.nodes[name].labels
-        if value is None:
-            del labels[key]
-        else:
-            labels[key] = value
-        self.cluster_state.changed()
-
-    def scale(self, service: Service, delta: int) -> None:
-        """Change the workload's replicas (never below 0); its ReplicaSet follows."""
-        self.replicas[service] = max(self.replicas[service] + delta, 0)
-
-    def delete_pod(self, pod: SimPod) -> None:
-        """Delete a pod (after a scale-down that chose it)."""
-        self.cluster_state.delete_pod(pod)
-
-    def start_replica(self, service: Service) -> str | None:
-        """The ReplicaSet creates one pod and kube-scheduler binds it now: the node it landed
-        on, or None (pending)."""
-        state = self.cluster_state
-        pod = state.create_pod(service, self.now)
-        chosen = self.scheduler.choose(state, pod, self.now)
-        if chosen is None:
-            return None
-        state.bind(pod, chosen, self.now)
-        return chosen.name
-
-    def node_names(self) -> tuple[str, ...]:
-        """Every node that exists, booting ones included."""
-        return tuple(sorted(self.cluster_state.nodes))
-
-    def create_placeholder(self, requests: Resources, constraints: Constraints) -> SimPod:
-        """Create a bare pending pod with these requests and constraints (the placeholder a
-        provision makes the Cluster Autoscaler add a node for)."""
-        self._placeholders += 1
-        service = Service(
-            f"placeholder-{self._placeholders}", requests.cpu, requests.memory, kind="Pod"
-        )
-        return self.cluster_state.create_pod(service, self.now, constraints)
-
-    def pass_time(self, done: Callable[[], bool], timeout: float) -> bool:
-        """Let simulated time pass, tick by tick, with every controller but the strategy
-        running (it is the one waiting), until ``done()`` or ``timeout`` seconds; whether
-        ``done()`` came true."""
-        deadline = self.now + timeout
-        while not done():
-            if self.now >= deadline - 1e-9:
-                return False
-            self._observe()
-            self.now += self.tick
-            self._controllers()
-        return True
-
-    def drain_node(self, name: str, node_removal: str) -> None:
-        """Cordon the node and evict its pods but DaemonSet pods; then ``autoscaler`` leaves the
-        empty node to the Cluster Autoscaler, ``command`` deletes the VM now, ``delete-node``
-        deletes the Node object only (the VM keeps running and registers again after
-        :data:`REREGISTER_DELAY`). The controllers and the scheduler then catch up."""
-        state = self.cluster_state
-        node = state.nodes[name]
-        node.unschedulable = True
-        state.touched_nodes.add(name)
-        if node_removal == "autoscaler":
-            self.handed_over.add(name)
-        state.changed()
-        for pod in state.pods_on(node):
-            if not pod.daemon:
-                self.evict(pod)  # its ReplicaSet re-creates it elsewhere
-        if node_removal == "command":
-            state.delete_node(name)
-            self.with_daemons.discard(name)
-        elif node_removal == "delete-node":
-            for pod in state.pods_on(node):
-                state.delete_pod(pod)
-            node.registered = False
-            node.unschedulable = False
-            self.with_daemons.discard(name)
-            self.reregister.append((self.now + REREGISTER_DELAY, name))
-        self.reconcile()
-        self.scheduler.schedule(state, self.now)
-
     # -- one tick ------------------------------------------------------------------------------
 
     def _step(self) -> None:
-        self._controllers()
+        self.controllers.run()
         if self.strategy is not None and self.now >= 0:
-            self.strategy.on_tick(self)  # may pass time itself (a provision waiting)
-        self._observe()
-        self.now += self.tick
+            self.turns.take(self.now)  # on_tick, or the rest of a turn whose wait is over
+        self._close_tick()
 
-    def _controllers(self) -> None:
-        """What runs each tick besides the strategy: re-registering nodes, DaemonSets, HPAs,
-        ReplicaSets, kube-scheduler, the autoscaler."""
-        now = self.now
-        state = self.cluster_state
-        for when, name in list(self.reregister):
-            if when <= now and name in state.nodes:
-                state.nodes[name].registered = True
-                state.changed()
-        self.reregister = [(w, n) for w, n in self.reregister if w > now]
-        self._start_daemons()
-        if now >= self._next_hpa - 1e-9:
-            self._sync_hpas()
-            self._next_hpa = now + SYNC_PERIOD
-        self.reconcile()
-        self.scheduler.schedule(state, now)
-        evicted = self.autoscaler.step(state, state.pending(), now)
-        if evicted:
-            self.reconcile()
-            self.scheduler.schedule(state, now)
+    def _strategy_turn(self) -> None:
+        if self.strategy is not None:
+            self.strategy.on_tick(self)
 
-    def _start_daemons(self) -> None:
-        state = self.cluster_state
-        for node in list(state.nodes.values()):
-            if node.name in self.with_daemons or not node.ready(self.now):
-                continue
-            self.with_daemons.add(node.name)
-            for service in self.scenario.daemonsets:
-                pod = state.create_pod(service, self.now)
-                state.bind(pod, node, self.now)
+    def _close_tick(self) -> None:
+        """Observe and record the tick, then move the clock on."""
+        load = sum(self.controllers.namespace_loads().values())
+        self.tracker.observe(load)
+        self.recorder.record(load)
+        self.clock.advance()
 
-    def _ready(self, pod: SimPod) -> bool:
-        return pod.node is not None and self.now >= pod.bound_at + self.scenario.startup
-
-    def _namespace_loads(self) -> dict[str, float]:
-        """Each namespace's load now (computed once per tick)."""
-        if self._loads_now[0] != self.now:
-            loads = {ns: pattern(self.now) for ns, pattern in self.scenario.loads.items()}
-            self._loads_now = (self.now, loads)
-        return self._loads_now[1]
-
-    def _demand(self, service: Service) -> float:
-        load = self._namespace_loads().get(service.namespace)
-        return service.demand(load) if load is not None else service.fixed_cpu
-
-    def _ready_counts(self, after: float = 0.0) -> dict[Service, int]:
-        """Ready pods per service: bound pods less those bound within the startup time (and
-        ``after`` more seconds: :data:`~tuner.sim.hpa.METRIC_DELAY` for the pods the HPA has
-        a metric of). The state's recent bindings are pruned here; a pod deleted or rebound
-        since is skipped."""
-        state = self.cluster_state
-        recent = state.recent_binds
-        startup = self.scenario.startup
-        while recent and self.now >= recent[0][0] + startup + METRIC_DELAY:
-            recent.popleft()
-        ready = dict(state.bound)
-        for bound_at, pod in recent:
-            if (
-                self.now < bound_at + startup + after
-                and pod.node is not None
-                and pod.bound_at == bound_at
-                and pod.uid in state.pods
-            ):
-                ready[pod.service] -= 1
-        return ready
-
-    def _measured_usage(self, service: Service) -> float:
-        """The service's CPU usage as the HPA reads it: metrics-server's latest sample, the
-        demand averaged over :data:`~tuner.sim.hpa.USAGE_LAGS` before now."""
-        pattern = self.scenario.loads.get(service.namespace)
-        if pattern is None:
-            return service.fixed_cpu
-        return sum(service.demand(pattern(self.now - lag)) for lag in USAGE_LAGS) / len(USAGE_LAGS)
-
-    def _sync_hpas(self) -> None:
-        counts = self._ready_counts(METRIC_DELAY)
-        for service, hpa in self.hpas.items():
-            measured = counts.get(service, 0)
-            count = self.cluster_state.count(service)
-            self.replicas[service] = hpa.desired(
-                self.now,
-                self.replicas[service],
-                measured,
-                count - measured,
-                self._measured_usage(service) if measured else 0.0,
-                service.cpu,
-            )
-
-    def reconcile(self) -> None:
-        """ReplicaSet controllers: create or delete pods to match the desired replicas."""
-        state = self.cluster_state
-        by_service = state.by_service
-        for service, want in self.replicas.items():
-            have = len(by_service.get(service, ()))
-            if have == want:
-                continue
-            for _ in range(want - have):
-                state.create_pod(service, self.now)
-            if have > want:
-                for pod in self._deletion_order(state.pods_of(service))[: have - want]:
-                    state.delete_pod(pod)
-
-    def _deletion_order(self, pods: list[SimPod]) -> list[SimPod]:
-        """ReplicaSet scale-down ranking: pending, then not ready, then pods on nodes with more
-        replicas of the set, then the newest."""
-        per_node: dict[str | None, int] = {}
-        for pod in pods:
-            per_node[pod.node] = per_node.get(pod.node, 0) + 1
-        return sorted(
-            pods,
-            key=lambda p: (
-                p.node is not None,
-                self._ready(p),
-                -per_node[p.node],
-                -p.bound_at,
-                -p.uid,
-            ),
-        )
-
-    def _collect_changes(self, registered: frozenset[str], pending: int) -> None:
-        """Stamp the nodes and workloads that changed this tick, and the cluster-wide events."""
-        state, now = self.cluster_state, self.now
-        if registered != self._registered:
-            moved = registered ^ self._registered
-            state.touched_nodes |= moved
-            if moved - self.handed_over:
-                self._nodes_moved_at = now
-            self.handed_over &= registered
-            self._registered = registered
-            for name in [n for n, t in self._node_changed.items() if now - t > MAX_WINDOW]:
-                del self._node_changed[name]
-        if pending:
-            self._pending_at = now
-        for name in state.touched_nodes:
-            self._node_changed[name] = now
-        for service in state.touched_services:
-            self._workload_changed[service.workload] = max(
-                self._workload_changed.get(service.workload, now), now
-            )
-        for service in state.bound_services:
-            self._workload_changed[service.workload] = now + self.scenario.startup
-        state.touched_nodes.clear()
-        state.touched_services.clear()
-        state.bound_services.clear()
-
-    def _observe(self) -> None:
-        state = self.cluster_state
-        now = self.now
-        load = sum(self._namespace_loads().values())
-        totals = state.totals
-        pending, cpu, memory, pods = totals.pending, totals.cpu, totals.memory, totals.pods
-        registered = tuple(sorted(n.name for n in state.nodes.values() if n.ready(now)))
-        if self._counts[0] != state.version:
-            by_service = state.by_service
-            counts = tuple(len(by_service.get(s, ())) for s in self.scenario.services)
-            self._counts = (state.version, counts)
-        counts = self._counts[1]
-        signature = (registered, counts, pending)
-        if signature != self._signature:
-            self._signature = signature
-            self._stable_since = now + self.tick
-        self._collect_changes(frozenset(registered), pending)
-        self._loads.append((now, load))
-        while self._loads and self._loads[0][0] < now - MAX_WINDOW:
-            self._loads.popleft()
-        evicted = state.evictions - self._evictions
-        self._evictions = state.evictions
-        if now < 0:
-            return
-        short = 0
-        ready = self._ready_counts()
-        for service in self.hpas:
-            if self._demand(service) > ready.get(service, 0) * service.cpu:
-                short += 1
-        s = self.series
-        s.time.append(now)
-        s.load.append(load)
-        s.cost.append(sum(n.type.price for n in state.nodes.values()))
-        s.nodes.append(len(state.nodes))
-        s.pending.append(pending)
-        s.short.append(short)
-        s.cpu.append(cpu)
-        s.memory.append(memory)
-        s.pods.append(pods)
-        s.evictions.append(evicted)
+    def _wait(self) -> None:
+        """One tick passing while a driver outside any tick waits (a provision applied between
+        two :meth:`advance` calls): the tick is closed and the next one's controllers run."""
+        self._close_tick()
+        self.controllers.run()

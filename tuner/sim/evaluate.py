@@ -36,7 +36,7 @@ from tuner.output_files import check_directory, check_file, write_atomic
 from tuner.sim.engine import Scenario
 from tuner.sim.plots import plot
 from tuner.sim.progress import Progress
-from tuner.sim.report import ORDER, Comparison, Outcome, run, table, with_baseline
+from tuner.sim.report import ORDER, Comparison, StrategyRun, run, table, with_baseline
 from tuner.sim.report import comparison as compare_outcomes
 from tuner.sim.scenarios import SCENARIOS, scenario
 
@@ -143,7 +143,7 @@ def _run_parallel(
     names: Sequence[str],
     seeds: Sequence[int],
     jobs: int,
-    outcomes: dict[tuple[int, str], Outcome],
+    outcomes: dict[tuple[int, str], StrategyRun],
     progress: Progress,
 ) -> None:
     """Every (scenario, strategy) run in ``jobs`` worker processes, longest scenarios first."""
@@ -180,7 +180,7 @@ def simulate(
     names = with_baseline(strategies)
     seeds = [seed if seed is not None else (item.seed or DEFAULT_SEED) for item in chosen]
     total = sum((s.warmup + s.duration) * len(names) for s in chosen)
-    outcomes: dict[tuple[int, str], Outcome] = {}
+    outcomes: dict[tuple[int, str], StrategyRun] = {}
     started = time.monotonic()
     with closing(Progress(total / 3600)) as progress:
         if jobs > 1:

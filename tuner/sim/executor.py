@@ -36,7 +36,8 @@ from tuner.sim.workloads import Service
 class Controls(Protocol):
     """What the executor may do to a simulated cluster: the Kubernetes API calls the real
     executor makes, and what the cluster's controllers do in answer (implemented by
-    :class:`tuner.sim.engine.Simulation`; the executor never touches the simulation's state)."""
+    :class:`tuner.sim.controls.ClusterControls`; the executor never touches the simulation's
+    state)."""
 
     def pod_on(self, name: str, node: str | None) -> SimPod | None:
         """The pod called ``name`` if it runs on ``node``."""

@@ -1,7 +1,7 @@
 """The Cluster Autoscaler's expanders: which node pool a scale-up grows.
 
 Each scale-up, the autoscaler estimates per pool how many of its template nodes the pending pods
-need (an :class:`Option`) and lets the ``--expander`` pick one option; only that pool grows.
+need (a :class:`ScaleUpOption`) and lets the ``--expander`` pick one option; only that pool grows.
 Modelled from the Cluster Autoscaler's expander documentation (``cluster-autoscaler/FAQ.md``,
 "What are Expanders?") and its ``expander/`` sources (numbers and rules only):
 
@@ -23,14 +23,14 @@ from dataclasses import dataclass
 
 from tuner.model.quantity import GIB
 from tuner.model.resources import Resources
-from tuner.sim.pools import NodePool
+from tuner.sim.pools import NodeGroup
 
 
 @dataclass(frozen=True, slots=True)
-class Option:
+class ScaleUpOption:
     """Growing ``pool`` by ``nodes`` nodes would schedule pods requesting ``requests`` in all."""
 
-    pool: NodePool
+    pool: NodeGroup
     nodes: int
     pods: int
     requests: Resources
@@ -38,20 +38,19 @@ class Option:
     """What one new node offers pods: allocatable minus its DaemonSet pods."""
 
 
-EXPANDERS = ("random", "least-waste", "price")
 CPU_PRICE_PER_HOUR = 0.033174
 """Per core-hour: the Cluster Autoscaler's GCE price model, also its pod price."""
 MEMORY_PRICE_PER_GB_HOUR = 0.004446
 
 
-def waste(option: Option) -> float:
+def waste(option: ScaleUpOption) -> float:
     """Idle share of CPU plus idle share of memory on the option's new nodes."""
     cpu = option.room.cpu * option.nodes
     memory = option.room.memory * option.nodes
     return (cpu - option.requests.cpu) / cpu + (memory - option.requests.memory) / memory
 
 
-def price_per_request(option: Option) -> float:
+def price_per_request(option: ScaleUpOption) -> float:
     """The new nodes' price per hour over the price of the pods' requests."""
     pods = (
         option.requests.cpu / 1000 * CPU_PRICE_PER_HOUR
@@ -60,7 +59,7 @@ def price_per_request(option: Option) -> float:
     return option.nodes * option.pool.node_type.price / max(pods, 1e-9)
 
 
-def choose(expander: str, options: Sequence[Option], rng: random.Random) -> Option:
+def choose(expander: str, options: Sequence[ScaleUpOption], rng: random.Random) -> ScaleUpOption:
     """The option the expander picks (``options`` is not empty)."""
     if expander == "random" or len(options) == 1:
         return options[0] if len(options) == 1 else rng.choice(list(options))

@@ -18,7 +18,7 @@ class ActionResult:
 
 
 @dataclass
-class Series:
+class TickSeries:
     """Per-tick measurements (only after the warm-up)."""
 
     time: list[float] = field(default_factory=list)

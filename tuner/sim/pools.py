@@ -1,4 +1,10 @@
-"""Node pools (GKE node pools, EKS managed node groups): one instance type, a size range.
+"""The provider's node groups (GKE node pools, EKS managed node groups; the Cluster Autoscaler's
+``NodeGroup``): one instance type, a size range, the nodes a scenario starts with.
+
+They are the cloud side of a pool, what the simulated autoscalers resize. The tuner's own view of
+a pool (:class:`tuner.model.pools.NodePool`: a template node and a selector) is not built from
+them: the simulated tuner discovers it from the nodes and its ``pools`` settings, as the daemon
+does (:func:`tuner.sim.strategies.tuner.pool_settings`).
 
 The Cluster Autoscaler grows one pool per scale-up (which one is its expander's choice,
 :mod:`tuner.sim.expander`) and never shrinks a pool below its minimum. Every node carries its
@@ -14,8 +20,9 @@ from tuner.sim.prices import NodeType
 
 
 @dataclass(frozen=True, slots=True)
-class NodePool:
-    """A group of identical nodes the Cluster Autoscaler resizes between min and max."""
+class NodeGroup:
+    """A group of identical VMs the autoscaler resizes between min and max (a GKE node pool or
+    an EKS managed node group in one zone)."""
 
     name: str
     node_type: NodeType
@@ -29,7 +36,7 @@ class NodePool:
     Autoscaler are."""
 
 
-def pricing(pools: tuple[NodePool, ...]) -> Pricing:
+def pricing(pools: tuple[NodeGroup, ...]) -> Pricing:
     """The tuner's pricing table for the pools' node types."""
     return Pricing(
         node_types={p.node_type.name: p.node_type.price for p in pools},

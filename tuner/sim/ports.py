@@ -105,5 +105,5 @@ class SimActuator:
         sim = self.sim
         taken = needed_back(sim.cluster(), sim.handed_over) if sim.handed_over else ()
         for name in taken:
-            sim.take_back(name)
+            sim.controls.take_back(name)
         return taken

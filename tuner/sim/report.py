@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from tuner.sim.bound import Mix, WholeBound
 from tuner.sim.command import STRATEGY_NAMES
 from tuner.sim.engine import Scenario, Simulation
-from tuner.sim.metrics import ActionCounts, Series
+from tuner.sim.metrics import ActionCounts, TickSeries
 from tuner.sim.strategies import LABELS, STRATEGIES
 
 ORDER = STRATEGY_NAMES
@@ -33,11 +33,11 @@ BASELINE = "autoscaler"
 
 
 @dataclass(frozen=True)
-class Outcome:
+class StrategyRun:
     """One strategy's run."""
 
     strategy: str
-    series: Series
+    series: TickSeries
     tick: float
     actions: ActionCounts
     decisions: dict[str, int]
@@ -77,7 +77,7 @@ class Comparison:
 
     scenario: Scenario
     seed: int
-    outcomes: tuple[Outcome, ...]
+    outcomes: tuple[StrategyRun, ...]
     lower_bound: tuple[float, ...]
     """Cost per hour of the lower bound at each tick."""
     lower_bound_nodes: tuple[int, ...] = ()
@@ -94,7 +94,7 @@ class Comparison:
         """Node-hours of the lower bound."""
         return sum(self.lower_bound_nodes) * self.outcomes[0].tick / 3600
 
-    def outcome(self, strategy: str) -> Outcome:
+    def outcome(self, strategy: str) -> StrategyRun:
         """The outcome of one strategy."""
         return next(o for o in self.outcomes if o.strategy == strategy)
 
@@ -109,7 +109,7 @@ class Comparison:
         return (self.outcome(strategy).cost - bound) / bound if bound else 0.0
 
 
-def lower_bound(scenario: Scenario, series: Series) -> tuple[Mix, ...]:
+def lower_bound(scenario: Scenario, series: TickSeries) -> tuple[Mix, ...]:
     """The cheapest mix of whole nodes holding each tick's requests."""
     bound = WholeBound(scenario.pools, scenario.daemonsets)
     return tuple(
@@ -123,7 +123,7 @@ def run(
     strategy: str,
     seed: int,
     progress: Callable[[float], object] | None = None,
-) -> Outcome:
+) -> StrategyRun:
     """Simulate the scenario with one strategy."""
     sim = Simulation(scenario, seed, STRATEGIES[strategy](scenario, seed))
     total = scenario.warmup + scenario.duration
@@ -137,7 +137,7 @@ def run(
             progress(chunk)
     decisions = dict(getattr(sim.strategy, "decisions", {}))
     windows = (getattr(sim.strategy, "stable_windows", 0), getattr(sim.strategy, "windows", 0))
-    return Outcome(strategy, sim.series, sim.tick, sim.actions, decisions, windows)
+    return StrategyRun(strategy, sim.series, sim.tick, sim.actions, decisions, windows)
 
 
 def with_baseline(strategies: Sequence[str]) -> list[str]:
@@ -145,7 +145,7 @@ def with_baseline(strategies: Sequence[str]) -> list[str]:
     return [BASELINE, *(s for s in strategies if s != BASELINE)]
 
 
-def comparison(scenario: Scenario, seed: int, outcomes: tuple[Outcome, ...]) -> Comparison:
+def comparison(scenario: Scenario, seed: int, outcomes: tuple[StrategyRun, ...]) -> Comparison:
     """The outcomes (the CA alone's first) and the lower bound from the CA alone's run."""
     bound = lower_bound(scenario, outcomes[0].series)
     return Comparison(

@@ -38,17 +38,10 @@ from typing import Any
 from tuner.errors import InputError
 from tuner.sim.engine import Scenario
 from tuner.sim.load import LoadPattern, Phase, Phases
-from tuner.sim.pools import NodePool
+from tuner.sim.pools import NodeGroup
 from tuner.sim.prices import NODE_TYPES
-from tuner.sim.scenario_file import (
-    APPLICATIONS,
-    PATTERNS,
-    SYSTEMS,
-    build,
-    copies,
-    read,
-    with_rules,
-)
+from tuner.sim.scenario_file import PATTERNS, SYSTEMS, build, copies, read, with_rules
+from tuner.sim.scenario_rules import APPLICATIONS
 from tuner.sim.workloads import GKE_DAEMONSETS, GKE_SYSTEM, THESIS_MONITORING, Application, Service
 
 PHP_APACHE = APPLICATIONS["php-apache"]
@@ -60,17 +53,19 @@ they had before pools existed (the scheduler breaks ties in name order)."""
 DAY = 86400.0
 
 
-def _pool(node_type: str, initial: int, most: int) -> NodePool:
+def _pool(node_type: str, initial: int, most: int) -> NodeGroup:
     """The one pool of a single-pool scenario (at least one node, as before pools existed)."""
-    return NodePool(DEFAULT_POOL, NODE_TYPES[node_type], 1, most, initial)
+    return NodeGroup(DEFAULT_POOL, NODE_TYPES[node_type], 1, most, initial)
 
 
-def _zonal(node_type: str, initial: int, most: int, zones: tuple[str, ...]) -> tuple[NodePool, ...]:
+def _zonal(
+    node_type: str, initial: int, most: int, zones: tuple[str, ...]
+) -> tuple[NodeGroup, ...]:
     """The pool over ``zones``: one node group per zone (``pool-<zone>``), the initial nodes
     dealt round the zones, the maximum shared, at least one node in the first zone."""
     count = len(zones)
     return tuple(
-        NodePool(
+        NodeGroup(
             f"{DEFAULT_POOL}-{zone}",
             NODE_TYPES[node_type],
             1 if i == 0 else 0,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tuner.sim.engine import Scenario, Strategy
+from tuner.sim.engine import Scenario
 from tuner.sim.strategies.autoscaler_only import AutoscalerOnly
 from tuner.sim.strategies.binpacking import BinPacking
 from tuner.sim.strategies.descheduler import Descheduler
@@ -30,6 +30,7 @@ from tuner.sim.strategies.tuner import (
     ProjectTuner,
     unlimited_settings,
 )
+from tuner.sim.strategy import Strategy
 
 STRATEGIES: dict[str, Callable[[Scenario, int], Strategy]] = {
     "autoscaler": lambda scenario, seed: AutoscalerOnly(),

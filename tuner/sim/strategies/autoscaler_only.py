@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from tuner.sim.engine import Simulation
+from tuner.sim.strategy import Strategy
 
 
-class AutoscalerOnly:
+class AutoscalerOnly(Strategy):
     """A strategy that never acts."""
 
     name = "autoscaler"

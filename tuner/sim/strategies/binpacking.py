@@ -26,11 +26,12 @@ from dataclasses import replace
 from tuner.sim.autoscaler import AutoscalerConfig
 from tuner.sim.engine import Simulation
 from tuner.sim.scheduler import MOST_ALLOCATED
+from tuner.sim.strategy import Strategy
 
 UNNEEDED_TIME = 60.0
 
 
-class BinPacking:
+class BinPacking(Strategy):
     """Nothing acts but the autoscaler and the scheduler, both set up for utilization."""
 
     name = "binpacking"

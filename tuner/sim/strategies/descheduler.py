@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from tuner.sim.engine import Simulation
 from tuner.sim.scheduler import MOST_ALLOCATED
 from tuner.sim.state import SimCluster, SimNode, SimPod
+from tuner.sim.strategy import Strategy
 
 INTERVAL = 120.0
 THRESHOLDS: Mapping[str, float] = {"cpu": 20.0, "memory": 20.0, "pods": 20.0}
@@ -112,7 +113,7 @@ def high_node_utilization(
     return Pass(tuple(n.name for n in low), tuple(evicted))
 
 
-class Descheduler:
+class Descheduler(Strategy):
     """``HighNodeUtilization`` every two minutes next to ``MostAllocated`` scoring."""
 
     name = "descheduler"
@@ -134,8 +135,8 @@ class Descheduler:
             allowed = state.disruptions_allowed(pod.service)
             if allowed is not None and allowed < 1:
                 return False
-            sim.evict(pod)
-            sim.reconcile()  # its ReplicaSet re-creates it at once (pending)
+            sim.controls.evict(pod)
+            sim.controllers.reconcile()  # its ReplicaSet re-creates it at once (pending)
             return True
 
         done = high_node_utilization(state, sim.now, evict)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from tuner.model.conventions import POOL_LABEL_BY_SYSTEM
 from tuner.sim.engine import Scenario, Simulation
-from tuner.sim.karpenter import Karpenter, KarpenterConfig, Offering
+from tuner.sim.karpenter import Karpenter
+from tuner.sim.karpenter_disruption import KarpenterConfig
+from tuner.sim.karpenter_packing import Offering
+from tuner.sim.strategy import Strategy
 
 
-class KarpenterStrategy:
+class KarpenterStrategy(Strategy):
     """Only Karpenter acts (through the autoscaler hook)."""
 
     name = "karpenter"

@@ -41,9 +41,10 @@ from tuner.model.price import node_price, nodes_cost
 from tuner.plan.actions import Action, Migrate, RemoveNode
 from tuner.plan.planner import plan
 from tuner.plan.replay import InfeasiblePlan
-from tuner.sim.engine import Scenario, Simulation, Window
+from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.pools import pricing
 from tuner.sim.strategies.windowed import WindowedTuner
+from tuner.sim.window_tracking import WindowSummary
 
 MEASURE_WINDOW = 240.0
 RETRY_WINDOW = 24.0
@@ -118,7 +119,7 @@ class Tuner2019(WindowedTuner):
         self.knowledge = MemoryKnowledge()
         self.decisions: Counter[str] = Counter()
 
-    def decide(self, sim: Simulation, window: Window) -> Sequence[Action]:
+    def decide(self, sim: Simulation, window: WindowSummary) -> Sequence[Action]:
         """Algorithm 1 with the 2019 removal and random migration."""
         cluster = sim.cluster()
         movability = assess(cluster, Policy(frozenset()))

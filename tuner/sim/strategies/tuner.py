@@ -47,6 +47,7 @@ from tuner.sim.pools import pricing
 from tuner.sim.ports import SimActuator, SimObserver
 from tuner.sim.strategies.binpacking import BinPacking
 from tuner.sim.strategies.karpenter import KarpenterStrategy
+from tuner.sim.strategy import Strategy
 
 
 def simulation_settings(scenario: Scenario, seed: int) -> Settings:
@@ -96,7 +97,7 @@ def pool_settings(scenario: Scenario) -> dict[str, PoolSettings]:
     return pools
 
 
-class ProjectTuner:
+class ProjectTuner(Strategy):
     """The daemon's cycle, run whenever the previous one said the next is due."""
 
     name = "tuner"

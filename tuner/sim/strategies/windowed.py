@@ -8,14 +8,16 @@ through the simulated executor and waits a whole window before looking again.
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Sequence
 
 from tuner.plan.actions import Action
-from tuner.sim.engine import Simulation, Window
+from tuner.sim.engine import Simulation
+from tuner.sim.strategy import Strategy
+from tuner.sim.window_tracking import WindowSummary
 
 
-class WindowedTuner(ABC):
+class WindowedTuner(Strategy):
     """A tuner that acts on stable windows."""
 
     name = "windowed"
@@ -44,5 +46,5 @@ class WindowedTuner(ABC):
         self.next_check = sim.now + self.measure_s
 
     @abstractmethod
-    def decide(self, sim: Simulation, window: Window) -> Sequence[Action]:
+    def decide(self, sim: Simulation, window: WindowSummary) -> Sequence[Action]:
         """The actions to take after a stable window."""

@@ -1,0 +1,166 @@
+"""The cluster's controllers in the simulation, run once per tick in this order: timed events
+(Node objects registering again), the DaemonSet controller, the HPAs (every
+:data:`~tuner.sim.hpa.SYNC_PERIOD`), the ReplicaSet controllers, kube-scheduler, then the
+autoscaler (the Cluster Autoscaler or Karpenter), after which evicted pods are re-created and
+scheduled again."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tuner.sim.clock import Clock
+from tuner.sim.hpa import METRIC_DELAY, SYNC_PERIOD, USAGE_LAGS, HorizontalPodAutoscaler
+from tuner.sim.scheduler import Scheduler
+from tuner.sim.state import SimCluster, SimPod
+from tuner.sim.workloads import Service
+
+if TYPE_CHECKING:
+    from tuner.sim.engine import Scenario
+    from tuner.sim.strategy import Autoscaler
+
+
+class Controllers:
+    """DaemonSets, HPAs, ReplicaSets, kube-scheduler and the autoscaler over one cluster."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        clock: Clock,
+        state: SimCluster,
+        scheduler: Scheduler,
+        autoscaler: Autoscaler,
+    ) -> None:
+        self.scenario = scenario
+        self.clock = clock
+        self.state = state
+        self.scheduler = scheduler
+        self.autoscaler = autoscaler
+        self.replicas: dict[Service, int] = {s: s.replicas for s in scenario.services}
+        """Desired replicas per workload (the HPAs' and the executor's scale)."""
+        self.hpas = {
+            s: HorizontalPodAutoscaler(s.hpa) for s in scenario.services if s.hpa is not None
+        }
+        self._next_hpa = clock.now
+        self.with_daemons: set[str] = set()
+        """Nodes whose DaemonSet pods were started."""
+        self._loads_now: tuple[float, dict[str, float]] = (float("nan"), {})
+
+    def run(self) -> None:
+        """One tick of every controller."""
+        now = self.clock.now
+        state = self.state
+        self.clock.fire_due()
+        self.start_daemons()
+        if now >= self._next_hpa - 1e-9:
+            self._sync_hpas()
+            self._next_hpa = now + SYNC_PERIOD
+        self.reconcile()
+        self.scheduler.schedule(state, now)
+        evicted = self.autoscaler.step(state, state.pending(), now)
+        if evicted:
+            self.reconcile()
+            self.scheduler.schedule(state, now)
+
+    def start_daemons(self) -> None:
+        """The DaemonSet controller: each node that became ready gets its DaemonSet pods."""
+        state, now = self.state, self.clock.now
+        for node in list(state.nodes.values()):
+            if node.name in self.with_daemons or not node.ready(now):
+                continue
+            self.with_daemons.add(node.name)
+            for service in self.scenario.daemonsets:
+                pod = state.create_pod(service, now)
+                state.bind(pod, node, now)
+
+    def reconcile(self) -> None:
+        """ReplicaSet controllers: create or delete pods to match the desired replicas."""
+        state = self.state
+        by_service = state.by_service
+        for service, want in self.replicas.items():
+            have = len(by_service.get(service, ()))
+            if have == want:
+                continue
+            for _ in range(want - have):
+                state.create_pod(service, self.clock.now)
+            if have > want:
+                for pod in self._deletion_order(state.pods_of(service))[: have - want]:
+                    state.delete_pod(pod)
+
+    def _deletion_order(self, pods: list[SimPod]) -> list[SimPod]:
+        """ReplicaSet scale-down ranking: pending, then not ready, then pods on nodes with more
+        replicas of the set, then the newest."""
+        per_node: dict[str | None, int] = {}
+        for pod in pods:
+            per_node[pod.node] = per_node.get(pod.node, 0) + 1
+        return sorted(
+            pods,
+            key=lambda p: (
+                p.node is not None,
+                self._ready(p),
+                -per_node[p.node],
+                -p.bound_at,
+                -p.uid,
+            ),
+        )
+
+    def _ready(self, pod: SimPod) -> bool:
+        return pod.node is not None and self.clock.now >= pod.bound_at + self.scenario.startup
+
+    # -- the load and what the HPAs measure ----------------------------------------------------
+
+    def namespace_loads(self) -> dict[str, float]:
+        """Each namespace's load now (computed once per tick)."""
+        now = self.clock.now
+        if self._loads_now[0] != now:
+            loads = {ns: pattern(now) for ns, pattern in self.scenario.loads.items()}
+            self._loads_now = (now, loads)
+        return self._loads_now[1]
+
+    def demand(self, service: Service) -> float:
+        """The service's CPU demand now."""
+        load = self.namespace_loads().get(service.namespace)
+        return service.demand(load) if load is not None else service.fixed_cpu
+
+    def ready_counts(self, after: float = 0.0) -> dict[Service, int]:
+        """Ready pods per service: bound pods less those bound within the startup time (and
+        ``after`` more seconds: :data:`~tuner.sim.hpa.METRIC_DELAY` for the pods the HPA has
+        a metric of). The state's recent bindings are pruned here; a pod deleted or rebound
+        since is skipped."""
+        state, now = self.state, self.clock.now
+        recent = state.recent_binds
+        startup = self.scenario.startup
+        while recent and now >= recent[0][0] + startup + METRIC_DELAY:
+            recent.popleft()
+        ready = dict(state.bound)
+        for bound_at, pod in recent:
+            if (
+                now < bound_at + startup + after
+                and pod.node is not None
+                and pod.bound_at == bound_at
+                and pod.uid in state.pods
+            ):
+                ready[pod.service] -= 1
+        return ready
+
+    def _measured_usage(self, service: Service) -> float:
+        """The service's CPU usage as the HPA reads it: metrics-server's latest sample, the
+        demand averaged over :data:`~tuner.sim.hpa.USAGE_LAGS` before now."""
+        pattern = self.scenario.loads.get(service.namespace)
+        if pattern is None:
+            return service.fixed_cpu
+        now = self.clock.now
+        return sum(service.demand(pattern(now - lag)) for lag in USAGE_LAGS) / len(USAGE_LAGS)
+
+    def _sync_hpas(self) -> None:
+        counts = self.ready_counts(METRIC_DELAY)
+        for service, hpa in self.hpas.items():
+            measured = counts.get(service, 0)
+            count = self.state.count(service)
+            self.replicas[service] = hpa.desired(
+                self.clock.now,
+                self.replicas[service],
+                measured,
+                count - measured,
+                self._measured_usage(service) if measured else 0.0,
+                service.cpu,
+            )

@@ -1,0 +1,172 @@
+"""The simulated cluster's side of the executor's port (:class:`tuner.sim.executor.Controls`):
+the Kubernetes API calls the real executor makes, and what the cluster's controllers do in
+answer; also what a strategy does to the cluster directly (evict a pod, take a node back)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tuner.model.cluster import Workload
+from tuner.model.resources import Resources
+from tuner.model.scheduling import Constraints
+from tuner.sim.clock import Clock
+from tuner.sim.controllers import Controllers
+from tuner.sim.state import SimPod
+from tuner.sim.turns import Turns, Wait
+from tuner.sim.window_tracking import WindowTracker
+from tuner.sim.workloads import Service
+
+REREGISTER_DELAY = 60.0
+"""Seconds until the kubelet of a node whose Node object was deleted registers it again (its VM
+still runs: what the 2019 thesis saw on GKE after ``kubectl delete node``)."""
+
+
+class ClusterControls:
+    """The executor's and the strategies' hands on one simulated cluster."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        controllers: Controllers,
+        tracker: WindowTracker,
+        turns: Turns,
+        pass_tick: Callable[[], None],
+    ) -> None:
+        self.clock = clock
+        self.controllers = controllers
+        self.state = controllers.state
+        self.tracker = tracker
+        self.turns = turns
+        self._pass_tick = pass_tick
+        """Closes the tick and runs the next one's controllers (for a driver between ticks)."""
+        self.by_workload = {s.workload: s for s in controllers.scenario.services}
+        self._placeholders = 0
+
+    def pod_on(self, name: str, node: str | None) -> SimPod | None:
+        """The pod called ``name`` if it runs on ``node``."""
+        uid = self.state.by_name.get(name)
+        if uid is None:
+            return None
+        pod = self.state.pods[uid]
+        return pod if pod.node == node and node is not None else None
+
+    def service_of(self, workload: Workload) -> Service | None:
+        """The simulated workload, or None."""
+        return self.by_workload.get(workload)
+
+    def node_ready(self, name: str) -> bool:
+        """True when the node exists, is registered and is ready."""
+        node = self.state.nodes.get(name)
+        return node is not None and node.ready(self.clock.now)
+
+    def node_names(self) -> tuple[str, ...]:
+        """Every node that exists, booting ones included."""
+        return tuple(sorted(self.state.nodes))
+
+    def label_node(self, name: str, key: str, value: str | None) -> None:
+        """Set a node label (remove it with None)."""
+        labels = self.state.nodes[name].labels
+        if value is None:
+            del labels[key]
+        else:
+            labels[key] = value
+        self.state.changed()
+
+    def scale(self, service: Service, delta: int) -> None:
+        """Change the workload's replicas (never below 0); its ReplicaSet follows."""
+        replicas = self.controllers.replicas
+        replicas[service] = max(replicas[service] + delta, 0)
+
+    def evict(self, pod: SimPod) -> None:
+        """Evict a pod (any actor: the Cluster Autoscaler's drain, the tuner's executor, a
+        descheduler, Karpenter): it is deleted, its ReplicaSet re-creates it, and it counts
+        in the evictions per hour."""
+        self.state.evict(pod)
+
+    def delete_pod(self, pod: SimPod) -> None:
+        """Delete a pod (after a scale-down that chose it)."""
+        self.state.delete_pod(pod)
+
+    def start_replica(self, service: Service) -> str | None:
+        """The ReplicaSet creates one pod and kube-scheduler binds it now: the node it landed
+        on, or None (pending)."""
+        state, now = self.state, self.clock.now
+        pod = state.create_pod(service, now)
+        chosen = self.controllers.scheduler.choose(state, pod, now)
+        if chosen is None:
+            return None
+        state.bind(pod, chosen, now)
+        return chosen.name
+
+    def create_placeholder(self, requests: Resources, constraints: Constraints) -> SimPod:
+        """Create a bare pending pod with these requests and constraints (the placeholder a
+        provision makes the Cluster Autoscaler add a node for)."""
+        self._placeholders += 1
+        service = Service(
+            f"placeholder-{self._placeholders}", requests.cpu, requests.memory, kind="Pod"
+        )
+        return self.state.create_pod(service, self.clock.now, constraints)
+
+    def pass_time(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Wait until ``done()`` or ``timeout`` seconds of simulated time; whether ``done()``
+        came true. Within the strategy's turn the turn is suspended and the simulation's own
+        loop runs the ticks (:mod:`tuner.sim.turns`); a driver between ticks (``tuner demo``'s
+        moderator, a test) waits while the simulation runs tick by tick, every controller but
+        no strategy."""
+        deadline = self.clock.now + timeout
+        wait = Wait(done, deadline)
+        over = wait.over(self.clock.now)
+        if over is not None:
+            return over
+        waited = self.turns.wait(done, deadline)
+        if waited is not None:
+            return waited
+        while over is None:
+            self._pass_tick()
+            over = wait.over(self.clock.now)
+        return over
+
+    def drain_node(self, name: str, node_removal: str) -> None:
+        """Cordon the node and evict its pods but DaemonSet pods; then ``autoscaler`` leaves the
+        empty node to the Cluster Autoscaler, ``command`` deletes the VM now, ``delete-node``
+        deletes the Node object only (the VM keeps running and registers again after
+        :data:`REREGISTER_DELAY`). The controllers and the scheduler then catch up."""
+        state, controllers = self.state, self.controllers
+        node = state.nodes[name]
+        node.unschedulable = True
+        state.touched_nodes.add(name)
+        if node_removal == "autoscaler":
+            self.tracker.handed_over.add(name)
+        state.changed()
+        for pod in state.pods_on(node):
+            if not pod.daemon:
+                self.evict(pod)  # its ReplicaSet re-creates it elsewhere
+        if node_removal == "command":
+            state.delete_node(name)
+            controllers.with_daemons.discard(name)
+        elif node_removal == "delete-node":
+            for pod in state.pods_on(node):
+                state.delete_pod(pod)
+            node.registered = False
+            node.unschedulable = False
+            controllers.with_daemons.discard(name)
+            self.clock.schedule(self.clock.now + REREGISTER_DELAY, lambda: self._register(name))
+        controllers.reconcile()
+        controllers.scheduler.schedule(state, self.clock.now)
+
+    def _register(self, name: str) -> None:
+        """The kubelet of a running VM registers its Node object again."""
+        node = self.state.nodes.get(name)
+        if node is not None:
+            node.registered = True
+            self.state.changed()
+
+    def take_back(self, name: str) -> None:
+        """Uncordon a node left to the autoscaler (the tuner takes it back); the scheduler then
+        binds pending pods to it."""
+        state = self.state
+        state.nodes[name].unschedulable = False
+        self.tracker.handed_over.discard(name)
+        state.touched_nodes.add(name)
+        state.changed()
+        self.controllers.scheduler.schedule(state, self.clock.now)

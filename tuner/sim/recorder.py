@@ -1,0 +1,47 @@
+"""Metrics recording: each tick after the warm-up, the load, the billed nodes and their price,
+pending pods, workloads short of CPU, the requests to pack and the evictions, into a
+:class:`~tuner.sim.metrics.TickSeries`."""
+
+from __future__ import annotations
+
+from tuner.sim.clock import Clock
+from tuner.sim.controllers import Controllers
+from tuner.sim.metrics import TickSeries
+from tuner.sim.state import SimCluster
+
+
+class Recorder:
+    """Appends one tick's measurements to :attr:`series`."""
+
+    def __init__(self, clock: Clock, state: SimCluster, controllers: Controllers) -> None:
+        self.clock = clock
+        self.state = state
+        self.controllers = controllers
+        self.series = TickSeries()
+        self._evictions = 0
+
+    def record(self, load: float) -> None:
+        """Measure the tick (evictions are counted during the warm-up too, not recorded)."""
+        state, now = self.state, self.clock.now
+        evicted = state.evictions - self._evictions
+        self._evictions = state.evictions
+        if now < 0:
+            return
+        controllers = self.controllers
+        short = 0
+        ready = controllers.ready_counts()
+        for service in controllers.hpas:
+            if controllers.demand(service) > ready.get(service, 0) * service.cpu:
+                short += 1
+        totals = state.totals
+        s = self.series
+        s.time.append(now)
+        s.load.append(load)
+        s.cost.append(sum(n.type.price for n in state.nodes.values()))
+        s.nodes.append(len(state.nodes))
+        s.pending.append(totals.pending)
+        s.short.append(short)
+        s.cpu.append(totals.cpu)
+        s.memory.append(totals.memory)
+        s.pods.append(totals.pods)
+        s.evictions.append(evicted)
