@@ -18,9 +18,9 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from tuner.model.cluster import Cluster, Hpa, Workload
+from tuner.model.constraints import Constraints
 from tuner.model.conventions import POOL_LABEL_BY_SYSTEM
 from tuner.model.resources import Resources
-from tuner.model.scheduling import Constraints
 from tuner.plan.actions import Action, resolved
 from tuner.settings import Execute
 from tuner.sim.autoscaler import AutoscalerConfig, ClusterAutoscaler

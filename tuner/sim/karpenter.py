@@ -53,8 +53,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from tuner.model.census import Census
+from tuner.model.constraints import HOSTNAME_KEY, Taint
 from tuner.model.resources import Resources
-from tuner.model.scheduling import HOSTNAME_KEY, Census, NodeRoom, Taint, resource_fit
+from tuner.model.scheduling import NodeRoom, resource_fit
 from tuner.sim.prices import NodeType
 from tuner.sim.state import SimCluster, SimNode, SimPod, TemplateNode, pool_labels
 from tuner.sim.workloads import Service

@@ -25,9 +25,10 @@ from jsonschema.exceptions import ValidationError, best_match
 
 from tuner.errors import InputError
 from tuner.json_input import MAX_BYTES, read_bounded
+from tuner.model.constraints import HOSTNAME_KEY, ZONE_KEY
 from tuner.model.quantity import cpu_millis, format_cpu, format_memory, memory_bytes
 from tuner.model.resources import Resources
-from tuner.model.scheduling import HOSTNAME_KEY, ZONE_KEY, resource_fit
+from tuner.model.scheduling import resource_fit
 from tuner.sim.autoscaler import AutoscalerConfig
 from tuner.sim.engine import Scenario
 from tuner.sim.load import (
