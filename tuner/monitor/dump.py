@@ -304,7 +304,8 @@ def _node(obj: Obj, price_annotation: str = PRICE_ANNOTATION) -> Node:
 
 
 def _pod(obj: Obj) -> Pod | None:
-    """A pod, its workload still its own controller (see :func:`_followed`)."""
+    """A pod, its workload still its own controller (:class:`~tuner.monitor.owners.Followed`
+    follows it to its Deployment or CronJob)."""
     (meta, name), spec, status = metadata(obj), obj.get("spec") or {}, obj.get("status") or {}
     phase = text(status.get("phase", "Pending"), "status.phase")
     if phase in FINISHED_PHASES or meta.get("deletionTimestamp"):

@@ -65,7 +65,8 @@ def effective_requests(spec: Obj) -> Resources:
 
 
 def _beyond_cpu_memory(requests: Any) -> bool:
-    """Whether a requests map may hold more than CPU and memory (checked by :func:`scalars`)."""
+    """Whether a requests map may hold more than CPU and memory (checked by
+    :func:`~tuner.monitor.fields.scalars`)."""
     if not requests:
         return False
     if not isinstance(requests, OBJECT):
