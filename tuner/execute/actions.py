@@ -29,11 +29,10 @@ from tuner.execute.retry import ActionFailed
 from tuner.execute.scaling import Scaled, restore, settled, take, withdraw
 from tuner.execute.step import Done, Step
 from tuner.execute.watch import Check, Verification
+from tuner.model.movability import MOVABLE_OWNERS
 from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode, provisional
 
 log = logging.getLogger(__name__)
-
-SCALABLE = ("Deployment", "ReplicaSet")
 
 
 def check(
@@ -102,14 +101,14 @@ def _workload_of(kube: KubePort, pod: Any) -> tuple[Any, str, str]:
     if rs is None:
         raise ActionFailed(f"replicaset {namespace}/{rs_name} of pod {pod.metadata.name} is gone")
     kind, name = checks.owner(rs) or ("ReplicaSet", rs_name)
-    if kind not in SCALABLE:
+    if kind not in MOVABLE_OWNERS:
         raise ActionFailed(f"replicaset {namespace}/{rs_name} is owned by a {kind}")
     return rs, kind, name
 
 
 def _scalable(kube: KubePort, namespace: str, kind: str, name: str) -> Any:
     """The Deployment/ReplicaSet to scale; refused when an HPA owns its replica count."""
-    if kind not in SCALABLE:
+    if kind not in MOVABLE_OWNERS:
         raise ActionFailed(f"cannot add or remove instances of a {kind}")
     hpa = kube.hpa_scales(namespace, kind, name)
     if hpa:
