@@ -31,8 +31,9 @@ from typing import Any
 from testkit.synthetic import random_cluster
 from tuner.analyse.decision import analyse
 from tuner.monitor.cache import Store, apply_event, cluster_of, entry
-from tuner.monitor.dump import Followed, cluster_from_objects
+from tuner.monitor.dump import cluster_from_objects
 from tuner.monitor.kube import KINDS
+from tuner.monitor.owners import Followed
 from tuner.monitor.prune import pruned
 from tuner.report.build import build_report
 from tuner.settings import Settings

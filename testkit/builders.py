@@ -5,9 +5,9 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from tuner.model.cluster import Cluster, Node, Pdb, Pod, Workload
+from tuner.model.constraints import Constraints, Taint
 from tuner.model.quantity import cpu_millis, memory_bytes
 from tuner.model.resources import Resources
-from tuner.model.scheduling import Constraints, Taint
 
 OWNER_OF_KIND = {"Deployment": "Deployment", "ReplicaSet": "ReplicaSet"}
 

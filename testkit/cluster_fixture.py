@@ -34,6 +34,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from tuner.execute.affinity import with_preference
+from tuner.execute.marks import DELETION_COST
 from tuner.model.conventions import Keys
 from tuner.settings import Execute
 
@@ -42,6 +43,8 @@ from .scripts import run_script
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PORTS = ("APISERVER", "ETCD", "ETCD_PEER", "KCM", "SCHEDULER", "KWOK")
 TUNER_NAMESPACE = Execute().journal_namespace
+KEYS = Keys()
+"""The tuner's keys under the default prefix, which the harness's settings keep."""
 T = TypeVar("T")
 
 __all__ = ["ClusterHarness", "kube", "kube_harness", "kwok_node", "require_cluster"]
@@ -226,7 +229,7 @@ class ClusterHarness:
             "terminationGracePeriodSeconds": 0,
         }
         if onboarded:
-            spec["affinity"] = with_preference(None, Keys().workload_label(self.namespace, name))
+            spec["affinity"] = with_preference(None, KEYS.workload_label(self.namespace, name))
         if node_selector:
             spec["nodeSelector"] = node_selector
         spec.update(pod_spec or {})
@@ -289,27 +292,19 @@ class ClusterHarness:
         found = []
         for node in self.core.list_node().items:
             name = node.metadata.name
-            found += [f"{name} label {k}" for k in node.metadata.labels or {} if "tuner.dev" in k]
+            found += [f"{name} label {k}" for k in node.metadata.labels or {} if KEYS.owns(k)]
             found += [
-                f"{name} annotation {k}"
-                for k in node.metadata.annotations or {}
-                if "tuner.dev" in k
+                f"{name} annotation {k}" for k in node.metadata.annotations or {} if KEYS.owns(k)
             ]
-            found += [
-                f"{name} taint {t.key}" for t in node.spec.taints or [] if "tuner.dev" in t.key
-            ]
+            found += [f"{name} taint {t.key}" for t in node.spec.taints or [] if KEYS.owns(t.key)]
             if node.spec.unschedulable:
                 found.append(f"{name} cordoned")
         for pod in self.core.list_pod_for_all_namespaces().items:
             meta = pod.metadata
             keys = [*(meta.labels or {}), *(meta.annotations or {})]
-            found += [
-                f"pod {meta.name} {k}"
-                for k in keys
-                if "tuner.dev" in k or k == "controller.kubernetes.io/pod-deletion-cost"
-            ]
+            found += [f"pod {meta.name} {k}" for k in keys if KEYS.owns(k) or k == DELETION_COST]
         try:
-            self.core.read_namespaced_config_map("tuner-dev-journal", TUNER_NAMESPACE)
+            self.core.read_namespaced_config_map(KEYS.journal, TUNER_NAMESPACE)
             found.append("journal ConfigMap")
         except ApiException:
             pass

@@ -25,7 +25,7 @@ from kubernetes.client import ApiClient
 from tuner.execute.affinity import with_preference
 from tuner.execute.marks import DELETION_COST, Patch
 from tuner.execute.retry import ActionFailed
-from tuner.execute.watch import Check, Verdict
+from tuner.execute.watch import Check, Verification
 from tuner.model.conventions import Keys
 from tuner.model.onboarding import preferred_labels
 from tuner.settings import Execute
@@ -263,9 +263,11 @@ class FakeKube:
         docs = self.pod_docs.values()
         return [self._model(d, "pod") for d in docs if selector in d["metadata"]["labels"]]
 
-    def list_nodes(self) -> list[Any]:
-        self.calls.append(("list_nodes", ""))
-        return [self._model(d, "node") for d in self.nodes.values()]
+    def list_nodes(self, selector: str = "") -> list[Any]:
+        """Every node, or those carrying the label ``selector`` names (a key alone)."""
+        self.calls.append(("list_nodes", selector))
+        docs = self.nodes.values()
+        return [self._model(d, "node") for d in docs if not selector or selector in _labels(d)]
 
     def priority_class(self, name: str) -> Any | None:
         self.calls.append(("priority_class", name))
@@ -373,24 +375,26 @@ class FakeKube:
         *,
         rollback: bool = False,
         timeout_s: float | None = None,
-    ) -> Verdict:
+    ) -> Verification:
         pods = {p.metadata.uid: p for p in self.pods(namespace, selector)}
-        return check(pods) or Verdict(False, f"timed out waiting for {what}")
+        return check(pods) or Verification(False, f"timed out waiting for {what}")
 
-    def wait_pods_on(self, node: str, check: Check, what: str) -> Verdict:
+    def wait_pods_on(self, node: str, check: Check, what: str) -> Verification:
         pods = {p.metadata.uid: p for p in self.pods_on(node)}
-        return check(pods) or Verdict(False, f"timed out waiting for {what}")
+        return check(pods) or Verification(False, f"timed out waiting for {what}")
 
-    def wait_nodes(self, check: Check, what: str, timeout_s: float) -> Verdict:
+    def wait_nodes(self, check: Check, what: str, timeout_s: float) -> Verification:
         self.calls.append(("wait_nodes", what))
         nodes = {n.metadata.uid: n for n in self.list_nodes()}
-        return check(nodes) or Verdict(False, f"timed out after {timeout_s:g} s waiting for {what}")
+        return check(nodes) or Verification(
+            False, f"timed out after {timeout_s:g} s waiting for {what}"
+        )
 
-    def wait_node_gone(self, node: str, timeout_s: float) -> Verdict:
+    def wait_node_gone(self, node: str, timeout_s: float) -> Verification:
         self.calls.append(("wait_node_gone", node))
         if node in self.nodes:
-            return Verdict(False, f"timed out waiting for node {node} to be deleted")
-        return Verdict(True, f"node {node} deleted")
+            return Verification(False, f"timed out waiting for node {node} to be deleted")
+        return Verification(True, f"node {node} deleted")
 
 
 def _labels(doc: Mapping[str, Any]) -> dict[str, str]:

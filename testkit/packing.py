@@ -11,9 +11,9 @@ from testkit.builders import cluster, node, pod
 from testkit.exact import can_drain, cheapest_nodes
 from tuner.analyse.removal import CandidateTimers, find_removal
 from tuner.model.cluster import Cluster
+from tuner.model.constraints import Constraints, Taint, Toleration
 from tuner.model.movability import Policy, assess
 from tuner.model.price import nodes_cost
-from tuner.model.scheduling import Constraints, Taint, Toleration
 from tuner.settings import Analyse, Pricing, Settings
 
 SHAPES = [("2", "4Gi"), ("4", "8Gi"), ("4", "16Gi"), ("8", "32Gi")]

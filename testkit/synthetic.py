@@ -15,9 +15,7 @@ from typing import Any
 import numpy as np
 
 from tuner.model.cluster import Cluster, Node, Pod, Workload
-from tuner.model.quantity import GIB, format_cpu, format_memory
-from tuner.model.resources import Resources
-from tuner.model.scheduling import (
+from tuner.model.constraints import (
     HOSTNAME_KEY,
     ZONE_KEY,
     Constraints,
@@ -27,6 +25,8 @@ from tuner.model.scheduling import (
     Toleration,
     freeze_labels,
 )
+from tuner.model.quantity import GIB, format_cpu, format_memory
+from tuner.model.resources import Resources
 from tuner.model.snapshot import Snapshot
 
 MIB = 2**20

@@ -23,14 +23,14 @@ from typing import Any
 
 from testkit.cluster_fixture import kwok_node as fixture_node
 from tuner.execute.affinity import with_preference
-from tuner.model.conventions import POOL_LABEL_BY_SYSTEM, Keys
+from tuner.model.conventions import DEFAULT_PREFIX, POOL_LABEL_BY_SYSTEM, Keys
 from tuner.sim.engine import Scenario
 from tuner.sim.pools import NodeGroup
 from tuner.sim.prices import NodeType
 from tuner.sim.state import pool_labels
 from tuner.sim.workloads import Service
 
-SERVICE_LABEL = "replay.tuner.dev/service"
+SERVICE_LABEL = f"replay.{DEFAULT_PREFIX}/service"
 """Every replayed pod's label: ``<namespace>.<name>`` of its simulated service."""
 USAGE_CPU = "kwok.x-k8s.io/usage-cpu"
 """The pod annotation KWOK's default ClusterResourceUsage reads a pod's CPU usage from."""

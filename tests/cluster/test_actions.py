@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+from kubernetes import client
+
 from testkit.cluster_fixture import ClusterHarness, eventually
 from tests.cluster.conftest import make_actuator, model_pod
 from tuner.execute.actuator import KubeActuator
@@ -109,6 +111,41 @@ def test_a_workload_that_is_not_onboarded_is_still_moved_by_eviction(
     kube.wait_available("plain", 1)
     assert name not in kube.placement("app=plain")
     assert kube.leftovers() == []
+
+
+def test_a_finished_job_pod_neither_blocks_nor_delays_the_removal_of_its_node(
+    kube: ClusterHarness,
+) -> None:
+    """KWOK completes a Job's pod; the monitor's parser leaves a finished pod out, so a plan
+    empties its node: the executor removes the node without refusing it, evicting the pod or
+    waiting for it to go (tests/unit/test_execute_drain.py holds the same on the fake)."""
+    victim, *_ = _three_nodes(kube)
+    spec = {
+        "restartPolicy": "Never",
+        "nodeSelector": {"kubernetes.io/hostname": victim},
+        "containers": [{"name": "once", "image": "fake"}],
+        "terminationGracePeriodSeconds": 0,
+    }
+    client.BatchV1Api(kube.api).create_namespaced_job(
+        kube.namespace,
+        {"metadata": {"name": "once"}, "spec": {"template": {"spec": spec}, "backoffLimit": 0}},
+    )
+
+    def finished() -> str | None:
+        pods = kube.pods("job-name=once")
+        done = [p for p in pods if p.status.phase == "Succeeded"]
+        return done[0].metadata.name if done else None
+
+    pod = eventually(finished, what="the Job's pod Succeeded")
+
+    result = make_actuator(kube).carry_out([RemoveNode(victim)])
+
+    assert result.completed, result.reason
+    assert victim not in {n.metadata.name for n in kube.core.list_node().items}
+    evicted = kube.core.list_namespaced_event(
+        kube.namespace, field_selector=f"involvedObject.name={pod},reason=Evicted"
+    ).items
+    assert evicted == []
 
 
 def test_remove_node_left_for_the_autoscaler_stays_cordoned(kube: ClusterHarness) -> None:

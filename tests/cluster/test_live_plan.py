@@ -3,22 +3,31 @@
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
 
 from testkit.cluster_fixture import REPO_ROOT, ClusterHarness
 from tests.cluster.conftest import make_actuator
-from tuner.execute.plan_file import actions_from_json
+from tuner.analyse.decision import analyse
 from tuner.monitor.kube import read_cluster
+from tuner.report.build import build_report
+from tuner.settings import load_settings
 
 
-def _plan_live(kube: ClusterHarness, tmp_path: Path, *args: str) -> str:
-    """``tuner plan --live ARGS`` on the test cluster (no candidate delay): its stdout."""
+def _settings(kube: ClusterHarness, tmp_path: Path) -> Path:
+    """Settings for the test cluster (no candidate delay)."""
     document = kube.settings_doc()
     document["analyse"] = {"candidate_delay_s": 0, "excluded_namespaces": ["kube-system"]}
     settings = tmp_path / "settings.json"
     settings.write_text(json.dumps(document), encoding="utf-8")
+    return settings
+
+
+def _plan_live(kube: ClusterHarness, tmp_path: Path, *args: str) -> str:
+    """``tuner plan --live ARGS`` on the test cluster (no candidate delay): its stdout."""
+    settings = _settings(kube, tmp_path)
     return subprocess.run(
         [sys.executable, "-m", "tuner.cli", "plan", "--live", "--settings", str(settings), *args],
         cwd=REPO_ROOT,
@@ -34,8 +43,15 @@ def test_a_live_plan_empties_a_node_and_removes_it(kube: ClusterHarness, tmp_pat
     plan = json.loads(_plan_live(kube, tmp_path, "--format", "json"))
     assert plan["decision"] == "remove_nodes"
     (removed,) = plan["removed_nodes"]
-    actions = actions_from_json(plan["actions"], read_cluster(kube.api))
     assert {a["op"] for a in plan["actions"]} >= {"migrate", "remove_node"}
+    # The same plan in process (the tuner has no command that reads a plan back): its actions.
+    settings = load_settings(_settings(kube, tmp_path))
+    cluster = read_cluster(kube.api)
+    report = build_report(
+        cluster, settings, analyse(cluster, settings, [], random.Random(settings.analyse.seed))
+    )
+    assert report.to_json()["actions"] == plan["actions"]
+    actions = list(report.actions)
 
     result = make_actuator(kube).carry_out(actions)
 

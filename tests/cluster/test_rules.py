@@ -25,7 +25,7 @@ from kubernetes.client.exceptions import ApiException
 from testkit.cluster_fixture import REPO_ROOT, ClusterHarness, eventually
 from tuner.analyse.decision import Choice, analyse
 from tuner.model.cluster import Cluster
-from tuner.model.scheduling import ZONE_KEY, Constraints
+from tuner.model.constraints import ZONE_KEY, Constraints
 from tuner.monitor.kube import read_cluster
 from tuner.settings import settings_from_dict
 

@@ -26,8 +26,7 @@ from tuner.monitor.evidence import Probe
 from tuner.monitor.observe import observe_window
 from tuner.monitor.prometheus import InstantResult, PrometheusClient
 from tuner.monitor.series import Series
-from tuner.settings import Load as LoadSettings
-from tuner.settings import Prometheus, Settings, Windows
+from tuner.settings import LoadSettings, Prometheus, Settings, Windows
 
 pytestmark = pytest.mark.prometheus
 

@@ -11,8 +11,8 @@ from tuner.model import conventions
 from tuner.model.conventions import DEFAULT_PREFIX, POOL_LABEL_BY_SYSTEM, POOL_LABELS, Keys
 
 ROOT = Path(__file__).resolve().parents[2]
-TREES = ("tuner", "knowledge")
-"""The shipped package (testkit keeps its own test-harness keys, such as the replay's)."""
+TREES = ("tuner", "knowledge", "testkit")
+"""The shipped package and the tests' kit (the replay's own label is built from the prefix)."""
 HOME = Path(conventions.__file__).resolve()
 SPELLINGS = (DEFAULT_PREFIX, *POOL_LABELS)
 """What only the conventions module may spell: the default prefix, the pool labels."""

@@ -8,10 +8,11 @@ import pytest
 
 from tuner.errors import InputError
 from tuner.model.cluster import Workload
+from tuner.model.constraints import HOSTNAME_KEY as HOSTNAME
+from tuner.model.constraints import ZONE_KEY as ZONE
 from tuner.model.resources import Resources
-from tuner.model.scheduling import HOSTNAME_KEY as HOSTNAME
-from tuner.model.scheduling import ZONE_KEY as ZONE
-from tuner.monitor.dump import cluster_from_objects, effective_requests, load_dump
+from tuner.monitor.dump import cluster_from_objects, load_dump
+from tuner.monitor.pod_spec import effective_requests
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "cluster-dump.json"
 
@@ -102,6 +103,15 @@ def test_workloads_resolve_through_owner_references() -> None:
     assert pods["static-n1"].owner_kind == "Node" and pods["static-n1"].follows_node
     assert pods["lonely"].workload == Workload("shop", "Pod", "lonely")
     assert pods["lonely"].owner_kind == ""
+
+
+def test_an_owner_that_is_not_the_controller_makes_no_workload() -> None:
+    """Only the reference marked controller names the workload (Kubernetes' GetControllerOf):
+    a ReplicaSet that merely owns a pod re-creates nothing, so the pod is bare."""
+    adopted = _pod("adopted", "n1", meta={"ownerReferences": [{"kind": "ReplicaSet", "name": "r"}]})
+    (pod,) = cluster_from_objects([_node("n1"), adopted]).pods
+    assert pod.workload == Workload("shop", "Pod", "adopted")
+    assert pod.owner_kind == ""
 
 
 def test_finished_and_terminating_pods_are_ignored() -> None:

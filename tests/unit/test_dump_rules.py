@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tuner.errors import InputError
-from tuner.model import scheduling as rules
+from tuner.model import constraints as rules
 from tuner.model.cluster import Pod
 from tuner.monitor.dump import cluster_from_objects
 from tuner.monitor.prune import pruned

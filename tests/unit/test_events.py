@@ -17,10 +17,10 @@ from tuner.model.cluster import Workload
 from tuner.model.resources import Resources
 from tuner.plan.actions import Add, Migrate, RemoveNode
 from tuner.report.build import build_report
-from tuner.settings import Analyse, LeaderElection, Pricing, Settings
+from tuner.settings import Analyse, LeaderElectionSettings, Pricing, Settings
 
 STAMP_NS = 1_700_000_000_000_000_000
-LEASE = LeaderElection(namespace="tuner-system", name="deployment-tuner")
+LEASE = LeaderElectionSettings(namespace="tuner-system", name="deployment-tuner")
 
 
 def test_an_event_about_a_node_goes_to_default_with_the_name_as_uid() -> None:

@@ -196,6 +196,39 @@ def test_each_pod_a_drain_evicts_has_an_event_and_the_node_left_is_not_called_re
     assert "left cordoned for the cluster autoscaler" in events[-1].note
 
 
+def test_a_finished_pod_neither_blocks_nor_delays_the_removal_of_its_node() -> None:
+    """A Job's finished pod holds nothing (the monitor's parser leaves it out, so the plan
+    empties the node): the executor neither refuses the node for it, nor evicts it, nor waits
+    for it to go."""
+    kube = shop(removal="delete-node")
+    kube.pod_docs[(NS, "nightly-x")] = {
+        "metadata": {
+            "name": "nightly-x",
+            "namespace": NS,
+            "uid": "uid-nightly-x",
+            "labels": {"app": "nightly"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": "nightly",
+                    "uid": "job-nightly",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"nodeName": SOURCE, "containers": [{"name": "job", "image": "job"}]},
+        "status": {"phase": "Succeeded"},
+    }
+
+    result, events = run(kube, [RemoveNode(SOURCE)])
+
+    assert result.completed, result.reason  # type: ignore[attr-defined]
+    assert ("evict", f"{NS}/nightly-x") not in kube.calls
+    assert "nightly-x" not in {e.regarding.name for e in events if e.reason == "Evicted"}
+    assert SOURCE not in kube.nodes
+
+
 def test_a_deleted_node_is_removed() -> None:
     kube = shop(removal="delete-node")
 

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from tuner.errors import InputError
 from tuner.execute.affinity import has_preference, with_preference, without_preference
 from tuner.execute.marks import (
     DELETION_COST,
@@ -22,12 +21,8 @@ from tuner.execute.marks import (
     undo_node,
     undo_pod,
 )
-from tuner.execute.plan_file import actions_from_json
 from tuner.execute.reclaim import overdue
-from tuner.model.cluster import Cluster, Pod, Workload
 from tuner.model.conventions import Keys
-from tuner.model.resources import Resources
-from tuner.plan.actions import Add, Migrate, Remove, RemoveNode
 
 SINCE = 1767225600.5
 """2026-01-01T00:00:00.5Z: the taint's value is whole epoch seconds."""
@@ -185,23 +180,3 @@ def test_the_onboarding_preference_is_added_once_and_removed_alone() -> None:
     ]
     assert without_preference(onboarded, label) == other
     assert without_preference(with_preference(None, label), label) is None
-
-
-def test_plan_json_resolves_to_actions() -> None:
-    web = Workload("shop", "Deployment", "web")
-    pod = Pod("shop", "web-1", "n1", Resources(500, 1 << 20), web, "ReplicaSet")
-    cluster = Cluster(nodes=(), pods=(pod,))
-    entries = [
-        {"op": "migrate", "pod": "shop/web-1", "to": "n2"},
-        {"op": "add", "workload": "shop/Deployment/web", "to": "n3"},
-        {"op": "remove", "pod": "shop/web-1"},
-        {"op": "remove_node", "node": "n1"},
-    ]
-    assert actions_from_json(entries, cluster) == [
-        Migrate(pod, "n2"),
-        Add(web, "n3", Resources(500, 1 << 20)),
-        Remove(pod),
-        RemoveNode("n1"),
-    ]
-    with pytest.raises(InputError, match="'shop/gone' not found"):
-        actions_from_json([{"op": "remove", "pod": "shop/gone"}], cluster)

@@ -12,9 +12,9 @@ from tuner.execute.events import Event
 from tuner.execute.provision import placeholder_pod, remove_placeholders
 from tuner.execute.runner import check_transition, run_transition
 from tuner.model.cluster import Node
+from tuner.model.constraints import Taint
 from tuner.model.pools import NodePool
 from tuner.model.resources import Resources
-from tuner.model.scheduling import Taint
 from tuner.plan.actions import Action, Migrate, ProvisionNode, RemoveNode
 from tuner.settings import Execute
 

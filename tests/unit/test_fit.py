@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from testkit.builders import cluster, node, pod
-from tuner.model.scheduling import (
+from tuner.model.constraints import (
     Constraints,
     LabelSelector,
     PodAffinityTerm,
@@ -14,8 +14,8 @@ from tuner.model.scheduling import (
     SpreadConstraint,
     Taint,
     Toleration,
-    static_fit,
 )
+from tuner.model.scheduling import static_fit
 from tuner.model.snapshot import Snapshot
 
 

@@ -26,7 +26,7 @@ from tuner.model.load import SCALAR, Load
 from tuner.model.window_report import Verdict, WindowReport
 from tuner.monitor.command import forecast_lines
 from tuner.plan.actions import Action
-from tuner.settings import Forecast, Settings, Windows, settings_from_dict
+from tuner.settings import ForecastSettings, Settings, Windows, settings_from_dict
 
 STEP = 60.0
 
@@ -79,7 +79,7 @@ def cycle(history: History | None, settings: Settings | None = None) -> CycleRep
 
 def test_each_cycle_reports_the_forecast_for_a_start_up_and_a_window() -> None:
     history = History()
-    report = cycle(history, Settings(windows=Windows(measure_s=600), forecast=Forecast()))
+    report = cycle(history, Settings(windows=Windows(measure_s=600), forecast=ForecastSettings()))
     assert history.asked == [10 * DAY_S]
     assert report.forecast is not None
     assert report.forecast.horizon_s == 120 + 600  # node_startup_s + measure_s
@@ -89,7 +89,7 @@ def test_each_cycle_reports_the_forecast_for_a_start_up_and_a_window() -> None:
 
 def test_a_cycle_without_a_history_port_or_with_the_forecast_off_has_none() -> None:
     assert cycle(None).forecast is None
-    off = Settings(forecast=Forecast(enabled=False))
+    off = Settings(forecast=ForecastSettings(enabled=False))
     history = History()
     report = cycle(history, off)
     assert report.forecast is None and report.no_forecast is None

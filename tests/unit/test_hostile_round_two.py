@@ -25,7 +25,8 @@ from tuner.model.window_report import Verdict, WindowReport
 from tuner.monitor.command import render_text
 from tuner.monitor.dump import cluster_from_objects
 from tuner.monitor.prometheus import PrometheusClient, QueryError
-from tuner.settings import Prometheus, _validator, settings_from_dict
+from tuner.settings import Prometheus, settings_from_dict
+from tuner.settings_validation import validator
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "cluster-dump.json"
 
@@ -88,9 +89,9 @@ def test_the_2019_key_of_the_api_server_is_checked_too() -> None:
 
 def test_a_schema_pattern_ending_in_dollar_means_the_end_of_the_text() -> None:
     """ECMA-262's ``$``, not Python's (which also matches before a final newline)."""
-    errors = list(_validator().iter_errors({"execute": {"label_prefix": "tuner.dev\n"}}))
+    errors = list(validator().iter_errors({"execute": {"label_prefix": "tuner.dev\n"}}))
     assert [e.validator for e in errors] == ["pattern"]
-    assert not list(_validator().iter_errors({"execute": {"label_prefix": "tuner.dev"}}))
+    assert not list(validator().iter_errors({"execute": {"label_prefix": "tuner.dev"}}))
 
 
 def test_multi_line_settings_keep_their_lines_but_never_a_nul() -> None:

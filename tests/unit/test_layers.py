@@ -20,6 +20,7 @@ TREES = ("tuner", "knowledge", "testkit", "tests", "bench", "examples", "scripts
 UNITS: dict[str, str] = {
     "tuner.model": "model",
     "tuner.settings": "model",
+    "tuner.settings_validation": "model",  # a settings document checked before it is built
     "tuner.errors": "model",
     "tuner.json_input": "model",  # bounded JSON reading (settings, dumps)
     "tuner.redact": "model",  # secrets out of URLs and log lines

@@ -15,7 +15,7 @@ from tuner.model.load import SCALAR
 from tuner.monitor.history import MAX_DIMENSIONS, MAX_POINTS, REFETCH, PrometheusHistory
 from tuner.monitor.prometheus import InstantResult, QueryError
 from tuner.monitor.series import Series, series
-from tuner.settings import Forecast, Load, Settings
+from tuner.settings import ForecastSettings, LoadSettings, Settings
 
 STEP = 60.0
 
@@ -49,7 +49,10 @@ class RangeOnly:
 
 
 def settings(lookback_s: float = 14 * 86400, query: str = "sum(rate(x[$window]))") -> Settings:
-    return Settings(load=Load(query=query), forecast=Forecast(lookback_s=lookback_s, step_s=STEP))
+    return Settings(
+        load=LoadSettings(query=query),
+        forecast=ForecastSettings(lookback_s=lookback_s, step_s=STEP),
+    )
 
 
 def test_the_look_back_is_fetched_in_pieces_then_only_the_new_steps() -> None:

@@ -17,8 +17,7 @@ from tuner.monitor.load import (
     render_query,
 )
 from tuner.monitor.series import series
-from tuner.settings import Load as LoadSettings
-from tuner.settings import settings_from_dict
+from tuner.settings import LoadSettings, settings_from_dict
 
 THESIS = 'sum(rate(container_network_receive_bytes_total{pod=~"php-apache.*"}[$window]))'
 

@@ -27,7 +27,7 @@ from tuner.monitor.prometheus import InstantResult, QueryError
 from tuner.monitor.series import Series, series
 from tuner.monitor.snapshots import SnapshotHistory
 from tuner.monitor.window import clock_time
-from tuner.settings import Load, Settings, Windows
+from tuner.settings import LoadSettings, Settings, Windows
 
 END = 1_700_000_600.0
 LOAD_QUERY = "sum(rate(http_requests_total[$window]))"
@@ -121,7 +121,7 @@ class Served:
 
 def settings(measure_s: float = 600.0, warmup_s: float = 0.0) -> Settings:
     return Settings(
-        load=Load(query=LOAD_QUERY),
+        load=LoadSettings(query=LOAD_QUERY),
         windows=Windows(measure_s=measure_s, retry_s=measure_s / 10, warmup_s=warmup_s),
     )
 

@@ -11,12 +11,12 @@ from tuner.model.cluster import Cluster
 from tuner.model.window_report import Verdict, WindowReport
 from tuner.monitor.observe import next_window_end
 from tuner.monitor.snapshots import SnapshotHistory
-from tuner.monitor.window import MAX_STEPS, Window, promql_duration, steps_over, window_ending
+from tuner.monitor.window import MAX_STEPS, Window, promql_duration, steps_over
 from tuner.settings import Windows
 
 
 def test_the_window_ends_at_end_and_warm_up_extends_the_checked_span() -> None:
-    window = window_ending(10_000.0, Windows(measure_s=600, retry_s=60, warmup_s=120))
+    window = Window(10_000.0 - 600, 10_000.0, 120)
     assert (window.start, window.end) == (9_400.0, 10_000.0)
     assert window.length_s == 600
     assert window.checked_start == 9_280.0

@@ -4,8 +4,8 @@ import pytest
 
 from testkit.builders import cluster, node, pod
 from tuner.model.cluster import Pdb
+from tuner.model.constraints import LabelSelector, Taint
 from tuner.model.movability import Policy, assess
-from tuner.model.scheduling import LabelSelector, Taint
 
 POLICY = Policy(excluded_namespaces=frozenset({"kube-system"}))
 

@@ -4,8 +4,8 @@ import pytest
 
 from testkit.builders import cluster, node, pod
 from tuner.model.change import Addition, DesiredChange, Relocation
+from tuner.model.constraints import Constraints, LabelSelector, PodAffinityTerm
 from tuner.model.resources import Resources
-from tuner.model.scheduling import Constraints, LabelSelector, PodAffinityTerm
 from tuner.plan.actions import Add, Migrate, Remove, RemoveNode, action_json
 from tuner.plan.planner import plan
 from tuner.plan.replay import InfeasiblePlan, replay

@@ -3,9 +3,9 @@
 import pytest
 
 from testkit.builders import cluster, node
+from tuner.model.constraints import Taint
 from tuner.model.conventions import POOL_LABELS
 from tuner.model.pools import discover, pool_name
-from tuner.model.scheduling import Taint
 from tuner.settings import Settings, settings_from_dict
 
 

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from testkit.builders import cluster, node, pod
 from tuner.analyse.previous import _scores, find_previous
 from tuner.model.cluster import Cluster
+from tuner.model.constraints import Constraints, LabelSelector, PodAffinityTerm
 from tuner.model.execution import Execution, NodeState, WorkloadType, execution_of
 from tuner.model.movability import Policy, assess
 from tuner.model.pools import discover
-from tuner.model.scheduling import Constraints, LabelSelector, PodAffinityTerm
 from tuner.plan.planner import plan
 from tuner.plan.replay import replay
 from tuner.settings import Pricing, Settings, settings_from_dict

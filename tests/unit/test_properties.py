@@ -24,7 +24,9 @@ from hypothesis import strategies as st
 from testkit.builders import cluster, node, pod
 from tuner.analyse.decision import Choice, analyse
 from tuner.analyse.options.replace import propose_replace
-from tuner.model import scheduling as rules
+from tuner.model import constraints as rules
+from tuner.model import scheduling
+from tuner.model.census import Census
 from tuner.model.cluster import Cluster, Node, Pdb, Pod
 from tuner.model.execution import execution_of
 from tuner.model.movability import Policy, assess
@@ -121,14 +123,15 @@ def _constraints(rng: random.Random, kind: str, w: int) -> rules.Constraints:
 IPS = [rules.ANY_IP, "10.0.0.1", "10.0.0.2"]
 
 
-def admits(target: Node, candidate: Pod, census: rules.Census) -> bool:
+def admits(target: Node, candidate: Pod, census: Census) -> bool:
     """The test's own placement check: a running pod may sit on a cordoned node, otherwise
     every hard rule holds (the model's predicates, so generated clusters start valid)."""
     residents = census.residents[target.name]
     free = target.allocatable - Resources.total([p.requests for p in residents])  # type: ignore[attr-defined]
     return (
-        rules.static_fit(candidate.constraints, replace(target, unschedulable=False)) is None
-        and rules.resource_fit(candidate.requests, free, target.max_pods - len(residents)) is None
+        scheduling.static_fit(candidate.constraints, replace(target, unschedulable=False)) is None
+        and scheduling.resource_fit(candidate.requests, free, target.max_pods - len(residents))
+        is None
         and census.why_not(candidate, target.name) is None
     )
 
@@ -138,7 +141,7 @@ def clusters(draw: st.DrawFn) -> Cluster:
     """A random cluster whose pods were placed by every fit rule (cordon aside)."""
     rng = random.Random(draw(st.integers(0, 2**32)))
     nodes = [_node(rng, i) for i in range(draw(st.integers(1, 7)))]
-    census = rules.Census({n.name: n for n in nodes}, {})
+    census = Census({n.name: n for n in nodes}, {})
     pdbs = []
     for w in range(draw(st.integers(1, 6))):
         kind = rng.choice(KINDS)
@@ -223,7 +226,7 @@ def test_previous_deployment_plans_are_safe_and_reach_the_recorded_counts(
     """Record a reshuffled (cheaper, fewer nodes) variant of the cluster, then return to it."""
     rng = random.Random(seed)
     kept = [n for n in c.nodes if rng.random() < 0.7] or [c.nodes[0]]
-    census = rules.Census({n.name: n for n in kept}, {})
+    census = Census({n.name: n for n in kept}, {})
     for p in c.pods:
         if p.follows_node:
             if p.node in census.residents:
@@ -309,7 +312,7 @@ def test_the_snapshots_masks_agree_with_the_one_node_rules(c: Cluster, seed: int
     rng = random.Random(seed)
     snapshot = Snapshot(c)
     known = lambda: c.label_counts  # noqa: E731 - counts as the census began, moves replayed
-    census = rules.Census(c.node_by_name, c.pods_by_node, known if seed % 2 else None)  # type: ignore[arg-type]
+    census = Census(c.node_by_name, c.pods_by_node, known if seed % 2 else None)  # type: ignore[arg-type]
     where = {p.key: p.node for p in c.pods}
     for i, n in enumerate(c.nodes):
         if rng.random() < 0.2:
@@ -339,8 +342,8 @@ def test_the_snapshots_masks_agree_with_the_one_node_rules(c: Cluster, seed: int
             free = n.allocatable - Resources.total([p.requests for p in residents])  # type: ignore[attr-defined]
             expected = (
                 bool(snapshot.open[i])
-                and rules.static_fit(pod.constraints, n) is None
-                and rules.resource_fit(pod.requests, free, n.max_pods - len(residents)) is None
+                and scheduling.static_fit(pod.constraints, n) is None
+                and scheduling.resource_fit(pod.requests, free, n.max_pods - len(residents)) is None
                 and census.why_not(pod, n.name, soft=True) is None
             )
             event(f"fits: {expected}")

@@ -6,8 +6,8 @@ from fractions import Fraction
 from testkit.builders import cluster, node, pod
 from tuner.analyse.removal import CandidateTimers, find_removal
 from tuner.model.cluster import Cluster
+from tuner.model.constraints import Constraints, Requirement, Taint
 from tuner.model.movability import Policy, assess
-from tuner.model.scheduling import Constraints, Requirement, Taint
 from tuner.settings import Analyse, PoolSettings, Pricing, Settings, Thresholds
 
 GREEN = Constraints(node_affinity=((Requirement("color", "In", ("green",)),),))

@@ -21,16 +21,16 @@ from tuner.daemon.cycle_log import log_cycle
 from tuner.daemon.metrics import Metrics
 from tuner.model.change import DesiredChange, NewNode, Relocation
 from tuner.model.cluster import Cluster, Node
+from tuner.model.constraints import Constraints
 from tuner.model.conventions import POOL_LABELS
 from tuner.model.movability import Policy, assess
 from tuner.model.pools import discover
-from tuner.model.scheduling import Constraints
 from tuner.plan.actions import Migrate, ProvisionNode, RemoveNode
 from tuner.plan.planner import plan
 from tuner.plan.replay import InfeasiblePlan, replay
 from tuner.report.build import build_report
 from tuner.report.text import render_text
-from tuner.settings import Analyse, LeaderElection, Settings, Thresholds, settings_from_dict
+from tuner.settings import Analyse, LeaderElectionSettings, Settings, Thresholds, settings_from_dict
 
 POOL = POOL_LABELS[0]
 
@@ -314,8 +314,8 @@ def test_a_replace_shows_in_the_cycle_log_the_event_and_the_metrics(
         log_cycle(cycle, log)
     text = caplog.text
     assert "replace nodes 2.5000" in text and "decision replace_nodes" in text
-    assert "provision_node big+1 from pool big (big-8)" in text
-    assert cycle_event(cycle, LeaderElection()).reason == "ReplacedNodes"
+    assert "provision_node big (big-8) -> big+1" in text
+    assert cycle_event(cycle, LeaderElectionSettings()).reason == "ReplacedNodes"
     metrics = Metrics(60.0)
     metrics.observe(cycle, 0.1)
     exported = generate_latest(metrics.registry).decode()

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from testkit.builders import cluster, node, pod
-from tuner.model import scheduling as rules
+from tuner.model import constraints as rules
 from tuner.model.change import DesiredChange, Relocation
 from tuner.model.cluster import Cluster, Node, Pod
 from tuner.model.snapshot import Snapshot

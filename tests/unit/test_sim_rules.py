@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from tuner.model.constraints import ZONE_KEY
 from tuner.model.resources import Resources
-from tuner.model.scheduling import ZONE_KEY
 from tuner.plan.actions import Add
 from tuner.plan.replay import InfeasiblePlan, replay
 from tuner.sim.autoscaler import AutoscalerConfig, ClusterAutoscaler

@@ -14,7 +14,7 @@ import pytest
 
 from tuner.cli import main
 from tuner.errors import InputError
-from tuner.model.scheduling import HOSTNAME_KEY
+from tuner.model.constraints import HOSTNAME_KEY
 from tuner.sim.engine import Scenario
 from tuner.sim.load import TRACES, TraceReplay, trace_series
 from tuner.sim.prices import NODE_TYPES

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from tuner.model.scheduling import Taint
+from tuner.model.constraints import Taint
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.scheduler import MOST_ALLOCATED, Scheduler
 from tuner.sim.state import SimCluster, affinity_label

@@ -21,7 +21,9 @@ from hypothesis import strategies as st
 
 from testkit.builders import cluster, node, pod
 from tests.unit.test_properties import clusters
-from tuner.model import scheduling as rules
+from tuner.model import constraints as rules
+from tuner.model import scheduling
+from tuner.model.census import Census
 from tuner.model.cluster import Cluster, Pod
 from tuner.model.resources import Resources
 from tuner.model.snapshot import Snapshot
@@ -78,7 +80,7 @@ def test_the_resource_mask_is_resource_fit_on_every_node(
         free = n.allocatable - Resources.total([p.requests for p in others])
         expected = (
             i not in closed
-            and rules.resource_fit(candidate.requests, free, n.max_pods - len(others)) is None
+            and scheduling.resource_fit(candidate.requests, free, n.max_pods - len(others)) is None
         )
         assert bool(mask[i]) == expected, (n.name, free, n.max_pods - len(others))
         assert (snapshot.why_not(candidate, i, leaving=leaving) is None) == expected
@@ -128,7 +130,7 @@ def test_the_anti_affinity_masks_are_the_census_rule(case: tuple[Cluster, Pod]) 
     asked alone, exactly as the census decides it one node at a time."""
     c, candidate = case
     snapshot = Snapshot(c, arriving=[candidate])
-    census = rules.Census(c.node_by_name, c.pods_by_node)  # type: ignore[arg-type]
+    census = Census(c.node_by_name, c.pods_by_node)  # type: ignore[arg-type]
     mask = snapshot.fit_mask(candidate)
     for i, n in enumerate(c.nodes):
         why = census.why_not(candidate, n.name)
@@ -201,13 +203,13 @@ def test_the_spread_masks_are_the_census_rule_with_closed_nodes(
     at a time."""
     c, candidate, closed = case
     snapshot = Snapshot(c, arriving=[candidate])
-    census = rules.Census(c.node_by_name, c.pods_by_node)  # type: ignore[arg-type]
+    census = Census(c.node_by_name, c.pods_by_node)  # type: ignore[arg-type]
     for i in closed:
         snapshot.close(i)
         census.cordon(c.nodes[i].name)
     mask = snapshot.fit_mask(candidate)
     for i, n in enumerate(c.nodes):
-        why = rules.static_fit(candidate.constraints, n) or census.why_not(
+        why = scheduling.static_fit(candidate.constraints, n) or census.why_not(
             candidate, n.name, soft=True
         )
         assert bool(mask[i]) == (i not in closed and why is None), (n.name, why)

@@ -2,7 +2,7 @@
 simulated actuator)."""
 
 from testkit.builders import cluster, node, pod
-from tuner.model.scheduling import (
+from tuner.model.constraints import (
     ZONE_KEY,
     Constraints,
     LabelSelector,

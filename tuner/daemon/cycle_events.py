@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from tuner.cycle import CycleReport, Outcome
 from tuner.execute.events import Event, Ref
-from tuner.settings import LeaderElection
+from tuner.settings import LeaderElectionSettings
 
 ACTION = "Decide"
 REASONS: dict[Outcome, str] = {
@@ -31,7 +31,7 @@ WARNINGS = frozenset({Outcome.UNKNOWN, Outcome.FAILED, Outcome.SKIPPED, Outcome.
 """Outcomes someone may have to look into."""
 
 
-def cycle_event(report: CycleReport, lease: LeaderElection) -> Event:
+def cycle_event(report: CycleReport, lease: LeaderElectionSettings) -> Event:
     """The Event on one cycle: its outcome (or, when it acted, the decision) and why."""
     plan = report.plan
     reason = REASONS[report.outcome]

@@ -11,32 +11,10 @@ from collections.abc import Mapping
 from tuner.cycle import CycleReport, Outcome
 from tuner.model.onboarding import Placement
 from tuner.monitor.window import clock_time
-from tuner.plan.actions import (
-    Action,
-    Add,
-    Migrate,
-    ProvisionNode,
-    Remove,
-    RemoveNode,
-    action_json,
-)
+from tuner.plan.actions import action_json
+from tuner.report.text import describe
 
 UNCONTROLLED = "placement not controlled: not onboarded, the scheduler chose the node"
-
-
-def describe(action: Action) -> str:
-    """``migrate shop/web-1 node-3 -> node-1`` and the like."""
-    match action:
-        case Migrate(pod=pod, target=target):
-            return f"migrate {pod.key} {pod.node} -> {target}"
-        case Add(workload=workload, target=target):
-            return f"add {workload} -> {target}"
-        case Remove(pod=pod):
-            return f"remove {pod.key} from {pod.node}"
-        case RemoveNode(node=node):
-            return f"remove_node {node}"
-        case ProvisionNode(node=node, pool=pool):
-            return f"provision_node {node} from pool {pool.name} ({pool.node_type})"
 
 
 def _cost(value: float) -> str | None:

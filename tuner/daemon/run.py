@@ -44,11 +44,11 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 from knowledge.lazy import LazyKnowledge
 from knowledge.open import open_knowledge
-from tuner.cycle import CycleReport, MemorySafeguards, Outcome, Ports, Safeguards
+from tuner.cycle import Actuator, CycleReport, MemorySafeguards, Outcome, Ports, Safeguards
 from tuner.daemon import logs
 from tuner.daemon.cycle_events import cycle_event
 from tuner.daemon.cycle_log import log_cycle
@@ -57,7 +57,7 @@ from tuner.daemon.leader import LeaderElection
 from tuner.daemon.metrics import Metrics
 from tuner.daemon.shadow import ShadowAccount
 from tuner.errors import ServiceError
-from tuner.execute.events import identity
+from tuner.execute.events import Sink, identity
 from tuner.model.window_report import WindowReport
 from tuner.moderator import Moderator
 from tuner.monitor.cache import SYNC_TIMEOUT_S, ClusterCache
@@ -68,8 +68,7 @@ from tuner.monitor.observe import observe_window
 from tuner.monitor.prometheus import PrometheusClient, Queries, QueryError
 from tuner.monitor.snapshots import SnapshotHistory, SnapshotSource
 from tuner.report.text import render_prices, render_text
-from tuner.settings import LeaderElection as LeaderSettings
-from tuner.settings import Settings, load_settings
+from tuner.settings import LeaderElectionSettings, Settings, load_settings
 
 log = logging.getLogger("tuner.daemon")
 
@@ -85,6 +84,23 @@ ONCE_EXIT: dict[Outcome, int] = {
     Outcome.HELD: 9,
     Outcome.ERROR: 1,
 }
+
+
+class DaemonActuator(Actuator, Protocol):
+    """The cycle's actuator and what the daemon asks of it besides: the stop flag it honours
+    between actions, the sink of the cycles' Kubernetes Events, and the start-up recovery
+    (:class:`~tuner.execute.actuator.KubeActuator`)."""
+
+    @property
+    def stop_requested(self) -> threading.Event:
+        """Set to let the action in flight finish or roll back and start no other."""
+
+    @property
+    def events(self) -> Sink:
+        """Where the cycles' Kubernetes Events go."""
+
+    def recover(self) -> list[str]:
+        """Undo what an earlier run left behind; one line per thing undone."""
 
 
 class MonitorObserver:
@@ -167,7 +183,7 @@ class Daemon:
     def __init__(
         self,
         settings: Settings,
-        actuator: Any,
+        actuator: DaemonActuator,
         prometheus: Queries,
         kb: LazyKnowledge,
         *,
@@ -368,7 +384,7 @@ class Daemon:
         return True
 
 
-def _election(api: Any, settings: LeaderSettings) -> LeaderElection | None:
+def _election(api: Any, settings: LeaderElectionSettings) -> LeaderElection | None:
     if not settings.enabled:
         return None
     return LeaderElection(

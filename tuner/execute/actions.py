@@ -1,30 +1,38 @@
+"""Each action of a plan as a :class:`~tuner.execute.step.Step`: :func:`check` makes the reads
+and refusals (all a dry run needs: the pod, node or workload read fresh and asked the model's
+rules again, :mod:`.checks`) and returns the step whose ``apply`` carries the action out and
+verifies it. A migrate evicts the pod and waits for its replacement where it must land; an add
+scales +1 and waits for the new pod there; a remove makes its pod the cheapest to delete,
+scales −1 and verifies that exactly that pod went; an add or remove that fails its
+verification scales back. A node's removal is :mod:`.node_removal`, a provision
+:mod:`.provision`.
+"""
+
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from tuner.execute import checks
 from tuner.execute.affinity import has_preference
-from tuner.execute.command import run_command
 from tuner.execute.drain import drained, mark, unmark
-from tuner.execute.events import Event, Ref, Sink
-from tuner.execute.kube import now_iso, selector_text
-from tuner.execute.marks import hand_over, label_node
+from tuner.execute.events import Sink
+from tuner.execute.kube import selector_text
+from tuner.execute.marks import label_node
+from tuner.execute.node_removal import check_remove_node
 from tuner.execute.port import KubePort
 from tuner.execute.provision import check_provision, pending_target
 from tuner.execute.retry import ActionFailed
 from tuner.execute.scaling import Scaled, restore, settled, take, withdraw
 from tuner.execute.step import Done, Step
-from tuner.execute.watch import Check, Verdict
+from tuner.execute.watch import Check, Verification
+from tuner.model.movability import MOVABLE_OWNERS
 from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode, provisional
 
 log = logging.getLogger(__name__)
-
-SCALABLE = ("Deployment", "ReplicaSet")
 
 
 def check(
@@ -93,14 +101,14 @@ def _workload_of(kube: KubePort, pod: Any) -> tuple[Any, str, str]:
     if rs is None:
         raise ActionFailed(f"replicaset {namespace}/{rs_name} of pod {pod.metadata.name} is gone")
     kind, name = checks.owner(rs) or ("ReplicaSet", rs_name)
-    if kind not in SCALABLE:
+    if kind not in MOVABLE_OWNERS:
         raise ActionFailed(f"replicaset {namespace}/{rs_name} is owned by a {kind}")
     return rs, kind, name
 
 
 def _scalable(kube: KubePort, namespace: str, kind: str, name: str) -> Any:
     """The Deployment/ReplicaSet to scale; refused when an HPA owns its replica count."""
-    if kind not in SCALABLE:
+    if kind not in MOVABLE_OWNERS:
         raise ActionFailed(f"cannot add or remove instances of a {kind}")
     hpa = kube.hpa_scales(namespace, kind, name)
     if hpa:
@@ -119,9 +127,7 @@ def _destination(kube: KubePort, name: str) -> Any:
     node = kube.node(name)
     if node is None:
         raise ActionFailed(f"node {name} is gone")
-    if node.spec.unschedulable:
-        raise ActionFailed(f"node {name} is cordoned")
-    refusal = checks.node_refusal(kube.serialize(node))
+    refusal = checks.destination_refusal(kube.serialize(node))
     if refusal:
         raise ActionFailed(refusal)
     return node
@@ -168,7 +174,7 @@ def _onto(
     start: Callable[[], None],
     what: str,
     cordon: str | None = None,
-) -> Verdict:
+) -> Verification:
     """Steer a new pod: label the destination (onboarded workloads) and cordon and taint the
     node ``cordon`` for the move; ``start`` the pod (evict or scale up); wait until a pod not in
     ``before`` is verified (:meth:`_Landing.check`); undo the label and the cordon whatever
@@ -188,7 +194,7 @@ def _onto(
             unmark(kube, node)
 
 
-def _verified(verdict: Verdict, landing: _Landing, workload: str) -> Done:
+def _verified(verdict: Verification, landing: _Landing, workload: str) -> Done:
     """The outcome of a verified migrate or add, naming where the pod really landed."""
     if not verdict.ok:
         raise ActionFailed(verdict.reason)
@@ -282,7 +288,7 @@ class Migration:
         return _verified(verdict, landing, self.workload)
 
 
-def check_add(kube: KubePort, action: Add, draining: frozenset[str]) -> Addition:
+def check_add(kube: KubePort, action: Add, draining: frozenset[str]) -> PodAddition:
     """The workload is scalable (no HPA owns it), the destination open."""
     wl, target = action.workload, action.target
     obj = _scalable(kube, wl.namespace, wl.kind, wl.name)
@@ -294,11 +300,11 @@ def check_add(kube: KubePort, action: Add, draining: frozenset[str]) -> Addition
     selector = selector_text(obj.spec.selector)
     scaled = Scaled(wl.kind, wl.namespace, wl.name, selector)
     landing = _Landing(wl.namespace, selector, target, label, onboarded, _avoided(draining))
-    return Addition(scaled, f"{wl.namespace}/{wl.name}", landing, replicas)
+    return PodAddition(scaled, f"{wl.namespace}/{wl.name}", landing, replicas)
 
 
 @dataclass(frozen=True)
-class Addition:
+class PodAddition:
     """Scale +1 and verify the new pod is Ready where it must be (on the labelled destination
     for an onboarded workload); when the verification fails, scale back taking the new pod."""
 
@@ -336,20 +342,20 @@ class Addition:
         return _verified(verdict, landing, self.workload)
 
 
-def check_remove(kube: KubePort, action: Remove) -> Removal:
+def check_remove(kube: KubePort, action: Remove) -> PodRemoval:
     """The pod is there and movable, its workload scalable (no HPA owns it)."""
     namespace, name = action.pod.namespace, action.pod.name
     pod = _pod(kube, namespace, name, action.pod.node)
     _, kind, workload = _workload_of(kube, pod)
     obj = _scalable(kube, namespace, kind, workload)
     replicas = kube.replicas(kind, namespace, workload)
-    return Removal(
+    return PodRemoval(
         pod, Scaled(kind, namespace, workload, selector_text(obj.spec.selector)), replicas
     )
 
 
 @dataclass(frozen=True)
-class Removal:
+class PodRemoval:
     """Give the pod the lowest pod-deletion-cost, scale −1, verify exactly that pod went; when
     another pod went instead (or none), scale back."""
 
@@ -375,121 +381,3 @@ class Removal:
         settled(kube)
         name = f"{self.pod.metadata.namespace}/{self.pod.metadata.name}"
         return Done(f"pod {name} removed ({scaled} at {replicas - 1})")
-
-
-def check_remove_node(kube: KubePort, action: RemoveNode) -> NodeRemoval | Gone:
-    """The node is not refused and every pod to evict may move (a node already gone needs
-    nothing)."""
-    name = action.node
-    node = kube.node(name)
-    if node is None:
-        return Gone(name)
-    refusal = checks.node_refusal(kube.serialize(node))
-    if refusal:
-        raise ActionFailed(refusal)
-    pods = tuple(
-        p
-        for p in kube.pods_on(name)
-        if not checks.follows_node(p) and not p.metadata.deletion_timestamp
-    )
-    for pod in pods:
-        refusal = checks.not_movable(kube.serialize(pod))
-        if refusal:
-            raise ActionFailed(f"node {name} cannot be emptied: {refusal}")
-    return NodeRemoval(name, pods, kube.settings.node_removal)
-
-
-@dataclass(frozen=True)
-class Gone:
-    """A node to remove that is already gone."""
-
-    node: str
-
-    def would(self) -> str:
-        """Nothing to do."""
-        return f"node {self.node} is already gone"
-
-    def apply(self, kube: KubePort, events: Sink) -> Done:
-        """Nothing to do."""
-        return Done(self.would())
-
-
-@dataclass(frozen=True)
-class NodeRemoval:
-    """Evict what is left on the node (DaemonSet/mirror pods excepted), each eviction an Event
-    about its pod, then remove the node per ``execute.node_removal``. The transition cordoned
-    and tainted it before its first move (:class:`~tuner.execute.drain.Drain`, which also undoes
-    that when this fails); the drain is re-asserted here first (no write when it holds)."""
-
-    node: str
-    pods: tuple[Any, ...]
-    mode: str
-
-    def would(self) -> str:
-        """What :meth:`apply` would do."""
-        pods, node = len(self.pods), self.node
-        return f"would evict {pods} pod(s) from node {node}, then {_disposal(self.mode)}"
-
-    def apply(self, kube: KubePort, events: Sink) -> Done:
-        """Carry the node removal out, verified."""
-        name, mode = self.node, self.mode
-        drained(kube, name, time.time())
-        for pod in self.pods:
-            kube.evict(pod)
-            events.record(eviction_event(pod, name))
-        verdict = kube.wait_pods_on(name, checks.drained, what=f"node {name} to be emptied")
-        if not verdict.ok:
-            raise ActionFailed(verdict.reason)
-        if mode == "delete-node":
-            kube.delete_node(name)
-            return Done(_gone(kube, name, "deleted"))
-        if mode == "command":
-            command = _run_command(kube, name)
-            _leave_for_removal(kube, name)
-            return Done(_gone(kube, name, f"removed by the provider command ({command})"))
-        _leave_for_removal(kube, name)
-        return Done(
-            f"node {name} emptied and left cordoned for the cluster autoscaler to remove",
-            reason=LEFT_FOR_AUTOSCALER,
-        )
-
-
-LEFT_FOR_AUTOSCALER = "LeftForAutoscaler"
-
-
-def eviction_event(pod: Any, node: str) -> Event:
-    """The Event about a pod a node's drain evicted."""
-    meta = pod.metadata
-    regarding = Ref("v1", "Pod", meta.name, meta.namespace, str(meta.uid or ""))
-    note = f"evicted (Eviction API) to empty node {node}, which the tuner removes"
-    return Event(regarding, "Evict", "Evicted", note, related=Ref.node(node))
-
-
-def _disposal(mode: str) -> str:
-    return {
-        "delete-node": "delete the Node object",
-        "autoscaler": "leave it cordoned for the cluster autoscaler",
-        "command": "run the provider command",
-    }[mode]
-
-
-def _gone(kube: KubePort, name: str, how: str) -> str:
-    verdict = kube.wait_node_gone(name, kube.settings.verify_timeout_s)
-    if not verdict.ok:
-        raise ActionFailed(verdict.reason)
-    return f"node {name} {how}"
-
-
-def _leave_for_removal(kube: KubePort, name: str) -> None:
-    """Hand the cordoned node over (:func:`~tuner.execute.marks.hand_over`): it is someone
-    else's now (already gone is fine: a provider command may delete it at once)."""
-    when = now_iso()
-    kube.patch_node(name, lambda n: hand_over(n, kube.keys, when))
-
-
-def _run_command(kube: KubePort, node: str) -> str:
-    """Run ``execute.node_removal_command`` for the node; the program, as the outcome names it
-    (not its arguments, which may hold what an Event should not show)."""
-    argv = [*kube.settings.node_removal_command, node]
-    run_command(argv, "node removal command", kube.settings.verify_timeout_s)
-    return Path(argv[0]).name

@@ -6,17 +6,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tuner.execute.watch import Check, Verdict
+from tuner.execute.watch import Check, Verification
 from tuner.model.cluster import Node, Pod
 from tuner.model.movability import (
-    OTHER_AUTOSCALER_TAINTS,
     Policy,
+    busy_with_other_autoscaler,
     disruption_blocker,
     pod_blocker,
 )
+from tuner.monitor.dump import FINISHED_PHASES
 from tuner.monitor.kube import parse_live
-
-MIRROR = "kubernetes.io/config.mirror"
+from tuner.monitor.owners import MIRROR_ANNOTATION
 
 
 def owner(obj: Any) -> tuple[str, str] | None:
@@ -26,9 +26,11 @@ def owner(obj: Any) -> tuple[str, str] | None:
 
 
 def follows_node(pod: Any) -> bool:
-    """DaemonSet and mirror pods stay with their node and vanish with it."""
+    """DaemonSet and mirror pods stay with their node and vanish with it (the parser's rule,
+    :attr:`~tuner.model.cluster.Pod.follows_node`, on a client object: the drain's wait keeps
+    a terminating pod counted until it is gone, and the parser drops terminating pods)."""
     kind = (owner(pod) or ("", ""))[0]
-    return kind in ("DaemonSet", "Node") or MIRROR in (pod.metadata.annotations or {})
+    return kind in ("DaemonSet", "Node") or MIRROR_ANNOTATION in (pod.metadata.annotations or {})
 
 
 AS_ITSELF = Policy(excluded_namespaces=frozenset())
@@ -39,35 +41,59 @@ the budgets again."""
 
 def not_movable(obj: Mapping[str, Any]) -> str | None:
     """Why the tuner must not evict this pod (its API form, read now), or None: the model's
-    rule (:func:`~tuner.model.movability.pod_blocker`) on the pod as the monitor parses it, and
-    its owner must be its controller (the parser also takes an owner that is not): only
-    pods of a ReplicaSet move; StatefulSet pods never do, whatever a plan says."""
-    pod, problem = _parsed("Pod", obj)
-    reason = pod_blocker(pod, {}, AS_ITSELF) if isinstance(pod, Pod) else problem
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or ()
-    if reason is None and not any(r.get("controller") for r in refs):
-        reason = "no owner of it is its controller (nothing would re-create it)"
+    rule (:func:`~tuner.model.movability.pod_blocker`) on the pod as the monitor parses it
+    (whose workload is its controller, as Kubernetes' ``GetControllerOf`` says): only pods of
+    a ReplicaSet move; StatefulSet and bare pods never do, whatever a plan says."""
+    pod = _parsed("Pod", obj)
+    reason = pod_blocker(pod, {}, AS_ITSELF) if isinstance(pod, Pod) else pod
     return None if reason is None else f"pod {_key(obj)} may not move: {reason}"
+
+
+def to_evict(obj: Mapping[str, Any]) -> bool:
+    """Whether emptying the pod's node needs this pod evicted (its API form, read now): not
+    when, as the monitor parses it, it follows its node (DaemonSet, mirror) or is finished or
+    terminating; a pod that cannot be read is to evict (and :func:`not_movable` refuses it)."""
+    pod = _parsed("Pod", obj)
+    return not (isinstance(pod, Pod) and pod.follows_node) and pod != FINISHED
 
 
 def node_refusal(obj: Mapping[str, Any]) -> str | None:
     """Why the tuner must leave a node alone (its API form, read now), or None: the model's
     rule (:func:`~tuner.model.movability.disruption_blocker`) on the node as the monitor
     parses it."""
-    node, problem = _parsed("Node", obj)
-    reason = disruption_blocker(node) if isinstance(node, Node) else problem
+    node = _parsed("Node", obj)
+    reason = disruption_blocker(node) if isinstance(node, Node) else node
     return None if reason is None else f"node {_key(obj)}: {reason}"
 
 
-def _parsed(kind: str, obj: Mapping[str, Any]) -> tuple[Node | Pod | None, str | None]:
-    """The object as the monitor's parser reads it, or why it cannot be read."""
+def destination_refusal(obj: Mapping[str, Any]) -> str | None:
+    """Why no pod may be placed on this node now (its API form, read now), or None: cordoned,
+    as the monitor parses it, or :func:`node_refusal`."""
+    node = _parsed("Node", obj)
+    if isinstance(node, Node) and node.unschedulable:
+        return f"node {_key(obj)} is cordoned"
+    return node_refusal(obj)
+
+
+def other_autoscaler(obj: Mapping[str, Any]) -> str | None:
+    """The Cluster Autoscaler's or Karpenter's taint on a node (its API form, read now), as
+    :func:`~tuner.model.movability.busy_with_other_autoscaler` finds it on the parsed node, or
+    None (a node that cannot be read: None, its taints unknown to the model)."""
+    node = _parsed("Node", obj)
+    return busy_with_other_autoscaler(node) if isinstance(node, Node) else None
+
+
+FINISHED = "finished or terminating"
+
+
+def _parsed(kind: str, obj: Mapping[str, Any]) -> Node | Pod | str:
+    """The object as the monitor's parser reads it, or why it cannot be read (or
+    :data:`FINISHED`)."""
     parsed = parse_live(kind, obj)
     if parsed.problems:
-        return None, f"cannot be read ({parsed.problems[0]})"
+        return f"cannot be read ({parsed.problems[0]})"
     value = parsed.value
-    if not isinstance(value, Node | Pod):
-        return None, "finished or terminating"
-    return value, None
+    return value if isinstance(value, Node | Pod) else FINISHED
 
 
 def _key(obj: Mapping[str, Any]) -> str:
@@ -76,15 +102,14 @@ def _key(obj: Mapping[str, Any]) -> str:
     return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
 
 
-def autoscaler_taint(node: Any) -> str | None:
-    """The Cluster Autoscaler's or Karpenter's deletion taint on a node, or None."""
-    return next((t.key for t in node.spec.taints or () if t.key in OTHER_AUTOSCALER_TAINTS), None)
-
-
 def ready(pod: Any) -> bool:
     """The pod's Ready condition is True."""
     conditions = pod.status.conditions if pod.status else None
     return any(c.type == "Ready" and c.status == "True" for c in conditions or ())
+
+
+def _finished(pod: Any) -> bool:
+    return bool(pod.status) and pod.status.phase in FINISHED_PHASES
 
 
 def _live(pods: Iterable[Any], before: frozenset[str]) -> list[Any]:
@@ -103,16 +128,16 @@ def new_pod_on(
     once: it went back where it came from, or would be evicted a second time.
     """
 
-    def check(pods: Mapping[str, Any]) -> Verdict | None:
+    def check(pods: Mapping[str, Any]) -> Verification | None:
         placed = [p for p in _live(pods.values(), before) if p.spec.node_name]
         for pod in placed:
             where = pod.spec.node_name
             if ready(pod) and (where == target if strict else where not in avoid):
-                return Verdict(True, f"pod {pod.metadata.name} is Ready on {where}", where)
+                return Verification(True, f"pod {pod.metadata.name} is Ready on {where}", where)
         for pod in placed:
             where = pod.spec.node_name
             if where in avoid:
-                return Verdict(
+                return Verification(
                     False,
                     f"pod {pod.metadata.name} was scheduled on {where}, {avoid[where]}",
                     where,
@@ -121,7 +146,7 @@ def new_pod_on(
         if strict and wrong and len(wrong) == len(placed):
             pod = wrong[0]
             where = pod.spec.node_name
-            return Verdict(
+            return Verification(
                 False, f"pod {pod.metadata.name} was scheduled on {where}, not {target}", where
             )
         return None
@@ -137,12 +162,12 @@ def only_pod_went(uid: str, others: Mapping[str, str]) -> Check:
     def gone(pods: Mapping[str, Any], key: str) -> bool:
         return key not in pods or bool(pods[key].metadata.deletion_timestamp)
 
-    def check(pods: Mapping[str, Any]) -> Verdict | None:
+    def check(pods: Mapping[str, Any]) -> Verification | None:
         went = sorted(name for key, name in others.items() if gone(pods, key))
         if went:
-            return Verdict(False, f"scale-down removed {', '.join(went)} instead")
+            return Verification(False, f"scale-down removed {', '.join(went)} instead")
         if gone(pods, uid):
-            return Verdict(True, "the chosen pod went, no other")
+            return Verification(True, "the chosen pod went, no other")
         return None
 
     return check
@@ -151,14 +176,14 @@ def only_pod_went(uid: str, others: Mapping[str, str]) -> Check:
 def live_count(count: int) -> Check:
     """Check: at least ``count`` pods that are not terminating (a scale-up's pods exist)."""
 
-    def check(pods: Mapping[str, Any]) -> Verdict | None:
+    def check(pods: Mapping[str, Any]) -> Verification | None:
         live = _live(pods.values(), frozenset())
-        return Verdict(True, f"{len(live)} pods") if len(live) >= count else None
+        return Verification(True, f"{len(live)} pods") if len(live) >= count else None
 
     return check
 
 
-def drained(pods: Mapping[str, Any]) -> Verdict | None:
-    """Check: only DaemonSet and mirror pods are left on the node."""
-    left = [p for p in pods.values() if not follows_node(p)]
-    return Verdict(True, "node emptied") if not left else None
+def drained(pods: Mapping[str, Any]) -> Verification | None:
+    """Check: only DaemonSet and mirror pods, and finished ones, are left on the node."""
+    left = [p for p in pods.values() if not follows_node(p) and not _finished(p)]
+    return Verification(True, "node emptied") if not left else None

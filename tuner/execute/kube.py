@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tuner.execute.marks import Patch
 from tuner.execute.retry import ActionFailed, Retry, describe
-from tuner.execute.watch import Check, Verdict, wait_until
+from tuner.execute.watch import Check, Verification, wait_until
 from tuner.model.conventions import Keys
 from tuner.settings import Execute
 
@@ -126,9 +126,14 @@ class Kube:
         )
         return list(listing.items)
 
-    def list_nodes(self) -> list[Any]:
-        """Every node."""
-        return list(self.retry.call("list nodes", self.core.list_node).items)
+    def list_nodes(self, selector: str = "") -> list[Any]:
+        """Every node, or those matching a label selector."""
+        if not selector:
+            return list(self.retry.call("list nodes", self.core.list_node).items)
+        listing = self.retry.call(
+            f"list nodes {selector}", lambda: self.core.list_node(label_selector=selector)
+        )
+        return list(listing.items)
 
     def priority_class(self, name: str) -> Any | None:
         """The PriorityClass, or None."""
@@ -363,7 +368,7 @@ class Kube:
         *,
         rollback: bool = False,
         timeout_s: float | None = None,
-    ) -> Verdict:
+    ) -> Verification:
         """Wait (watch) until ``check`` decides on the pods matching a selector, at most
         ``timeout_s`` (default ``verify_timeout_s``); a ``rollback`` wait ignores the stop
         flag."""
@@ -377,7 +382,7 @@ class Kube:
             label_selector=selector,
         )
 
-    def wait_pods_on(self, node: str, check: Check, what: str) -> Verdict:
+    def wait_pods_on(self, node: str, check: Check, what: str) -> Verification:
         """Wait (watch) until ``check`` decides on the pods bound to a node."""
         return wait_until(
             self.core.list_pod_for_all_namespaces,
@@ -388,17 +393,17 @@ class Kube:
             field_selector=f"spec.nodeName={node}",
         )
 
-    def wait_nodes(self, check: Check, what: str, timeout_s: float) -> Verdict:
+    def wait_nodes(self, check: Check, what: str, timeout_s: float) -> Verification:
         """Wait (watch) until ``check`` decides on the nodes."""
         return wait_until(
             self.core.list_node, check, timeout_s=timeout_s, retry=self.retry, what=what
         )
 
-    def wait_node_gone(self, node: str, timeout_s: float) -> Verdict:
+    def wait_node_gone(self, node: str, timeout_s: float) -> Verification:
         """Wait (watch) until the Node object is deleted."""
 
-        def gone(nodes: Mapping[str, Any]) -> Verdict | None:
-            return None if nodes else Verdict(True, f"node {node} deleted")
+        def gone(nodes: Mapping[str, Any]) -> Verification | None:
+            return None if nodes else Verification(True, f"node {node} deleted")
 
         return wait_until(
             self.core.list_node,

@@ -31,7 +31,7 @@ from typing import Any
 from tuner.errors import InputError, ServiceError
 from tuner.execute.affinity import with_preference, without_preference
 from tuner.execute.retry import ActionFailed, Retry
-from tuner.execute.watch import Verdict, wait_until
+from tuner.execute.watch import Verification, wait_until
 from tuner.model.conventions import Keys
 from tuner.settings import Settings, load_settings
 
@@ -130,27 +130,27 @@ def change(
     return Change(f"{meta.namespace}/{meta.name}", meta.name, meta.namespace, label, tuple(patch))
 
 
-def rolled_out(generation: int) -> Callable[[Mapping[str, Any]], Verdict | None]:
+def rolled_out(generation: int) -> Callable[[Mapping[str, Any]], Verification | None]:
     """Check on a Deployment (the one object watched): its rollout of ``generation`` is
     complete, or failed (progress deadline exceeded, or the Deployment deleted)."""
 
-    def check(objects: Mapping[str, Any]) -> Verdict | None:
+    def check(objects: Mapping[str, Any]) -> Verification | None:
         deployment = next(iter(objects.values()), None)
         if deployment is None:
-            return Verdict(False, "the Deployment was deleted")
+            return Verification(False, "the Deployment was deleted")
         status = deployment.status
         if status is None or (status.observed_generation or 0) < generation:
             return None
         for condition in status.conditions or ():
             if condition.type == "Progressing" and condition.reason == "ProgressDeadlineExceeded":
-                return Verdict(False, f"rollout failed: {condition.message}")
+                return Verification(False, f"rollout failed: {condition.message}")
         wanted = deployment.spec.replicas if deployment.spec.replicas is not None else 1
         updated = status.updated_replicas or 0
         if updated < wanted or (status.replicas or 0) > updated:
             return None
         if (status.available_replicas or 0) < updated:
             return None
-        return Verdict(True, f"rolled out: {updated} pod(s) updated and available")
+        return Verification(True, f"rolled out: {updated} pod(s) updated and available")
 
     return check
 
@@ -295,7 +295,7 @@ def _roll_each(
         print(f"{one.key}: {verdict.reason} ({number}/{len(changes)})", flush=True)
 
 
-def _roll(apps: Any, settings: Settings, one: Change, timeout_s: float | None) -> Verdict:
+def _roll(apps: Any, settings: Settings, one: Change, timeout_s: float | None) -> Verification:
     """Patch the Deployment, then watch it until its rollout completed or failed."""
     patched = apps.patch_namespaced_deployment(
         one.name, one.namespace, list(one.patch), _content_type=JSON_PATCH
@@ -313,4 +313,4 @@ def _roll(apps: Any, settings: Settings, one: Change, timeout_s: float | None) -
             field_selector=f"metadata.name={one.name}",
         )
     except ActionFailed as err:
-        return Verdict(False, str(err))
+        return Verification(False, str(err))

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from tuner.execute.marks import Patch
-from tuner.execute.watch import Check, Verdict
+from tuner.execute.watch import Check, Verification
 from tuner.model.conventions import Keys
 from tuner.settings import Execute
 
@@ -48,8 +48,8 @@ class KubePort(Protocol):
     def labelled_pods(self, selector: str) -> list[Any]:
         """Pods of every namespace matching a label selector."""
 
-    def list_nodes(self) -> list[Any]:
-        """Every node."""
+    def list_nodes(self, selector: str = "") -> list[Any]:
+        """Every node, or those matching a label selector."""
 
     def priority_class(self, name: str) -> Any | None:
         """The PriorityClass, or None."""
@@ -109,15 +109,15 @@ class KubePort(Protocol):
         *,
         rollback: bool = False,
         timeout_s: float | None = None,
-    ) -> Verdict:
+    ) -> Verification:
         """Wait until ``check`` decides on the pods matching a selector, at most ``timeout_s``
         (default ``verify_timeout_s``); a ``rollback`` wait ignores the stop flag."""
 
-    def wait_nodes(self, check: Check, what: str, timeout_s: float) -> Verdict:
+    def wait_nodes(self, check: Check, what: str, timeout_s: float) -> Verification:
         """Wait until ``check`` decides on the nodes."""
 
-    def wait_pods_on(self, node: str, check: Check, what: str) -> Verdict:
+    def wait_pods_on(self, node: str, check: Check, what: str) -> Verification:
         """Wait until ``check`` decides on the pods bound to a node."""
 
-    def wait_node_gone(self, node: str, timeout_s: float) -> Verdict:
+    def wait_node_gone(self, node: str, timeout_s: float) -> Verification:
         """Wait until the Node object is deleted."""

@@ -38,7 +38,7 @@ from tuner.execute.journal import Journal
 from tuner.execute.port import KubePort
 from tuner.execute.retry import ActionFailed
 from tuner.execute.step import Done
-from tuner.execute.watch import Check, Verdict
+from tuner.execute.watch import Check, Verification
 from tuner.model.conventions import Keys
 from tuner.model.pools import NodePool
 from tuner.model.quantity import GIB
@@ -151,13 +151,13 @@ def placeholder_pod(
 def _placed(name: str, found: list[str]) -> Check:
     """Check: the placeholder is bound to a node (appended to ``found``)."""
 
-    def check(pods: Mapping[str, Any]) -> Verdict | None:
+    def check(pods: Mapping[str, Any]) -> Verification | None:
         pod = next((p for p in pods.values() if p.metadata.name == name), None)
         if pod is None or pod.metadata.deletion_timestamp:
-            return Verdict(False, f"placeholder pod {name} was deleted by someone else")
+            return Verification(False, f"placeholder pod {name} was deleted by someone else")
         if pod.spec.node_name:
             found.append(pod.spec.node_name)
-            return Verdict(True, f"placeholder pod {name} scheduled on {pod.spec.node_name}")
+            return Verification(True, f"placeholder pod {name} scheduled on {pod.spec.node_name}")
         return None
 
     return check
@@ -166,13 +166,13 @@ def _placed(name: str, found: list[str]) -> Check:
 def _ready_in_pool(name: str, pool: NodePool) -> Check:
     """Check: node ``name`` is Ready and in the pool."""
 
-    def check(nodes: Mapping[str, Any]) -> Verdict | None:
+    def check(nodes: Mapping[str, Any]) -> Verification | None:
         node = next((n for n in nodes.values() if n.metadata.name == name), None)
         if node is None:
-            return Verdict(False, f"node {name} is gone")
+            return Verification(False, f"node {name} is gone")
         if not in_pool(node, pool):
-            return Verdict(False, f"node {name} is not a node of pool {pool.name}")
-        return Verdict(True, f"node {name} is Ready") if node_ready(node) else None
+            return Verification(False, f"node {name} is not a node of pool {pool.name}")
+        return Verification(True, f"node {name} is Ready") if node_ready(node) else None
 
     return check
 
@@ -180,7 +180,7 @@ def _ready_in_pool(name: str, pool: NodePool) -> Check:
 def _new_in_pool(before: frozenset[str], pool: NodePool, found: list[str]) -> Check:
     """Check: a Ready node of the pool none of ``before`` (appended to ``found``)."""
 
-    def check(nodes: Mapping[str, Any]) -> Verdict | None:
+    def check(nodes: Mapping[str, Any]) -> Verification | None:
         new = sorted(
             n.metadata.name
             for n in nodes.values()
@@ -189,7 +189,7 @@ def _new_in_pool(before: frozenset[str], pool: NodePool, found: list[str]) -> Ch
         if not new:
             return None
         found.append(new[0])
-        return Verdict(True, f"node {new[0]} of pool {pool.name} is Ready")
+        return Verification(True, f"node {new[0]} of pool {pool.name} is Ready")
 
     return check
 
@@ -311,7 +311,7 @@ class Provisioning:
                     _ready_in_pool(found[0], pool), f"node {found[0]} Ready", _left(deadline)
                 )
         except ActionFailed as err:
-            verdict = Verdict(False, str(err))
+            verdict = Verification(False, str(err))
         finally:  # also when something unexpected broke the wait
             gone = _delete_placeholder(kube, namespace, name)
         verdict = _late(verdict, deadline, kube.settings, pool)
@@ -326,12 +326,14 @@ class Provisioning:
         return found[0]
 
 
-def _late(verdict: Verdict, deadline: float, settings: Execute, pool: NodePool) -> Verdict:
+def _late(
+    verdict: Verification, deadline: float, settings: Execute, pool: NodePool
+) -> Verification:
     """A failed wait past the deadline, said in the setting's terms."""
     if verdict.ok or time.monotonic() < deadline:
         return verdict
     timeout = settings.provision_timeout_s
-    return Verdict(
+    return Verification(
         False, f"no new Ready node of pool {pool.name} within {timeout:g} s (provision_timeout_s)"
     )
 
@@ -341,11 +343,11 @@ def _left(deadline: float) -> float:
     return max(deadline - time.monotonic(), 0.001)
 
 
-def _delete_placeholder(kube: KubePort, namespace: str, name: str) -> Verdict:
+def _delete_placeholder(kube: KubePort, namespace: str, name: str) -> Verification:
     """Delete the placeholder and verify it is gone."""
 
-    def gone(pods: Mapping[str, Any]) -> Verdict | None:
-        return None if pods else Verdict(True, "gone")
+    def gone(pods: Mapping[str, Any]) -> Verification | None:
+        return None if pods else Verification(True, "gone")
 
     try:
         kube.delete_pod(namespace, name)
@@ -357,11 +359,11 @@ def _delete_placeholder(kube: KubePort, namespace: str, name: str) -> Verdict:
             rollback=True,
         )
     except ActionFailed as err:
-        verdict = Verdict(False, str(err))
+        verdict = Verification(False, str(err))
     if verdict.ok:
-        return Verdict(True, f"placeholder pod {namespace}/{name} deleted")
+        return Verification(True, f"placeholder pod {namespace}/{name} deleted")
     log.error("placeholder pod %s/%s not deleted (the next recovery will)", namespace, name)
-    return Verdict(False, f"placeholder pod {namespace}/{name} not deleted: {verdict.reason}")
+    return Verification(False, f"placeholder pod {namespace}/{name} not deleted: {verdict.reason}")
 
 
 def remove_placeholders(kube: KubePort) -> list[str]:

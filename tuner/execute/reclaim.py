@@ -19,10 +19,10 @@ import logging
 import time
 from typing import Any
 
-from tuner.execute.checks import autoscaler_taint
-from tuner.execute.events import Event, Recorder, Ref
-from tuner.execute.kube import Kube
+from tuner.execute.checks import other_autoscaler
+from tuner.execute.events import Event, Ref, Sink
 from tuner.execute.marks import reclaim
+from tuner.execute.port import KubePort
 from tuner.model.cluster import Cluster
 from tuner.model.conventions import Keys
 from tuner.plan.take_back import deleting, needed_back
@@ -48,21 +48,20 @@ def overdue(node: Any, keys: Keys, grace_s: float, now: float) -> bool:
     return grace_s > 0 and since is not None and now - since >= grace_s
 
 
-def reclaim_unremoved(kube: Kube, events: Recorder, now: float) -> tuple[str, ...]:
+def reclaim_unremoved(kube: KubePort, events: Sink, now: float) -> tuple[str, ...]:
     """Take back every node handed over ``execute.autoscaler_grace_s`` or more before ``now``
     and still there; their names."""
     keys, grace = kube.keys, kube.settings.autoscaler_grace_s
     if grace <= 0:
         return ()
-    nodes = kube.retry.call("list nodes", kube.core.list_node)
     taken: list[str] = []
-    for node in nodes.items:
+    for node in kube.list_nodes():
         if not overdue(node, keys, grace, now):
             continue
         name = node.metadata.name
 
         def build(live: Any) -> Any:
-            if autoscaler_taint(live) or not overdue(live, keys, grace, now):
+            if other_autoscaler(kube.serialize(live)) or not overdue(live, keys, grace, now):
                 return None
             return reclaim(live, keys)
 
@@ -79,7 +78,7 @@ def reclaim_unremoved(kube: Kube, events: Recorder, now: float) -> tuple[str, ..
     return tuple(taken)
 
 
-def take_back_needed(kube: Kube, events: Recorder, cluster: Cluster) -> tuple[str, ...]:
+def take_back_needed(kube: KubePort, events: Sink, cluster: Cluster) -> tuple[str, ...]:
     """Take back the handed-over nodes of ``cluster`` that its pending pods would run on; their
     names (the tuner's own placeholders, which ask for a new node, do not count)."""
     keys = kube.keys

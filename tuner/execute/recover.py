@@ -13,13 +13,13 @@ journal entry is deleted.
 from __future__ import annotations
 
 from tuner.execute.journal import Journal, interrupted
-from tuner.execute.kube import Kube
 from tuner.execute.marks import undo_node, undo_pod
+from tuner.execute.port import KubePort
 from tuner.execute.provision import remove_placeholders
 from tuner.execute.scaling import undo_scale
 
 
-def recover(kube: Kube) -> list[str]:
+def recover(kube: KubePort) -> list[str]:
     """Undo every leftover; one line per thing undone."""
     undone: list[str] = []
     journal = Journal(kube)
@@ -27,17 +27,11 @@ def recover(kube: Kube) -> list[str]:
     if data is not None:
         undone.append(interrupted(data))
     selector = kube.keys.managed
-    nodes = kube.retry.call(
-        "list marked nodes", lambda: kube.core.list_node(label_selector=selector)
-    )
-    for node in nodes.items:
+    for node in kube.list_nodes(selector):
         name = node.metadata.name
         if kube.patch_node(name, lambda n: undo_node(n, kube.keys)) is not None:
             undone.append(f"node {name}: removed the tuner's labels, cordon and taint")
-    pods = kube.retry.call(
-        "list marked pods", lambda: kube.core.list_pod_for_all_namespaces(label_selector=selector)
-    )
-    for pod in pods.items:
+    for pod in kube.labelled_pods(selector):
         namespace, name = pod.metadata.namespace, pod.metadata.name
         if kube.patch_pod(namespace, name, lambda p: undo_pod(p, kube.keys)) is not None:
             undone.append(f"pod {namespace}/{name}: restored its pod-deletion-cost")

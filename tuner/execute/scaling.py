@@ -19,7 +19,7 @@ from tuner.execute.journal import Journal
 from tuner.execute.marks import cheapest_pod, undo_pod
 from tuner.execute.port import KubePort
 from tuner.execute.retry import ActionFailed
-from tuner.execute.watch import Verdict
+from tuner.execute.watch import Verification
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,9 @@ def undo_scale(kube: KubePort, text: str) -> str:
     )
 
 
-def take(kube: KubePort, scaled: Scaled, pod: Any, replicas: int, *, rollback: bool) -> Verdict:
+def take(
+    kube: KubePort, scaled: Scaled, pod: Any, replicas: int, *, rollback: bool
+) -> Verification:
     """Scale ``replicas`` -> ``replicas - 1`` with ``pod`` the cheapest to delete: whether
     exactly that pod went. Its deletion cost is restored whatever happens; raises when the
     scale-down was not made."""

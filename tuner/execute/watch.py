@@ -23,7 +23,7 @@ WATCH_CHUNK_S = 5
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Verification:
     """A condition's answer: done (ok or failed, with why)."""
 
     ok: bool
@@ -32,7 +32,7 @@ class Verdict:
     """The node the awaited pod is on, when the condition is about one."""
 
 
-Check = Callable[[Mapping[str, Any]], Verdict | None]
+Check = Callable[[Mapping[str, Any]], Verification | None]
 """Objects by uid -> a verdict, or None to keep waiting."""
 
 
@@ -44,7 +44,7 @@ def wait_until(
     retry: Retry,
     what: str,
     **selectors: Any,
-) -> Verdict:
+) -> Verification:
     """Evaluate ``check`` on the objects ``lister(**selectors)`` returns until it decides.
 
     Gives a failed verdict on timeout or when ``retry.stop`` is set.
@@ -61,9 +61,11 @@ def wait_until(
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    return Verdict(False, f"timed out after {timeout_s:g} s waiting for {what}")
+                    return Verification(
+                        False, f"timed out after {timeout_s:g} s waiting for {what}"
+                    )
                 if retry.stop.is_set():
-                    return Verdict(False, f"stop requested while waiting for {what}")
+                    return Verification(False, f"stop requested while waiting for {what}")
                 chunk = max(1, min(WATCH_CHUNK_S, int(remaining) + 1))
                 stream = watch.Watch().stream(
                     lister,
@@ -87,4 +89,4 @@ def wait_until(
         except (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError):
             # Watch expired or connection lost: list again (the list call retries).
             if time.monotonic() >= deadline:
-                return Verdict(False, f"timed out after {timeout_s:g} s waiting for {what}")
+                return Verification(False, f"timed out after {timeout_s:g} s waiting for {what}")

@@ -6,9 +6,10 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from tuner.model.cluster import Cluster, Node, Pod, Workload
+from tuner.model.constraints import HOSTNAME_KEY
 from tuner.model.pools import NodePool
 from tuner.model.resources import Resources
-from tuner.model.scheduling import HOSTNAME_KEY, static_fit
+from tuner.model.scheduling import static_fit
 
 
 @dataclass(frozen=True, slots=True)

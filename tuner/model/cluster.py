@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
 
+from tuner.model.constraints import Constraints, Labels, LabelSelector, Taint, freeze_labels
 from tuner.model.resources import Resources
-from tuner.model.scheduling import Constraints, Labels, LabelSelector, Taint, freeze_labels
 
 EMPTY: Mapping[str, str] = MappingProxyType({})
 

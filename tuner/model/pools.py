@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from tuner.model.cluster import INSTANCE_TYPE_LABELS, Cluster, Node
+from tuner.model.constraints import HOSTNAME_KEY, ZONE_KEY, Taint
 from tuner.model.conventions import POOL_LABELS, Keys
 from tuner.model.resources import Resources
-from tuner.model.scheduling import HOSTNAME_KEY, ZONE_KEY, Taint
 from tuner.settings import PoolSettings, PoolTemplate, Settings
 
 

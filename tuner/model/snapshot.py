@@ -24,9 +24,9 @@ from functools import partial
 import numpy as np
 import numpy.typing as npt
 
+from tuner.model.census import all_of, spread_group
 from tuner.model.cluster import Cluster, Node, Pod
-from tuner.model.resources import Resources
-from tuner.model.scheduling import (
+from tuner.model.constraints import (
     Constraints,
     Group,
     HostPort,
@@ -34,17 +34,18 @@ from tuner.model.scheduling import (
     NodeSelectorTerms,
     PodAffinityTerm,
     SpreadConstraint,
-    all_of,
     freeze_labels,
-    global_minimum,
     in_group,
+    selects_node,
+)
+from tuner.model.resources import Resources
+from tuner.model.scheduling import (
+    global_minimum,
     port_fit,
     resource_fit,
     resource_room,
-    selects_node,
     skew_limit,
     spread_eligible,
-    spread_group,
     static_fit,
 )
 

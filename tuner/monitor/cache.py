@@ -43,7 +43,7 @@ from kubernetes.client.exceptions import ApiException
 from tuner.errors import ServiceError
 from tuner.model.cluster import Cluster
 from tuner.monitor.decode import gc_paused
-from tuner.monitor.dump import Followed, Parsed, assemble
+from tuner.monitor.dump import Parsed, assemble
 from tuner.monitor.kube import (
     KINDS,
     SKIP,
@@ -53,6 +53,7 @@ from tuner.monitor.kube import (
     list_kind,
     parse_live,
 )
+from tuner.monitor.owners import Followed
 
 log = logging.getLogger(__name__)
 

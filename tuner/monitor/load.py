@@ -21,7 +21,7 @@ from tuner.errors import InputError
 from tuner.model.load import Load
 from tuner.monitor.series import Series, selector
 from tuner.monitor.window import promql_duration
-from tuner.settings import Load as LoadSettings
+from tuner.settings import LoadSettings
 
 WINDOW_TOKEN = "$window"
 

@@ -12,8 +12,6 @@ import math
 import time
 from dataclasses import dataclass
 
-from tuner.settings import Windows
-
 MAX_STEPS = 120
 """Evaluation steps per range query (one point per step and series)."""
 MIN_STEP_S = 1.0
@@ -49,11 +47,6 @@ class Window:
     def checked_s(self) -> float:
         """Seconds over which the deployment must not have changed."""
         return self.end - self.checked_start
-
-
-def window_ending(end: float, windows: Windows) -> Window:
-    """The window of ``windows.measure_s`` seconds ending at ``end``, with its warm-up."""
-    return Window(end - windows.measure_s, end, windows.warmup_s)
 
 
 def promql_duration(seconds: float) -> str:

@@ -19,10 +19,11 @@ from __future__ import annotations
 from collections.abc import Iterable, KeysView
 from dataclasses import dataclass, field, replace
 
+from tuner.model.census import Census
 from tuner.model.change import NewNode, daemon_pods
 from tuner.model.cluster import Cluster, Node, Pod, Workload
 from tuner.model.resources import Resources
-from tuner.model.scheduling import Census, resource_fit, static_fit
+from tuner.model.scheduling import resource_fit, static_fit
 from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode
 
 

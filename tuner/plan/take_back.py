@@ -20,10 +20,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
+from tuner.model.census import Census
 from tuner.model.cluster import Cluster, Node, Pod
+from tuner.model.constraints import CORDON_TAINT_KEY
 from tuner.model.movability import DELETING_TAINTS
 from tuner.model.resources import Resources
-from tuner.model.scheduling import CORDON_TAINT_KEY, Census, resource_fit, static_fit
+from tuner.model.scheduling import resource_fit, static_fit
 
 
 def needed_back(

@@ -38,15 +38,10 @@ import math
 import random
 from dataclasses import dataclass, field
 
+from tuner.model.census import Census
+from tuner.model.constraints import HOSTNAME_KEY, Constraints, Taint
 from tuner.model.resources import Resources
-from tuner.model.scheduling import (
-    HOSTNAME_KEY,
-    Census,
-    Constraints,
-    Taint,
-    resource_fit,
-    static_fit,
-)
+from tuner.model.scheduling import resource_fit, static_fit
 from tuner.sim.expander import ScaleUpOption, choose
 from tuner.sim.pools import NodeGroup
 from tuner.sim.state import (

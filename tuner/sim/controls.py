@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tuner.model.cluster import Workload
+from tuner.model.constraints import Constraints
 from tuner.model.resources import Resources
-from tuner.model.scheduling import Constraints
 from tuner.sim.clock import Clock
 from tuner.sim.controllers import Controllers
 from tuner.sim.state import SimPod

@@ -25,8 +25,8 @@ from collections.abc import Callable, MutableMapping
 from typing import Protocol
 
 from tuner.model.cluster import Workload
+from tuner.model.constraints import Constraints, Requirement, Toleration
 from tuner.model.resources import Resources
-from tuner.model.scheduling import Constraints, Requirement, Toleration
 from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode
 from tuner.sim.metrics import ActionResult
 from tuner.sim.state import HOSTNAME, SimPod, affinity_label

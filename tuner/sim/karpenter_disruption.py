@@ -8,8 +8,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from tuner.model.census import Census
+from tuner.model.constraints import Taint
 from tuner.model.resources import Resources
-from tuner.model.scheduling import Census, Taint
 from tuner.sim.karpenter_packing import Offering, PlannedNode, Room, first_fit, pack_claims
 from tuner.sim.state import SimCluster, SimNode, SimPod
 from tuner.sim.workloads import Service

@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tuner.model.census import Census
+from tuner.model.constraints import HOSTNAME_KEY
 from tuner.model.resources import Resources
-from tuner.model.scheduling import HOSTNAME_KEY, Census, NodeRoom, resource_fit
+from tuner.model.scheduling import NodeRoom, resource_fit
 from tuner.sim.prices import NodeType
 from tuner.sim.state import SimPod, TemplateNode, pool_labels
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from tuner.errors import InputError
 from tuner.json_input import MAX_BYTES, read_bounded
+from tuner.model.constraints import HOSTNAME_KEY, ZONE_KEY
 from tuner.model.quantity import cpu_millis, memory_bytes
-from tuner.model.scheduling import HOSTNAME_KEY, ZONE_KEY
 from tuner.sim.autoscaler import AutoscalerConfig
 from tuner.sim.engine import Scenario
 from tuner.sim.load import (

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import random
 
-from tuner.model.scheduling import Census, resource_fit, static_fit
+from tuner.model.census import Census
+from tuner.model.scheduling import resource_fit, static_fit
 from tuner.sim.state import SimCluster, SimNode, SimPod, affinity_label
 
 NON_ZERO_CPU = 100

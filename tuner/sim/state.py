@@ -12,10 +12,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from tuner.model.census import Census
 from tuner.model.cluster import Cluster, Hpa, Node, Pod
+from tuner.model.constraints import ZONE_KEY, Constraints, Taint
 from tuner.model.conventions import DEFAULT_PREFIX, workload_label
 from tuner.model.resources import Resources
-from tuner.model.scheduling import ZONE_KEY, Census, Constraints, Taint
 from tuner.sim.prices import NodeType
 from tuner.sim.workloads import Service
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from tuner.model.cluster import Workload
-from tuner.model.scheduling import (
+from tuner.model.constraints import (
     Constraints,
     LabelSelector,
     PodAffinityTerm,

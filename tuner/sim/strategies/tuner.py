@@ -27,13 +27,13 @@ from fractions import Fraction
 from knowledge.memory import MemoryKnowledge
 from tuner.cycle import CycleState, MemorySafeguards, Ports, run_cycle
 from tuner.model.cluster import INSTANCE_TYPE_LABELS
+from tuner.model.constraints import ZONE_KEY
 from tuner.model.conventions import POOL_LABEL_BY_SYSTEM
-from tuner.model.scheduling import ZONE_KEY
 from tuner.settings import (
     Analyse,
     Execute,
-    Forecast,
-    Load,
+    ForecastSettings,
+    LoadSettings,
     PoolSettings,
     PoolTemplate,
     Settings,
@@ -61,11 +61,11 @@ def simulation_settings(scenario: Scenario, seed: int) -> Settings:
             migration_chance=0.0,
             seed=seed,
         ),
-        load=Load(delta=0.1),
+        load=LoadSettings(delta=0.1),
         windows=Windows(measure_s=600.0, retry_s=60.0),
         execute=Execute(node_removal="autoscaler"),
         pools=pool_settings(scenario),
-        forecast=Forecast(node_startup_s=scenario.autoscaler.provisioning_delay),
+        forecast=ForecastSettings(node_startup_s=scenario.autoscaler.provisioning_delay),
     )
 
 
