@@ -28,7 +28,7 @@ from tuner.sim.executor import SimulatedExecutor
 from tuner.sim.load import Compressed, LoadPattern
 from tuner.sim.metrics import ActionCounts, ActionResult
 from tuner.sim.pools import NodeGroup
-from tuner.sim.recorder import Recorder
+from tuner.sim.recorder import TickRecorder
 from tuner.sim.scheduler import Scheduler
 from tuner.sim.state import SimCluster
 from tuner.sim.strategy import Strategy, autoscaler_of
@@ -114,7 +114,7 @@ class Simulation:
         self.tracker = WindowTracker(scenario, self.clock, self.cluster_state)
         self.handed_over = self.tracker.handed_over
         """Nodes the tuner's executor left to the autoscaler (the tracker's)."""
-        self.recorder = Recorder(self.clock, self.cluster_state, self.controllers)
+        self.recorder = TickRecorder(self.clock, self.cluster_state, self.controllers)
         self.series = self.recorder.series
         self.actions = ActionCounts()
         self.turns = Turns(self._strategy_turn)

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tuner.sim.karpenter_disruption import POLL, Disruption
+from tuner.sim.karpenter_disruption import POLL, DisruptionController
 from tuner.sim.karpenter_packing import Room, first_fit, pack_claims
 from tuner.sim.state import SimCluster, SimPod
 
@@ -60,7 +60,7 @@ BATCH_MAX = 10.0
 
 
 @dataclass
-class Karpenter(Disruption):
+class Karpenter(DisruptionController):
     """Karpenter's provisioner and disruption controller over the simulated cluster."""
 
     batch_start: float | None = None

@@ -42,7 +42,7 @@ class Command:
 
 
 @dataclass
-class Disruption:
+class DisruptionController:
     """Karpenter's disruption controller and what it shares with the provisioner: the offerings,
     the DaemonSet overhead, launching a node."""
 

@@ -10,7 +10,7 @@ from tuner.sim.metrics import TickSeries
 from tuner.sim.state import SimCluster
 
 
-class Recorder:
+class TickRecorder:
     """Appends one tick's measurements to :attr:`series`."""
 
     def __init__(self, clock: Clock, state: SimCluster, controllers: Controllers) -> None:
