@@ -24,7 +24,7 @@ from knowledge.base import KnowledgeError, KnowledgeRefused
 from knowledge.neo4j_store import Neo4jKnowledgeBase
 from testkit.builders import cluster, node, pod
 from testkit.neo4j_fixture import Neo4jServer
-from tuner.analyse.decision import Choice
+from tuner.analyse.options import Choice
 from tuner.cycle import CycleState, Outcome, Ports, TransitionResult, run_cycle
 from tuner.model.cluster import Cluster
 from tuner.model.execution import Execution, NodeState, WorkloadType, execution_of

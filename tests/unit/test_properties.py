@@ -22,14 +22,15 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from testkit.builders import cluster, node, pod
-from tuner.analyse.decision import Choice, analyse
-from tuner.analyse.options.replace import propose_replace
+from tuner.analyse.context import Context
+from tuner.analyse.decision import analyse
+from tuner.analyse.options import Choice
+from tuner.analyse.replace import ReplaceNodes
 from tuner.model import scheduling as rules
 from tuner.model.cluster import Cluster, Node, Pdb, Pod
 from tuner.model.execution import execution_of
 from tuner.model.movability import Policy, assess
 from tuner.model.pools import discover
-from tuner.model.price import node_price
 from tuner.model.resources import Resources
 from tuner.model.snapshot import Snapshot
 from tuner.plan.actions import Add, Migrate, ProvisionNode, Remove, RemoveNode
@@ -276,8 +277,9 @@ def test_replace_plans_are_safe_cheaper_and_respect_pools_and_unsettled_nodes(
     s = _pool_settings(big_max)
     movability = assess(c, Policy(frozenset(), unsettled_nodes=unsettled))
     pools = discover(c, s)
-    current = sum(node_price(n, s.pricing) for n in c.nodes)
-    proposal = propose_replace(c, s, movability, pools, current)
+    context = Context.of(c, s, movability, pools=pools)
+    current = context.current
+    proposal = ReplaceNodes().propose(context)
     actions = plan(c, proposal.change)
     check_plan_invariants(c, actions, {p.key for p in c.pods if movability.movable(p)})
     assert counts_after(c, actions) == replica_counts(c)
@@ -311,9 +313,9 @@ def test_the_snapshots_masks_agree_with_the_one_node_rules(c: Cluster, seed: int
     known = lambda: c.label_counts  # noqa: E731 - counts as the census began, moves replayed
     census = rules.Census(c.node_by_name, c.pods_by_node, known if seed % 2 else None)  # type: ignore[arg-type]
     where = {p.key: p.node for p in c.pods}
-    for i, n in enumerate(c.nodes):
+    for n in c.nodes:
         if rng.random() < 0.2:
-            snapshot.close(i)
+            snapshot.close(n.name)
             census.cordon(n.name)
     movers = [p for p in c.pods if not p.follows_node]
     for _ in range(rng.randint(0, 6)):
@@ -321,24 +323,24 @@ def test_the_snapshots_masks_agree_with_the_one_node_rules(c: Cluster, seed: int
             break
         pod = rng.choice(movers)
         source = where[pod.key] or ""
-        mask = snapshot.fit_mask(pod, leaving=snapshot.index[source])
-        mask[snapshot.index[source]] = False
-        if mask.any():
-            target = int(rng.choice(list(mask.nonzero()[0])))
-            snapshot.move(pod, snapshot.index[source], target)
+        targets = [
+            n for n in snapshot.names_of(snapshot.fit_mask(pod, leaving=source)) if n != source
+        ]
+        if targets:
+            target = rng.choice(targets)
+            snapshot.move(pod, source, target)
             census.remove(source, pod)
-            census.add(c.nodes[target].name, pod)
-            where[pod.key] = c.nodes[target].name
+            census.add(target, pod)
+            where[pod.key] = target
     for pod in c.pods:
         source = where[pod.key] or ""
-        leaving = snapshot.index[source]
-        mask = snapshot.fit_mask(pod, leaving=leaving)
+        mask = snapshot.fit_mask(pod, leaving=source)
         census.remove(source, pod)
         for i, n in enumerate(c.nodes):
             residents = census.residents[n.name]
             free = n.allocatable - Resources.total([p.requests for p in residents])  # type: ignore[attr-defined]
             expected = (
-                bool(snapshot.open[i])
+                snapshot.is_open(n.name)
                 and rules.static_fit(pod.constraints, n) is None
                 and rules.resource_fit(pod.requests, free, n.max_pods - len(residents)) is None
                 and census.why_not(pod, n.name, soft=True) is None
@@ -349,5 +351,5 @@ def test_the_snapshots_masks_agree_with_the_one_node_rules(c: Cluster, seed: int
                 n.name,
                 census.why_not(pod, n.name, soft=True),
             )
-            assert (snapshot.why_not(pod, i, leaving=leaving) is None) == expected
+            assert (snapshot.why_not(pod, n.name, leaving=source) is None) == expected
         census.add(source, pod)

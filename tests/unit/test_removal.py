@@ -41,7 +41,7 @@ def test_figure_3_1_removes_nodes_1_and_2_into_cluster_state_2() -> None:
     result = run(figure_3_1(), settings(max_parallel_removals=2))
     assert result.removal is not None
     assert result.removal.nodes == ("node-1", "node-2")
-    moves = {p.name: target for p, target in result.removal.moves}
+    moves = {m.pod.name: m.node for m in result.removal.moves}
     # Figure 3.2: node 3 runs D, E, B; node 4 runs F, A, C
     assert moves == {"a-1": "node-4", "b-1": "node-3", "c-1": "node-4"}
 
@@ -104,7 +104,7 @@ def test_pods_never_land_on_a_node_being_removed() -> None:
     result = run(c, settings(max_parallel_removals=3))
     assert result.removal is not None
     removed = set(result.removal.nodes)
-    assert all(target not in removed for _, target in result.removal.moves)
+    assert all(m.node not in removed for m in result.removal.moves)
 
 
 def test_unmovable_pods_and_protected_nodes_block_removal() -> None:
@@ -146,7 +146,7 @@ def test_nodes_busy_with_other_autoscalers_are_neither_removed_nor_filled() -> N
     result = run(cluster(nodes, pods), settings())
     assert result.removal is not None
     assert "b" not in result.removal.nodes
-    assert all(target != "b" for _, target in result.removal.moves)
+    assert all(m.node != "b" for m in result.removal.moves)
 
 
 def test_removal_can_be_disabled() -> None:

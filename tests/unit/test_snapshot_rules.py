@@ -33,7 +33,7 @@ ROOMY = ("64", "256Gi")
 
 
 @st.composite
-def loaded(draw: st.DrawFn) -> tuple[Cluster, Pod, int | None]:
+def loaded(draw: st.DrawFn) -> tuple[Cluster, Pod, str | None]:
     """Nodes with pods placed regardless of fit (some overcommitted), and a pod to place: new,
     or one of them leaving its node."""
     nodes = [
@@ -53,7 +53,7 @@ def loaded(draw: st.DrawFn) -> tuple[Cluster, Pod, int | None]:
     c = cluster(nodes, pods)
     if pods and draw(st.booleans()):
         moving = draw(st.sampled_from(pods))
-        return c, moving, c.nodes.index(c.node_by_name[moving.node or ""])
+        return c, moving, moving.node
     cpu, mem = draw(sizes)
     return c, pod("new-0", None, f"{cpu * 250}m", f"{mem * 256}Mi"), None
 
@@ -61,7 +61,7 @@ def loaded(draw: st.DrawFn) -> tuple[Cluster, Pod, int | None]:
 @settings(max_examples=300, deadline=None)
 @given(loaded(), st.integers(0, 2**32))
 def test_the_resource_mask_is_resource_fit_on_every_node(
-    case: tuple[Cluster, Pod, int | None], seed: int
+    case: tuple[Cluster, Pod, str | None], seed: int
 ) -> None:
     """A pod without constraints fits a node, batched and asked alone, exactly when
     ``resource_fit`` admits it in what the node's other pods leave free; a closed node takes
@@ -71,7 +71,7 @@ def test_the_resource_mask_is_resource_fit_on_every_node(
     snapshot = Snapshot(c)
     closed = {i for i in range(len(c.nodes)) if rng.random() < 0.2}
     for i in closed:
-        snapshot.close(i)
+        snapshot.close(c.nodes[i].name)
     mask = snapshot.fit_mask(candidate, leaving=leaving)
     for i, n in enumerate(c.nodes):
         others = [p for p in c.pods_by_node[n.name] if p.key != candidate.key]
@@ -81,7 +81,7 @@ def test_the_resource_mask_is_resource_fit_on_every_node(
             and rules.resource_fit(candidate.requests, free, n.max_pods - len(others)) is None
         )
         assert bool(mask[i]) == expected, (n.name, free, n.max_pods - len(others))
-        assert (snapshot.why_not(candidate, i, leaving=leaving) is None) == expected
+        assert (snapshot.why_not(candidate, n.name, leaving=leaving) is None) == expected
     assert (snapshot.refusal(candidate, leaving=leaving) == "it fits") == bool(mask.any())
 
 
@@ -133,7 +133,7 @@ def test_the_anti_affinity_masks_are_the_census_rule(case: tuple[Cluster, Pod]) 
     for i, n in enumerate(c.nodes):
         why = census.why_not(candidate, n.name)
         assert bool(mask[i]) == (why is None), (n.name, why)
-        assert (snapshot.why_not(candidate, i) is None) == (why is None)
+        assert (snapshot.why_not(candidate, n.name) is None) == (why is None)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -144,11 +144,11 @@ def test_the_refusal_names_a_rule_exactly_when_no_allowed_node_fits(c: Cluster, 
     random set of allowed nodes."""
     rng = random.Random(seed)
     snapshot = Snapshot(c)
-    for i in range(len(c.nodes)):
+    for n in c.nodes:
         if rng.random() < 0.2:
-            snapshot.close(i)
+            snapshot.close(n.name)
     for candidate in c.pods:
-        leaving = snapshot.index[candidate.node or ""]
+        leaving = candidate.node
         allowed = np.array([rng.random() < 0.7 for _ in c.nodes], dtype=np.bool_)
         for among in (None, allowed):
             mask = snapshot.fit_mask(candidate, leaving=leaving)
@@ -203,7 +203,7 @@ def test_the_spread_masks_are_the_census_rule_with_closed_nodes(
     snapshot = Snapshot(c, arriving=[candidate])
     census = rules.Census(c.node_by_name, c.pods_by_node)  # type: ignore[arg-type]
     for i in closed:
-        snapshot.close(i)
+        snapshot.close(c.nodes[i].name)
         census.cordon(c.nodes[i].name)
     mask = snapshot.fit_mask(candidate)
     for i, n in enumerate(c.nodes):

@@ -20,6 +20,7 @@ from tuner.plan.actions import (
     RemoveNode,
     action_json,
 )
+from tuner.report.options import SHOWN
 
 UNCONTROLLED = "placement not controlled: not onboarded, the scheduler chose the node"
 
@@ -82,7 +83,8 @@ def log_cycle(report: CycleReport, log: logging.Logger, *, once: bool = False) -
         a = plan.analysis
         currency = plan.currency
         options = "".join(
-            f", {p.option.label} {_cost(p.cost_after) or p.option.absent}" for p in a.proposals
+            f", {SHOWN[p.option].label} {_cost(p.cost_after) or SHOWN[p.option].absent}"
+            for p in a.proposals
         )
         log.info(
             "options (%s/h): current %s%s; decision %s: %s",
@@ -95,7 +97,7 @@ def log_cycle(report: CycleReport, log: logging.Logger, *, once: bool = False) -
                 **base,
                 "decision": a.decision.value,
                 "cost_current": a.cost_current,
-                **{p.option.field: _cost(p.cost_after) for p in a.proposals},
+                **{SHOWN[p.option].field: _cost(p.cost_after) for p in a.proposals},
                 "cost_after": a.cost_after,
             },
         )

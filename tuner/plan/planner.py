@@ -97,11 +97,10 @@ class _Orderer:
         """The first running pod of each workload: what an added instance looks like."""
         self.snapshot = Snapshot(cluster, new_nodes=[n.node for n in change.new_nodes])
         for new in change.new_nodes:
-            index = self.snapshot.index[new.name]
             for daemon in daemon_pods(cluster, new.node):  # they start there as it joins
-                self.snapshot.place(daemon, index)
+                self.snapshot.place(daemon, new.name)
         for name in change.remove_nodes:
-            self.snapshot.close(self.snapshot.index[name])
+            self.snapshot.close(name)
         self.waiting: dict[str, deque[Placing]] = defaultdict(deque)
         self.out: list[Action] = []
         self.freed: deque[str] = deque()
@@ -132,9 +131,9 @@ class _Orderer:
 
     def _try(self, action: Placing) -> bool:
         snapshot = self.snapshot
-        target = snapshot.index[action.target]
+        target = action.target
         if isinstance(action, Migrate):
-            pod, source = action.pod, snapshot.index[action.source]
+            pod, source = action.pod, action.source
             if snapshot.why_not(pod, target, leaving=source) is not None:
                 return False
             snapshot.move(pod, source, target)
@@ -162,7 +161,7 @@ class _Orderer:
 
     def _remove(self, removal: Remove) -> None:
         pod = removal.pod
-        self.snapshot.unplace(pod, self.snapshot.index[pod.node or ""])
+        self.snapshot.unplace(pod, pod.node or "")
         self.out.append(removal)
         self.freed.append(pod.node or "")
         if self.snapshot.counting:
