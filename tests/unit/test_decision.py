@@ -10,10 +10,10 @@ from testkit.builders import cluster, node, pod
 from tuner.analyse.context import Context
 from tuner.analyse.decision import Stay, analyse, walk
 from tuner.analyse.exploration import random_migration
-from tuner.analyse.options import Choice, Proposal, Refusal
+from tuner.analyse.options import Choice, Disruption, Proposal, Refusal
 from tuner.analyse.previous import PreviousDeployment
 from tuner.analyse.removal import RemoveNodes
-from tuner.model.change import DesiredChange
+from tuner.model.change import Addition, DesiredChange, Relocation
 from tuner.model.execution import execution_of
 from tuner.model.movability import Policy, assess
 from tuner.settings import Analyse, Pricing, Settings
@@ -173,3 +173,34 @@ def test_staying_chooses_no_proposal_but_exploring_chooses_one() -> None:
     explore = analyse(c, _settings(migration_chance=1.0, remove_nodes=False), [], random.Random(0))
     assert explore.chosen is not None and explore.chosen.option == Choice.RANDOM
     assert explore.chosen.disruption.pods_moved == 1 and explore.cost_after == explore.cost_current
+
+
+def test_a_move_counts_once_whichever_option_made_it() -> None:
+    """A relocation (removal, replace, exploration) and a removal paired with an addition of
+    the same workload (a previous deployment; the planner makes one migration of them) are one
+    move each; an addition or removal left unpaired counts as itself."""
+    w1, w2 = pod("w-1", "a"), pod("w-2", "a")
+    relocated = DesiredChange(relocations=(Relocation(w1, "b"),))
+    paired = DesiredChange(removals=(w1,), additions=(Addition(w1.workload, "b", w1.requests),))
+    assert Disruption.of(relocated) == Disruption.of(paired) == Disruption(pods_moved=1)
+    other = pod("db-1", "a", workload="db")
+    unpaired = DesiredChange(
+        removals=(w1, w2, other), additions=(Addition(w1.workload, "b", w1.requests),)
+    )
+    assert Disruption.of(unpaired) == Disruption(pods_moved=1, pods_removed=2)
+    assert Disruption.of(unpaired).rank == (0, 3)
+
+
+def test_a_previous_deployment_ranks_its_moves_like_a_replacement() -> None:
+    """The previous deployment moving one pod off the node it drains ranks one move, as the
+    replacement doing the same would (it counted two before: a removal and an addition)."""
+    then = cluster([node("x", "8", "16Gi")], [pod("w-1", "x", "3"), pod("w-2", "x", "3")])
+    now = cluster(
+        [node("a", "8", "16Gi"), node("b", "8", "16Gi")],
+        [pod("w-1", "a", "3"), pod("w-2", "b", "3")],
+    )
+    s = _settings(remove_nodes=False)
+    history = [execution_of(then, assess(then, Policy(frozenset())), s.pricing, 100, 0, 1)]
+    previous = analyse(now, s, history, random.Random(0)).proposals[1]
+    assert previous.option is Choice.PREVIOUS
+    assert previous.disruption == Disruption(pods_moved=1, nodes_drained=1)
