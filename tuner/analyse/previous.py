@@ -18,13 +18,13 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from tuner.analyse.context import Context
 from tuner.analyse.options import Choice, Forget, Proposal, Refusal
-from tuner.model.change import Addition, DesiredChange, NewNode
+from tuner.model.change import Addition, DesiredChange, NewNode, started_pod, templates
 from tuner.model.cluster import Cluster, Node, Pod, Workload
 from tuner.model.execution import Execution, NodeState, WorkloadType
 from tuner.model.movability import MOVABLE_OWNERS, Movability
@@ -178,7 +178,7 @@ def _transition(
     cost (the snapshot is left as it was)."""
     cluster = snapshot.cluster
     types = {w.workload: w for w in execution.workloads}
-    current_types, templates = _current_types(cluster, movability)
+    current_types = _current_types(cluster, movability)
     weights = {
         name: 1 if (t.movable and current_types.get(name, t).movable) else UNMOVABLE_WEIGHT
         for name, t in {**types, **current_types}.items()
@@ -201,14 +201,13 @@ def _transition(
             removals += leaving
         adding: list[tuple[Node, list[Addition]]] = []
         for node, state in matches:
-            removed, added = _node_change(
-                snapshot, movability, node, state, current_types, templates
-            )
+            removed, added = _node_change(snapshot, movability, node, state, current_types)
             removals += removed
             additions += added
             adding.append((node, added))
+        like = templates(cluster)
         for node, added in adding:
-            _place(snapshot, node, added, templates)
+            _place(snapshot, node, added, like)
     _keep_hpa_replicas(cluster, removals, additions)
     # summed in the cluster's node order: a float sum over a set would change with the hash seed
     cost = sum(node_price(n, pricing) for n in cluster.nodes if n.name in kept)
@@ -237,12 +236,9 @@ def _keep_hpa_replicas(
             )
 
 
-def _current_types(
-    cluster: Cluster, movability: Movability
-) -> tuple[dict[str, WorkloadType], dict[str, Pod]]:
-    """Workload types running now, and one pod of each as the template of new instances."""
+def _current_types(cluster: Cluster, movability: Movability) -> dict[str, WorkloadType]:
+    """Workload types running now."""
     types: dict[str, WorkloadType] = {}
-    templates: dict[str, Pod] = {}
     for pod in cluster.pods:
         if pod.follows_node or pod.node is None:
             continue
@@ -251,8 +247,7 @@ def _current_types(
             movability.movable(pod) and types.get(name, WorkloadType(name, 0, 0, True)).movable
         )
         types[name] = WorkloadType(name, pod.requests.cpu, pod.requests.memory, movable)
-        templates[name] = pod
-    return types, templates
+    return types
 
 
 def _match(
@@ -351,7 +346,6 @@ def _node_change(
     node: Node,
     state: NodeState,
     current_types: dict[str, WorkloadType],
-    templates: dict[str, Pod],
 ) -> tuple[list[Pod], list[Addition]]:
     """Pods to remove from and instances to add to ``node`` so it runs what ``state`` ran.
 
@@ -383,13 +377,16 @@ def _node_change(
 
 
 def _place(
-    snapshot: Snapshot, node: Node, additions: list[Addition], templates: dict[str, Pod]
+    snapshot: Snapshot, node: Node, additions: list[Addition], like: Mapping[Workload, Pod]
 ) -> None:
     """Add the instances to ``node`` in ``snapshot``; each must fit by every rule (the
-    template pod's constraints and labels, today's requests)."""
+    constraints and labels of a pod of its workload, today's requests)."""
     for addition in additions:
         name = str(addition.workload)
-        instance = replace(templates[name], node=None, requests=addition.requests)
+        workload = addition.workload
+        instance = started_pod(
+            workload, node.name, addition.requests, like.get(workload), f"+{workload.name}"
+        )
         why = snapshot.why_not(instance, node.name)
         if why is not None:
             raise Unattainable(f"{name} cannot run on {node.name}: {why}")
