@@ -12,7 +12,7 @@ with ``Neo4jKnowledgeBase.record_many`` (one UNWIND transaction per batch). Then
 at random loads with a delta chosen so the band holds about 5, 50, 200 and 1,000 executions
 (``--band-entries``), two at each load:
 
-- ``daemon``: what the cycle asks for (:func:`tuner.cycle.previous_candidates`): the default
+- ``daemon``: what the cycle asks for (:func:`tuner.recall.previous_candidates`): the default
   ``knowledge.lookup_limit`` cheapest executions that cost less than the cluster now. The
   "cluster now" is dearer than every recorded deployment (one node more than they have, all
   of the dearest shape), so every execution in the band qualifies and each answer holds the

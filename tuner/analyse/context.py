@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from tuner.analyse.removal import CandidateTimers
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Totals:
     """Cluster-wide requests, allocatable and usable capacity (what the thresholds compare)."""
 
@@ -68,7 +68,6 @@ class Context:
         cluster: Cluster,
         settings: Settings,
         movability: Movability,
-        *,
         pools: Pools | None = None,
         budget: Budget | None = None,
         history: Sequence[Execution] = (),

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from tuner.analyse.context import Context
 from tuner.analyse.options import Choice, Proposal, Refusal
-from tuner.analyse.search import Drain, Search
+from tuner.analyse.search import Drain, Search, proposal_of
 from tuner.model.change import DesiredChange, Relocation
 from tuner.model.cluster import Cluster
 from tuner.model.limits import Budget, Evictions, added, pod_evictions
@@ -48,6 +48,11 @@ class Removal:
     moves: tuple[Relocation, ...]
     saving: float
     """Price per hour of the removed nodes."""
+
+    @property
+    def change(self) -> DesiredChange:
+        """The desired change: the pods moved, the nodes removed."""
+        return DesiredChange(relocations=self.moves, remove_nodes=self.nodes)
 
 
 @dataclass(frozen=True)
@@ -262,13 +267,8 @@ class RemoveNodes:
     def propose(self, context: Context) -> Proposal:
         """The removal proposal."""
         result = removal_in(context)
-        found = result.removal
-        if found is None:
-            refusal = result.refusal or Refusal.NO_CANDIDATE
-            return Proposal.refused(self.name, refusal, result.reason, result.limited)
-        change = DesiredChange(relocations=found.moves, remove_nodes=found.nodes)
-        return Proposal(
-            self.name, context.current - found.saving, change, result.reason, limited=result.limited
+        return proposal_of(
+            self.name, context, result.removal, result.reason, result.refusal, result.limited
         )
 
     def wins_tie(self, mine: Proposal, incumbent: Proposal) -> bool:

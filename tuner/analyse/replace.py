@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from tuner.analyse.context import Context
 from tuner.analyse.options import Choice, Proposal, Refusal
-from tuner.analyse.search import Drain, Search
+from tuner.analyse.search import Drain, Search, proposal_of
 from tuner.model.change import DesiredChange, NewNode, Relocation, daemon_pods
 from tuner.model.cluster import Cluster
 from tuner.model.movability import Movability
@@ -63,6 +63,13 @@ class Replacement:
     moves: tuple[Relocation, ...]
     saving: float
     """Price per hour of the drained nodes less that of the new nodes."""
+
+    @property
+    def change(self) -> DesiredChange:
+        """The desired change: the nodes provisioned, the pods moved, the nodes drained."""
+        return DesiredChange(
+            relocations=self.moves, remove_nodes=self.drained, new_nodes=self.new_nodes
+        )
 
 
 @dataclass(frozen=True)
@@ -282,13 +289,7 @@ class ReplaceNodes:
     def propose(self, context: Context) -> Proposal:
         """The replace proposal."""
         result = replacement_in(context)
-        found = result.replacement
-        if found is None:
-            return Proposal.refused(self.name, result.refusal or Refusal.NOT_CHEAPER, result.reason)
-        change = DesiredChange(
-            relocations=found.moves, remove_nodes=found.drained, new_nodes=found.new_nodes
-        )
-        return Proposal(self.name, context.current - found.saving, change, result.reason)
+        return proposal_of(self.name, context, result.replacement, result.reason, result.refusal)
 
     def wins_tie(self, mine: Proposal, incumbent: Proposal) -> bool:
         """Against a previous deployment only, and only when less disruptive."""

@@ -13,10 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 from tuner.analyse.context import Context, Totals, passes_check, vanishing
+from tuner.analyse.options import Choice, Proposal, Refusal
 from tuner.analyse.usable import node_usable, under_thresholds
-from tuner.model.change import Relocation
+from tuner.model.change import DesiredChange, Relocation
 from tuner.model.cluster import Pod
 from tuner.model.pod_counting import Mask
 from tuner.model.resources import Resources
@@ -156,6 +158,31 @@ class Search:
             allocatable=self.totals.allocatable - lost,
             usable=self.totals.usable + drain.usable,
         )
+
+
+class Found(Protocol):
+    """What removal or replace found: the change and what it saves per hour."""
+
+    @property
+    def change(self) -> DesiredChange: ...
+
+    @property
+    def saving(self) -> float: ...
+
+
+def proposal_of(
+    option: Choice,
+    context: Context,
+    found: Found | None,
+    reason: str,
+    refusal: Refusal | None,
+    limited: str | None = None,
+) -> Proposal:
+    """The proposal of a drain search's result (its refusal when it found nothing)."""
+    if found is None:
+        return Proposal.refused(option, refusal or Refusal.NO_ROOM, reason, limited)
+    cost = context.current - found.saving
+    return Proposal(option, cost, found.change, reason, limited=limited)
 
 
 def _size(pod: Pod) -> tuple[int, int]:

@@ -52,13 +52,14 @@ def log_cycle(report: CycleReport, log: logging.Logger, *, once: bool = False) -
     if report.window is not None:
         seen = report.window
         load = "unknown" if seen.load is None else f"{seen.load.total:.6g}"
+        total = None if report.load is None else report.load.total
         log.info(
             "window %s: %s, load %s: %s",
             window,
             seen.verdict.value,
             load,
             seen.reason,
-            extra={**base, "verdict": seen.verdict.value, "load": report.load},
+            extra={**base, "verdict": seen.verdict.value, "load": total},
         )
         if seen.load_warning:
             log.warning("window %s: %s", window, seen.load_warning, extra=base)
@@ -102,7 +103,7 @@ def log_cycle(report: CycleReport, log: logging.Logger, *, once: bool = False) -
             },
         )
         if report.recorded:
-            load = "unknown" if report.load is None else f"{report.load:.6g}"
+            load = "unknown" if report.load is None else f"{report.load.total:.6g}"
             log.info("recorded as %s (load %s)", report.recorded, load, extra=base)
         _log_actions(report, log, base)
     if once:
