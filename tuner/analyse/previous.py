@@ -163,8 +163,8 @@ def _attainable_later(
     return True
 
 
-def _counts(pods: Sequence[Pod]) -> Counter[str]:
-    return Counter(str(p.workload) for p in pods if not p.follows_node)
+def _counts(pods: Sequence[Pod]) -> Counter[Workload]:
+    return Counter(p.workload for p in pods if not p.follows_node)
 
 
 def _transition(
@@ -236,13 +236,13 @@ def _keep_hpa_replicas(
             )
 
 
-def _current_types(cluster: Cluster, movability: Movability) -> dict[str, WorkloadType]:
+def _current_types(cluster: Cluster, movability: Movability) -> dict[Workload, WorkloadType]:
     """Workload types running now."""
-    types: dict[str, WorkloadType] = {}
+    types: dict[Workload, WorkloadType] = {}
     for pod in cluster.pods:
         if pod.follows_node or pod.node is None:
             continue
-        name = str(pod.workload)
+        name = pod.workload
         movable = (
             movability.movable(pod) and types.get(name, WorkloadType(name, 0, 0, True)).movable
         )
@@ -254,7 +254,7 @@ def _match(
     cluster: Cluster,
     movability: Movability,
     execution: Execution,
-    weights: Mapping[str, int],
+    weights: Mapping[Workload, int],
     pools: Pools | None,
 ) -> tuple[list[tuple[Node, NodeState]], tuple[NewNode, ...]]:
     """Pairs (node, previous node) of the best assignment within each shape, and the new
@@ -312,17 +312,17 @@ def _scores(
     movability: Movability,
     nodes: list[Node],
     states: list[NodeState],
-    weights: Mapping[str, int],
+    weights: Mapping[Workload, int],
 ) -> np.ndarray:
     """Score matrix (current nodes x previous nodes), built sparsely per workload."""
     scores = np.zeros((len(nodes), len(states)))
-    current: dict[str, dict[int, int]] = defaultdict(dict)
+    current: dict[Workload, dict[int, int]] = defaultdict(dict)
     for i, node in enumerate(nodes):
         for name, count in _counts(cluster.pods_by_node[node.name]).items():
             current[name][i] = count
         if node.name in movability.node_reasons:
             scores[i, :] += KEEP_BONUS
-    previous: dict[str, dict[int, int]] = defaultdict(dict)
+    previous: dict[Workload, dict[int, int]] = defaultdict(dict)
     for j, state in enumerate(states):
         for name, count in state.pods:
             previous[name][j] = count
@@ -345,7 +345,7 @@ def _node_change(
     movability: Movability,
     node: Node,
     state: NodeState,
-    current_types: dict[str, WorkloadType],
+    current_types: dict[Workload, WorkloadType],
 ) -> tuple[list[Pod], list[Addition]]:
     """Pods to remove from and instances to add to ``node`` so it runs what ``state`` ran.
 
@@ -357,11 +357,11 @@ def _node_change(
     want = dict(state.pods)
     removals: list[Pod] = []
     additions: list[Addition] = []
-    for name in sorted(set(have) | set(want)):
+    for name in sorted(set(have) | set(want), key=str):
         diff = want.get(name, 0) - have.get(name, 0)
         if diff < 0:
             movable = sorted(
-                (p for p in pods if str(p.workload) == name and movability.movable(p)),
+                (p for p in pods if p.workload == name and movability.movable(p)),
                 key=lambda p: p.name,
             )
             if len(movable) < -diff:
@@ -382,20 +382,22 @@ def _place(
     """Add the instances to ``node`` in ``snapshot``; each must fit by every rule (the
     constraints and labels of a pod of its workload, today's requests)."""
     for addition in additions:
-        name = str(addition.workload)
         workload = addition.workload
         instance = started_pod(
             workload, node.name, addition.requests, like.get(workload), f"+{workload.name}"
         )
         why = snapshot.why_not(instance, node.name)
         if why is not None:
-            raise Unattainable(f"{name} cannot run on {node.name}: {why}")
+            raise Unattainable(f"{workload} cannot run on {node.name}: {why}")
         snapshot.place(instance, node.name)
 
 
-def _addition(node: Node, name: str, current_types: dict[str, WorkloadType]) -> Addition:
-    workload = Workload.parse(name)
-    current = current_types.get(name)
+def _addition(
+    node: Node, workload: Workload, current_types: dict[Workload, WorkloadType]
+) -> Addition:
+    current = current_types.get(workload)
     if workload.kind not in MOVABLE_OWNERS or current is None or not current.movable:
-        raise Unattainable(f"cannot add an instance of {name}: not a movable workload running now")
+        raise Unattainable(
+            f"cannot add an instance of {workload}: not a movable workload running now"
+        )
     return Addition(workload, node.name, Resources(current.cpu, current.memory))
