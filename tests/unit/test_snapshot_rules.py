@@ -211,3 +211,60 @@ def test_the_spread_masks_are_the_census_rule_with_closed_nodes(
             candidate, n.name, soft=True
         )
         assert bool(mask[i]) == (i not in closed and why is None), (n.name, why)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.integers(0, 2**32))
+def test_nodes_added_in_a_fork_obey_every_rule_and_leave_with_it(c: Cluster, seed: int) -> None:
+    """Nodes added inside a fork (as replace and the previous-deployment option add a pool's
+    new nodes) are asked like the cluster's own: every pod's batched mask equals static fit,
+    resources and the census node by node, new nodes included, after pods moved onto them; when
+    the fork ends every mask is what it was before."""
+    rng = random.Random(seed)
+    snapshot = Snapshot(c)
+    census = rules.Census(dict(c.node_by_name), c.pods_by_node)  # type: ignore[arg-type]
+    before = [snapshot.fit_mask(p, leaving=p.node).tolist() for p in c.pods]
+    where = {p.key: p.node or "" for p in c.pods}
+    new = [
+        replace(c.nodes[rng.randrange(len(c.nodes))], name=f"new+{i}", unschedulable=False)
+        for i in range(rng.randint(1, 3))
+    ]
+    with snapshot.forked():
+        snapshot.add_nodes(new)
+        for n in new:
+            census.add_node(n.name, n)
+        movers = [p for p in c.pods if not p.follows_node]
+        for pod in rng.sample(movers, min(len(movers), 4)):
+            source = where[pod.key]
+            fits = snapshot.names_of(snapshot.fit_mask(pod, leaving=source))
+            targets = [n for n in fits if n.startswith("new+")]
+            if targets:
+                target = rng.choice(targets)
+                snapshot.move(pod, source, target)
+                census.remove(source, pod)
+                census.add(target, pod)
+                where[pod.key] = target
+        nodes = [*c.nodes, *new]
+        for pod in c.pods:
+            source = where[pod.key]
+            mask = snapshot.fit_mask(pod, leaving=source)
+            census.remove(source, pod)
+            for i, n in enumerate(nodes):
+                residents = census.residents[n.name]
+                free = n.allocatable - Resources.total([p.requests for p in residents])  # type: ignore[attr-defined]
+                expected = (
+                    rules.static_fit(pod.constraints, n) is None
+                    and rules.resource_fit(pod.requests, free, n.max_pods - len(residents)) is None
+                    and rules.extended_fit(
+                        pod.constraints,
+                        lambda name, n=n, residents=residents: (
+                            n.extended.get(name, 0)  # type: ignore[misc]
+                            - sum(dict(p.constraints.extended).get(name, 0) for p in residents)
+                        ),  # type: ignore[attr-defined]
+                    )
+                    is None
+                    and census.why_not(pod, n.name, soft=True) is None
+                )
+                assert bool(mask[i]) == expected, (pod.key, n.name)
+            census.add(source, pod)
+    assert [snapshot.fit_mask(p, leaving=p.node).tolist() for p in c.pods] == before
