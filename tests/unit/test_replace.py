@@ -11,7 +11,7 @@ from prometheus_client import generate_latest
 from testkit.builders import cluster, node, pod
 from tuner.analyse.context import Context
 from tuner.analyse.decision import analyse, beats
-from tuner.analyse.options import Choice, Proposal
+from tuner.analyse.options import Choice, Proposal, Refusal
 from tuner.analyse.replace import ReplaceNodes, find_replacement
 from tuner.cycle import CycleReport, Outcome, TransitionResult
 from tuner.daemon.cycle_events import cycle_event
@@ -99,7 +99,7 @@ def test_never_more_actions_than_one_cycle_may_take() -> None:
     c, s = _half_empty(), _settings()
     s = replace(s, execute=replace(s.execute, max_actions_per_cycle=4))  # needs 1 + 2 + 2
     result = _analyse(c, s)
-    assert result.replacement is None
+    assert result.replacement is None and result.refusal is Refusal.TOO_MANY_ACTIONS
     assert "5 actions, more than execute.max_actions_per_cycle 4" in result.reason
 
 
@@ -114,7 +114,7 @@ def test_never_when_the_pool_cannot_grow() -> None:
     c = _half_empty()
     at_max = _settings(big={"max": 0})
     outcome = _analyse(c, at_max)
-    assert outcome.replacement is None and outcome.reason == "no node pool can grow"
+    assert outcome.replacement is None and outcome.refusal is Refusal.NO_POOL_CAN_GROW
     assert analyse(c, at_max, [], random.Random(0)).decision is Choice.STAY
 
 
@@ -152,13 +152,14 @@ def test_the_thresholds_bound_a_replacement() -> None:
     )
     # after: 9 of 12 cores requested (75 %): over a 70 % threshold
     outcome = _analyse(c, tight)
-    assert outcome.replacement is None and "thresholds" in outcome.reason
+    assert outcome.replacement is None and outcome.refusal is Refusal.THRESHOLDS
 
 
 def test_disabled_and_capped() -> None:
     c = _half_empty()
     s = _settings()
     off = Settings(s.pricing, Analyse(excluded_namespaces=frozenset(), replace_nodes=False))
+    assert _analyse(c, off).refusal is Refusal.DISABLED
     assert _analyse(c, off).reason == "node replacement is disabled"
     one = Settings(
         s.pricing, Analyse(excluded_namespaces=frozenset(), max_replaced_nodes=1), pools=s.pools

@@ -119,20 +119,23 @@ class _Greedy:
         cut = f" (no more within the eviction budget: {self.limited})" if self.limited else ""
         return f"{', '.join(removal.nodes)} can be removed; their pods fit elsewhere{cut}"
 
-    def try_node(self, name: str, price: float) -> tuple[tuple[float, int, float], Drain] | str:
-        """Evaluate removing one node (the snapshot is left as it was): (rank key, drain)."""
+    def try_node(
+        self, name: str, price: float
+    ) -> tuple[tuple[float, int, float], Drain] | tuple[Refusal, str]:
+        """Evaluate removing one node (the snapshot is left as it was): (rank key, drain), or
+        why not."""
         search = self.search
         pods = search.movers(name)
         demand = Resources.total([p.requests for p in pods])
         free = search.snapshot.free_elsewhere(name)
         if demand.cpu > free.cpu or demand.memory > free.memory:
-            return "the other nodes lack free capacity in total"
+            return Refusal.NO_ROOM, "the other nodes lack free capacity in total"
         with search.trying():
             drain = search.drain([name])
             if isinstance(drain, str):
-                return drain
+                return Refusal.NO_ROOM, drain
             if not search.under_thresholds(drain):
-                return Refusal.THRESHOLDS.value
+                return Refusal.THRESHOLDS, Refusal.THRESHOLDS.value
             spread = search.snapshot.max_cpu_share({m.node for m in drain.moves})
             return (-price, len(pods), spread), drain
 
@@ -153,10 +156,8 @@ class _Greedy:
                 self.refusal, self.last_reason = Refusal.BUDGET, refused
                 continue
             outcome = self.try_node(name, prices[name])
-            if isinstance(outcome, str):
-                thresholds = outcome == Refusal.THRESHOLDS.value
-                self.refusal = Refusal.THRESHOLDS if thresholds else Refusal.NO_ROOM
-                self.last_reason = f"{name}: {outcome}"
+            if isinstance(outcome[0], Refusal):
+                self.refusal, self.last_reason = outcome[0], f"{name}: {outcome[1]}"
                 continue
             key, drain = outcome
             ties += 1
