@@ -122,6 +122,41 @@ def _constraints(rng: random.Random, kind: str, w: int) -> rules.Constraints:
 IPS = [rules.ANY_IP, "10.0.0.1", "10.0.0.2"]
 
 
+def move_in_both(
+    snapshot: Snapshot,
+    census: rules.Census,
+    where: dict[str, str],
+    pod: Pod,
+    targets: list[str],
+    rng: random.Random,
+) -> None:
+    """Move ``pod`` to one of ``targets`` (if any) in the snapshot and the census alike."""
+    if targets:
+        source, target = where[pod.key], rng.choice(targets)
+        snapshot.move(pod, source, target)
+        census.remove(source, pod)
+        census.add(target, pod)
+        where[pod.key] = target
+
+
+def fits_alone(pod: Pod, n: Node, census: rules.Census) -> bool:
+    """One node's answer by the one-node rules: static fit, resources and pod slots, extended
+    resources, and the census (soft spread held as close as it was); ``pod`` is off its node."""
+    residents = census.residents[n.name]
+    free = n.allocatable - Resources.total([p.requests for p in residents])  # type: ignore[attr-defined]
+
+    def free_extended(name: str) -> int:
+        used = sum(dict(p.constraints.extended).get(name, 0) for p in residents)  # type: ignore[attr-defined]
+        return n.extended.get(name, 0) - used
+
+    return (
+        rules.static_fit(pod.constraints, n) is None
+        and rules.resource_fit(pod.requests, free, n.max_pods - len(residents)) is None
+        and rules.extended_fit(pod.constraints, free_extended) is None
+        and census.why_not(pod, n.name, soft=True) is None
+    )
+
+
 def admits(target: Node, candidate: Pod, census: rules.Census) -> bool:
     """The test's own placement check: a running pod may sit on a cordoned node, otherwise
     every hard rule holds (the model's predicates, so generated clusters start valid)."""
@@ -312,7 +347,7 @@ def test_the_snapshots_masks_agree_with_the_one_node_rules(c: Cluster, seed: int
     snapshot = Snapshot(c)
     known = lambda: c.label_counts  # noqa: E731 - counts as the census began, moves replayed
     census = rules.Census(c.node_by_name, c.pods_by_node, known if seed % 2 else None)  # type: ignore[arg-type]
-    where = {p.key: p.node for p in c.pods}
+    where = {p.key: p.node or "" for p in c.pods}
     for n in c.nodes:
         if rng.random() < 0.2:
             snapshot.close(n.name)
@@ -322,29 +357,17 @@ def test_the_snapshots_masks_agree_with_the_one_node_rules(c: Cluster, seed: int
         if not movers:
             break
         pod = rng.choice(movers)
-        source = where[pod.key] or ""
+        source = where[pod.key]
         targets = [
             n for n in snapshot.names_of(snapshot.fit_mask(pod, leaving=source)) if n != source
         ]
-        if targets:
-            target = rng.choice(targets)
-            snapshot.move(pod, source, target)
-            census.remove(source, pod)
-            census.add(target, pod)
-            where[pod.key] = target
+        move_in_both(snapshot, census, where, pod, targets, rng)
     for pod in c.pods:
-        source = where[pod.key] or ""
+        source = where[pod.key]
         mask = snapshot.fit_mask(pod, leaving=source)
         census.remove(source, pod)
         for i, n in enumerate(c.nodes):
-            residents = census.residents[n.name]
-            free = n.allocatable - Resources.total([p.requests for p in residents])  # type: ignore[attr-defined]
-            expected = (
-                snapshot.is_open(n.name)
-                and rules.static_fit(pod.constraints, n) is None
-                and rules.resource_fit(pod.requests, free, n.max_pods - len(residents)) is None
-                and census.why_not(pod, n.name, soft=True) is None
-            )
+            expected = snapshot.is_open(n.name) and fits_alone(pod, n, census)
             event(f"fits: {expected}")
             assert bool(mask[i]) == expected, (
                 pod.key,

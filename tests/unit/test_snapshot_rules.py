@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from testkit.builders import cluster, node, pod
-from tests.unit.test_properties import clusters
+from tests.unit.test_properties import clusters, fits_alone, move_in_both
 from tuner.model import scheduling as rules
 from tuner.model.cluster import Cluster, Pod
 from tuner.model.resources import Resources
@@ -238,33 +238,14 @@ def test_nodes_added_in_a_fork_obey_every_rule_and_leave_with_it(c: Cluster, see
             source = where[pod.key]
             fits = snapshot.names_of(snapshot.fit_mask(pod, leaving=source))
             targets = [n for n in fits if n.startswith("new+")]
-            if targets:
-                target = rng.choice(targets)
-                snapshot.move(pod, source, target)
-                census.remove(source, pod)
-                census.add(target, pod)
-                where[pod.key] = target
+            move_in_both(snapshot, census, where, pod, targets, rng)
         nodes = [*c.nodes, *new]
         for pod in c.pods:
             source = where[pod.key]
             mask = snapshot.fit_mask(pod, leaving=source)
             census.remove(source, pod)
             for i, n in enumerate(nodes):
-                residents = census.residents[n.name]
-                free = n.allocatable - Resources.total([p.requests for p in residents])  # type: ignore[attr-defined]
-                expected = (
-                    rules.static_fit(pod.constraints, n) is None
-                    and rules.resource_fit(pod.requests, free, n.max_pods - len(residents)) is None
-                    and rules.extended_fit(
-                        pod.constraints,
-                        lambda name, n=n, residents=residents: (
-                            n.extended.get(name, 0)  # type: ignore[misc]
-                            - sum(dict(p.constraints.extended).get(name, 0) for p in residents)
-                        ),  # type: ignore[attr-defined]
-                    )
-                    is None
-                    and census.why_not(pod, n.name, soft=True) is None
-                )
+                expected = fits_alone(pod, n, census)
                 assert bool(mask[i]) == expected, (pod.key, n.name)
             census.add(source, pod)
     assert [snapshot.fit_mask(p, leaving=p.node).tolist() for p in c.pods] == before
