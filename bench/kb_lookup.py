@@ -12,7 +12,7 @@ with ``Neo4jKnowledgeBase.record_many`` (one UNWIND transaction per batch). Then
 at random loads with a delta chosen so the band holds about 5, 50, 200 and 1,000 executions
 (``--band-entries``), two at each load:
 
-- ``daemon``: what the cycle asks for (:func:`tuner.cycle.previous_candidates`): the default
+- ``daemon``: what the cycle asks for (:func:`tuner.recall.previous_candidates`): the default
   ``knowledge.lookup_limit`` cheapest executions that cost less than the cluster now. The
   "cluster now" is dearer than every recorded deployment (one node more than they have, all
   of the dearest shape), so every execution in the band qualifies and each answer holds the
@@ -45,14 +45,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from knowledge.base import load_band
 from knowledge.neo4j_store import Neo4jKnowledgeBase
 from testkit.neo4j_fixture import Neo4jServer
-from tuner.model.execution import Execution, NodeState, WorkloadType
+from tuner.model.cluster import Workload
+from tuner.model.execution import Execution, NodeState, WorkloadType, by_name
 from tuner.settings import Knowledge
 
 SHAPES = [("e2-standard-4", 4000, 16 * 2**30, 0.134), ("e2-standard-8", 8000, 32 * 2**30, 0.268)]
 SHAPES.append(("e2-highmem-4", 4000, 32 * 2**30, 0.181))
 WORKLOADS = [
     WorkloadType(
-        f"ns-{i % 6}/{'StatefulSet' if i % 10 == 0 else 'Deployment'}/app-{i}",
+        Workload(f"ns-{i % 6}", "StatefulSet" if i % 10 == 0 else "Deployment", f"app-{i}"),
         100 * (1 + i % 8),
         2**27 * (1 + i % 16),
         i % 10 != 0,
@@ -73,7 +74,9 @@ def executions(count: int, nodes: int, seed: int) -> Iterator[Execution]:
             kind, cpu, memory, price = rng.choice(SHAPES)
             picked = sorted(rng.sample(range(len(WORKLOADS)), rng.randint(3, 6)))
             used.update(picked)
-            pods = tuple(sorted((WORKLOADS[w].workload, rng.randint(1, 4)) for w in picked))
+            pods = tuple(
+                sorted(((WORKLOADS[w].workload, rng.randint(1, 4)) for w in picked), key=by_name)
+            )
             states.append(NodeState(f"node-{n:02d}", cpu, memory, kind, price, pods))
         end = 1.7e9 + i * 600
         yield Execution(

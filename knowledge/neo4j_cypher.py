@@ -42,13 +42,13 @@ def pod_key(workload: WorkloadType) -> str:
 
 
 def _pod_properties(workload: WorkloadType) -> dict[str, Any]:
-    namespace, kind, name = ["", "", *workload.workload.split("/", 2)][-3:]
+    ref = workload.workload
     return {
         "key": pod_key(workload),
-        "workload": workload.workload,
-        "namespace": namespace,
-        "kind": kind,
-        "name": name,
+        "workload": str(ref),
+        "namespace": ref.namespace,
+        "kind": ref.kind,
+        "name": ref.name,
         "cpu": workload.cpu,
         "memory": workload.memory,
         "movable": workload.movable,

@@ -16,7 +16,16 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from tuner.model.execution import Execution, LoadVector, NodeState, WorkloadType, load_vector
+from tuner.model.cluster import Workload
+from tuner.model.execution import (
+    Execution,
+    LoadVector,
+    NodeState,
+    WorkloadType,
+    by_name,
+    load_vector,
+    workload_types,
+)
 from tuner.model.load import Load
 
 log = logging.getLogger(__name__)
@@ -59,8 +68,11 @@ def workload_type(pod: Mapping[str, Any]) -> WorkloadType:
     movable = pod.get("movable")
     if type(movable) is not bool:
         raise _bad(where, "movable", movable, "a boolean")
+    text = _text(pod.get("workload"), where, "workload")
+    if text.count("/") < 2 or not all(text.split("/", 2)):
+        raise _bad(where, "workload", text, "namespace/Kind/name")
     return WorkloadType(
-        workload=_text(pod.get("workload"), where, "workload"),
+        workload=Workload.parse(text),
         cpu=_integer(pod.get("cpu"), where, "cpu"),
         memory=_integer(pod.get("memory"), where, "memory"),
         movable=movable,
@@ -82,11 +94,11 @@ def pod_types(pods: Mapping[str, Mapping[str, Any]]) -> dict[str, WorkloadType |
     return types
 
 
-def _node(entry: Sequence[Any], pods: PodTypes, types: dict[str, WorkloadType]) -> NodeState:
+def _node(entry: Sequence[Any], pods: PodTypes, types: dict[Workload, WorkloadType]) -> NodeState:
     """One node of a row (the list the reads of :mod:`knowledge.neo4j_cypher` return)."""
     _, name, cpu, memory, instance_type, price, ran = entry
     where = ("Node", name)
-    counts: dict[str, int] = {}
+    counts: dict[Workload, int] = {}
     for ref, count in ran:
         workload = pods.get(ref)
         if not isinstance(workload, WorkloadType):
@@ -103,7 +115,7 @@ def _node(entry: Sequence[Any], pods: PodTypes, types: dict[str, WorkloadType]) 
         memory=_integer(memory, where, "memory"),
         instance_type=_text(instance_type, where, "type"),
         price=_number(price, where, "price"),
-        pods=tuple(sorted(counts.items())),
+        pods=tuple(sorted(counts.items(), key=by_name)),
     )
 
 
@@ -121,7 +133,7 @@ def decode(
     Raises Malformed when anything is missing or of the wrong type.
     """
     where = ("Execution", execution.get("id"))
-    types: dict[str, WorkloadType] = {}
+    types: dict[Workload, WorkloadType] = {}
     states = tuple(_node(entry, pods, types) for entry in sorted(nodes, key=_order))
     return Execution(
         id=_text(execution.get("id"), where, "id"),
@@ -132,7 +144,7 @@ def decode(
         cost=_number(execution.get("cost"), where, "cost"),
         cpu_ratio=_number(execution.get("cpu_ratio"), where, "cpu_ratio"),
         nodes=states,
-        workloads=tuple(sorted(types.values(), key=lambda w: w.workload)),
+        workloads=workload_types(types.values()),
     )
 
 

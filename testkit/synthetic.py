@@ -12,8 +12,6 @@ import random
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
-
 from tuner.model.cluster import Cluster, Node, Pod, Workload
 from tuner.model.constraints import (
     HOSTNAME_KEY,
@@ -187,6 +185,8 @@ class _Scheduler:
         self.templates = {(w.namespace, w.name): _template_pod(w) for w in workloads}
         cluster = Cluster(nodes=tuple(_model_node(n) for n in nodes), pods=())
         self.snapshot = Snapshot(cluster, arriving=self.templates.values())
+        self.names = [n.name for n in nodes]
+        self.index = {name: i for i, name in enumerate(self.names)}
 
     def place(self, w: WorkloadSpec, node: int | None = None) -> int | None:
         """Bind one pod of ``w`` to ``node``, or to the feasible node LeastAllocated picks."""
@@ -196,11 +196,8 @@ class _Scheduler:
             mask = snap.fit_mask(pod)
             if not mask.any():
                 return None
-            used_cpu = snap.alloc_cpu - snap.free_cpu
-            used_mem = snap.alloc_mem - snap.free_mem
-            share = (used_cpu + w.cpu) / snap.alloc_cpu + (used_mem + w.memory) / snap.alloc_mem
-            node = int(np.argmin(np.where(mask, share, np.inf)))
-        snap.place(pod, node)
+            node = self.index[snap.least_allocated(pod, mask)]
+        snap.place(pod, self.names[node])
         return node
 
 

@@ -18,7 +18,7 @@ window); after any change the next window starts a warm-up after the change ende
 previous deployment is deleted from the knowledge base and comes back when the next window
 proves the whole deployment stable;
 the option reads only the cheapest ``knowledge.lookup_limit`` entries that cost less than the
-cluster now (:func:`previous_candidates`), and those found unattainable are deleted;
+cluster now (:func:`~tuner.recall.previous_candidates`), and those found unattainable are deleted;
 candidate-delay timers live across cycles. Unless in a dry run, a cycle first takes back the
 nodes an autoscaler did not remove (:meth:`Actuator.reclaim_unremoved`) and keeps them from
 removal for :data:`KEEP_S`. A knowledge base that cannot be reached skips the
@@ -45,19 +45,19 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
-from knowledge.base import KnowledgeBase, KnowledgeError
+from knowledge.base import KnowledgeBase
 from tuner.analyse.decision import analyse
 from tuner.analyse.removal import CandidateTimers
 from tuner.errors import ServiceError
 from tuner.model.cluster import Cluster
-from tuner.model.execution import Execution, execution_of
+from tuner.model.execution import execution_of
 from tuner.model.forecast import Forecast, LoadSeries, forecast_from
 from tuner.model.limits import DAY_S, Budget, Evictions, Spent
 from tuner.model.load import Load
 from tuner.model.maintenance import opening
-from tuner.model.price import nodes_cost
 from tuner.model.window_report import Scope, Verdict
 from tuner.plan.actions import Action, evictions
+from tuner.recall import entries_for, forget_entry, record
 from tuner.report.build import PlanReport, build_report
 from tuner.settings import Settings
 
@@ -216,8 +216,8 @@ class CycleReport:
     """Seconds until the next cycle."""
     window: WindowReport | None = None
     """What the monitor saw (None while waiting for a full window)."""
-    load: float | None = None
-    """The load the knowledge base keys this window by (the total of the monitor's load)."""
+    load: Load | None = None
+    """The load the window served, which the knowledge base keys it by."""
     plan: PlanReport | None = None
     result: TransitionResult | None = None
     recorded: str | None = None
@@ -298,7 +298,7 @@ def _cycle(
         return replace(report, paused=paused), state
     cluster = ports.actuator.read()
     load = window.load
-    history = _history(ports.knowledge, cluster, settings, load)
+    history = entries_for(ports.knowledge, cluster, settings, load)
     budget, unbudgeted = _budget(settings, ports.safeguards, now)
     kept = frozenset(n for n, _ in state.kept)
     analysis = analyse(
@@ -316,7 +316,7 @@ def _cycle(
     recorded = None
     if not dry_run and window.whole_stable:
         execution = execution_of(cluster, analysis.movability, settings.pricing, load, start, now)
-        recorded = _record(ports.knowledge, execution, state.awaiting)
+        recorded = record(ports.knowledge, execution, state.awaiting)
         state = replace(state, awaiting=None)
     state = replace(state, timers=analysis.timers or state.timers)
     plan = build_report(cluster, settings, analysis)
@@ -329,7 +329,7 @@ def _cycle(
         analysis.reason,
         windows.measure_s if window.whole_stable else windows.retry_s,
         window,
-        load.total,
+        load,
         plan,
         recorded=recorded,
         paused=paused,
@@ -337,7 +337,7 @@ def _cycle(
     )
     if not dry_run:
         for forget in analysis.forget:
-            _forget(ports.knowledge, forget.entry, f"{forget.kind}: {forget.reason}")
+            forget_entry(ports.knowledge, forget.entry, f"{forget.kind}: {forget.reason}")
     if not plan.actions:
         if analysis.limited is None:
             return base, state
@@ -355,7 +355,7 @@ def _cycle(
         return replace(base, outcome=Outcome.HELD, reason=reason, hold=hold), state
     held = analysis.holds
     if held and not dry_run:
-        _forget(ports.knowledge, held, "chosen: it returns when the next window is stable")
+        forget_entry(ports.knowledge, held, "chosen: it returns when the next window is stable")
         state = replace(state, awaiting=held)
     if dry_run:
         result = ports.actuator.check(plan.actions)
@@ -425,54 +425,3 @@ def _settle(safeguards: Safeguards, actions: Sequence[Action], result: Transitio
         safeguards.end(evictions(actions[:ran]))
     except ServiceError as err:
         log.error("eviction ledger not updated (it keeps the plan's evictions): %s", err)
-
-
-def _record(kb: KnowledgeBase, execution: Execution, awaiting: str | None) -> str | None:
-    try:
-        kb.record(execution)
-    except KnowledgeError as err:
-        log.warning("stable deployment not recorded: %s", err)
-        return None
-    if awaiting:
-        log.info(
-            "previous deployment %s proved stable again: recorded as %s", awaiting, execution.id
-        )
-    return execution.id
-
-
-def previous_candidates(
-    kb: KnowledgeBase, cluster: Cluster, settings: Settings, load: Load
-) -> list[Execution]:
-    """The knowledge-base entries the previous-deployment option may choose from: for this load
-    (within ``load.delta`` in every dimension), cheaper than the cluster now, the cheapest
-    ``knowledge.lookup_limit`` of them.
-
-    The analysis takes the first attainable one and never looks at a dearer entry, so nothing
-    beyond these could change its answer unless all of them are unattainable. Those are
-    deleted after the analysis (not in a dry run), so the next window reads the next ones.
-    """
-    return kb.find_by_load(
-        load.total,
-        settings.load.delta,
-        cheaper_than=nodes_cost(cluster.nodes, settings.pricing),
-        limit=settings.knowledge.lookup_limit,
-        vector=load.values,
-    )
-
-
-def _history(
-    kb: KnowledgeBase, cluster: Cluster, settings: Settings, load: Load
-) -> list[Execution]:
-    try:
-        return previous_candidates(kb, cluster, settings, load)
-    except KnowledgeError as err:
-        log.warning("previous-deployment option skipped this window: %s", err)
-        return []
-
-
-def _forget(kb: KnowledgeBase, entry: str, why: str) -> None:
-    try:
-        if kb.delete(entry):
-            log.info("knowledge base: deleted %s (%s)", entry, why)
-    except KnowledgeError as err:
-        log.warning("knowledge base: could not delete %s (%s): %s", entry, why, err)

@@ -23,7 +23,8 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from testkit.cluster_fixture import REPO_ROOT, ClusterHarness, eventually
-from tuner.analyse.decision import Choice, analyse
+from tuner.analyse.decision import analyse
+from tuner.analyse.options import Choice
 from tuner.model.cluster import Cluster
 from tuner.model.constraints import ZONE_KEY, Constraints
 from tuner.monitor.kube import read_cluster

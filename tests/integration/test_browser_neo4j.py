@@ -17,27 +17,30 @@ from knowledge.browser.captions import execution_caption, node_captions
 from knowledge.browser.queries import deployment_query, history_query
 from knowledge.browser.style import label_colours, style_command
 from testkit.neo4j_fixture import Neo4jServer
-from tuner.model.execution import Execution, NodeState, WorkloadType
+from tuner.model.cluster import Workload
+from tuner.model.execution import Execution, NodeState, WorkloadType, by_name
 
 pytestmark = [pytest.mark.neo4j, pytest.mark.browser]
 
 DOCS_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
-WEB = WorkloadType("shop/Deployment/web", 500, 2**30, True)
-CART = WorkloadType("shop/Deployment/cart", 250, 2**29, True)
-CACHE = WorkloadType("shop/Deployment/cache", 250, 2**30, True)
-DB = WorkloadType("shop/StatefulSet/db", 1000, 4 * 2**30, False)
+WEB = WorkloadType(Workload("shop", "Deployment", "web"), 500, 2**30, True)
+CART = WorkloadType(Workload("shop", "Deployment", "cart"), 250, 2**29, True)
+CACHE = WorkloadType(Workload("shop", "Deployment", "cache"), 250, 2**30, True)
+DB = WorkloadType(Workload("shop", "StatefulSet", "db"), 1000, 4 * 2**30, False)
 GiB16 = 16 * 2**30
 
 
 def _execution(
-    id: str, load: float, end: float, nodes: list[tuple[str, dict[str, int]]]
+    id: str, load: float, end: float, nodes: list[tuple[str, dict[Workload, int]]]
 ) -> Execution:
     types = {w.workload: w for w in (WEB, CART, CACHE, DB)}
     states = tuple(
-        NodeState(name, 4000, GiB16, "e2-standard-4", 0.16, tuple(sorted(pods.items())))
+        NodeState(
+            name, 4000, GiB16, "e2-standard-4", 0.16, tuple(sorted(pods.items(), key=by_name))
+        )
         for name, pods in nodes
     )
-    used = sorted({w for _, pods in nodes for w in pods})
+    used = sorted({w for _, pods in nodes for w in pods}, key=str)
     return Execution(
         id,
         end - 600,
@@ -154,7 +157,7 @@ def test_the_history_and_a_deployment_are_drawn_readable(
             assert vertex.fill == colours[expected[caption]], vertex
         assert sum(" ".join(v.caption.split()).startswith("load") for v in drawn) == len(IN_BAND)
 
-        pods = {w.ref.name: "Pod" for w in CHEAPEST.workloads}
+        pods = {w.workload.name: "Pod" for w in CHEAPEST.workloads}
         expected = {**_captions([CHEAPEST]), **pods}
         frame = browser.run(deployment_query(1000.0, 0.1))
         drawn = browser.wait_for_graph(frame, len(expected))

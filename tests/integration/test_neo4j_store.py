@@ -24,10 +24,10 @@ from knowledge.base import KnowledgeError, KnowledgeRefused
 from knowledge.neo4j_store import Neo4jKnowledgeBase
 from testkit.builders import cluster, node, pod
 from testkit.neo4j_fixture import Neo4jServer
-from tuner.analyse.decision import Choice
+from tuner.analyse.options import Choice
 from tuner.cycle import CycleState, Outcome, Ports, TransitionResult, run_cycle
-from tuner.model.cluster import Cluster
-from tuner.model.execution import Execution, NodeState, WorkloadType, execution_of
+from tuner.model.cluster import Cluster, Workload
+from tuner.model.execution import Execution, NodeState, WorkloadType, by_name, execution_of
 from tuner.model.load import Load
 from tuner.model.movability import Policy, assess
 from tuner.model.window_report import Verdict, WindowReport
@@ -36,9 +36,11 @@ from tuner.settings import Analyse, Pricing, Settings, Windows
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKLOADS = [
-    WorkloadType(f"shop/Deployment/app-{i}", 100 * (1 + i % 4), 2**28 * (1 + i % 3), True)
+    WorkloadType(
+        Workload("shop", "Deployment", f"app-{i}"), 100 * (1 + i % 4), 2**28 * (1 + i % 3), True
+    )
     for i in range(8)
-] + [WorkloadType("shop/StatefulSet/db", 1000, 2**32, False)]
+] + [WorkloadType(Workload("shop", "StatefulSet", "db"), 1000, 2**32, False)]
 
 
 def synthetic(id: str, seed: int, nodes: int = 3) -> Execution:
@@ -48,7 +50,9 @@ def synthetic(id: str, seed: int, nodes: int = 3) -> Execution:
     for n in range(nodes):
         picked = sorted(rng.sample(range(len(WORKLOADS)), 3))
         used.update(picked)
-        pods = tuple(sorted((WORKLOADS[w].workload, rng.randint(1, 3)) for w in picked))
+        pods = tuple(
+            sorted(((WORKLOADS[w].workload, rng.randint(1, 3)) for w in picked), key=by_name)
+        )
         states.append(NodeState(f"node-{n}", 4000, 16 * 2**30, "e2-standard-4", 0.134, pods))
     return Execution(
         id=id,
@@ -182,7 +186,7 @@ def test_a_failing_write_leaves_nothing_behind(
         before = graph_counts(neo4j)
         broken = neo4j_cypher.CREATE_NODES + "WITH count(*) AS done RETURN 1 / 0 AS boom"
         monkeypatch.setattr(neo4j_cypher, "CREATE_NODES", broken)
-        new_pod = WorkloadType("other/Deployment/new", 50, 2**20, True)
+        new_pod = WorkloadType(Workload("other", "Deployment", "new"), 50, 2**20, True)
         fresh = replace(
             synthetic("fresh", 4),
             workloads=(*synthetic("fresh", 4).workloads, new_pod),

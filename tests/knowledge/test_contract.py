@@ -8,8 +8,12 @@ import pytest
 
 from knowledge.base import KnowledgeBase, KnowledgeRefused
 from knowledge.transfer import BatchStore
+from tuner.model.cluster import Workload
 from tuner.model.execution import Execution, NodeState, WorkloadType, load_vector
 from tuner.model.load import Load
+
+WEB = Workload("shop", "Deployment", "web")
+DB = Workload("shop", "StatefulSet", "db")
 
 
 def execution(
@@ -29,15 +33,13 @@ def execution(
                 16 * 2**30,
                 "e2-standard-4",
                 cost / 2,
-                (("shop/Deployment/web", 3), ("shop/StatefulSet/db", 1)),
+                ((WEB, 3), (DB, 1)),
             ),
-            NodeState(
-                "n2", 4000, 16 * 2**30, "e2-standard-4", cost / 2, (("shop/Deployment/web", 1),)
-            ),
+            NodeState("n2", 4000, 16 * 2**30, "e2-standard-4", cost / 2, ((WEB, 1),)),
         ),
         workloads=(
-            WorkloadType("shop/Deployment/web", 250, 2**29, True),
-            WorkloadType("shop/StatefulSet/db", 1000, 2**32, False),
+            WorkloadType(WEB, 250, 2**29, True),
+            WorkloadType(DB, 1000, 2**32, False),
         ),
     )
 
@@ -243,7 +245,4 @@ def test_shared_workload_types_survive_deleting_one_execution(kb: KnowledgeBase)
     kb.record(replace(execution("b", 100.0, 2.0)))
     kb.delete("a")
     survivor = kb.get("b")
-    assert survivor is not None and {w.workload for w in survivor.workloads} == {
-        "shop/Deployment/web",
-        "shop/StatefulSet/db",
-    }
+    assert survivor is not None and {w.workload for w in survivor.workloads} == {WEB, DB}

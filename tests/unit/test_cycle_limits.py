@@ -13,7 +13,8 @@ import pytest
 from knowledge.embedded import EmbeddedKnowledgeBase
 from testkit.builders import cluster, node, pod
 from tests.unit.test_cycle import STABLE, Recorder, Script, settings, two_half_empty_nodes
-from tuner.analyse.decision import Choice, analyse
+from tuner.analyse.decision import analyse
+from tuner.analyse.options import Choice, Refusal
 from tuner.cycle import CycleState, MemorySafeguards, Outcome, Ports, run_cycle
 from tuner.errors import ServiceError
 from tuner.model.cluster import Cluster
@@ -86,8 +87,8 @@ def test_an_option_over_budget_is_refused_whole() -> None:
     assert chosen.decision is Choice.PREVIOUS
     refused = analyse(now, s, history, random.Random(0), budget=budget(1))
     assert refused.decision is Choice.STAY
-    (previous,) = [p for p in refused.proposals if p.option.choice == "previous_deployment"]
-    assert not previous.possible
+    (previous,) = [p for p in refused.proposals if p.option == "previous_deployment"]
+    assert not previous.possible and previous.refusal is Refusal.BUDGET
     assert previous.reason.endswith(
         "but 2 evictions would exceed limits.evictions_per_hour 1 (0 in the last hour)"
     )

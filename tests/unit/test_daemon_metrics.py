@@ -17,6 +17,7 @@ from tuner.analyse.decision import analyse
 from tuner.cycle import CycleReport, Outcome, TransitionResult
 from tuner.daemon.logs import JsonFormatter
 from tuner.daemon.metrics import Metrics
+from tuner.model.load import Load
 from tuner.report.build import build_report
 from tuner.settings import Analyse, Pricing, Settings
 
@@ -46,7 +47,15 @@ def _acted_report() -> CycleReport:
     plan = build_report(c, s, analyse(c, s, [], random.Random(0)))
     result = TransitionResult(plan.actions[:1], False, "wrong node", plan.actions[:1])
     return CycleReport(
-        Outcome.FAILED, 0, 600, "x", 600, load=100.0, plan=plan, result=result, recorded="id"
+        Outcome.FAILED,
+        0,
+        600,
+        "x",
+        600,
+        load=Load.scalar(100.0),
+        plan=plan,
+        result=result,
+        recorded="id",
     )
 
 

@@ -154,7 +154,16 @@ def test_a_cycle_logs_window_verdict_load_costs_decision_and_each_action(
     first = plan.actions[:1]  # verified where the scheduler put it: the workload not onboarded
     result = TransitionResult(first, False, "pod landed on node c", eviction_only=first)
     report = CycleReport(
-        Outcome.FAILED, 0, 600, "stopped", 600, window, 42.0, plan, result, recorded="abc"
+        Outcome.FAILED,
+        0,
+        600,
+        "stopped",
+        600,
+        window,
+        Load.scalar(42.0),
+        plan,
+        result,
+        recorded="abc",
     )
     with caplog.at_level(logging.INFO):
         log_cycle(report, logging.getLogger("tuner.daemon"))
@@ -205,7 +214,8 @@ def _one_stable_cycle(load: float, **window: object) -> CycleReport:
     c = cluster([node("a")], [pod("w-1", "a")])
     plan = build_report(c, s, analyse(c, s, [], random.Random(0)))
     seen = WindowReport(Verdict.STABLE, "nothing changed", Load.scalar(load), 0, 600, 0, **window)  # type: ignore[arg-type]
-    return CycleReport(Outcome.STAYED, 0, 600, "stay", 600, seen, load, plan, recorded="abc")
+    served = Load.scalar(load)
+    return CycleReport(Outcome.STAYED, 0, 600, "stay", 600, seen, served, plan, recorded="abc")
 
 
 def test_loads_are_logged_rounded(caplog: pytest.LogCaptureFixture) -> None:

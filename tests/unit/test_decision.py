@@ -7,12 +7,16 @@ from collections import Counter
 import pytest
 
 from testkit.builders import cluster, node, pod
-from tuner.analyse.decision import Choice, analyse, choose
+from tuner.analyse.context import Context
+from tuner.analyse.decision import Stay, analyse, walk
 from tuner.analyse.exploration import random_migration
+from tuner.analyse.options import Choice, Disruption, Proposal, Refusal
+from tuner.analyse.previous import PreviousDeployment
+from tuner.analyse.removal import RemoveNodes
+from tuner.model.change import Addition, DesiredChange, Relocation
 from tuner.model.execution import execution_of
 from tuner.model.movability import Policy, assess
 from tuner.settings import Analyse, Pricing, Settings
-from tuner.settings import Usability as U
 
 INF = math.inf
 
@@ -31,7 +35,19 @@ INF = math.inf
     ],
 )
 def test_algorithm_1(current: float, removal: float, previous: float, expected: Choice) -> None:
-    assert choose(current, removal, previous) is expected
+    """The walk over removal then previous, from staying, is Algorithm 1."""
+
+    def offer(option: Choice, cost: float) -> Proposal:
+        if math.isinf(cost):
+            return Proposal.refused(option, Refusal.NO_CANDIDATE, "none")
+        return Proposal(option, cost, DesiredChange(), "")
+
+    stay = Proposal(Stay.name, current, DesiredChange(), "stay")
+    weighed = [
+        (RemoveNodes(), offer(Choice.REMOVE_NODES, removal)),
+        (PreviousDeployment(), offer(Choice.PREVIOUS, previous)),
+    ]
+    assert walk(stay, weighed).option is expected
 
 
 def _settings(**analyse: object) -> Settings:
@@ -60,6 +76,9 @@ def test_analyse_returns_to_a_cheaper_previous_deployment() -> None:
     result = analyse(now, s, history, random.Random(0))
     assert result.decision is Choice.PREVIOUS
     assert result.cost_after == 8
+    # w-2 leaves b for a: one move, as a replacement's would be (not a removal and an addition)
+    assert result.chosen is not None
+    assert result.chosen.disruption == Disruption(pods_moved=1, nodes_drained=1)
 
 
 def test_small_savings_are_not_worth_the_disruption() -> None:
@@ -94,7 +113,7 @@ def test_random_migration_is_uniform_over_feasible_pairs() -> None:
     rng = random.Random(1)
     draws = Counter()
     for _ in range(6000):
-        move = random_migration(c, movability, U(), rng)
+        move = random_migration(Context.of(c, Settings(), movability), rng)
         assert move is not None
         draws[(move.pod.name, move.node)] += 1
     expected = {
@@ -113,12 +132,13 @@ def test_random_migration_is_uniform_over_feasible_pairs() -> None:
 def test_random_migration_is_seedable_and_none_when_nothing_fits() -> None:
     c = cluster([node("a"), node("b")], [pod("w-1", "a"), pod("w-2", "b")])
     m = assess(c, Policy(frozenset()))
-    first = [random_migration(c, m, U(), random.Random(7)) for _ in range(3)]
+    first = [random_migration(Context.of(c, Settings(), m), random.Random(7)) for _ in range(3)]
     assert first[0] == first[1] == first[2]
     full = cluster(
         [node("a", "1", "1Gi"), node("b", "1", "1Gi")], [pod("w-1", "a", "1"), pod("w-2", "b", "1")]
     )
-    assert random_migration(full, assess(full, Policy(frozenset())), U(), random.Random(0)) is None
+    context = Context.of(full, Settings(), assess(full, Policy(frozenset())))
+    assert random_migration(context, random.Random(0)) is None
 
 
 def test_every_option_answers_with_a_proposal_and_the_decision_reports_them() -> None:
@@ -136,10 +156,12 @@ def test_every_option_answers_with_a_proposal_and_the_decision_reports_them() ->
     ]
     result = analyse(now, s, history, random.Random(0))
     removal, previous, replace = result.proposals
-    assert (removal.option.choice, previous.option.choice) == (Choice.REMOVE_NODES, Choice.PREVIOUS)
-    assert not removal.possible and removal.reason == "node removal is disabled"
-    assert replace.option.choice == Choice.REPLACE_NODES
-    assert not replace.possible and replace.reason == "no node pool can grow"
+    assert (removal.option, previous.option) == (Choice.REMOVE_NODES, Choice.PREVIOUS)
+    assert not removal.possible and removal.refusal is Refusal.DISABLED
+    assert removal.reason == "node removal is disabled"
+    assert replace.option == Choice.REPLACE_NODES
+    assert not replace.possible and replace.refusal is Refusal.NO_POOL_CAN_GROW
+    assert replace.reason == "no node pool can grow"
     assert result.chosen is previous and previous.cost_after == result.cost_after == 8
     assert previous.change == result.change and previous.disruption.nodes_drained == 1
     # what the decision does to the knowledge base: hold the chosen entry, forget the unattainable
@@ -152,5 +174,21 @@ def test_staying_chooses_no_proposal_but_exploring_chooses_one() -> None:
     stay = analyse(c, _settings(migration_chance=0.0, remove_nodes=False), [], random.Random(0))
     assert stay.chosen is None and stay.holds is None and stay.forget == ()
     explore = analyse(c, _settings(migration_chance=1.0, remove_nodes=False), [], random.Random(0))
-    assert explore.chosen is not None and explore.chosen.option.choice == Choice.RANDOM
+    assert explore.chosen is not None and explore.chosen.option == Choice.RANDOM
     assert explore.chosen.disruption.pods_moved == 1 and explore.cost_after == explore.cost_current
+
+
+def test_a_move_counts_once_whichever_option_made_it() -> None:
+    """A relocation (removal, replace, exploration) and a removal paired with an addition of
+    the same workload (a previous deployment; the planner makes one migration of them) are one
+    move each; an addition or removal left unpaired counts as itself."""
+    w1, w2 = pod("w-1", "a"), pod("w-2", "a")
+    relocated = DesiredChange(relocations=(Relocation(w1, "b"),))
+    paired = DesiredChange(removals=(w1,), additions=(Addition(w1.workload, "b", w1.requests),))
+    assert Disruption.of(relocated) == Disruption.of(paired) == Disruption(pods_moved=1)
+    other = pod("db-1", "a", workload="db")
+    unpaired = DesiredChange(
+        removals=(w1, w2, other), additions=(Addition(w1.workload, "b", w1.requests),)
+    )
+    assert Disruption.of(unpaired) == Disruption(pods_moved=1, pods_removed=2)
+    assert Disruption.of(unpaired).rank == (0, 3)

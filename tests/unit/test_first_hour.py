@@ -66,7 +66,9 @@ def _report(outcome: Outcome, window: WindowReport, *, timers: bool) -> CycleRep
     start = CandidateTimers() if timers else None
     analysis = analyse(c, settings, [], random.Random(0), start, NOW)
     plan = build_report(c, settings, analysis)
-    return CycleReport(outcome, NOW - 600, NOW, analysis.reason, 600, window, 1.0, plan)
+    return CycleReport(
+        outcome, NOW - 600, NOW, analysis.reason, 600, window, Load.scalar(1.0), plan
+    )
 
 
 def test_a_single_cycle_names_the_candidate_delay_it_started() -> None:

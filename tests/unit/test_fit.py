@@ -107,19 +107,46 @@ def test_required_anti_affinity_on_hostname_both_ways() -> None:
     assert _mask(nodes, pods, pod("web-3", None, namespace="other")) == ["a", "b", "c"]
 
 
-def test_snapshot_fork_and_revert_restore_everything() -> None:
+def test_a_fork_reverts_unless_committed_and_forks_nest() -> None:
     nodes = [node("a", "1", "1Gi"), node("b", "1", "1Gi")]
     p = pod("w-1", "a", "600m", "100Mi")
     snapshot = Snapshot(cluster(nodes, [p]))
-    before = (snapshot.free_cpu.copy(), snapshot.free_pods.copy(), snapshot.open.copy())
-    marker = snapshot.fork()
-    snapshot.close(0)
-    snapshot.move(p, 0, 1)
-    assert snapshot.free_cpu.tolist() == [1000, 400]
-    snapshot.revert(marker)
-    assert snapshot.free_cpu.tolist() == before[0].tolist()
-    assert snapshot.free_pods.tolist() == before[1].tolist()
-    assert snapshot.open.tolist() == before[2].tolist()
+
+    def state() -> tuple[object, ...]:
+        return tuple((snapshot.requested(n), snapshot.is_open(n)) for n in ("a", "b"))
+
+    before = state()
+    with snapshot.forked():
+        snapshot.close("a")
+        snapshot.move(p, "a", "b")
+        assert snapshot.requested("b").cpu == 600 and not snapshot.is_open("a")
+    assert state() == before
+
+    def fail() -> None:
+        with snapshot.forked():
+            snapshot.close("b")
+            raise RuntimeError
+
+    with pytest.raises(RuntimeError):
+        fail()
+    assert state() == before  # an exception reverts too
+    with snapshot.forked() as outer:
+        with snapshot.forked() as inner:
+            snapshot.move(p, "a", "b")
+            inner.commit()
+        moved = state()
+        assert snapshot.requested("a").cpu == 0
+        with snapshot.forked():
+            snapshot.close("b")
+        assert state() == moved
+        outer.commit()
+    assert state() == moved
+    with snapshot.forked():
+        snapshot.add_nodes([node("c", "1", "1Gi")])
+        snapshot.move(p, "b", "c")
+        assert snapshot.names_of(snapshot.fit_mask(pod("x", None, "500m"))) == ["a", "b"]
+    assert state() == moved
+    assert snapshot.names_of(snapshot.fit_mask(pod("x", None, "500m"))) == ["a"]
 
 
 def test_preferred_anti_affinity_steers_the_destination_before_the_tightest_fit() -> None:
@@ -133,9 +160,9 @@ def test_preferred_anti_affinity_steers_the_destination_before_the_tightest_fit(
     mask = snapshot.fit_mask(web)
     assert mask.all()
     assert list(snapshot.honoured(web)) == [0, 50]
-    assert snapshot.best_fit(web, mask) == 1  # roomy: it holds no web pod
+    assert snapshot.best_fit(web, mask) == "roomy"  # roomy: it holds no web pod
     plain = replace(web, constraints=Constraints())
-    assert Snapshot(cluster([tight, roomy], [])).best_fit(plain, mask) == 0
+    assert Snapshot(cluster([tight, roomy], [])).best_fit(plain, mask) == "tight"
 
 
 def test_the_refusal_names_the_rule_that_closes_the_last_node() -> None:
@@ -144,12 +171,12 @@ def test_the_refusal_names_the_rule_that_closes_the_last_node() -> None:
     nodes = [node("a1", labels={zone: "a"}), node("b1", labels={zone: "b"})]
     pods = [pod("web-1", "a1", constraints=spread), pod("web-2", "b1", constraints=spread)]
     snapshot = Snapshot(cluster(nodes, pods))
-    snapshot.close(0)
-    assert not snapshot.fit_mask(pods[0], leaving=0).any()
-    assert snapshot.refusal(pods[0], leaving=0) == (
+    snapshot.close("a1")
+    assert not snapshot.fit_mask(pods[0], leaving="a1").any()
+    assert snapshot.refusal(pods[0], leaving="a1") == (
         f"topology spread on {zone} (maxSkew 1) would be broken on the 1 node(s) the rules "
         "before it admit"
     )
-    assert snapshot.why_not(pods[0], 1, leaving=0) == (
+    assert snapshot.why_not(pods[0], "b1", leaving="a1") == (
         f"topology spread on {zone} (maxSkew 1) would be broken"
     )

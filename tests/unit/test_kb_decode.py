@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from knowledge.neo4j_decode import Malformed, decode, decode_rows, pod_refs, pod_types
+from tuner.model.cluster import Workload
 
 WEB = {"key": "web", "workload": "shop/Deployment/web", "cpu": 100, "memory": 64, "movable": True}
 EXECUTION = {"id": "a", "start": 0.0, "end": 600, "load": 100.0, "cost": 1.0, "cpu_ratio": 0.5}
@@ -26,9 +27,9 @@ def test_a_well_formed_row_decodes_in_node_order() -> None:
         "server",
     )
     assert [n.name for n in found.nodes] == ["first", "second"]
-    assert found.nodes[0].pods == (("shop/Deployment/web", 2),)
+    assert found.nodes[0].pods == ((Workload("shop", "Deployment", "web"), 2),)
     assert found.end == 600.0 and isinstance(found.end, float)
-    assert [w.workload for w in found.workloads] == ["shop/Deployment/web"]
+    assert [str(w.workload) for w in found.workloads] == ["shop/Deployment/web"]
 
 
 @pytest.mark.parametrize(
@@ -73,3 +74,14 @@ def test_unreadable_rows_are_skipped_with_a_warning(caplog: pytest.LogCaptureFix
 def test_pod_refs_are_collected_once() -> None:
     rows = [{"execution": EXECUTION, "nodes": [node(0), node(1, pods=[["b", 1], ["ref-web", 1]])]}]
     assert pod_refs(rows) == ["b", "ref-web"]
+
+
+def test_a_pod_vertex_whose_workload_is_not_namespace_kind_name_is_unreadable() -> None:
+    """The stored form is the ``namespace/Kind/name`` string; it decodes to a ``Workload`` value,
+    and a vertex holding anything else is unreadable, not a workload named after it."""
+    (read,) = pod_types({"ref-web": WEB}).values()
+    assert not isinstance(read, Malformed)
+    assert read.workload == Workload("shop", "Deployment", "web")
+    for text in ("web", "shop/web", "shop//web"):
+        (bad,) = pod_types({"ref": {**WEB, "workload": text}}).values()
+        assert isinstance(bad, Malformed) and "namespace/Kind/name" in str(bad)

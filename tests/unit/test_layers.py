@@ -31,6 +31,7 @@ UNITS: dict[str, str] = {
     "tuner.plan": "plan",
     "tuner.cycle": "cycle",
     "tuner.moderator": "cycle",
+    "tuner.recall": "cycle",
     "tuner.report": "cycle",
     "tuner.monitor": "monitor",
     "tuner.execute": "execute",

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from testkit.builders import cluster, node, pod
 from tuner.analyse.previous import _scores, find_previous
-from tuner.model.cluster import Cluster
+from tuner.model.cluster import Cluster, Workload
 from tuner.model.constraints import Constraints, LabelSelector, PodAffinityTerm
 from tuner.model.execution import Execution, NodeState, WorkloadType, execution_of
 from tuner.model.movability import Policy, assess
@@ -112,7 +112,11 @@ def test_unattainable_entries_are_reported_and_the_next_is_tried() -> None:
         100,
         4.0,
         0.1,
-        (NodeState("z", 4000, 2**33, "m5.xlarge", 4.0, (("default/Deployment/web", 1),)),),
+        (
+            NodeState(
+                "z", 4000, 2**33, "m5.xlarge", 4.0, ((Workload.parse("default/Deployment/web"), 1),)
+            ),
+        ),
         (),
     )
     result = previous(now, [alien, cheapest])
@@ -180,16 +184,16 @@ def test_assignment_matches_brute_force_on_small_instances(data: st.DataObject) 
     n_now = data.draw(st.integers(1, 5))
     n_then = data.draw(st.integers(1, n_now))
     rng = random.Random(data.draw(st.integers(0, 10**6)))
-    workloads = ["default/Deployment/a", "default/Deployment/b", "default/StatefulSet/s"]
+    workloads = [
+        Workload.parse(w)
+        for w in ("default/Deployment/a", "default/Deployment/b", "default/StatefulSet/s")
+    ]
     nodes = [node(f"n{i}") for i in range(n_now)]
     pods = []
     for i in range(n_now):
         for w in workloads:
             for k in range(rng.randint(0, 2)):
-                kind = w.split("/")[1]
-                pods.append(
-                    pod(f"{w.split('/')[2]}-{i}{k}", f"n{i}", kind=kind, workload=w.split("/")[2])
-                )
+                pods.append(pod(f"{w.name}-{i}{k}", f"n{i}", kind=w.kind, workload=w.name))
     c = cluster(nodes, pods)
     states = [
         NodeState(
@@ -197,7 +201,7 @@ def test_assignment_matches_brute_force_on_small_instances(data: st.DataObject) 
         )
         for j in range(n_then)
     ]
-    weights = {"default/Deployment/a": 1, "default/Deployment/b": 1, "default/StatefulSet/s": 100}
+    weights = dict(zip(workloads, (1, 1, 100), strict=True))
     scores = _scores(c, assess(c, POLICY), nodes, states, weights)
     rows, cols = linear_sum_assignment(scores, maximize=True)
     assert math.isclose(scores[rows, cols].sum(), _brute_force_best(scores))
@@ -207,10 +211,9 @@ def test_workload_types_record_movability() -> None:
     c = cluster(
         [node("n1")], [pod("db-0", "n1", kind="StatefulSet", workload="db"), pod("web-1", "n1")]
     )
-    types = {w.workload: w for w in record(c).workloads}
-    assert types["default/StatefulSet/db"] == WorkloadType(
-        "default/StatefulSet/db", 100, 128 * 2**20, False
-    )
+    types = {str(w.workload): w for w in record(c).workloads}
+    db = Workload("default", "StatefulSet", "db")
+    assert types["default/StatefulSet/db"] == WorkloadType(db, 100, 128 * 2**20, False)
     assert types["default/Deployment/web"].movable
 
 

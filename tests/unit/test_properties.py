@@ -22,8 +22,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from testkit.builders import cluster, node, pod
-from tuner.analyse.decision import Choice, analyse
-from tuner.analyse.options.replace import propose_replace
+from tuner.analyse.context import Context
+from tuner.analyse.decision import analyse
+from tuner.analyse.options import Choice
+from tuner.analyse.replace import ReplaceNodes
 from tuner.model import constraints as rules
 from tuner.model import scheduling
 from tuner.model.census import Census
@@ -31,7 +33,6 @@ from tuner.model.cluster import Cluster, Node, Pdb, Pod
 from tuner.model.execution import execution_of
 from tuner.model.movability import Policy, assess
 from tuner.model.pools import discover
-from tuner.model.price import node_price
 from tuner.model.resources import Resources
 from tuner.model.snapshot import Snapshot
 from tuner.plan.actions import Add, Migrate, ProvisionNode, Remove, RemoveNode
@@ -121,6 +122,41 @@ def _constraints(rng: random.Random, kind: str, w: int) -> rules.Constraints:
 
 
 IPS = [rules.ANY_IP, "10.0.0.1", "10.0.0.2"]
+
+
+def move_in_both(
+    snapshot: Snapshot,
+    census: Census,
+    where: dict[str, str],
+    pod: Pod,
+    targets: list[str],
+    rng: random.Random,
+) -> None:
+    """Move ``pod`` to one of ``targets`` (if any) in the snapshot and the census alike."""
+    if targets:
+        source, target = where[pod.key], rng.choice(targets)
+        snapshot.move(pod, source, target)
+        census.remove(source, pod)
+        census.add(target, pod)
+        where[pod.key] = target
+
+
+def fits_alone(pod: Pod, n: Node, census: Census) -> bool:
+    """One node's answer by the one-node rules: static fit, resources and pod slots, extended
+    resources, and the census (soft spread held as close as it was); ``pod`` is off its node."""
+    residents = census.residents[n.name]
+    free = n.allocatable - Resources.total([p.requests for p in residents])  # type: ignore[attr-defined]
+
+    def free_extended(name: str) -> int:
+        used = sum(dict(p.constraints.extended).get(name, 0) for p in residents)  # type: ignore[attr-defined]
+        return n.extended.get(name, 0) - used
+
+    return (
+        scheduling.static_fit(pod.constraints, n) is None
+        and scheduling.resource_fit(pod.requests, free, n.max_pods - len(residents)) is None
+        and scheduling.extended_fit(pod.constraints, free_extended) is None
+        and census.why_not(pod, n.name, soft=True) is None
+    )
 
 
 def admits(target: Node, candidate: Pod, census: Census) -> bool:
@@ -279,8 +315,9 @@ def test_replace_plans_are_safe_cheaper_and_respect_pools_and_unsettled_nodes(
     s = _pool_settings(big_max)
     movability = assess(c, Policy(frozenset(), unsettled_nodes=unsettled))
     pools = discover(c, s)
-    current = sum(node_price(n, s.pricing) for n in c.nodes)
-    proposal = propose_replace(c, s, movability, pools, current)
+    context = Context.of(c, s, movability, pools=pools)
+    current = context.current
+    proposal = ReplaceNodes().propose(context)
     actions = plan(c, proposal.change)
     check_plan_invariants(c, actions, {p.key for p in c.pods if movability.movable(p)})
     assert counts_after(c, actions) == replica_counts(c)
@@ -313,44 +350,32 @@ def test_the_snapshots_masks_agree_with_the_one_node_rules(c: Cluster, seed: int
     snapshot = Snapshot(c)
     known = lambda: c.label_counts  # noqa: E731 - counts as the census began, moves replayed
     census = Census(c.node_by_name, c.pods_by_node, known if seed % 2 else None)  # type: ignore[arg-type]
-    where = {p.key: p.node for p in c.pods}
-    for i, n in enumerate(c.nodes):
+    where = {p.key: p.node or "" for p in c.pods}
+    for n in c.nodes:
         if rng.random() < 0.2:
-            snapshot.close(i)
+            snapshot.close(n.name)
             census.cordon(n.name)
     movers = [p for p in c.pods if not p.follows_node]
     for _ in range(rng.randint(0, 6)):
         if not movers:
             break
         pod = rng.choice(movers)
-        source = where[pod.key] or ""
-        mask = snapshot.fit_mask(pod, leaving=snapshot.index[source])
-        mask[snapshot.index[source]] = False
-        if mask.any():
-            target = int(rng.choice(list(mask.nonzero()[0])))
-            snapshot.move(pod, snapshot.index[source], target)
-            census.remove(source, pod)
-            census.add(c.nodes[target].name, pod)
-            where[pod.key] = c.nodes[target].name
+        source = where[pod.key]
+        targets = [
+            n for n in snapshot.names_of(snapshot.fit_mask(pod, leaving=source)) if n != source
+        ]
+        move_in_both(snapshot, census, where, pod, targets, rng)
     for pod in c.pods:
-        source = where[pod.key] or ""
-        leaving = snapshot.index[source]
-        mask = snapshot.fit_mask(pod, leaving=leaving)
+        source = where[pod.key]
+        mask = snapshot.fit_mask(pod, leaving=source)
         census.remove(source, pod)
         for i, n in enumerate(c.nodes):
-            residents = census.residents[n.name]
-            free = n.allocatable - Resources.total([p.requests for p in residents])  # type: ignore[attr-defined]
-            expected = (
-                bool(snapshot.open[i])
-                and scheduling.static_fit(pod.constraints, n) is None
-                and scheduling.resource_fit(pod.requests, free, n.max_pods - len(residents)) is None
-                and census.why_not(pod, n.name, soft=True) is None
-            )
+            expected = snapshot.is_open(n.name) and fits_alone(pod, n, census)
             event(f"fits: {expected}")
             assert bool(mask[i]) == expected, (
                 pod.key,
                 n.name,
                 census.why_not(pod, n.name, soft=True),
             )
-            assert (snapshot.why_not(pod, i, leaving=leaving) is None) == expected
+            assert (snapshot.why_not(pod, n.name, leaving=source) is None) == expected
         census.add(source, pod)

@@ -4,6 +4,7 @@ from dataclasses import replace
 from fractions import Fraction
 
 from testkit.builders import cluster, node, pod
+from tuner.analyse.options import Refusal
 from tuner.analyse.removal import CandidateTimers, find_removal
 from tuner.model.cluster import Cluster
 from tuner.model.constraints import Constraints, Requirement, Taint
@@ -41,7 +42,7 @@ def test_figure_3_1_removes_nodes_1_and_2_into_cluster_state_2() -> None:
     result = run(figure_3_1(), settings(max_parallel_removals=2))
     assert result.removal is not None
     assert result.removal.nodes == ("node-1", "node-2")
-    moves = {p.name: target for p, target in result.removal.moves}
+    moves = {m.pod.name: m.node for m in result.removal.moves}
     # Figure 3.2: node 3 runs D, E, B; node 4 runs F, A, C
     assert moves == {"a-1": "node-4", "b-1": "node-3", "c-1": "node-4"}
 
@@ -104,7 +105,7 @@ def test_pods_never_land_on_a_node_being_removed() -> None:
     result = run(c, settings(max_parallel_removals=3))
     assert result.removal is not None
     removed = set(result.removal.nodes)
-    assert all(target not in removed for _, target in result.removal.moves)
+    assert all(m.node not in removed for m in result.removal.moves)
 
 
 def test_unmovable_pods_and_protected_nodes_block_removal() -> None:
@@ -146,19 +147,20 @@ def test_nodes_busy_with_other_autoscalers_are_neither_removed_nor_filled() -> N
     result = run(cluster(nodes, pods), settings())
     assert result.removal is not None
     assert "b" not in result.removal.nodes
-    assert all(target != "b" for _, target in result.removal.moves)
+    assert all(m.node != "b" for m in result.removal.moves)
 
 
 def test_removal_can_be_disabled() -> None:
     result = run(figure_3_1(), settings(remove_nodes=False))
-    assert result.removal is None and result.reason == "node removal is disabled"
+    assert result.removal is None and result.refusal is Refusal.DISABLED
+    assert result.reason == "node removal is disabled"
     assert result.candidates  # the check still runs so the timers stay current
 
 
 def test_candidate_delay_limits_attempts_to_ripe_candidates() -> None:
     c = figure_3_1()
     fresh = run(c, settings(candidate_delay_s=600), CandidateTimers(), now=1000)
-    assert fresh.removal is None
+    assert fresh.removal is None and fresh.refusal is Refusal.CANDIDATE_DELAY
     assert "candidate delay" in fresh.reason
     assert fresh.timers is not None and fresh.timers.ripe(1600, 600) >= {"node-1", "node-3"}
     # only node-3 has been a candidate for long enough
@@ -174,6 +176,7 @@ def test_without_candidates_the_reason_is_the_check_not_the_delay() -> None:
     s = settings(candidate_delay_s=600, thresholds=Thresholds(cpu=Fraction(85, 100)))
     result = run(full, s, CandidateTimers(), now=0)
     assert result.removal is None and not result.candidates
+    assert result.refusal is Refusal.NO_CANDIDATE
     assert "candidate delay" not in result.reason
     assert "no node passed the candidate check" in result.reason
 
@@ -189,7 +192,7 @@ def test_a_cordoned_nodes_free_room_is_not_usable_headroom() -> None:
     ]
     s = settings(thresholds=Thresholds(cpu=Fraction(85, 100)))
     result = run(cluster(nodes, pods), s)
-    assert result.removal is None
+    assert result.removal is None and result.refusal is Refusal.THRESHOLDS
     assert "usable utilization" in result.reason
 
 
@@ -227,5 +230,5 @@ def test_removal_never_plans_a_pool_below_its_minimum() -> None:
     one = run(c, floor)
     assert one.removal is not None and len(one.removal.nodes) == 1
     full = run(c, replace(floor, pools={"general": PoolSettings(3)}))
-    assert full.removal is None
+    assert full.removal is None and full.refusal is Refusal.POOL_AT_MINIMUM
     assert full.reason == "no node can be removed (every candidate's pool is at its minimum size)"

@@ -9,12 +9,10 @@ import pytest
 from prometheus_client import generate_latest
 
 from testkit.builders import cluster, node, pod
-from tuner.analyse.decision import Choice, analyse, replace_wins
-from tuner.analyse.options import Option, Proposal
-from tuner.analyse.options.previous import PREVIOUS
-from tuner.analyse.options.removal import REMOVAL
-from tuner.analyse.options.replace import REPLACE, propose_replace
-from tuner.analyse.replace import find_replacement
+from tuner.analyse.context import Context
+from tuner.analyse.decision import analyse, beats
+from tuner.analyse.options import Choice, Proposal, Refusal
+from tuner.analyse.replace import ReplaceNodes, find_replacement
 from tuner.cycle import CycleReport, Outcome, TransitionResult
 from tuner.daemon.cycle_events import cycle_event
 from tuner.daemon.cycle_log import log_cycle
@@ -86,7 +84,7 @@ def test_two_half_empty_nodes_become_one_cheaper_new_node() -> None:
     assert found is not None
     assert found.drained == ("s-1", "s-2")
     assert [(n.name, n.pool.name) for n in found.new_nodes] == [("big+1", "big")]
-    assert sorted((p.name, target) for p, target in found.moves) == [
+    assert sorted((m.pod.name, m.node) for m in found.moves) == [
         ("api-1", "big+1"),
         ("web-1", "big+1"),
     ]
@@ -101,7 +99,7 @@ def test_never_more_actions_than_one_cycle_may_take() -> None:
     c, s = _half_empty(), _settings()
     s = replace(s, execute=replace(s.execute, max_actions_per_cycle=4))  # needs 1 + 2 + 2
     result = _analyse(c, s)
-    assert result.replacement is None
+    assert result.replacement is None and result.refusal is Refusal.TOO_MANY_ACTIONS
     assert "5 actions, more than execute.max_actions_per_cycle 4" in result.reason
 
 
@@ -116,7 +114,7 @@ def test_never_when_the_pool_cannot_grow() -> None:
     c = _half_empty()
     at_max = _settings(big={"max": 0})
     outcome = _analyse(c, at_max)
-    assert outcome.replacement is None and outcome.reason == "no node pool can grow"
+    assert outcome.replacement is None and outcome.refusal is Refusal.NO_POOL_CAN_GROW
     assert analyse(c, at_max, [], random.Random(0)).decision is Choice.STAY
 
 
@@ -139,7 +137,7 @@ def test_never_drains_nor_fills_an_unsettled_node() -> None:
     held = _analyse(c, s, Policy(frozenset(), unsettled_nodes=frozenset({"s-3"})))
     assert held.replacement is not None
     assert "s-3" not in held.replacement.drained
-    assert all(target != "s-3" for _, target in held.replacement.moves)
+    assert all(m.node != "s-3" for m in held.replacement.moves)
 
 
 def test_the_thresholds_bound_a_replacement() -> None:
@@ -154,13 +152,14 @@ def test_the_thresholds_bound_a_replacement() -> None:
     )
     # after: 9 of 12 cores requested (75 %): over a 70 % threshold
     outcome = _analyse(c, tight)
-    assert outcome.replacement is None and "thresholds" in outcome.reason
+    assert outcome.replacement is None and outcome.refusal is Refusal.THRESHOLDS
 
 
 def test_disabled_and_capped() -> None:
     c = _half_empty()
     s = _settings()
     off = Settings(s.pricing, Analyse(excluded_namespaces=frozenset(), replace_nodes=False))
+    assert _analyse(c, off).refusal is Refusal.DISABLED
     assert _analyse(c, off).reason == "node replacement is disabled"
     one = Settings(
         s.pricing, Analyse(excluded_namespaces=frozenset(), max_replaced_nodes=1), pools=s.pools
@@ -188,7 +187,7 @@ def test_a_daemonset_that_would_run_on_the_new_node_takes_room_there() -> None:
     assert _analyse(elsewhere, _settings(big=tight)).replacement is not None
 
 
-def _proposal(option: Option, cost: float, drained: int = 0, provisioned: int = 0) -> Proposal:
+def _proposal(option: Choice, cost: float, drained: int = 0, provisioned: int = 0) -> Proposal:
     pool = discover(_half_empty(), _settings()).by_name["big"]
     change = DesiredChange(
         remove_nodes=tuple(f"n-{i}" for i in range(drained)),
@@ -198,13 +197,18 @@ def _proposal(option: Option, cost: float, drained: int = 0, provisioned: int = 
 
 
 def test_where_replace_fits_in_the_decision() -> None:
-    replace = _proposal(REPLACE, 8.0, drained=2, provisioned=1)
-    assert replace_wins(None, 10.0, replace)  # against staying: cheaper
-    assert not replace_wins(None, 8.0, replace)  # no cheaper than staying: stay
-    assert not replace_wins(_proposal(REMOVAL, 8.0, drained=1), 10.0, replace)  # removal on ties
-    assert replace_wins(_proposal(REMOVAL, 9.0, drained=1), 10.0, replace)  # cheaper wins
-    assert not replace_wins(_proposal(PREVIOUS, 8.0, drained=1), 10.0, replace)
-    assert replace_wins(_proposal(PREVIOUS, 8.0, drained=4), 10.0, replace)  # less disruptive
+    replace = _proposal(Choice.REPLACE_NODES, 8.0, drained=2, provisioned=1)
+
+    def wins(incumbent: Proposal) -> bool:
+        return beats(ReplaceNodes(), replace, incumbent)
+
+    assert wins(_proposal(Choice.STAY, 10.0))  # against staying: cheaper
+    assert not wins(_proposal(Choice.STAY, 8.0))  # no cheaper than staying: stay
+    assert not wins(_proposal(Choice.REMOVE_NODES, 8.0, drained=1))  # removal on ties
+    assert wins(_proposal(Choice.REMOVE_NODES, 7.5, drained=1)) is False  # dearer loses
+    assert not wins(_proposal(Choice.PREVIOUS, 8.0, drained=1))
+    assert wins(_proposal(Choice.PREVIOUS, 8.0, drained=4))  # less disruptive
+    assert wins(_proposal(Choice.PREVIOUS, 9.0, drained=1))  # cheaper wins
 
 
 def test_min_saving_applies_to_a_replacement() -> None:
@@ -221,7 +225,7 @@ def test_min_saving_applies_to_a_replacement() -> None:
 
 def test_the_plan_provisions_first_and_the_replay_accepts_it() -> None:
     c, s = _half_empty(), _settings()
-    proposal = propose_replace(c, s, assess(c, Policy(frozenset())), discover(c, s), 3.0)
+    proposal = ReplaceNodes().propose(Context.of(c, s, assess(c, Policy(frozenset()))))
     actions = plan(c, proposal.change)
     assert isinstance(actions[0], ProvisionNode) and actions[0].node == "big+1"
     assert actions[0].requests.cpu == 5000

@@ -219,7 +219,7 @@ def test_replay_catches_a_migration_that_breaks_a_rule_counting_other_pods(rule:
 @pytest.mark.parametrize("rule", RULES)
 def test_the_planner_and_the_snapshot_refuse_the_same_migration(rule: str) -> None:
     c, mover, _ = _rule_case(rule)
-    assert Snapshot(c).why_not(mover, 1, leaving=0) is not None
+    assert Snapshot(c).why_not(mover, "dst", leaving=mover.node) is not None
     with pytest.raises(InfeasiblePlan):
         plan(c, DesiredChange(relocations=(Relocation(mover, "dst"),)))
 

@@ -18,6 +18,7 @@ from knowledge.embedded import EmbeddedKnowledgeBase
 from testkit.builders import cluster, node, pod
 from tests.unit.test_cycle import Recorder
 from tests.unit.test_monitor_stability import NS, RS, STEPS, TIMES, healthy, instant, ranged
+from tuner.analyse.context import Context
 from tuner.analyse.decision import analyse
 from tuner.analyse.exploration import random_migration
 from tuner.analyse.previous import find_previous
@@ -239,15 +240,15 @@ def test_removal_never_moves_a_pod_of_an_unsettled_workload() -> None:
     removal = find_removal(c, s, assess(c, policy)).removal
     assert removal is not None
     assert "c" not in removal.nodes
-    assert all(p.workload != job for p, _ in removal.moves)
+    assert all(m.pod.workload != job for m in removal.moves)
 
 
 def test_exploration_never_targets_an_unsettled_node() -> None:
     c = cluster([*three_nodes().nodes, node("d")], list(three_nodes().pods))
     movability = assess(c, Policy(frozenset(), unsettled_nodes=frozenset("bc")))
     for seed in range(20):
-        usability = settings().analyse.usability
-        migration = random_migration(c, movability, usability, random.Random(seed))
+        context = Context.of(c, settings(), movability)
+        migration = random_migration(context, random.Random(seed))
         assert migration is not None
         assert (migration.pod.node, migration.node) == ("a", "d")
 

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from testkit.builders import cluster, node, pod
-from tests.unit.test_properties import clusters
+from tests.unit.test_properties import clusters, fits_alone, move_in_both
 from tuner.model import constraints as rules
 from tuner.model import scheduling
 from tuner.model.census import Census
@@ -35,7 +35,7 @@ ROOMY = ("64", "256Gi")
 
 
 @st.composite
-def loaded(draw: st.DrawFn) -> tuple[Cluster, Pod, int | None]:
+def loaded(draw: st.DrawFn) -> tuple[Cluster, Pod, str | None]:
     """Nodes with pods placed regardless of fit (some overcommitted), and a pod to place: new,
     or one of them leaving its node."""
     nodes = [
@@ -55,7 +55,7 @@ def loaded(draw: st.DrawFn) -> tuple[Cluster, Pod, int | None]:
     c = cluster(nodes, pods)
     if pods and draw(st.booleans()):
         moving = draw(st.sampled_from(pods))
-        return c, moving, c.nodes.index(c.node_by_name[moving.node or ""])
+        return c, moving, moving.node
     cpu, mem = draw(sizes)
     return c, pod("new-0", None, f"{cpu * 250}m", f"{mem * 256}Mi"), None
 
@@ -63,7 +63,7 @@ def loaded(draw: st.DrawFn) -> tuple[Cluster, Pod, int | None]:
 @settings(max_examples=300, deadline=None)
 @given(loaded(), st.integers(0, 2**32))
 def test_the_resource_mask_is_resource_fit_on_every_node(
-    case: tuple[Cluster, Pod, int | None], seed: int
+    case: tuple[Cluster, Pod, str | None], seed: int
 ) -> None:
     """A pod without constraints fits a node, batched and asked alone, exactly when
     ``resource_fit`` admits it in what the node's other pods leave free; a closed node takes
@@ -73,7 +73,7 @@ def test_the_resource_mask_is_resource_fit_on_every_node(
     snapshot = Snapshot(c)
     closed = {i for i in range(len(c.nodes)) if rng.random() < 0.2}
     for i in closed:
-        snapshot.close(i)
+        snapshot.close(c.nodes[i].name)
     mask = snapshot.fit_mask(candidate, leaving=leaving)
     for i, n in enumerate(c.nodes):
         others = [p for p in c.pods_by_node[n.name] if p.key != candidate.key]
@@ -83,7 +83,7 @@ def test_the_resource_mask_is_resource_fit_on_every_node(
             and scheduling.resource_fit(candidate.requests, free, n.max_pods - len(others)) is None
         )
         assert bool(mask[i]) == expected, (n.name, free, n.max_pods - len(others))
-        assert (snapshot.why_not(candidate, i, leaving=leaving) is None) == expected
+        assert (snapshot.why_not(candidate, n.name, leaving=leaving) is None) == expected
     assert (snapshot.refusal(candidate, leaving=leaving) == "it fits") == bool(mask.any())
 
 
@@ -135,7 +135,7 @@ def test_the_anti_affinity_masks_are_the_census_rule(case: tuple[Cluster, Pod]) 
     for i, n in enumerate(c.nodes):
         why = census.why_not(candidate, n.name)
         assert bool(mask[i]) == (why is None), (n.name, why)
-        assert (snapshot.why_not(candidate, i) is None) == (why is None)
+        assert (snapshot.why_not(candidate, n.name) is None) == (why is None)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -146,11 +146,11 @@ def test_the_refusal_names_a_rule_exactly_when_no_allowed_node_fits(c: Cluster, 
     random set of allowed nodes."""
     rng = random.Random(seed)
     snapshot = Snapshot(c)
-    for i in range(len(c.nodes)):
+    for n in c.nodes:
         if rng.random() < 0.2:
-            snapshot.close(i)
+            snapshot.close(n.name)
     for candidate in c.pods:
-        leaving = snapshot.index[candidate.node or ""]
+        leaving = candidate.node
         allowed = np.array([rng.random() < 0.7 for _ in c.nodes], dtype=np.bool_)
         for among in (None, allowed):
             mask = snapshot.fit_mask(candidate, leaving=leaving)
@@ -205,7 +205,7 @@ def test_the_spread_masks_are_the_census_rule_with_closed_nodes(
     snapshot = Snapshot(c, arriving=[candidate])
     census = Census(c.node_by_name, c.pods_by_node)  # type: ignore[arg-type]
     for i in closed:
-        snapshot.close(i)
+        snapshot.close(c.nodes[i].name)
         census.cordon(c.nodes[i].name)
     mask = snapshot.fit_mask(candidate)
     for i, n in enumerate(c.nodes):
@@ -213,3 +213,41 @@ def test_the_spread_masks_are_the_census_rule_with_closed_nodes(
             candidate, n.name, soft=True
         )
         assert bool(mask[i]) == (i not in closed and why is None), (n.name, why)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.integers(0, 2**32))
+def test_nodes_added_in_a_fork_obey_every_rule_and_leave_with_it(c: Cluster, seed: int) -> None:
+    """Nodes added inside a fork (as replace and the previous-deployment option add a pool's
+    new nodes) are asked like the cluster's own: every pod's batched mask equals static fit,
+    resources and the census node by node, new nodes included, after pods moved onto them; when
+    the fork ends every mask is what it was before."""
+    rng = random.Random(seed)
+    snapshot = Snapshot(c)
+    census = Census(dict(c.node_by_name), c.pods_by_node)  # type: ignore[arg-type]
+    before = [snapshot.fit_mask(p, leaving=p.node).tolist() for p in c.pods]
+    where = {p.key: p.node or "" for p in c.pods}
+    new = [
+        replace(c.nodes[rng.randrange(len(c.nodes))], name=f"new+{i}", unschedulable=False)
+        for i in range(rng.randint(1, 3))
+    ]
+    with snapshot.forked():
+        snapshot.add_nodes(new)
+        for n in new:
+            census.add_node(n.name, n)
+        movers = [p for p in c.pods if not p.follows_node]
+        for pod in rng.sample(movers, min(len(movers), 4)):
+            source = where[pod.key]
+            fits = snapshot.names_of(snapshot.fit_mask(pod, leaving=source))
+            targets = [n for n in fits if n.startswith("new+")]
+            move_in_both(snapshot, census, where, pod, targets, rng)
+        nodes = [*c.nodes, *new]
+        for pod in c.pods:
+            source = where[pod.key]
+            mask = snapshot.fit_mask(pod, leaving=source)
+            census.remove(source, pod)
+            for i, n in enumerate(nodes):
+                expected = fits_alone(pod, n, census)
+                assert bool(mask[i]) == expected, (pod.key, n.name)
+            census.add(source, pod)
+    assert [snapshot.fit_mask(p, leaving=p.node).tolist() for p in c.pods] == before

@@ -1,50 +1,59 @@
-"""The decision (thesis Algorithm 1): remove nodes, return to a previous deployment, or stay;
-then replace nodes.
+"""The decision (thesis Algorithm 1, extended by replace and exploration): the options of
+:data:`WEIGHED` propose in order over one :class:`~tuner.analyse.context.Context`, and the walk
+keeps the first that beats the one ahead of it, starting from staying.
 
-removal if cost_removal <= cost_previous; else stay if cost_current <= cost_previous; else
-previous. When both options are impossible (both infinite) the answer is "stay", not
-"remove". Replace (new nodes of a pool's type, :mod:`tuner.analyse.replace`) is weighed after
-that, by cost after: it wins when it costs less than what Algorithm 1 chose (staying costs
-``cost_current``); on an equal cost it wins against a previous deployment only when it is
-less disruptive (:attr:`Disruption.rank`), and never against removal or staying. An option
-whose saving is below ``min_saving_per_hour`` is not worth its disruption: stay. When
-staying, with probability ``migration_chance``, one random migration. Every option keeps
-within the eviction budget, when there is one: removal takes fewer nodes, another option whose
-change would exceed it is refused (:meth:`Proposal.within`).
+An option beats the one ahead when its proposal costs less after; at an equal cost only when it
+says so (:meth:`~tuner.analyse.options.Option.wins_tie`): removal wins a tie with staying
+(Algorithm 1: removal when it costs no more than a previous deployment, which costs less than
+staying), a previous deployment never does, replace only against a previous deployment that is
+more disruptive (:attr:`~tuner.analyse.options.Disruption.rank`). So: removal if cost_removal <=
+cost_previous; else stay if cost_current <= cost_previous; else previous; then replace when it
+costs less still. When both removal and previous are impossible the answer is "stay". An option
+whose saving is below ``min_saving_per_hour`` is not worth its disruption: stay. When staying,
+with probability ``migration_chance``, one random migration (:class:`Exploration`). Every option
+keeps within the eviction budget, when there is one: removal takes fewer nodes, another option
+whose change would exceed it is refused (:meth:`Proposal.within`).
 """
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 
-from tuner.analyse.options import Forget, Proposal
-from tuner.analyse.options.exploration import EXPLORATION, propose_exploration
-from tuner.analyse.options.previous import PREVIOUS, propose_previous
-from tuner.analyse.options.removal import REMOVAL, propose_removal
-from tuner.analyse.options.replace import REPLACE, propose_replace
-from tuner.analyse.removal import CandidateTimers
+from tuner.analyse.context import Context
+from tuner.analyse.exploration import Exploration
+from tuner.analyse.options import Choice, Forget, Option, Proposal
+from tuner.analyse.previous import PreviousDeployment
+from tuner.analyse.removal import CandidateTimers, RemoveNodes
+from tuner.analyse.replace import ReplaceNodes
 from tuner.model.change import DesiredChange
 from tuner.model.cluster import Cluster, Workload
 from tuner.model.execution import Execution
 from tuner.model.limits import Budget
 from tuner.model.movability import Movability, Policy, assess
-from tuner.model.pools import discover
-from tuner.model.price import nodes_cost
 from tuner.settings import Settings
 
+__all__ = ["Analysis", "Choice", "Stay", "analyse", "beats", "walk"]
 
-class Choice(StrEnum):
-    """What the tuner decided to do this window."""
 
-    REMOVE_NODES = REMOVAL.choice
-    PREVIOUS = PREVIOUS.choice
-    REPLACE_NODES = REPLACE.choice
-    STAY = "stay"
-    RANDOM = EXPLORATION.choice
+class Stay:
+    """Staying: the change is nothing, the cost what it is now. Where every walk starts."""
+
+    name = Choice.STAY
+    announce = ""
+
+    def propose(self, context: Context) -> Proposal:
+        """Nothing to change."""
+        return Proposal(self.name, context.current, DesiredChange(), "stay")
+
+    def wins_tie(self, mine: Proposal, incumbent: Proposal) -> bool:
+        """It is where the walk starts: nothing to beat."""
+        return False
+
+
+WEIGHED: tuple[Option, ...] = (RemoveNodes(), PreviousDeployment(), ReplaceNodes())
+"""The options the decision weighs, in the order it walks them (and reports them)."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +66,7 @@ class Analysis:
     cost_after: float
     change: DesiredChange
     proposals: tuple[Proposal, ...]
-    """Every priced option's proposal, chosen or not, in the order they are reported."""
+    """Every weighed option's proposal, chosen or not, in the order of :data:`WEIGHED`."""
     chosen: Proposal | None
     """The proposal to carry out (None when staying)."""
     movability: Movability
@@ -80,26 +89,22 @@ class Analysis:
         return self.chosen.holds if self.chosen else None
 
 
-def choose(cost_current: float, cost_removal: float, cost_previous: float) -> Choice:
-    """Algorithm 1 with the both-impossible guard."""
-    if math.isinf(cost_removal) and math.isinf(cost_previous):
-        return Choice.STAY
-    if cost_removal <= cost_previous:
-        return Choice.REMOVE_NODES
-    if cost_current <= cost_previous:
-        return Choice.STAY
-    return Choice.PREVIOUS
-
-
-def replace_wins(chosen: Proposal | None, cost_current: float, replace: Proposal) -> bool:
-    """Whether ``replace`` beats what Algorithm 1 chose (``chosen``; None: stay)."""
-    if not replace.possible:
+def beats(option: Option, mine: Proposal, incumbent: Proposal) -> bool:
+    """Whether ``option``'s proposal beats the one ahead so far (see the module)."""
+    if not mine.possible:
         return False
-    if chosen is None:
-        return replace.cost_after < cost_current
-    if replace.cost_after != chosen.cost_after or chosen.option is not PREVIOUS:
-        return replace.cost_after < chosen.cost_after
-    return replace.disruption.rank < chosen.disruption.rank
+    if mine.cost_after != incumbent.cost_after:
+        return mine.cost_after < incumbent.cost_after
+    return option.wins_tie(mine, incumbent)
+
+
+def walk(stay: Proposal, weighed: Sequence[tuple[Option, Proposal]]) -> Proposal:
+    """The proposal the walk keeps: staying, or the last option that beat the one ahead."""
+    chosen = stay
+    for option, proposal in weighed:
+        if beats(option, proposal, chosen):
+            chosen = proposal
+    return chosen
 
 
 def analyse(
@@ -117,53 +122,46 @@ def analyse(
 ) -> Analysis:
     """Analyse one actionable window. ``history`` holds the knowledge-base entries for this
     load; ``timers`` (with ``now``) track the candidate delay across windows (see
-    find_removal); the ``kept`` nodes are not removed; the unsettled nodes and workloads
-    changed during the window and are kept out of the change; no change evicts more pods than
-    ``budget`` leaves (None: no limit)."""
+    :class:`~tuner.analyse.context.Context`); the ``kept`` nodes are not removed; the
+    unsettled nodes and workloads changed during the window and are kept out of the change; no
+    change evicts more pods than ``budget`` leaves (None: no limit)."""
     policy = Policy(
         settings.analyse.excluded_namespaces, kept, unsettled_nodes, unsettled_workloads
     )
     movability = assess(cluster, policy)
-    current = nodes_cost(cluster.nodes, settings.pricing)
-    pools = discover(cluster, settings)
-    removal, timers = propose_removal(
-        cluster, settings, movability, current, timers, now, pools, budget
+    context = Context.of(
+        cluster, settings, movability, budget=budget, history=history, timers=timers, now=now
     )
-    previous = propose_previous(cluster, movability, settings.pricing, history, current, pools)
-    replace = propose_replace(cluster, settings, movability, pools, current)
-    proposals = tuple(p.within(budget) for p in (removal, previous, replace))
-    removal, previous, replace = proposals
-    choice = choose(current, removal.cost_after, previous.cost_after)
-    chosen = {Choice.REMOVE_NODES: removal, Choice.PREVIOUS: previous}.get(choice)
-    if chosen is not None and not chosen.possible:
-        chosen = None
-    if replace_wins(chosen, current, replace):
-        choice, chosen = Choice.REPLACE_NODES, replace
-    if chosen is not None:
-        reason = chosen.option.announce + chosen.reason
+    current = context.current
+    stay = Stay().propose(context)
+    proposals = tuple(option.propose(context).within(budget) for option in WEIGHED)
+    chosen = walk(stay, list(zip(WEIGHED, proposals, strict=True)))
+    if chosen is not stay:
+        announce = next(o.announce for o in WEIGHED if o.name is chosen.option)
+        reason = announce + chosen.reason
     else:
         reason = "stay: " + "; ".join(p.reason for p in proposals)
-        choice = Choice.STAY
-    saving = current - (chosen.cost_after if chosen else current)
-    if chosen is not None and saving < settings.analyse.min_saving_per_hour:
+    saving = current - chosen.cost_after
+    if chosen is not stay and saving < settings.analyse.min_saving_per_hour:
         reason = (
             f"stay: saving {saving:.4f}/h is below min_saving_per_hour "
             f"{settings.analyse.min_saving_per_hour:g} ({reason})"
         )
-        choice, chosen = Choice.STAY, None
-    if chosen is None and rng.random() < settings.analyse.migration_chance:
-        explore = propose_exploration(cluster, movability, settings.analyse.usability, rng, current)
-        if explore is not None and explore.within(budget).possible:
-            choice, chosen = Choice.RANDOM, explore
+        chosen = stay
+    if chosen is stay and rng.random() < settings.analyse.migration_chance:
+        exploration = Exploration(rng)
+        explore = exploration.propose(context)
+        if beats(exploration, explore.within(budget), chosen):
+            chosen = explore
             reason = f"explore: {reason}; {explore.reason}"
     return Analysis(
-        decision=choice,
+        decision=chosen.option,
         reason=reason,
         cost_current=current,
-        cost_after=chosen.cost_after if chosen else current,
-        change=chosen.change if chosen else DesiredChange(),
+        cost_after=chosen.cost_after,
+        change=chosen.change,
         proposals=proposals,
-        chosen=chosen,
+        chosen=None if chosen is stay else chosen,
         movability=movability,
-        timers=timers,
+        timers=context.timers,
     )

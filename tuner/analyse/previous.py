@@ -18,11 +18,13 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from tuner.model.change import Addition, DesiredChange, NewNode
+from tuner.analyse.context import Context
+from tuner.analyse.options import Choice, Forget, Proposal, Refusal
+from tuner.model.change import Addition, DesiredChange, NewNode, started_pod, templates
 from tuner.model.cluster import Cluster, Node, Pod, Workload
 from tuner.model.execution import Execution, NodeState, WorkloadType
 from tuner.model.movability import MOVABLE_OWNERS, Movability
@@ -35,6 +37,49 @@ from tuner.settings import Pricing
 UNMOVABLE_WEIGHT = 100
 KEEP_BONUS = 10**9
 """Added to the scores of a current node that cannot be removed, so it is matched if possible."""
+
+
+class PreviousDeployment:
+    """The previous-deployment option: return to the cheapest attainable knowledge-base entry
+    for this load; the entries found unattainable are forgotten, the chosen one is held until
+    it proves stable again. It never wins a tie."""
+
+    name = Choice.PREVIOUS
+    announce = "return to the cheapest previous deployment: "
+
+    def propose(self, context: Context) -> Proposal:
+        """The previous-deployment proposal among the context's history."""
+        result = find_previous(
+            context.cluster,
+            context.movability,
+            context.settings.pricing,
+            context.history,
+            context.current,
+            context.pools,
+            context.snapshot,
+        )
+        forget = tuple(Forget(entry, "unattainable", why) for entry, why in result.unattainable)
+        if result.execution is None or result.change is None:
+            refusal = (
+                Refusal.UNATTAINABLE
+                if result.unattainable
+                else Refusal.NOT_NOW
+                if result.not_now
+                else Refusal.NONE_KNOWN
+            )
+            return Proposal(self.name, result.cost, DesiredChange(), result.reason, refusal, forget)
+        return Proposal(
+            self.name,
+            result.cost,
+            result.change,
+            result.reason,
+            forget=forget,
+            holds=result.execution.id,
+        )
+
+    def wins_tie(self, mine: Proposal, incumbent: Proposal) -> bool:
+        """Never: staying or removing costs no more."""
+        return False
 
 
 @dataclass(frozen=True)
@@ -62,18 +107,21 @@ def find_previous(
     history: Sequence[Execution],
     current_cost: float,
     pools: Pools | None = None,
+    snapshot: Snapshot | None = None,
 ) -> PreviousResult:
     """The cheapest entry of ``history`` (already in the load band) that can be reached;
-    missing nodes come from ``pools`` that can grow (none given: nothing is provisioned)."""
+    missing nodes come from ``pools`` that can grow (none given: nothing is provisioned).
+    ``snapshot``: the cycle's, of ``cluster`` (None: one is made), forked per entry."""
+    snapshot = snapshot or Snapshot(cluster)
     unattainable: list[tuple[str, str]] = []
     not_now = 0
     for execution in sorted(history, key=lambda e: e.rank):
         if execution.cost >= current_cost:
             break
         try:
-            change, cost = _transition(cluster, movability, pricing, execution, pools)
+            change, cost = _transition(snapshot, movability, pricing, execution, pools)
         except Unattainable as why:
-            if _attainable_later(cluster, movability.later, pricing, execution, pools):
+            if _attainable_later(snapshot, movability.later, pricing, execution, pools):
                 not_now += 1
             else:
                 unattainable.append((execution.id, str(why)))
@@ -94,12 +142,12 @@ def find_previous(
             f"{not_now} cheaper deployment(s) not now: they touch nodes or workloads that "
             "changed during the window"
         )
-    reason = "; ".join(reasons) or "no cheaper deployment is known for this load"
+    reason = "; ".join(reasons) or Refusal.NONE_KNOWN.value
     return PreviousResult(None, None, math.inf, reason, tuple(unattainable), not_now)
 
 
 def _attainable_later(
-    cluster: Cluster,
+    snapshot: Snapshot,
     later: Movability | None,
     pricing: Pricing,
     execution: Execution,
@@ -109,26 +157,28 @@ def _attainable_later(
     if later is None:
         return False
     try:
-        _transition(cluster, later, pricing, execution, pools)
+        _transition(snapshot, later, pricing, execution, pools)
     except Unattainable:
         return False
     return True
 
 
-def _counts(pods: Sequence[Pod]) -> Counter[str]:
-    return Counter(str(p.workload) for p in pods if not p.follows_node)
+def _counts(pods: Sequence[Pod]) -> Counter[Workload]:
+    return Counter(p.workload for p in pods if not p.follows_node)
 
 
 def _transition(
-    cluster: Cluster,
+    snapshot: Snapshot,
     movability: Movability,
     pricing: Pricing,
     execution: Execution,
     pools: Pools | None,
 ) -> tuple[DesiredChange, float]:
-    """The change that turns the cluster into the execution's deployment, and its cost."""
+    """The change that turns the snapshot's cluster into the execution's deployment, and its
+    cost (the snapshot is left as it was)."""
+    cluster = snapshot.cluster
     types = {w.workload: w for w in execution.workloads}
-    current_types, templates = _current_types(cluster, movability)
+    current_types = _current_types(cluster, movability)
     weights = {
         name: 1 if (t.movable and current_types.get(name, t).movable) else UNMOVABLE_WEIGHT
         for name, t in {**types, **current_types}.items()
@@ -137,26 +187,27 @@ def _transition(
     kept = {node.name for node, _ in matches}
     removals: list[Pod] = []
     additions: list[Addition] = []
-    snapshot = Snapshot(cluster, new_nodes=[n.node for n in new_nodes])
     remove_nodes = [n.name for n in cluster.nodes if n.name not in kept]
-    for name in remove_nodes:
-        reason = movability.node_reasons.get(name)
-        if reason:
-            raise Unattainable(f"node {name} would have to go but {reason}")
-        leaving = [p for p in cluster.pods_by_node[name] if not p.follows_node]
-        index = snapshot.index[name]
-        snapshot.close(index)  # cordoned before the first pod moves, as the planner does
-        for pod in leaving:
-            snapshot.unplace(pod, index)
-        removals += leaving
-    adding: list[tuple[Node, list[Addition]]] = []
-    for node, state in matches:
-        removed, added = _node_change(snapshot, movability, node, state, current_types, templates)
-        removals += removed
-        additions += added
-        adding.append((node, added))
-    for node, added in adding:
-        _place(snapshot, node, added, templates)
+    with snapshot.forked():
+        snapshot.add_nodes(n.node for n in new_nodes)
+        for name in remove_nodes:
+            reason = movability.node_reasons.get(name)
+            if reason:
+                raise Unattainable(f"node {name} would have to go but {reason}")
+            leaving = [p for p in cluster.pods_by_node[name] if not p.follows_node]
+            snapshot.close(name)  # cordoned before the first pod moves, as the planner does
+            for pod in leaving:
+                snapshot.unplace(pod, name)
+            removals += leaving
+        adding: list[tuple[Node, list[Addition]]] = []
+        for node, state in matches:
+            removed, added = _node_change(snapshot, movability, node, state, current_types)
+            removals += removed
+            additions += added
+            adding.append((node, added))
+        like = templates(cluster)
+        for node, added in adding:
+            _place(snapshot, node, added, like)
     _keep_hpa_replicas(cluster, removals, additions)
     # summed in the cluster's node order: a float sum over a set would change with the hash seed
     cost = sum(node_price(n, pricing) for n in cluster.nodes if n.name in kept)
@@ -185,29 +236,25 @@ def _keep_hpa_replicas(
             )
 
 
-def _current_types(
-    cluster: Cluster, movability: Movability
-) -> tuple[dict[str, WorkloadType], dict[str, Pod]]:
-    """Workload types running now, and one pod of each as the template of new instances."""
-    types: dict[str, WorkloadType] = {}
-    templates: dict[str, Pod] = {}
+def _current_types(cluster: Cluster, movability: Movability) -> dict[Workload, WorkloadType]:
+    """Workload types running now."""
+    types: dict[Workload, WorkloadType] = {}
     for pod in cluster.pods:
         if pod.follows_node or pod.node is None:
             continue
-        name = str(pod.workload)
+        name = pod.workload
         movable = (
             movability.movable(pod) and types.get(name, WorkloadType(name, 0, 0, True)).movable
         )
         types[name] = WorkloadType(name, pod.requests.cpu, pod.requests.memory, movable)
-        templates[name] = pod
-    return types, templates
+    return types
 
 
 def _match(
     cluster: Cluster,
     movability: Movability,
     execution: Execution,
-    weights: Mapping[str, int],
+    weights: Mapping[Workload, int],
     pools: Pools | None,
 ) -> tuple[list[tuple[Node, NodeState]], tuple[NewNode, ...]]:
     """Pairs (node, previous node) of the best assignment within each shape, and the new
@@ -265,17 +312,17 @@ def _scores(
     movability: Movability,
     nodes: list[Node],
     states: list[NodeState],
-    weights: Mapping[str, int],
+    weights: Mapping[Workload, int],
 ) -> np.ndarray:
     """Score matrix (current nodes x previous nodes), built sparsely per workload."""
     scores = np.zeros((len(nodes), len(states)))
-    current: dict[str, dict[int, int]] = defaultdict(dict)
+    current: dict[Workload, dict[int, int]] = defaultdict(dict)
     for i, node in enumerate(nodes):
         for name, count in _counts(cluster.pods_by_node[node.name]).items():
             current[name][i] = count
         if node.name in movability.node_reasons:
             scores[i, :] += KEEP_BONUS
-    previous: dict[str, dict[int, int]] = defaultdict(dict)
+    previous: dict[Workload, dict[int, int]] = defaultdict(dict)
     for j, state in enumerate(states):
         for name, count in state.pods:
             previous[name][j] = count
@@ -298,8 +345,7 @@ def _node_change(
     movability: Movability,
     node: Node,
     state: NodeState,
-    current_types: dict[str, WorkloadType],
-    templates: dict[str, Pod],
+    current_types: dict[Workload, WorkloadType],
 ) -> tuple[list[Pod], list[Addition]]:
     """Pods to remove from and instances to add to ``node`` so it runs what ``state`` ran.
 
@@ -311,11 +357,11 @@ def _node_change(
     want = dict(state.pods)
     removals: list[Pod] = []
     additions: list[Addition] = []
-    for name in sorted(set(have) | set(want)):
+    for name in sorted(set(have) | set(want), key=str):
         diff = want.get(name, 0) - have.get(name, 0)
         if diff < 0:
             movable = sorted(
-                (p for p in pods if str(p.workload) == name and movability.movable(p)),
+                (p for p in pods if p.workload == name and movability.movable(p)),
                 key=lambda p: p.name,
             )
             if len(movable) < -diff:
@@ -325,30 +371,33 @@ def _node_change(
             additions += [_addition(node, name, current_types) for _ in range(diff)]
     if additions and node.name in movability.closed:
         raise Unattainable(f"{node.name} would receive pods but changed during the window")
-    index = snapshot.index[node.name]
     for pod in removals:
-        snapshot.unplace(pod, index)
+        snapshot.unplace(pod, node.name)
     return removals, additions
 
 
 def _place(
-    snapshot: Snapshot, node: Node, additions: list[Addition], templates: dict[str, Pod]
+    snapshot: Snapshot, node: Node, additions: list[Addition], like: Mapping[Workload, Pod]
 ) -> None:
     """Add the instances to ``node`` in ``snapshot``; each must fit by every rule (the
-    template pod's constraints and labels, today's requests)."""
-    index = snapshot.index[node.name]
+    constraints and labels of a pod of its workload, today's requests)."""
     for addition in additions:
-        name = str(addition.workload)
-        instance = replace(templates[name], node=None, requests=addition.requests)
-        why = snapshot.why_not(instance, index)
+        workload = addition.workload
+        instance = started_pod(
+            workload, node.name, addition.requests, like.get(workload), f"+{workload.name}"
+        )
+        why = snapshot.why_not(instance, node.name)
         if why is not None:
-            raise Unattainable(f"{name} cannot run on {node.name}: {why}")
-        snapshot.place(instance, index)
+            raise Unattainable(f"{workload} cannot run on {node.name}: {why}")
+        snapshot.place(instance, node.name)
 
 
-def _addition(node: Node, name: str, current_types: dict[str, WorkloadType]) -> Addition:
-    workload = Workload.parse(name)
-    current = current_types.get(name)
+def _addition(
+    node: Node, workload: Workload, current_types: dict[Workload, WorkloadType]
+) -> Addition:
+    current = current_types.get(workload)
     if workload.kind not in MOVABLE_OWNERS or current is None or not current.movable:
-        raise Unattainable(f"cannot add an instance of {name}: not a movable workload running now")
+        raise Unattainable(
+            f"cannot add an instance of {workload}: not a movable workload running now"
+        )
     return Addition(workload, node.name, Resources(current.cpu, current.memory))

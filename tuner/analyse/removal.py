@@ -21,19 +21,19 @@ Follows the down-scaling thesis (003) and the parallel-drain proposal (001):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-import numpy as np
-
-from tuner.analyse.usable import node_usable, under_thresholds
-from tuner.model.cluster import Cluster, Pod
+from tuner.analyse.context import Context
+from tuner.analyse.options import Choice, Proposal, Refusal
+from tuner.analyse.search import Drain, Search, proposal_of
+from tuner.model.change import DesiredChange, Relocation
+from tuner.model.cluster import Cluster
 from tuner.model.limits import Budget, Evictions, added, pod_evictions
-from tuner.model.movability import Movability, busy_with_other_autoscaler
-from tuner.model.pools import Pools, discover
+from tuner.model.movability import Movability
+from tuner.model.pools import Pools
 from tuner.model.price import node_price
 from tuner.model.resources import Resources
-from tuner.model.snapshot import Move, Snapshot
 from tuner.settings import Settings
 
 TIE_LIMIT = 8
@@ -45,9 +45,14 @@ class Removal:
     """Nodes that can be removed together and where their movable pods go."""
 
     nodes: tuple[str, ...]
-    moves: tuple[tuple[Pod, str], ...]
+    moves: tuple[Relocation, ...]
     saving: float
     """Price per hour of the removed nodes."""
+
+    @property
+    def change(self) -> DesiredChange:
+        """The desired change: the pods moved, the nodes removed."""
+        return DesiredChange(relocations=self.moves, remove_nodes=self.nodes)
 
 
 @dataclass(frozen=True)
@@ -78,60 +83,34 @@ class RemovalResult:
     """The candidate-delay timers updated with this analysis (None when not tracked)."""
     limited: str | None = None
     """Why the eviction budget passed a node over (None: it did not)."""
+    refusal: Refusal | None = None
+    """Why no node can be removed (None when some can)."""
 
 
 class _Greedy:
-    """State of the greedy multi-node removal over one snapshot."""
+    """The greedy multi-node removal over the shared search."""
 
-    def __init__(
-        self,
-        cluster: Cluster,
-        settings: Settings,
-        movability: Movability,
-        budget: Budget | None = None,
-    ) -> None:
-        self.cluster = cluster
-        self.settings = settings
-        self.movability = movability
+    def __init__(self, search: Search, budget: Budget | None) -> None:
+        self.search = search
         self.budget = budget
         self.evicted: Evictions = {}
         """Pods per namespace the nodes chosen so far move."""
         self.limited: str | None = None
         """Why the budget passed a node over (None: it did not)."""
-        self.snapshot = Snapshot(cluster)
-        for i, node in enumerate(cluster.nodes):
-            if busy_with_other_autoscaler(node) or node.name in movability.closed:
-                self.snapshot.close(i)
-        self.removed: list[int] = []
-        self.residents: list[list[Pod]] = [
-            list(cluster.pods_by_node[n.name]) for n in cluster.nodes
-        ]
-        """Pods on each node in the simulated state (committed moves included)."""
-        self.allocatable = Resources.total([n.allocatable for n in cluster.nodes])
-        self.requested = Resources.total([p.requests for p in cluster.pods if p.node is not None])
-        self.usable = Resources.total([self.usable_of(i) for i in range(len(cluster.nodes))])
+        self.refusal = Refusal.NO_CANDIDATE
+        """Why the last node tried cannot go (or why there was none to try)."""
+        self.last_reason = Refusal.NO_CANDIDATE.value
+        """The same in prose."""
 
-    def usable_of(self, index: int) -> Resources:
-        """Usable capacity of a node in the simulated state; a cordoned node's free part is
-        usable by no pod, so it contributes only its requests."""
-        node = self.cluster.nodes[index]
-        return node_usable(node, self.snapshot.requested(index), self.settings.analyse.usability)
-
-    def node_pods(self, index: int) -> tuple[list[Pod], Resources]:
-        """Pods to re-place when the node goes, and the requests that vanish with it."""
-        pods = self.residents[index]
-        vanishing = Resources.total([p.requests for p in pods if p.follows_node])
-        return [p for p in pods if not p.follows_node], vanishing
-
-    def over_budget(self, index: int) -> str | None:
+    def over_budget(self, name: str) -> str | None:
         """Why moving the node's pods too would exceed the eviction budget, or None; the first
         such reason (the best node the budget passed over) stays in :attr:`limited`."""
         if self.budget is None:
             return None
-        refused = self.budget.refusal(added(self.evicted, pod_evictions(self.node_pods(index)[0])))
+        refused = self.budget.refusal(added(self.evicted, pod_evictions(self.search.movers(name))))
         if refused is None:
             return None
-        why = f"{self.cluster.nodes[index].name}: {refused}"
+        why = f"{name}: {refused}"
         self.limited = self.limited or why
         return why
 
@@ -140,89 +119,56 @@ class _Greedy:
         cut = f" (no more within the eviction budget: {self.limited})" if self.limited else ""
         return f"{', '.join(removal.nodes)} can be removed; their pods fit elsewhere{cut}"
 
-    def passes_check(self, index: int) -> bool:
-        """The linear candidate check (003 §4.4)."""
-        node = self.cluster.nodes[index]
-        _, vanishing = self.node_pods(index)
-        return under_thresholds(
-            self.requested - vanishing,
-            self.allocatable - node.allocatable,
-            self.settings.analyse.thresholds,
-        )
-
-    def simulate(self, index: int, pods: list[Pod]) -> tuple[list[Move], Resources] | str:
-        """Drain node ``index`` in the snapshot: the moves and usable-capacity change, or why not.
-
-        Leaves the snapshot changed: the caller reverts or keeps it.
-        """
-        snap = self.snapshot
+    def try_node(
+        self, name: str, price: float
+    ) -> tuple[tuple[float, int, float], Drain] | tuple[Refusal, str]:
+        """Evaluate removing one node (the snapshot is left as it was): (rank key, drain), or
+        why not."""
+        search = self.search
+        pods = search.movers(name)
         demand = Resources.total([p.requests for p in pods])
-        open_other = snap.open.copy()
-        open_other[index] = False
-        if demand.cpu > int(np.sum(snap.free_cpu[open_other])) or demand.memory > int(
-            np.sum(snap.free_mem[open_other])
-        ):
-            return "the other nodes lack free capacity in total"
-        usable_delta = Resources() - self.usable_of(index)
-        snap.close(index)
-        moves: list[Move] = []
-        touched: dict[int, Resources] = {}
-        for pod in sorted(pods, key=_size, reverse=True):
-            mask = snap.fit_mask(pod, leaving=index)
-            if not mask.any():
-                return f"pod {pod.key} fits on no other node: {snap.refusal(pod, leaving=index)}"
-            target = snap.best_fit(pod, mask, leaving=index)
-            if target not in touched:
-                touched[target] = self.usable_of(target)
-            snap.move(pod, index, target)
-            moves.append(Move(pod, target))
-        for target, before in touched.items():
-            usable_delta = usable_delta + (self.usable_of(target) - before)
-        return moves, usable_delta
+        free = search.snapshot.free_elsewhere(name)
+        if demand.cpu > free.cpu or demand.memory > free.memory:
+            return Refusal.NO_ROOM, "the other nodes lack free capacity in total"
+        with search.trying():
+            drain = search.drain([name])
+            if isinstance(drain, str):
+                return Refusal.NO_ROOM, drain
+            if not search.under_thresholds(drain):
+                return Refusal.THRESHOLDS, Refusal.THRESHOLDS.value
+            spread = search.snapshot.max_cpu_share({m.node for m in drain.moves})
+            return (-price, len(pods), spread), drain
 
-    def try_node(self, index: int) -> tuple[tuple[float, int, float], list[Move], Resources] | str:
-        """Evaluate removing one node; reverts the snapshot. Returns (rank key, moves, delta)."""
-        node = self.cluster.nodes[index]
-        pods, vanishing = self.node_pods(index)
-        marker = self.snapshot.fork()
-        try:
-            outcome = self.simulate(index, pods)
-            if isinstance(outcome, str):
-                return outcome
-            moves, usable_delta = outcome
-            if not under_thresholds(
-                self.requested - vanishing,
-                self.usable + usable_delta,
-                self.settings.analyse.thresholds,
-            ):
-                return "usable utilization would exceed the thresholds"
-            spread = self.snapshot.max_cpu_share({m.target for m in moves})
-            return (
-                (-node_price(node, self.settings.pricing), len(pods), spread),
-                moves,
-                usable_delta,
-            )
-        finally:
-            self.snapshot.revert(marker)
+    def best(
+        self, order: list[str], rank: Callable[[str], tuple[float, int]], prices: dict[str, float]
+    ) -> Drain | None:
+        """The best node to remove next among ``order`` (sorted by ``rank``): the first
+        removable one and up to :data:`TIE_LIMIT` of those ranked equal to it, the lowest
+        maximum CPU share of the receiving nodes winning; each node passed over leaves its
+        refusal in :attr:`refusal` and :attr:`last_reason`."""
+        best: tuple[tuple[float, int, float], Drain] | None = None
+        ties = 0
+        for name in order:
+            if best is not None and (ties >= TIE_LIMIT or rank(name) != best[0][:2]):
+                break
+            refused = self.over_budget(name)
+            if refused is not None:
+                self.refusal, self.last_reason = Refusal.BUDGET, refused
+                continue
+            outcome = self.try_node(name, prices[name])
+            if isinstance(outcome[0], Refusal):
+                self.refusal, self.last_reason = outcome[0], f"{name}: {outcome[1]}"
+                continue
+            key, drain = outcome
+            ties += 1
+            if best is None or key < best[0]:
+                best = (key, drain)
+        return None if best is None else best[1]
 
-    def commit(self, index: int, moves: list[Move], usable_delta: Resources) -> None:
+    def commit(self, drain: Drain) -> None:
         """Keep a chosen removal in the snapshot."""
-        node = self.cluster.nodes[index]
-        pods, vanishing = self.node_pods(index)
-        self.evicted = added(self.evicted, pod_evictions(pods))
-        self.snapshot.close(index)
-        for move in moves:
-            self.snapshot.move(move.pod, index, move.target)
-            self.residents[move.target].append(move.pod)
-        self.residents[index] = []
-        self.removed.append(index)
-        self.allocatable = self.allocatable - node.allocatable
-        self.requested = self.requested - vanishing
-        self.usable = self.usable + usable_delta
-
-
-def _size(pod: Pod) -> tuple[int, int]:
-    return (pod.requests.cpu, pod.requests.memory)
+        self.evicted = added(self.evicted, pod_evictions(self.search.movers(drain.nodes[0])))
+        self.search.commit(drain)
 
 
 def find_removal(
@@ -241,81 +187,91 @@ def find_removal(
     past its delay (the offline ``tuner plan``). ``pools`` (discovered from the cluster when
     not given) bound how many nodes of each pool may go; ``budget`` how many pods may move.
     """
-    greedy = _Greedy(cluster, settings, movability, budget)
-    nodes = cluster.nodes
-    pools = pools or discover(cluster, settings)
-    spare = {name: pools.spare(name) for name in pools.by_name}
-    prices = [node_price(n, settings.pricing) for n in nodes]
-    candidates = frozenset(
-        n.name
-        for i, n in enumerate(nodes)
-        if n.name not in movability.node_reasons and greedy.passes_check(i)
+    context = Context.of(
+        cluster, settings, movability, pools=pools, budget=budget, timers=timers, now=now
     )
-    eligible: frozenset[str] | None = None
-    if timers is not None:
-        timers = timers.update(candidates, now)
-        eligible = timers.ripe(now, settings.analyse.candidate_delay_s)
+    return removal_in(context)
+
+
+def removal_in(context: Context) -> RemovalResult:
+    """:func:`find_removal` over the cycle's context."""
+    cluster, settings, pools = context.cluster, context.settings, context.pools
+    candidates, eligible, timers = context.candidates, context.ripe, context.timers
     if not settings.analyse.remove_nodes:
-        return RemovalResult(None, "node removal is disabled", candidates, timers)
-    chosen: list[tuple[int, list[Move]]] = []
-    last_reason = "no node passed the candidate check"
+        refusal = Refusal.DISABLED
+        return RemovalResult(None, "node removal is disabled", candidates, timers, None, refusal)
+    nodes = cluster.nodes
+    spare = {name: pools.spare(name) for name in pools.by_name}
+    prices = {n.name: node_price(n, settings.pricing) for n in nodes}
+    chosen: list[Drain] = []
     at_minimum = {n.name for n in nodes if spare.get(pools.node_pool.get(n.name, ""), 1) <= 0}
-    if candidates and candidates <= at_minimum:
-        last_reason = "every candidate's pool is at its minimum size"
-    for _ in range(settings.analyse.max_parallel_removals):
+    with context.snapshot.forked():
+        search = Search(context)
+        greedy = _Greedy(search, context.budget)
+        if candidates and candidates <= at_minimum:
+            greedy.refusal = Refusal.POOL_AT_MINIMUM
+            greedy.last_reason = Refusal.POOL_AT_MINIMUM.value
+        for _ in range(settings.analyse.max_parallel_removals):
 
-        def rank(i: int) -> tuple[float, int]:
-            return (-prices[i], len(greedy.node_pods(i)[0]))
+            def rank(name: str) -> tuple[float, int]:
+                return (-prices[name], len(search.movers(name)))
 
-        order = sorted(
-            (
-                i
-                for i, n in enumerate(nodes)
-                if n.name in candidates
-                and (eligible is None or n.name in eligible)
-                and i not in greedy.removed
-                and spare.get(pools.node_pool.get(n.name, ""), 1) > 0
-                and greedy.passes_check(i)
-            ),
-            key=lambda i: (*rank(i), nodes[i].name),
-        )
-        best: tuple[tuple[float, int, float], int, list[Move], Resources] | None = None
-        ties = 0
-        for index in order:
-            if best is not None and (ties >= TIE_LIMIT or rank(index) != best[0][:2]):
+            removed = {n for d in chosen for n in d.nodes}
+            order = sorted(
+                (
+                    n.name
+                    for n in nodes
+                    if n.name in candidates
+                    and (eligible is None or n.name in eligible)
+                    and n.name not in removed
+                    and spare.get(pools.node_pool.get(n.name, ""), 1) > 0
+                    and search.passes_check(n.name)
+                ),
+                key=lambda name: (*rank(name), name),
+            )
+            best = greedy.best(order, rank, prices)
+            if best is None:
                 break
-            refused = greedy.over_budget(index)
-            if refused is not None:
-                last_reason = refused
-                continue
-            outcome = greedy.try_node(index)
-            if isinstance(outcome, str):
-                last_reason = f"{nodes[index].name}: {outcome}"
-                continue
-            key, moves, delta = outcome
-            ties += 1
-            if best is None or key < best[0]:
-                best = (key, index, moves, delta)
-        if best is None:
-            break
-        _, index, moves, delta = best
-        greedy.commit(index, moves, delta)
-        chosen.append((index, moves))
-        pool = pools.node_pool.get(nodes[index].name)
-        if pool is not None:
-            spare[pool] -= 1
+            drain = best
+            greedy.commit(drain)
+            chosen.append(drain)
+            pool = pools.node_pool.get(drain.nodes[0])
+            if pool is not None:
+                spare[pool] -= 1
     if not chosen:
+        refusal, last_reason = greedy.refusal, greedy.last_reason
         if eligible is not None and candidates and not eligible & candidates:
-            last_reason = "no candidate has passed its candidate delay yet"
+            refusal, last_reason = Refusal.CANDIDATE_DELAY, Refusal.CANDIDATE_DELAY.value
+        if greedy.limited:
+            refusal = Refusal.BUDGET
         reason = f"no node can be removed ({greedy.limited or last_reason})"
-        return RemovalResult(None, reason, candidates, timers, greedy.limited)
-    final: dict[str, tuple[Pod, str]] = {}
-    for _, moves in chosen:
-        for move in moves:
-            final[move.pod.key] = (move.pod, nodes[move.target].name)
+        return RemovalResult(None, reason, candidates, timers, greedy.limited, refusal)
+    final: dict[str, Relocation] = {}
+    for drain in chosen:
+        for move in drain.moves:
+            final[move.pod.key] = move
     removal = Removal(
-        nodes=tuple(nodes[i].name for i, _ in chosen),
+        nodes=tuple(n for d in chosen for n in d.nodes),
         moves=tuple(final.values()),
-        saving=sum(prices[i] for i, _ in chosen),
+        saving=sum(prices[d.nodes[0]] for d in chosen),
     )
     return RemovalResult(removal, greedy.removable(removal), candidates, timers, greedy.limited)
+
+
+class RemoveNodes:
+    """The node-removal option: the nodes that can go together, their pods re-placed
+    elsewhere; it wins a tie with staying."""
+
+    name = Choice.REMOVE_NODES
+    announce = ""
+
+    def propose(self, context: Context) -> Proposal:
+        """The removal proposal."""
+        result = removal_in(context)
+        return proposal_of(
+            self.name, context, result.removal, result.reason, result.refusal, result.limited
+        )
+
+    def wins_tie(self, mine: Proposal, incumbent: Proposal) -> bool:
+        """Removal wins a tie with staying (Algorithm 1: removal when it costs no more)."""
+        return incumbent.option is Choice.STAY

@@ -20,6 +20,13 @@ consolidation the Cluster Autoscaler cannot do and Karpenter's multi-node consol
    (provisions, migrations and node removals at most ``execute.max_actions_per_cycle``: a
    larger one would be chosen every window and skipped every time).
 4. The cheapest result wins; on a tie, the one that moves the fewest pods.
+
+Every set is tried, not a binary search over the prefixes (as Karpenter's multi-node
+consolidation does): that needs "if a prefix can be replaced, so can every shorter one", and
+here it does not hold — a longer prefix may fit in fewer actions per saved price, a shorter one
+may leave a pod that only a drained node's neighbour could take, and the cap on new nodes
+(:data:`KEEP` of the drained nodes' price) grows with the prefix — so a bisection would skip
+cheaper answers. The sets are few (at most ``max_replaced_nodes`` + :data:`SINGLES`).
 """
 
 from __future__ import annotations
@@ -28,16 +35,15 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-import numpy as np
-
-from tuner.analyse.usable import node_usable, under_thresholds
-from tuner.model.change import NewNode, daemon_pods
-from tuner.model.cluster import Cluster, Node, Pod
-from tuner.model.movability import Movability, busy_with_other_autoscaler
+from tuner.analyse.context import Context
+from tuner.analyse.options import Choice, Proposal, Refusal
+from tuner.analyse.search import Drain, Search, proposal_of
+from tuner.model.change import DesiredChange, NewNode, Relocation, daemon_pods
+from tuner.model.cluster import Cluster
+from tuner.model.movability import Movability
 from tuner.model.pools import NodePool, Pools
 from tuner.model.price import node_price
 from tuner.model.resources import Resources
-from tuner.model.snapshot import Snapshot
 from tuner.settings import Settings
 
 KEEP = 0.99
@@ -46,7 +52,6 @@ least 1 % of it (price tables round: two e2-standard-4 cost 0.00001/h less than 
 e2-standard-8, not worth draining a node for)."""
 SINGLES = 8
 """How many of the dearest drainable nodes are tried alone."""
-NOT_CHEAPER = "no other pool's nodes would cost less than the nodes they replace"
 
 
 @dataclass(frozen=True)
@@ -55,9 +60,16 @@ class Replacement:
 
     drained: tuple[str, ...]
     new_nodes: tuple[NewNode, ...]
-    moves: tuple[tuple[Pod, str], ...]
+    moves: tuple[Relocation, ...]
     saving: float
     """Price per hour of the drained nodes less that of the new nodes."""
+
+    @property
+    def change(self) -> DesiredChange:
+        """The desired change: the nodes provisioned, the pods moved, the nodes drained."""
+        return DesiredChange(
+            relocations=self.moves, remove_nodes=self.drained, new_nodes=self.new_nodes
+        )
 
 
 @dataclass(frozen=True)
@@ -66,10 +78,7 @@ class ReplaceResult:
 
     replacement: Replacement | None
     reason: str
-
-
-def _size(pod: Pod) -> tuple[int, int]:
-    return (pod.requests.cpu, pod.requests.memory)
+    refusal: Refusal | None = None
 
 
 def _fills(cluster: Cluster) -> dict[str, float]:
@@ -88,202 +97,127 @@ def _fills(cluster: Cluster) -> dict[str, float]:
     }
 
 
-class _Search:
-    """One snapshot holding the cluster and, per growable pool, its possible new nodes."""
+@dataclass(frozen=True)
+class _Trial:
+    """Nodes to drain onto at most ``most`` new nodes of ``pool``; ``saving``: their price."""
 
-    def __init__(
-        self,
-        cluster: Cluster,
-        settings: Settings,
-        movability: Movability,
-        pools: Pools,
-        growable: dict[str, int],
-    ) -> None:
-        self.cluster = cluster
-        self.settings = settings
-        self.spares: dict[str, range] = {}
-        new: list[Node] = []
-        first = len(cluster.nodes)
+    drained: list[str]
+    pool: NodePool
+    most: int
+    saving: float
+
+
+class _Spares:
+    """Per growable pool, the new nodes it could add, in the search's fork (empty, with the
+    DaemonSet pods that would start on them)."""
+
+    def __init__(self, search: Search, pools: Pools, growable: dict[str, int]) -> None:
+        cluster = search.context.cluster
+        self.names: dict[str, list[str]] = {}
+        self.overhead: dict[str, Resources] = {}
+        new: list[NewNode] = []
         for name, count in growable.items():
             pool = pools.by_name[name]
-            self.spares[name] = range(first + len(new), first + len(new) + count)
-            new += [NewNode(f"{name}+{i}", pool).node for i in range(1, count + 1)]
-        self.snapshot = Snapshot(cluster, new_nodes=new)
-        self.overhead: dict[str, Resources] = {}
+            made = [NewNode(f"{name}+{i}", pool) for i in range(1, count + 1)]
+            self.names[name] = [n.name for n in made]
+            new += made
+        search.snapshot.add_nodes(n.node for n in new)
         for name in growable:
             pool = pools.by_name[name]
             pods = daemon_pods(cluster, pool.template)
-            self.overhead[pool.name] = Resources.total([p.requests for p in pods])
-            for index in self.spares[pool.name]:
+            self.overhead[name] = Resources.total([p.requests for p in pods])
+            for spare in self.names[name]:
                 for pod in pods:
-                    self.snapshot.place(pod, index)
-        self.spare_mask = np.zeros(len(self.snapshot.nodes), dtype=np.bool_)
-        self.spare_mask[first:] = True
-        for i, node in enumerate(cluster.nodes):
-            if node.name in movability.closed or busy_with_other_autoscaler(node):
-                self.snapshot.close(i)
-        usability = settings.analyse.usability
-        self.usable_before = [
-            node_usable(n, self.snapshot.requested(i), usability)
-            for i, n in enumerate(cluster.nodes)
-        ]
-        self.allocatable = Resources.total([n.allocatable for n in cluster.nodes])
-        self.requested = Resources.total([p.requests for p in cluster.pods if p.node is not None])
-        self.usable = Resources.total(self.usable_before)
-
-    def usable_of(self, index: int) -> Resources:
-        node = self.snapshot.nodes[index]
-        usability = self.settings.analyse.usability
-        return node_usable(node, self.snapshot.requested(index), usability)
-
-    def attempt(
-        self, drained: list[int], pool: NodePool, most: int
-    ) -> tuple[list[tuple[Pod, int]], int] | str:
-        """Drain ``drained`` onto the open nodes and up to ``most`` new nodes of ``pool``:
-        (moves, new nodes used) or why not. Reverts the snapshot."""
-        snap = self.snapshot
-        spares = self.spares[pool.name]
-        marker = snap.fork()
-        try:
-            for index in drained:
-                snap.close(index)
-            pods = sorted(
-                (
-                    (p, i)
-                    for i in drained
-                    for p in self.cluster.pods_by_node[self.cluster.nodes[i].name]
-                    if not p.follows_node
-                ),
-                key=lambda item: _size(item[0]),
-                reverse=True,
-            )
-            allowed = ~self.spare_mask
-            used = 0
-            moves: list[tuple[Pod, int]] = []
-            for pod, source in pods:
-                mask = snap.fit_mask(pod, leaving=source) & allowed
-                while not mask.any() and used < most:
-                    allowed[spares[used]] = True
-                    used += 1
-                    mask = snap.fit_mask(pod, leaving=source) & allowed
-                if not mask.any():
-                    why = snap.refusal(pod, allowed, leaving=source)
-                    return (
-                        f"pod {pod.key} fits on no other node nor {most} new {pool.node_type}: "
-                        f"{why}"
-                    )
-                target = snap.best_fit(pod, mask, leaving=source)
-                snap.move(pod, source, target)
-                moves.append((pod, target))
-            if used == 0:
-                return "the pods fit on the other nodes: that is a removal"
-            actions = used + len(moves) + len(drained)
-            if actions > self.settings.execute.max_actions_per_cycle:
-                return (
-                    f"it takes {actions} actions, more than execute.max_actions_per_cycle "
-                    f"{self.settings.execute.max_actions_per_cycle}"
-                )
-            if not self._under_thresholds(drained, spares[:used], pool, moves):
-                return "usable utilization would exceed the thresholds"
-            return moves, used
-        finally:
-            snap.revert(marker)
-
-    def _under_thresholds(
-        self, drained: list[int], new: range, pool: NodePool, moves: list[tuple[Pod, int]]
-    ) -> bool:
-        cluster = self.cluster
-        vanishing = Resources.total(
-            [
-                p.requests
-                for i in drained
-                for p in cluster.pods_by_node[cluster.nodes[i].name]
-                if p.follows_node
-            ]
-        )
-        requested = (
-            self.requested
-            - vanishing
-            + Resources(
-                self.overhead[pool.name].cpu * len(new), self.overhead[pool.name].memory * len(new)
-            )
-        )
-        allocatable = self.allocatable - Resources.total(
-            [cluster.nodes[i].allocatable for i in drained]
-        )
-        allocatable = allocatable + Resources(
-            pool.template.allocatable.cpu * len(new), pool.template.allocatable.memory * len(new)
-        )
-        usable = self.usable
-        for index in {t for _, t in moves if t < len(cluster.nodes)} | set(drained):
-            after = Resources() if index in drained else self.usable_of(index)
-            usable = usable - self.usable_before[index] + after
-        for index in new:
-            usable = usable + self.usable_of(index)
-        limits = self.settings.analyse.thresholds
-        return under_thresholds(requested, allocatable, limits) and under_thresholds(
-            requested, usable, limits
-        )
+                    search.snapshot.place(pod, spare)
+        self.existing = search.snapshot.mask_of(n.name for n in cluster.nodes)
 
 
-def _drain_sets(
-    cluster: Cluster,
-    settings: Settings,
-    movability: Movability,
-    pools: Pools,
-    prices: list[float],
-) -> list[list[int]]:
+def _attempt(
+    search: Search, spares: _Spares, trial: _Trial
+) -> tuple[Drain, int] | tuple[Refusal, str]:
+    """Drain the trial's nodes onto the open nodes and up to ``most`` new nodes of its pool:
+    (the drain, new nodes used) or why not. Leaves the snapshot as it was."""
+    pool, most = trial.pool, trial.most
+    names = spares.names[pool.name]
+    allowed = spares.existing.copy()
+    used = 0
+
+    def grow() -> str | None:
+        nonlocal used
+        if used >= most:
+            return None
+        allowed[search.snapshot.mask_of([names[used]])] = True
+        used += 1
+        return names[used - 1]
+
+    with search.trying():
+        nowhere = f"fits on no other node nor {most} new {pool.node_type}"
+        drain = search.drain(trial.drained, allowed, grow, nowhere)
+        if isinstance(drain, str):
+            return Refusal.NO_ROOM, drain
+        if used == 0:
+            return Refusal.MERE_REMOVAL, Refusal.MERE_REMOVAL.value
+        actions = used + len(drain.moves) + len(trial.drained)
+        limit = search.context.settings.execute.max_actions_per_cycle
+        if actions > limit:
+            why = f"it takes {actions} actions, more than execute.max_actions_per_cycle {limit}"
+            return Refusal.TOO_MANY_ACTIONS, why
+        overhead, template = spares.overhead[pool.name], pool.template.allocatable
+        if not search.under_thresholds(
+            drain,
+            Resources(overhead.cpu * used, overhead.memory * used),
+            Resources(template.cpu * used, template.memory * used),
+        ):
+            return Refusal.THRESHOLDS, Refusal.THRESHOLDS.value
+        return drain, used
+
+
+def _drain_sets(context: Context, prices: dict[str, float]) -> list[list[str]]:
     """The sets of nodes to try draining (see the module's step 1)."""
+    cluster, pools = context.cluster, context.pools
     fills = _fills(cluster)
     order = sorted(
         (
-            i
-            for i, n in enumerate(cluster.nodes)
-            if n.name not in movability.node_reasons
-            and n.name not in movability.closed
-            and not busy_with_other_autoscaler(n)
+            n.name
+            for n in cluster.nodes
+            if n.name not in context.movability.node_reasons and n.name not in context.protected
         ),
-        key=lambda i: (fills[cluster.nodes[i].name], -prices[i], cluster.nodes[i].name),
+        key=lambda name: (fills[name], -prices[name], name),
     )
     spare = {name: pools.spare(name) for name in pools.by_name}
-    order = [i for i in order if spare.get(pools.node_pool.get(cluster.nodes[i].name, ""), 1)]
-    chosen: list[int] = []
-    for index in order:
-        pool = pools.node_pool.get(cluster.nodes[index].name)
+    order = [n for n in order if spare.get(pools.node_pool.get(n, ""), 1)]
+    chosen: list[str] = []
+    for name in order:
+        pool = pools.node_pool.get(name)
         if pool is not None:
             if spare[pool] <= 0:
                 continue
             spare[pool] -= 1
-        chosen.append(index)
-        if len(chosen) == settings.analyse.max_replaced_nodes:
+        chosen.append(name)
+        if len(chosen) == context.settings.analyse.max_replaced_nodes:
             break
-    dearest = sorted(order, key=lambda i: -prices[i])[:SINGLES]
+    dearest = sorted(order, key=lambda n: -prices[n])[:SINGLES]
     return [chosen[:k] for k in range(1, len(chosen) + 1)] + [
-        [i] for i in dearest if chosen[:1] != [i]
+        [n] for n in dearest if chosen[:1] != [n]
     ]
 
 
 def _trials(
-    cluster: Cluster,
-    settings: Settings,
-    pools: Pools,
-    growable: dict[str, int],
-    sets: list[list[int]],
-    prices: list[float],
-) -> list[tuple[list[int], NodePool, int, float]]:
-    """(nodes to drain, pool, most new nodes, saving of the drained nodes) worth simulating:
-    each set with each growable pool of another type whose nodes are cheap enough that at
-    least one of them costs at most :data:`KEEP` of the drained nodes' price."""
-    trials: list[tuple[list[int], NodePool, int, float]] = []
+    context: Context, growable: dict[str, int], sets: list[list[str]], prices: dict[str, float]
+) -> list[_Trial]:
+    """The trials worth simulating: each set with each growable pool of another type whose
+    nodes are cheap enough that at least one of them costs at most :data:`KEEP` of the drained
+    nodes' price."""
+    trials: list[_Trial] = []
     for drained in sets:
-        saving = sum(prices[i] for i in drained)
-        types = {cluster.nodes[i].instance_type for i in drained}
+        saving = sum(prices[n] for n in drained)
+        types = {context.cluster.node_by_name[n].instance_type for n in drained}
         for name, spares in growable.items():
-            pool = pools.by_name[name]
-            price = node_price(pool.template, settings.pricing)
+            pool = context.pools.by_name[name]
+            price = node_price(pool.template, context.settings.pricing)
             most = spares if price <= 0 else min(spares, math.floor(saving * KEEP / price))
             if pool.node_type not in types and most >= 1:
-                trials.append((drained, pool, most, saving))
+                trials.append(_Trial(drained, pool, most, saving))
     return trials
 
 
@@ -291,8 +225,14 @@ def find_replacement(
     cluster: Cluster, settings: Settings, movability: Movability, pools: Pools
 ) -> ReplaceResult:
     """The cheapest replacement of up to ``max_replaced_nodes`` nodes (see the module)."""
+    return replacement_in(Context.of(cluster, settings, movability, pools=pools))
+
+
+def replacement_in(context: Context) -> ReplaceResult:
+    """:func:`find_replacement` over the cycle's context."""
+    settings, pools = context.settings, context.pools
     if not settings.analyse.replace_nodes:
-        return ReplaceResult(None, "node replacement is disabled")
+        return ReplaceResult(None, "node replacement is disabled", Refusal.DISABLED)
     limit = settings.analyse.max_replaced_nodes
     growable = {
         name: limit if room is None else min(limit, room)
@@ -300,41 +240,59 @@ def find_replacement(
         if (room := pools.room(name)) != 0
     }
     if not growable:
-        return ReplaceResult(None, "no node pool can grow")
-    prices = [node_price(n, settings.pricing) for n in cluster.nodes]
-    sets = _drain_sets(cluster, settings, movability, pools, prices)
+        return ReplaceResult(None, Refusal.NO_POOL_CAN_GROW.value, Refusal.NO_POOL_CAN_GROW)
+    prices = {n.name: node_price(n, settings.pricing) for n in context.cluster.nodes}
+    sets = _drain_sets(context, prices)
     if not sets:
-        return ReplaceResult(None, "no node can be drained")
-    trials = _trials(cluster, settings, pools, growable, sets, prices)
+        return ReplaceResult(None, Refusal.NOTHING_DRAINABLE.value, Refusal.NOTHING_DRAINABLE)
+    trials = _trials(context, growable, sets, prices)
     if not trials:
-        return ReplaceResult(None, f"no replacement ({NOT_CHEAPER})")
-    search = _Search(cluster, settings, movability, pools, growable)
-    best: tuple[tuple[float, int], float, list[int], NodePool, list[tuple[Pod, int]], int] | None
-    best = None
-    last = NOT_CHEAPER
-    for drained, pool, most, saving in trials:
-        outcome = search.attempt(drained, pool, most)
-        if isinstance(outcome, str):
-            if last == NOT_CHEAPER:
-                last = f"{pool.name} for {len(drained)} node(s): {outcome}"
-            continue
-        moves, used = outcome
-        delta = node_price(pool.template, settings.pricing) * used - saving
-        key = (round(delta, 9), len(moves))
-        if best is None or key < best[0]:
-            best = (key, delta, drained, pool, moves, used)
+        return ReplaceResult(None, f"no replacement ({Refusal.NOT_CHEAPER})", Refusal.NOT_CHEAPER)
+    best: tuple[tuple[float, int], float, _Trial, Drain, int] | None = None
+    refusal, last = Refusal.NOT_CHEAPER, Refusal.NOT_CHEAPER.value
+    with context.snapshot.forked():
+        search = Search(context)
+        spares = _Spares(search, pools, growable)
+        for trial in trials:
+            outcome = _attempt(search, spares, trial)
+            if isinstance(outcome[0], Refusal):
+                if refusal is Refusal.NOT_CHEAPER:
+                    refusal = outcome[0]
+                    last = f"{trial.pool.name} for {len(trial.drained)} node(s): {outcome[1]}"
+                continue
+            drain, used = outcome
+            delta = node_price(trial.pool.template, settings.pricing) * used - trial.saving
+            key = (round(delta, 9), len(drain.moves))
+            if best is None or key < best[0]:
+                best = (key, delta, trial, drain, used)
     if best is None:
-        return ReplaceResult(None, f"no replacement ({last})")
-    _, delta, drained, pool, moves, used = best
-    names = [s.name for s in search.snapshot.nodes]
-    new_nodes = tuple(NewNode(names[i], pool) for i in search.spares[pool.name][:used])
+        return ReplaceResult(None, f"no replacement ({last})", refusal)
+    _, delta, trial, drain, used = best
+    pool = trial.pool
+    new_nodes = tuple(NewNode(name, pool) for name in spares.names[pool.name][:used])
     replacement = Replacement(
-        drained=tuple(cluster.nodes[i].name for i in drained),
-        new_nodes=new_nodes,
-        moves=tuple((pod, names[target]) for pod, target in moves),
-        saving=-delta,
+        drained=tuple(trial.drained), new_nodes=new_nodes, moves=drain.moves, saving=-delta
     )
     counts = Counter(n.pool.node_type for n in new_nodes)
     made = ", ".join(f"{c} new {t}" for t, c in sorted(counts.items()))
     reason = f"{', '.join(replacement.drained)} can be replaced by {made}"
     return ReplaceResult(replacement, reason)
+
+
+class ReplaceNodes:
+    """The replace option: drain several nodes onto fewer or cheaper new nodes of a pool's
+    type; at the same cost it beats a previous deployment that disrupts more."""
+
+    name = Choice.REPLACE_NODES
+    announce = ""
+
+    def propose(self, context: Context) -> Proposal:
+        """The replace proposal."""
+        result = replacement_in(context)
+        return proposal_of(self.name, context, result.replacement, result.reason, result.refusal)
+
+    def wins_tie(self, mine: Proposal, incumbent: Proposal) -> bool:
+        """Against a previous deployment only, and only when less disruptive."""
+        return (
+            incumbent.option is Choice.PREVIOUS and mine.disruption.rank < incumbent.disruption.rank
+        )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from tuner.cycle import CycleReport, Outcome
 from tuner.execute.events import Event, Ref
+from tuner.report.options import SHOWN
 from tuner.settings import LeaderElectionSettings
 
 ACTION = "Decide"
@@ -37,7 +38,7 @@ def cycle_event(report: CycleReport, lease: LeaderElectionSettings) -> Event:
     reason = REASONS[report.outcome]
     notes = [report.reason]
     if report.outcome is Outcome.ACTED and plan is not None and plan.analysis.chosen:
-        reason = plan.analysis.chosen.option.event  # an acting cycle's reason names what it did
+        reason = SHOWN[plan.analysis.chosen.option].event  # names what the cycle did
     if report.outcome is Outcome.ACTED and report.result is not None:
         notes.append(report.result.reason)
     if plan is not None:

@@ -12,6 +12,7 @@ from tuner.cycle import CycleReport, Outcome
 from tuner.model.onboarding import Placement
 from tuner.monitor.window import clock_time
 from tuner.plan.actions import action_json
+from tuner.report.options import SHOWN
 from tuner.report.text import describe
 
 UNCONTROLLED = "placement not controlled: not onboarded, the scheduler chose the node"
@@ -29,13 +30,14 @@ def log_cycle(report: CycleReport, log: logging.Logger, *, once: bool = False) -
     if report.window is not None:
         seen = report.window
         load = "unknown" if seen.load is None else f"{seen.load.total:.6g}"
+        total = None if report.load is None else report.load.total
         log.info(
             "window %s: %s, load %s: %s",
             window,
             seen.verdict.value,
             load,
             seen.reason,
-            extra={**base, "verdict": seen.verdict.value, "load": report.load},
+            extra={**base, "verdict": seen.verdict.value, "load": total},
         )
         if seen.load_warning:
             log.warning("window %s: %s", window, seen.load_warning, extra=base)
@@ -60,7 +62,8 @@ def log_cycle(report: CycleReport, log: logging.Logger, *, once: bool = False) -
         a = plan.analysis
         currency = plan.currency
         options = "".join(
-            f", {p.option.label} {_cost(p.cost_after) or p.option.absent}" for p in a.proposals
+            f", {SHOWN[p.option].label} {_cost(p.cost_after) or SHOWN[p.option].absent}"
+            for p in a.proposals
         )
         log.info(
             "options (%s/h): current %s%s; decision %s: %s",
@@ -73,12 +76,12 @@ def log_cycle(report: CycleReport, log: logging.Logger, *, once: bool = False) -
                 **base,
                 "decision": a.decision.value,
                 "cost_current": a.cost_current,
-                **{p.option.field: _cost(p.cost_after) for p in a.proposals},
+                **{SHOWN[p.option].field: _cost(p.cost_after) for p in a.proposals},
                 "cost_after": a.cost_after,
             },
         )
         if report.recorded:
-            load = "unknown" if report.load is None else f"{report.load:.6g}"
+            load = "unknown" if report.load is None else f"{report.load.total:.6g}"
             log.info("recorded as %s (load %s)", report.recorded, load, extra=base)
         _log_actions(report, log, base)
     if once:

@@ -241,7 +241,7 @@ def _browse(args: argparse.Namespace) -> int:
             print(f"tuner: note: {err}", file=sys.stderr)
     if newest:
         load = newest[0].load if load is None else load
-        names = [w.workload for w in newest[0].workloads]
+        names = [str(w.workload) for w in newest[0].workloads]
         workload = workload or (names[0] if names else None)
     if knowledge.backend == "neo4j" and http is None:
         print(

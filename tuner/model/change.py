@@ -47,6 +47,22 @@ class NewNode:
         return replace(template, name=self.name, labels=labels)
 
 
+def templates(cluster: Cluster) -> dict[Workload, Pod]:
+    """The first pod of each workload in the cluster: what an added instance of it looks like
+    (its constraints and labels)."""
+    return {p.workload: p for p in reversed(cluster.pods)}
+
+
+def started_pod(
+    workload: Workload, node: str, requests: Resources, like: Pod | None, name: str
+) -> Pod:
+    """The pod an addition of ``workload`` starts on ``node`` with ``requests``, named
+    ``name``: like ``like`` (a pod of the workload, see :func:`templates`), or a bare pod of
+    the workload when none runs."""
+    base = like or Pod(workload.namespace, name, None, requests, workload, "")
+    return replace(base, name=name, node=node, requests=requests)
+
+
 def daemon_pods(cluster: Cluster, node: Node) -> list[Pod]:
     """One pod of each DaemonSet whose pods would run on a new node like ``node`` (they start
     there as it joins: their requests, and their labels for the rules that count pods)."""

@@ -6,7 +6,7 @@ import hashlib
 import json
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,16 +36,10 @@ def load_vector(load: Load) -> LoadVector:
 class WorkloadType:
     """A pod type (the thesis' Pod vertex): one per workload, shared by executions."""
 
-    workload: str
-    """``namespace/Kind/name``."""
+    workload: Workload
     cpu: int
     memory: int
     movable: bool
-
-    @property
-    def ref(self) -> Workload:
-        """The workload as a value."""
-        return Workload.parse(self.workload)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +51,9 @@ class NodeState:
     memory: int
     instance_type: str
     price: float
-    pods: tuple[tuple[str, int], ...]
-    """(workload, count), sorted; DaemonSet and mirror pods are not listed."""
+    pods: tuple[tuple[Workload, int], ...]
+    """(workload, count), sorted by ``namespace/Kind/name``; DaemonSet and mirror pods are not
+    listed."""
 
     @property
     def shape(self) -> tuple[str, int, int]:
@@ -113,12 +108,17 @@ class Execution:
                     "memory": n.memory,
                     "type": n.instance_type,
                     "price": n.price,
-                    "pods": dict(n.pods),
+                    "pods": {str(w): c for w, c in n.pods},
                 }
                 for n in self.nodes
             ],
             "workloads": [
-                {"workload": w.workload, "cpu": w.cpu, "memory": w.memory, "movable": w.movable}
+                {
+                    "workload": str(w.workload),
+                    "cpu": w.cpu,
+                    "memory": w.memory,
+                    "movable": w.movable,
+                }
                 for w in self.workloads
             ],
         }
@@ -200,7 +200,7 @@ def _whole(value: Any, key: str) -> int:
     return value
 
 
-def _workload_key(value: Any, key: str) -> str:
+def _workload_key(value: Any, key: str) -> Workload:
     if (
         not isinstance(value, str)
         or value.count("/") < 2
@@ -208,7 +208,12 @@ def _workload_key(value: Any, key: str) -> str:
         or not value.isprintable()
     ):
         raise ValueError(f"{key} is {shown(value)}, not namespace/Kind/name")
-    return value
+    return Workload.parse(value)
+
+
+def by_name(item: tuple[Workload, int]) -> str:
+    """The stored order of a node's (workload, count) pairs: by ``namespace/Kind/name``."""
+    return str(item[0])
 
 
 def _node_state(data: Any) -> NodeState:
@@ -222,7 +227,11 @@ def _node_state(data: Any) -> NodeState:
         price=_number(data, "price"),
         pods=tuple(
             sorted(
-                (_workload_key(w, "pods"), _whole(c, f"pods[{shown(w)}]")) for w, c in pods.items()
+                (
+                    (_workload_key(w, "pods"), _whole(c, f"pods[{shown(w)}]"))
+                    for w, c in pods.items()
+                ),
+                key=by_name,
             )
         ),
     )
@@ -244,18 +253,23 @@ def _workload_type(data: Any) -> WorkloadType:
 def _workload_types(entries: list[Any], nodes: tuple[NodeState, ...]) -> tuple[WorkloadType, ...]:
     """``workloads`` of an execution, sorted: each listed once, and exactly those its nodes
     ran (a store keeps a workload type only through the nodes that ran it)."""
-    types: dict[str, WorkloadType] = {}
+    types: dict[Workload, WorkloadType] = {}
     for entry in entries:
         workload = _workload_type(entry)
         if workload.workload in types:
-            raise ValueError(f"workload {shown(workload.workload)} is listed twice")
+            raise ValueError(f"workload {shown(str(workload.workload))} is listed twice")
         types[workload.workload] = workload
     ran = {w for node in nodes for w, _ in node.pods}
-    for name in sorted(ran ^ types.keys()):
+    for name in sorted(ran ^ types.keys(), key=str):
         if name in ran:
-            raise ValueError(f"pods: {shown(name)} is run by a node but not in workloads")
-        raise ValueError(f"workload {shown(name)} is run by no node")
-    return tuple(types[name] for name in sorted(types))
+            raise ValueError(f"pods: {shown(str(name))} is run by a node but not in workloads")
+        raise ValueError(f"workload {shown(str(name))} is run by no node")
+    return workload_types(types.values())
+
+
+def workload_types(types: Iterable[WorkloadType]) -> tuple[WorkloadType, ...]:
+    """An execution's workload types in their stored order (by ``namespace/Kind/name``)."""
+    return tuple(sorted(types, key=lambda w: str(w.workload)))
 
 
 def _load_vector_from_json(data: Any, load: float) -> LoadVector:
@@ -302,9 +316,9 @@ def execution_of(
             known = types.get(pod.workload)
             movable = movability.movable(pod) and (known is None or known.movable)
             types[pod.workload] = WorkloadType(
-                str(pod.workload), pod.requests.cpu, pod.requests.memory, movable
+                pod.workload, pod.requests.cpu, pod.requests.memory, movable
             )
-        counts = Counter(str(p.workload) for p in pods)
+        counts = Counter(p.workload for p in pods)
         nodes.append(
             NodeState(
                 name=node.name,
@@ -312,7 +326,7 @@ def execution_of(
                 memory=node.capacity.memory,
                 instance_type=node.instance_type,
                 price=node_price(node, pricing),
-                pods=tuple(sorted(counts.items())),
+                pods=tuple(sorted(counts.items(), key=by_name)),
             )
         )
         used = cluster.requested(node.name).cpu
@@ -321,7 +335,7 @@ def execution_of(
         "start": start,
         "end": end,
         "load": served.total,
-        "nodes": [(n.name, n.pods) for n in nodes],
+        "nodes": [(n.name, [(str(w), c) for w, c in n.pods]) for n in nodes],
         **({"load_vector": dict(vector)} if vector else {}),
     }
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
@@ -334,5 +348,5 @@ def execution_of(
         cost=sum(n.price for n in nodes),
         cpu_ratio=sum(ratios) / len(ratios) if ratios else 0.0,
         nodes=tuple(nodes),
-        workloads=tuple(sorted(types.values(), key=lambda w: w.workload)),
+        workloads=workload_types(types.values()),
     )

@@ -40,12 +40,6 @@ class NodePool:
     """Node labels that select the pool's nodes (what a placeholder pod's nodeSelector asks)."""
 
 
-def pool_name(node: Node) -> str:
-    """The node's pool: the first pool label it carries, else its instance type, else ``""``."""
-    found = _pool_label(node.labels)
-    return found[1] if found else ""
-
-
 def _pool_label(labels: Mapping[str, str]) -> tuple[str, str] | None:
     """The first of the pool labels, then the instance-type labels, that ``labels`` carry."""
     for key in (*POOL_LABELS, *INSTANCE_TYPE_LABELS):

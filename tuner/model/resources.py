@@ -26,6 +26,3 @@ class Resources:
     def total(items: list[Resources] | tuple[Resources, ...]) -> Resources:
         """Sum of many amounts."""
         return Resources(sum(r.cpu for r in items), sum(r.memory for r in items))
-
-
-ZERO = Resources()

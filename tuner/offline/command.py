@@ -17,11 +17,11 @@ from knowledge.base import KnowledgeError
 from knowledge.open import open_knowledge
 from tuner import arguments
 from tuner.analyse.decision import analyse
-from tuner.cycle import previous_candidates
 from tuner.model.cluster import Cluster
 from tuner.model.execution import Execution
 from tuner.model.load import Load
 from tuner.monitor.dump import load_dump
+from tuner.recall import previous_candidates
 from tuner.report.build import build_report
 from tuner.report.text import render_text
 from tuner.settings import Settings, load_settings

@@ -22,9 +22,8 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from collections.abc import Iterable
-from dataclasses import replace
 
-from tuner.model.change import Addition, DesiredChange, daemon_pods
+from tuner.model.change import Addition, DesiredChange, daemon_pods, started_pod, templates
 from tuner.model.cluster import Cluster, Pod, Workload
 from tuner.model.resources import Resources
 from tuner.model.snapshot import Snapshot
@@ -94,14 +93,13 @@ class _Orderer:
     def __init__(self, cluster: Cluster, change: DesiredChange) -> None:
         self.cluster = cluster
         self.templates: dict[Workload, Pod] | None = None
-        """The first running pod of each workload: what an added instance looks like."""
+        """What an added instance of each workload looks like (made when first asked)."""
         self.snapshot = Snapshot(cluster, new_nodes=[n.node for n in change.new_nodes])
         for new in change.new_nodes:
-            index = self.snapshot.index[new.name]
             for daemon in daemon_pods(cluster, new.node):  # they start there as it joins
-                self.snapshot.place(daemon, index)
+                self.snapshot.place(daemon, new.name)
         for name in change.remove_nodes:
-            self.snapshot.close(self.snapshot.index[name])
+            self.snapshot.close(name)
         self.waiting: dict[str, deque[Placing]] = defaultdict(deque)
         self.out: list[Action] = []
         self.freed: deque[str] = deque()
@@ -132,9 +130,9 @@ class _Orderer:
 
     def _try(self, action: Placing) -> bool:
         snapshot = self.snapshot
-        target = snapshot.index[action.target]
+        target = action.target
         if isinstance(action, Migrate):
-            pod, source = action.pod, snapshot.index[action.source]
+            pod, source = action.pod, action.source
             if snapshot.why_not(pod, target, leaving=source) is not None:
                 return False
             snapshot.move(pod, source, target)
@@ -151,18 +149,16 @@ class _Orderer:
         return True
 
     def _instance(self, add: Add) -> Pod:
-        """The pod an addition starts: its workload's template with the addition's requests."""
+        """The pod an addition starts."""
         if self.templates is None:
-            self.templates = {p.workload: p for p in reversed(self.cluster.pods)}
+            self.templates = templates(self.cluster)
         workload = add.workload
-        template = self.templates.get(workload)
-        if template is None:
-            return Pod(workload.namespace, f"+{workload.name}", None, add.requests, workload, "")
-        return replace(template, node=None, requests=add.requests)
+        like = self.templates.get(workload)
+        return started_pod(workload, add.target, add.requests, like, f"+{workload.name}")
 
     def _remove(self, removal: Remove) -> None:
         pod = removal.pod
-        self.snapshot.unplace(pod, self.snapshot.index[pod.node or ""])
+        self.snapshot.unplace(pod, pod.node or "")
         self.out.append(removal)
         self.freed.append(pod.node or "")
         if self.snapshot.counting:

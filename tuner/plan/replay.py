@@ -20,7 +20,7 @@ from collections.abc import Iterable, KeysView
 from dataclasses import dataclass, field, replace
 
 from tuner.model.census import Census
-from tuner.model.change import NewNode, daemon_pods
+from tuner.model.change import NewNode, daemon_pods, started_pod, templates
 from tuner.model.cluster import Cluster, Node, Pod, Workload
 from tuner.model.resources import Resources
 from tuner.model.scheduling import resource_fit, static_fit
@@ -62,16 +62,12 @@ class _State:
     templates: dict[Workload, Pod] | None = None
 
     def instance(self, add: Add, step: int) -> Pod:
-        """The pod an addition starts: like a running pod of its workload (its constraints
-        and labels), with the addition's requests."""
+        """The pod an addition starts (named after its step)."""
         if self.templates is None:
-            self.templates = {p.workload: p for p in reversed(self.cluster.pods)}
+            self.templates = templates(self.cluster)
         workload = add.workload
-        like = self.templates.get(workload) or Pod(
-            workload.namespace, workload.name, None, add.requests, workload, ""
-        )
-        name = f"+{workload.name}#{step}"
-        return replace(like, name=name, node=add.target, requests=add.requests)
+        like = self.templates.get(workload)
+        return started_pod(workload, add.target, add.requests, like, f"+{workload.name}#{step}")
 
 
 def replay(cluster: Cluster, actions: Iterable[Action], *, soft: bool = True) -> Occupancy:

@@ -53,7 +53,7 @@ class PlanReport:
             },
             "options": {
                 "current": round(analysis.cost_current, 6),
-                **{p.option.choice: _finite(p.cost_after) for p in analysis.proposals},
+                **{p.option.value: _finite(p.cost_after) for p in analysis.proposals},
             },
             "utilization": {
                 "before": {k: round(v, 4) for k, v in asdict(self.before).items()},

@@ -58,7 +58,7 @@ def describe(report: CycleReport, sim: Simulation) -> str:
     head = f"[{clock(report.end)}] {nodes} nodes, {report.outcome.value}"
     if report.outcome in (Outcome.UNSTABLE, Outcome.UNKNOWN, Outcome.WAITING, Outcome.ERROR):
         return f"{head}: {report.reason}"
-    load = "" if report.load is None else f", load {report.load:.1f} req/s"
+    load = "" if report.load is None else f", load {report.load.total:.1f} req/s"
     if report.plan is None or not report.plan.actions:
         return f"{head}{load}: {report.reason}"
     lines = [f"{head}{load}", *("  " + line for line in render_text(report.plan).splitlines())]

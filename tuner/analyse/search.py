@@ -1,0 +1,189 @@
+"""The search removal and replace share: drain nodes in a fork of the cycle's snapshot, their
+movable pods re-placed largest first by best fit with every fit rule, and the totals the
+thresholds compare kept current (cf. the Cluster Autoscaler's scale-down simulation).
+
+A :class:`Search` lives inside one fork of :attr:`Context.snapshot
+<tuner.analyse.context.Context.snapshot>` with the protected nodes closed; :meth:`Search.drain`
+tries a set of nodes in a nested fork, :meth:`Search.commit` keeps a drain (removal takes several
+nodes one after another, each accepted drain committed before the next is tried).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Protocol
+
+from tuner.analyse.context import Context, Totals, passes_check, vanishing
+from tuner.analyse.options import Choice, Proposal, Refusal
+from tuner.analyse.usable import node_usable, under_thresholds
+from tuner.model.change import DesiredChange, Relocation
+from tuner.model.cluster import Pod
+from tuner.model.pod_counting import Mask
+from tuner.model.resources import Resources
+
+NONE = Resources()
+"""Nothing added."""
+
+
+@dataclass(frozen=True)
+class Drain:
+    """Nodes drained in the snapshot: where their pods went and what it did to the totals."""
+
+    nodes: tuple[str, ...]
+    moves: tuple[Relocation, ...]
+    sources: tuple[str, ...]
+    """The node each move leaves (in the simulated state: a pod a committed drain moved there
+    leaves again from it)."""
+    vanishing: Resources
+    """Requests that go with the drained nodes (their DaemonSet and static pods)."""
+    usable: Resources
+    """The change of usable capacity: the drained nodes' lost, the receiving nodes' used up."""
+
+
+class Search:
+    """Drains tried in the cycle's snapshot (see the module)."""
+
+    def __init__(self, context: Context) -> None:
+        """Call inside a fork: the protected nodes are closed in it."""
+        self.context = context
+        self.snapshot = snapshot = context.snapshot
+        for name in sorted(context.protected):
+            snapshot.close(name)
+        self.residents: dict[str, list[Pod]] = {
+            name: list(pods) for name, pods in context.cluster.pods_by_node.items()
+        }
+        """Pods on each node in the simulated state (committed drains included)."""
+        self.totals = context.totals
+
+    def usable_of(self, name: str) -> Resources:
+        """Usable capacity of a node in the simulated state; a cordoned node's free part is
+        usable by no pod, so it contributes only its requests."""
+        node = self.snapshot.node(name)
+        usability = self.context.settings.analyse.usability
+        return node_usable(node, self.snapshot.requested(name), usability)
+
+    def movers(self, name: str) -> list[Pod]:
+        """The pods to re-place when the node goes."""
+        return [p for p in self.residents.get(name, ()) if not p.follows_node]
+
+    def passes_check(self, name: str) -> bool:
+        """The linear candidate check in the simulated state."""
+        node = self.snapshot.node(name)
+        return passes_check(
+            self.totals, node, self.residents[name], self.context.settings.analyse.thresholds
+        )
+
+    @contextmanager
+    def trying(self) -> Iterator[None]:
+        """A nested fork for one attempt: everything it changes is undone when it ends."""
+        with self.snapshot.forked():
+            yield
+
+    def drain(
+        self,
+        nodes: Sequence[str],
+        allowed: Mask | None = None,
+        grow: Callable[[], str | None] | None = None,
+        nowhere: str = "fits on no other node",
+    ) -> Drain | str:
+        """Close ``nodes`` and re-place their movable pods, largest first, by best fit on the
+        ``allowed`` open nodes (None: every open node); when a pod fits none, ``grow`` (if
+        given) allows one more node and returns its name, None when it cannot. Returns the
+        drain, or why a pod fits nowhere (``nowhere`` says where it was looked for). Changes
+        the snapshot: run it inside :meth:`trying`."""
+        snap = self.snapshot
+        before = {name: self.usable_of(name) for name in nodes}
+        for name in nodes:
+            snap.close(name)
+        pods = sorted(
+            ((p, name) for name in nodes for p in self.movers(name)),
+            key=lambda item: _size(item[0]),
+            reverse=True,
+        )
+        moves: list[Relocation] = []
+        sources: list[str] = []
+        for pod, source in pods:
+            mask = snap.fit_mask(pod, leaving=source)
+            if allowed is not None:
+                mask &= allowed
+            while not mask.any() and grow is not None and (opened := grow()) is not None:
+                before[opened] = Resources()
+                mask = snap.fit_mask(pod, leaving=source)
+                if allowed is not None:
+                    mask &= allowed
+            if not mask.any():
+                return f"pod {pod.key} {nowhere}: {snap.refusal(pod, allowed, leaving=source)}"
+            target = snap.best_fit(pod, mask, leaving=source)
+            if target not in before:
+                before[target] = self.usable_of(target)
+            snap.move(pod, source, target)
+            moves.append(Relocation(pod, target))
+            sources.append(source)
+        usable = Resources()
+        for name, was in before.items():
+            after = Resources() if name in nodes else self.usable_of(name)
+            usable = usable + (after - was)
+        gone = Resources.total([vanishing(self.residents[n]) for n in nodes])
+        return Drain(tuple(nodes), tuple(moves), tuple(sources), gone, usable)
+
+    def under_thresholds(
+        self, drain: Drain, requested: Resources = NONE, allocatable: Resources = NONE
+    ) -> bool:
+        """Whether cluster requests stay under the thresholds of allocatable and of usable
+        capacity after the drain, with ``requested`` and ``allocatable`` added by new nodes."""
+        totals = self.totals
+        after = totals.requested - drain.vanishing + requested
+        limits = self.context.settings.analyse.thresholds
+        lost = Resources.total([self.snapshot.node(n).allocatable for n in drain.nodes])
+        return under_thresholds(
+            after, totals.allocatable - lost + allocatable, limits
+        ) and under_thresholds(after, totals.usable + drain.usable, limits)
+
+    def commit(self, drain: Drain) -> None:
+        """Keep a drain: its nodes closed and its moves made in the snapshot, the totals
+        updated (call in the search's fork, not in :meth:`trying`)."""
+        snap = self.snapshot
+        for name in drain.nodes:
+            snap.close(name)
+        for move, source in zip(drain.moves, drain.sources, strict=True):
+            snap.move(move.pod, source, move.node)
+            self.residents[move.node].append(move.pod)
+        lost = Resources.total([snap.node(n).allocatable for n in drain.nodes])
+        for name in drain.nodes:
+            self.residents[name] = []
+        self.totals = Totals(
+            requested=self.totals.requested - drain.vanishing,
+            allocatable=self.totals.allocatable - lost,
+            usable=self.totals.usable + drain.usable,
+        )
+
+
+class Found(Protocol):
+    """What removal or replace found: the change and what it saves per hour."""
+
+    @property
+    def change(self) -> DesiredChange: ...
+
+    @property
+    def saving(self) -> float: ...
+
+
+def proposal_of(
+    option: Choice,
+    context: Context,
+    found: Found | None,
+    reason: str,
+    refusal: Refusal | None,
+    limited: str | None = None,
+) -> Proposal:
+    """The proposal of a drain search's result (its refusal when it found nothing)."""
+    if found is None:
+        return Proposal.refused(option, refusal or Refusal.NO_ROOM, reason, limited)
+    cost = context.current - found.saving
+    return Proposal(option, cost, found.change, reason, limited=limited)
+
+
+def _size(pod: Pod) -> tuple[int, int]:
+    return (pod.requests.cpu, pod.requests.memory)
