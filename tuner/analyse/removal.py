@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from tuner.analyse.context import Context
 from tuner.analyse.options import Choice, Proposal, Refusal
-from tuner.analyse.search import Drain, Search, proposal_of
+from tuner.analyse.search import DrainOutcome, Search, proposal_of
 from tuner.model.change import DesiredChange, Relocation
 from tuner.model.cluster import Cluster
 from tuner.model.limits import Budget, Evictions, added, pod_evictions
@@ -121,7 +121,7 @@ class _Greedy:
 
     def try_node(
         self, name: str, price: float
-    ) -> tuple[tuple[float, int, float], Drain] | tuple[Refusal, str]:
+    ) -> tuple[tuple[float, int, float], DrainOutcome] | tuple[Refusal, str]:
         """Evaluate removing one node (the snapshot is left as it was): (rank key, drain), or
         why not."""
         search = self.search
@@ -141,12 +141,12 @@ class _Greedy:
 
     def best(
         self, order: list[str], rank: Callable[[str], tuple[float, int]], prices: dict[str, float]
-    ) -> Drain | None:
+    ) -> DrainOutcome | None:
         """The best node to remove next among ``order`` (sorted by ``rank``): the first
         removable one and up to :data:`TIE_LIMIT` of those ranked equal to it, the lowest
         maximum CPU share of the receiving nodes winning; each node passed over leaves its
         refusal in :attr:`refusal` and :attr:`last_reason`."""
-        best: tuple[tuple[float, int, float], Drain] | None = None
+        best: tuple[tuple[float, int, float], DrainOutcome] | None = None
         ties = 0
         for name in order:
             if best is not None and (ties >= TIE_LIMIT or rank(name) != best[0][:2]):
@@ -165,7 +165,7 @@ class _Greedy:
                 best = (key, drain)
         return None if best is None else best[1]
 
-    def commit(self, drain: Drain) -> None:
+    def commit(self, drain: DrainOutcome) -> None:
         """Keep a chosen removal in the snapshot."""
         self.evicted = added(self.evicted, pod_evictions(self.search.movers(drain.nodes[0])))
         self.search.commit(drain)
@@ -203,7 +203,7 @@ def removal_in(context: Context) -> RemovalResult:
     nodes = cluster.nodes
     spare = {name: pools.spare(name) for name in pools.by_name}
     prices = {n.name: node_price(n, settings.pricing) for n in nodes}
-    chosen: list[Drain] = []
+    chosen: list[DrainOutcome] = []
     at_minimum = {n.name for n in nodes if spare.get(pools.node_pool.get(n.name, ""), 1) <= 0}
     with context.snapshot.forked():
         search = Search(context)

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from tuner.analyse.context import Context
 from tuner.analyse.options import Choice, Proposal, Refusal
-from tuner.analyse.search import Drain, Search, proposal_of
+from tuner.analyse.search import DrainOutcome, Search, proposal_of
 from tuner.model.change import DesiredChange, NewNode, Relocation, daemon_pods
 from tuner.model.cluster import Cluster
 from tuner.model.movability import Movability
@@ -134,7 +134,7 @@ class _Spares:
 
 def _attempt(
     search: Search, spares: _Spares, trial: _Trial
-) -> tuple[Drain, int] | tuple[Refusal, str]:
+) -> tuple[DrainOutcome, int] | tuple[Refusal, str]:
     """Drain the trial's nodes onto the open nodes and up to ``most`` new nodes of its pool:
     (the drain, new nodes used) or why not. Leaves the snapshot as it was."""
     pool, most = trial.pool, trial.most
@@ -248,7 +248,7 @@ def replacement_in(context: Context) -> ReplaceResult:
     trials = _trials(context, growable, sets, prices)
     if not trials:
         return ReplaceResult(None, f"no replacement ({Refusal.NOT_CHEAPER})", Refusal.NOT_CHEAPER)
-    best: tuple[tuple[float, int], float, _Trial, Drain, int] | None = None
+    best: tuple[tuple[float, int], float, _Trial, DrainOutcome, int] | None = None
     refusal, last = Refusal.NOT_CHEAPER, Refusal.NOT_CHEAPER.value
     with context.snapshot.forked():
         search = Search(context)

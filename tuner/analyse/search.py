@@ -28,7 +28,7 @@ NONE = Resources()
 
 
 @dataclass(frozen=True)
-class Drain:
+class DrainOutcome:
     """Nodes drained in the snapshot: where their pods went and what it did to the totals."""
 
     nodes: tuple[str, ...]
@@ -87,7 +87,7 @@ class Search:
         allowed: Mask | None = None,
         grow: Callable[[], str | None] | None = None,
         nowhere: str = "fits on no other node",
-    ) -> Drain | str:
+    ) -> DrainOutcome | str:
         """Close ``nodes`` and re-place their movable pods, largest first, by best fit on the
         ``allowed`` open nodes (None: every open node); when a pod fits none, ``grow`` (if
         given) allows one more node and returns its name, None when it cannot. Returns the
@@ -126,10 +126,10 @@ class Search:
             after = Resources() if name in nodes else self.usable_of(name)
             usable = usable + (after - was)
         gone = Resources.total([vanishing(self.residents[n]) for n in nodes])
-        return Drain(tuple(nodes), tuple(moves), tuple(sources), gone, usable)
+        return DrainOutcome(tuple(nodes), tuple(moves), tuple(sources), gone, usable)
 
     def under_thresholds(
-        self, drain: Drain, requested: Resources = NONE, allocatable: Resources = NONE
+        self, drain: DrainOutcome, requested: Resources = NONE, allocatable: Resources = NONE
     ) -> bool:
         """Whether cluster requests stay under the thresholds of allocatable and of usable
         capacity after the drain, with ``requested`` and ``allocatable`` added by new nodes."""
@@ -141,7 +141,7 @@ class Search:
             after, totals.allocatable - lost + allocatable, limits
         ) and under_thresholds(after, totals.usable + drain.usable, limits)
 
-    def commit(self, drain: Drain) -> None:
+    def commit(self, drain: DrainOutcome) -> None:
         """Keep a drain: its nodes closed and its moves made in the snapshot, the totals
         updated (call in the search's fork, not in :meth:`trying`)."""
         snap = self.snapshot

@@ -91,7 +91,7 @@ class SimNode:
 
 
 @dataclass
-class Totals:
+class PodTotals:
     """Pending pods, and the count and requests of the non-DaemonSet pods."""
 
     pending: int = 0
@@ -180,7 +180,7 @@ class SimCluster:
         """Pending pods by uid, oldest first (a pod is pending from its creation until it is
         bound; it is never unbound)."""
         self.version = 0
-        self.totals = Totals()
+        self.totals = PodTotals()
         """Running totals of the pods (for per-tick measurements without a pass over pods)."""
         self.bound: dict[Service, int] = {}
         """Bound pods per service."""
