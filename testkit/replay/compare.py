@@ -163,21 +163,26 @@ class Key:
     seed: int
     source: str
     """The scenario's name or file, as given to the bench."""
+    warmup: float | None = None
+    """Seconds of warm-up played before the scenario's start when shorter than its own
+    (``--warmup``); None: the scenario's own (30 minutes over the speedup)."""
 
     @property
     def stem(self) -> str:
         """The file name stem of its plot and its runs' curves."""
-        return f"{self.comparison}-{self.scenario}-x{self.speedup:g}-{self.hours:g}h"
+        stem = f"{self.comparison}-{self.scenario}-x{self.speedup:g}-{self.hours:g}h"
+        return stem if self.warmup is None else f"{stem}-w{self.warmup:g}s"
 
     def matches(self, entry: dict[str, Any]) -> bool:
         """Whether ``entry`` is this comparison's."""
-        ours = (self.comparison, self.scenario, self.speedup, self.hours, self.seed)
+        ours = (self.comparison, self.scenario, self.speedup, self.hours, self.seed, self.warmup)
         return ours == (
             entry["comparison"],
             entry["scenario"],
             entry["speedup"],
             entry["hours"],
             entry["seed"],
+            entry.get("warmup"),
         )
 
     @staticmethod
@@ -190,6 +195,7 @@ class Key:
             entry["hours"],
             entry["seed"],
             entry["source"],
+            entry.get("warmup"),
         )
 
 
@@ -222,6 +228,7 @@ def add_run(
                 "speedup": key.speedup,
                 "hours": key.hours,
                 "seed": key.seed,
+                **({} if key.warmup is None else {"warmup": key.warmup}),
                 "real": [],
             }
             entries.append(entry)

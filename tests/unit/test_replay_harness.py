@@ -168,3 +168,24 @@ def test_a_pods_usage_is_rewritten_on_every_whole_millicore_that_matters() -> No
     assert _moved("54m", 55.0)  # 54 % against 55 %: the HPA's tolerance boundary
     assert not _moved("55m", 55.3)
     assert not _moved("1000m", 1004.0) and _moved("1000m", 1005.0)
+
+
+def test_a_shortened_warmup_is_its_own_comparison_with_its_own_files() -> None:
+    """A run played with ``--warmup`` neither joins nor overwrites the entry and curves of the
+    same scenario played with its own warm-up; its entry gives the warm-up back to --resimulate."""
+    own = compare.Key("karpenter-tuner", "shops", 1.0, 2.0, 1, "shops.json")
+    short = compare.Key("karpenter-tuner", "shops", 1.0, 2.0, 1, "shops.json", 600.0)
+    entry = {
+        "comparison": "karpenter-tuner",
+        "scenario": "shops",
+        "source": "shops.json",
+        "speedup": 1.0,
+        "hours": 2.0,
+        "seed": 1,
+    }
+    assert own.matches(entry) and not short.matches(entry)
+    assert short.matches(entry | {"warmup": 600.0}) and not own.matches(entry | {"warmup": 600.0})
+    assert compare.Key.of(entry | {"warmup": 600.0}) == short
+    assert compare.Key.of(entry) == own
+    assert own.stem == "karpenter-tuner-shops-x1-2h"
+    assert short.stem == "karpenter-tuner-shops-x1-2h-w600s"
