@@ -37,6 +37,8 @@ from tuner.sim.state import SimCluster, SimPod
 from tuner.sim.strategies import STRATEGIES
 
 FIGURES = ("cost", "pending_pod_seconds", "evictions_per_hour", "seconds_over_cpu")
+PENDING_REASONS = 10
+"""How many of a run's pending reasons (the most pod-seconds first) its entry keeps."""
 SIM_STRATEGY = {
     "hpa": "fixed-nodes",
     "karpenter": "karpenter",
@@ -129,6 +131,10 @@ def run_entry(result: RunResult, sim: Recording) -> dict[str, Any]:
     entry |= {
         "replica_curve_difference": replica_curve_difference(sim, result.recording),
         "evictions_by_actor": dict(result.recording.evictions_by_actor),
+        "pending_pod_seconds_by_reason": {
+            reason: ticks * result.tick
+            for reason, ticks in result.recording.pending_reasons.most_common(PENDING_REASONS)
+        },
         "wall_s": round(result.wall_s),
         "late_ticks": result.late_ticks,
         "usage_patches": result.patches,

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from testkit.replay import compare, objects
-from testkit.replay.drive import AuditTail, Recording, actor
+from testkit.replay.drive import AuditTail, PodView, Recording, actor, unschedulable
 from tuner.model.quantity import cpu_millis, memory_bytes
 from tuner.sim.scenario_file import build
 from tuner.sim.workloads import MIB, HpaSpec, Service
@@ -189,3 +190,30 @@ def test_a_shortened_warmup_is_its_own_comparison_with_its_own_files() -> None:
     assert compare.Key.of(entry) == own
     assert own.stem == "karpenter-tuner-shops-x1-2h"
     assert short.stem == "karpenter-tuner-shops-x1-2h-w600s"
+
+
+def test_pending_pods_are_counted_with_the_schedulers_reason() -> None:
+    """Why real pods were pending (the scheduler's message) goes into the run's entry, so that
+    a pending gap names its cause."""
+    full = client.V1PodCondition(
+        type="PodScheduled",
+        status="False",
+        reason="Unschedulable",
+        message="0/4 nodes are available: 4 Insufficient cpu.",
+    )
+    assert unschedulable([client.V1PodCondition(type="Ready", status="False"), full]) == (
+        "0/4 nodes are available: 4 Insufficient cpu."
+    )
+    assert unschedulable([client.V1PodCondition(type="PodScheduled", status="True")]) == ""
+
+    def view(name: str, node: str | None, why: str = "") -> PodView:
+        return PodView("shop", name, "shop.web", node, False, False, 100, 0, None, why)
+
+    recording = Recording()
+    for _ in range(3):
+        pods = [view("a", None, full.message), view("b", None), view("c", "n1")]
+        assert recording.count_pending(pods) == 2
+    assert recording.pending_reasons == {
+        "shop.web: 0/4 nodes are available: 4 Insufficient cpu.": 3,
+        "shop.web: not scheduled yet": 3,
+    }
