@@ -77,6 +77,19 @@ def test_workloads_hpas_budgets_and_daemonsets_carry_the_simulators_numbers() ->
     assert behavior == {"scaleDown": {"stabilizationWindowSeconds": 15}}
 
 
+def test_a_request_the_simulator_leaves_at_zero_is_not_set() -> None:
+    """The simulator reads a 0 request as none set and scores such pods at kube-scheduler's
+    non-zero defaults, as the real scheduler scores a pod without requests; an explicit 0 it
+    would score as 0 (and pile such pods onto one node until its pod limit)."""
+    cache = Service("cache", 0, 0, namespace="shop")
+    proxy = Service("kube-proxy", 100, 0, kind="DaemonSet", namespace="kube-system")
+    requests = [
+        objects.workload(s)["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+        for s in (cache, proxy)
+    ]
+    assert requests == [{}, {"cpu": "100m"}]
+
+
 def test_fixed_nodes_have_the_simulators_names_labels_and_allocatable() -> None:
     nodes = objects.fixed_nodes(SCENARIO)
     assert [n["metadata"]["name"] for n in nodes] == ["small-0001", "small-0002", "big-0003"]
