@@ -1,7 +1,8 @@
 """A scenario replayed on the real control plane against the simulator (docs/fidelity.md).
 
     .venv/bin/python -m bench.replay --scenario NAME|FILE --comparison hpa|karpenter|karpenter-tuner
-        [--hours H] [--speedup K] [--seed S] [--runs N] [--results docs/fidelity/results.json]
+        [--hours H] [--speedup K] [--warmup S] [--seed S] [--runs N]
+        [--results docs/fidelity/results.json]
 
 Runs the simulator's matching strategy once and the real replay ``--runs`` times (one after
 the other, each on a fresh private control plane; see :mod:`testkit.replay.run`), adds every
@@ -11,6 +12,9 @@ the same time, gather in one entry), writes each run's curves beside it (``runs/
 the comparison's plot (``<comparison>-<scenario>-x<speedup>-<hours>h.png``) and the table
 between ``--page``'s fidelity markers (``docs/fidelity.md``). ``--speedup`` compresses the load on
 top of a scenario file's own ``speedup``; both sides play the same compressed scenario.
+``--warmup`` shortens the warm-up played before the scenario's start (its own is 30 minutes over
+the speedup; a two-hour run at speedup 1 would otherwise take two and a half), on both sides;
+the entry records it.
 Progress (replay time, billed nodes, pending pods) goes to stderr once a minute.
 """
 
@@ -24,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from testkit.replay import compare
@@ -40,6 +45,9 @@ def main() -> int:
     parser.add_argument("--comparison", choices=COMPARISONS)
     parser.add_argument("--hours", type=float, help="scenario hours (before the speedup)")
     parser.add_argument("--speedup", type=float, default=1.0)
+    parser.add_argument(
+        "--warmup", type=float, help="seconds of warm-up (at most the scenario's own)"
+    )
     parser.add_argument("--seed", type=int)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--results", type=Path, default=ROOT / "docs/fidelity/results.json")
@@ -59,10 +67,16 @@ def main() -> int:
     # SIGTERM (nohup, a job control stop) unwinds like Ctrl-C: the control plane is stopped.
     signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
     scenario = named_scenario(args.scenario, args.hours).compressed(args.speedup)
+    if args.warmup is not None:
+        if not 0 <= args.warmup <= scenario.warmup:
+            parser.error(f"--warmup {args.warmup:g}: must be 0 to {scenario.warmup:g} s")
+        scenario = replace(scenario, warmup=args.warmup)
     seed = args.seed if args.seed is not None else (scenario.seed or 1)
     played = compare.played(scenario, args.comparison)
     hours = round(scenario.duration * scenario.speedup / 3600, 4)
-    key = compare.Key(args.comparison, scenario.name, scenario.speedup, hours, seed, args.scenario)
+    key = compare.Key(
+        args.comparison, scenario.name, scenario.speedup, hours, seed, args.scenario, args.warmup
+    )
     runs_dir = args.results.parent / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
     sim = compare.simulate(scenario, args.comparison, seed)
@@ -95,6 +109,8 @@ def resimulate(results: Path, page: Path) -> None:
         for entry in entries:
             key = compare.Key.of(entry)
             scenario = named_scenario(key.source, key.hours).compressed(key.speedup)
+            if key.warmup is not None:
+                scenario = replace(scenario, warmup=key.warmup)
             sim = compare.simulate(scenario, key.comparison, key.seed)
             runs_dir = results.parent / "runs"
             (runs_dir / f"{key.stem}-sim.json").write_text(

@@ -38,6 +38,8 @@ from tuner.sim.strategies import STRATEGIES
 from tuner.sim.strategy import Strategy
 
 FIGURES = ("cost", "pending_pod_seconds", "evictions_per_hour", "seconds_over_cpu")
+PENDING_REASONS = 10
+"""How many of a run's pending reasons (the most pod-seconds first) its entry keeps."""
 SIM_STRATEGY = {
     "hpa": "fixed-nodes",
     "karpenter": "karpenter",
@@ -130,6 +132,10 @@ def run_entry(result: RunResult, sim: Recording) -> dict[str, Any]:
     entry |= {
         "replica_curve_difference": replica_curve_difference(sim, result.recording),
         "evictions_by_actor": dict(result.recording.evictions_by_actor),
+        "pending_pod_seconds_by_reason": {
+            reason: ticks * result.tick
+            for reason, ticks in result.recording.pending_reasons.most_common(PENDING_REASONS)
+        },
         "wall_s": round(result.wall_s),
         "late_ticks": result.late_ticks,
         "usage_patches": result.patches,
@@ -164,21 +170,26 @@ class Key:
     seed: int
     source: str
     """The scenario's name or file, as given to the bench."""
+    warmup: float | None = None
+    """Seconds of warm-up played before the scenario's start when shorter than its own
+    (``--warmup``); None: the scenario's own (30 minutes over the speedup)."""
 
     @property
     def stem(self) -> str:
         """The file name stem of its plot and its runs' curves."""
-        return f"{self.comparison}-{self.scenario}-x{self.speedup:g}-{self.hours:g}h"
+        stem = f"{self.comparison}-{self.scenario}-x{self.speedup:g}-{self.hours:g}h"
+        return stem if self.warmup is None else f"{stem}-w{self.warmup:g}s"
 
     def matches(self, entry: dict[str, Any]) -> bool:
         """Whether ``entry`` is this comparison's."""
-        ours = (self.comparison, self.scenario, self.speedup, self.hours, self.seed)
+        ours = (self.comparison, self.scenario, self.speedup, self.hours, self.seed, self.warmup)
         return ours == (
             entry["comparison"],
             entry["scenario"],
             entry["speedup"],
             entry["hours"],
             entry["seed"],
+            entry.get("warmup"),
         )
 
     @staticmethod
@@ -191,6 +202,7 @@ class Key:
             entry["hours"],
             entry["seed"],
             entry["source"],
+            entry.get("warmup"),
         )
 
 
@@ -223,6 +235,7 @@ def add_run(
                 "speedup": key.speedup,
                 "hours": key.hours,
                 "seed": key.seed,
+                **({} if key.warmup is None else {"warmup": key.warmup}),
                 "real": [],
             }
             entries.append(entry)

@@ -63,6 +63,17 @@ class PodView:
     cpu: int
     memory: int
     usage: str | None
+    unschedulable: str = ""
+    """Why kube-scheduler left it pending (its PodScheduled condition's message), if it did."""
+
+
+def unschedulable(conditions: Iterable[Any]) -> str:
+    """The message of a pod's ``PodScheduled=False`` condition with reason ``Unschedulable``
+    (e.g. ``0/4 nodes are available: 4 Insufficient cpu.``), "" without one."""
+    for c in conditions:
+        if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":
+            return str(c.message or "")
+    return ""
 
 
 def read_pods(core: client.CoreV1Api) -> list[PodView]:
@@ -86,6 +97,7 @@ def read_pods(core: client.CoreV1Api) -> list[PodView]:
                 sum(cpu_millis(r.get("cpu", "0")) for r in requests),
                 sum(memory_bytes(r.get("memory", "0")) for r in requests),
                 (meta.annotations or {}).get(USAGE_CPU),
+                unschedulable(conditions),
             )
         )
     return out
@@ -210,6 +222,16 @@ class Recording:
     series: TickSeries = field(default_factory=TickSeries)
     replicas: dict[str, list[int]] = field(default_factory=dict)
     evictions_by_actor: Counter[str] = field(default_factory=Counter)
+    pending_reasons: Counter[str] = field(default_factory=Counter)
+    """Pending pod-ticks by ``service: the scheduler's message`` (why pods were pending)."""
+
+    def count_pending(self, pods: Iterable[PodView]) -> int:
+        """Count the pending pods among ``pods`` by service and reason; how many there are."""
+        pending = [p for p in pods if p.node is None]
+        self.pending_reasons.update(
+            f"{p.service}: {p.unschedulable or 'not scheduled yet'}" for p in pending
+        )
+        return len(pending)
 
 
 class Recorder:
@@ -280,7 +302,7 @@ class Recorder:
         s.load.append(load)
         s.cost.append(sum(self.prices.get(k, 0.0) for k in kinds))
         s.nodes.append(len(kinds))
-        s.pending.append(sum(1 for p in pods if p.node is None))
+        s.pending.append(self.recording.count_pending(pods))
         s.short.append(short)
         s.cpu.append(sum(p.cpu for p in workers))
         s.memory.append(sum(p.memory for p in workers))

@@ -64,19 +64,18 @@ def _quantity_cpu(millis: int | float) -> str:
 
 def _pod_template(service: Service, tolerate_all: bool = False) -> dict[str, Any]:
     labels = {"app": service.name, SERVICE_LABEL: service_key(service)}
+    # A request of 0 is the simulator's "none set" (as the apps' manifests leave it), which
+    # kube-scheduler scores at its non-zero defaults; an explicit 0 it would score as 0.
+    requests = {
+        name: value
+        for name, value, given in (
+            ("cpu", _quantity_cpu(service.cpu), service.cpu),
+            ("memory", str(service.memory), service.memory),
+        )
+        if given
+    }
     spec: dict[str, Any] = {
-        "containers": [
-            {
-                "name": "app",
-                "image": "fake",
-                "resources": {
-                    "requests": {
-                        "cpu": _quantity_cpu(service.cpu),
-                        "memory": str(service.memory),
-                    }
-                },
-            }
-        ],
+        "containers": [{"name": "app", "image": "fake", "resources": {"requests": requests}}],
         "terminationGracePeriodSeconds": 0,
     }
     if tolerate_all:

@@ -260,11 +260,9 @@ class Daemon:
         }
 
     def start(self) -> None:
-        """``deploy/``'s Namespace (where the daemon's Lease and its Events about the cycles
-        go) and the placeholders' PriorityClass, Prometheus scraping the exporter, then the
-        daemon."""
-        for name in ("namespace.yaml", "priorityclass.yaml"):
-            utils.create_from_yaml(self.kube.api, str(ROOT / "deploy" / name))
+        """``deploy/``'s objects (:func:`install_deploy_objects`), Prometheus scraping the
+        exporter, then the daemon."""
+        install_deploy_objects(self.kube)
         self.prometheus.start_prometheus()
         log = (self.workdir / "tuner.log").open("wb")
         self.process = subprocess.Popen(
@@ -319,6 +317,18 @@ class Daemon:
         with contextlib.suppress(RuntimeError):
             self.prometheus.stop_prometheus(keep_data=False)
         self.exporter.stop()
+
+
+def install_deploy_objects(kube: ClusterHarness) -> None:
+    """``deploy/``'s Namespace (where the daemon's Lease and its Events about the cycles go)
+    and the placeholders' PriorityClass, each unless it exists (the cluster harness makes the
+    Namespace as ``deploy/`` does)."""
+    for name in ("namespace.yaml", "priorityclass.yaml"):
+        try:
+            utils.create_from_yaml(kube.api, str(ROOT / "deploy" / name))
+        except utils.FailToCreateError as err:
+            if any(e.status != 409 for e in err.api_exceptions):
+                raise
 
 
 def rss_mb(pid: int) -> float:

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from kubernetes import client
 
-from testkit.cluster_fixture import require_cluster
+from testkit.cluster_fixture import TUNER_NAMESPACE, ClusterHarness, require_cluster
 from testkit.replay.drive import Recording
-from testkit.replay.run import replay
+from testkit.replay.run import install_deploy_objects, replay
 from tuner.sim.autoscaler import AutoscalerConfig
 from tuner.sim.engine import Scenario
 from tuner.sim.pools import NodeGroup
@@ -86,3 +87,16 @@ def test_replayed_load_scales_the_real_hpa_and_karpenter_adds_then_consolidates_
     assert max(s.pending) > 0, summary  # the two pods Karpenter's node was added for
     assert s.cost[-1] == pytest.approx(NODE_TYPES["e2-standard-2"].price), summary
     assert result.patches > 0, summary
+
+
+def test_the_daemons_deploy_objects_go_onto_a_control_plane_that_has_the_tuners_namespace(
+    kube: ClusterHarness,
+) -> None:
+    """The karpenter-tuner replay installs deploy/'s Namespace and PriorityClass beside the
+    Namespace the cluster harness made (a 409 on it once stopped the replay before its start),
+    and again over both."""
+    install_deploy_objects(kube)
+    install_deploy_objects(kube)
+    assert kube.core.read_namespace(TUNER_NAMESPACE).metadata.name == TUNER_NAMESPACE
+    scheduling = client.SchedulingV1Api(kube.api)
+    assert scheduling.read_priority_class("deployment-tuner-placeholder").value < 0

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from testkit.replay import compare, objects
-from testkit.replay.drive import AuditTail, Recording, actor
+from testkit.replay.drive import AuditTail, PodView, Recording, actor, unschedulable
 from tuner.model.quantity import cpu_millis, memory_bytes
 from tuner.sim.scenario_file import build
 from tuner.sim.workloads import MIB, HpaSpec, Service
@@ -74,6 +75,19 @@ def test_workloads_hpas_budgets_and_daemonsets_carry_the_simulators_numbers() ->
     shortened = by_kind(objects.workload_objects(SCENARIO, downscale_s=15))
     behavior = shortened["HorizontalPodAutoscaler"][0]["spec"]["behavior"]
     assert behavior == {"scaleDown": {"stabilizationWindowSeconds": 15}}
+
+
+def test_a_request_the_simulator_leaves_at_zero_is_not_set() -> None:
+    """The simulator reads a 0 request as none set and scores such pods at kube-scheduler's
+    non-zero defaults, as the real scheduler scores a pod without requests; an explicit 0 it
+    would score as 0 (and pile such pods onto one node until its pod limit)."""
+    cache = Service("cache", 0, 0, namespace="shop")
+    proxy = Service("kube-proxy", 100, 0, kind="DaemonSet", namespace="kube-system")
+    requests = [
+        objects.workload(s)["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+        for s in (cache, proxy)
+    ]
+    assert requests == [{}, {"cpu": "100m"}]
 
 
 def test_fixed_nodes_have_the_simulators_names_labels_and_allocatable() -> None:
@@ -168,3 +182,51 @@ def test_a_pods_usage_is_rewritten_on_every_whole_millicore_that_matters() -> No
     assert _moved("54m", 55.0)  # 54 % against 55 %: the HPA's tolerance boundary
     assert not _moved("55m", 55.3)
     assert not _moved("1000m", 1004.0) and _moved("1000m", 1005.0)
+
+
+def test_a_shortened_warmup_is_its_own_comparison_with_its_own_files() -> None:
+    """A run played with ``--warmup`` neither joins nor overwrites the entry and curves of the
+    same scenario played with its own warm-up; its entry gives the warm-up back to --resimulate."""
+    own = compare.Key("karpenter-tuner", "shops", 1.0, 2.0, 1, "shops.json")
+    short = compare.Key("karpenter-tuner", "shops", 1.0, 2.0, 1, "shops.json", 600.0)
+    entry = {
+        "comparison": "karpenter-tuner",
+        "scenario": "shops",
+        "source": "shops.json",
+        "speedup": 1.0,
+        "hours": 2.0,
+        "seed": 1,
+    }
+    assert own.matches(entry) and not short.matches(entry)
+    assert short.matches(entry | {"warmup": 600.0}) and not own.matches(entry | {"warmup": 600.0})
+    assert compare.Key.of(entry | {"warmup": 600.0}) == short
+    assert compare.Key.of(entry) == own
+    assert own.stem == "karpenter-tuner-shops-x1-2h"
+    assert short.stem == "karpenter-tuner-shops-x1-2h-w600s"
+
+
+def test_pending_pods_are_counted_with_the_schedulers_reason() -> None:
+    """Why real pods were pending (the scheduler's message) goes into the run's entry, so that
+    a pending gap names its cause."""
+    full = client.V1PodCondition(
+        type="PodScheduled",
+        status="False",
+        reason="Unschedulable",
+        message="0/4 nodes are available: 4 Insufficient cpu.",
+    )
+    assert unschedulable([client.V1PodCondition(type="Ready", status="False"), full]) == (
+        "0/4 nodes are available: 4 Insufficient cpu."
+    )
+    assert unschedulable([client.V1PodCondition(type="PodScheduled", status="True")]) == ""
+
+    def view(name: str, node: str | None, why: str = "") -> PodView:
+        return PodView("shop", name, "shop.web", node, False, False, 100, 0, None, why)
+
+    recording = Recording()
+    for _ in range(3):
+        pods = [view("a", None, full.message), view("b", None), view("c", "n1")]
+        assert recording.count_pending(pods) == 2
+    assert recording.pending_reasons == {
+        "shop.web: 0/4 nodes are available: 4 Insufficient cpu.": 3,
+        "shop.web: not scheduled yet": 3,
+    }

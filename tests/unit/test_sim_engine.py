@@ -106,7 +106,8 @@ def test_emptied_node_left_to_the_autoscaler_goes_after_its_unneeded_time() -> N
 
 def test_replicaset_scale_down_takes_pods_from_the_node_with_most_replicas() -> None:
     # kube-controller-manager's ranking: of ready, bound pods, those sharing a node with more
-    # replicas of the set go first (then the most recently bound).
+    # replicas of the set go first (then the more recently ready, ages 50 s and 5 s being of
+    # different logarithmic classes: tests/unit/test_sim_replicaset.py).
     sim = Simulation(small(initial_nodes=2), 1)
     sim.advance(120)
     state = sim.cluster_state
@@ -114,7 +115,7 @@ def test_replicaset_scale_down_takes_pods_from_the_node_with_most_replicas() -> 
     for pod in state.pods_of(api):
         state.delete_pod(pod)
     first, second = sorted(state.nodes)[:2]
-    for node, bound in ((first, 0.0), (first, 10.0), (second, 20.0)):  # all Ready by now
+    for node, bound in ((first, 0.0), (first, 45.0), (second, 20.0)):  # all Ready by now
         state.bind(state.create_pod(api, bound), state.nodes[node], bound)
     sim.replicas[api] = 2
     sim.controllers.reconcile()

@@ -75,19 +75,36 @@ def test_scores_match_kube_schedulers_formulas_by_hand() -> None:
     # e2-standard-4 allocatable: 4000m - (60 + 10 + 2 * 5)m = 3920m; memory 16 GiB minus
     # 25 % of 4 GiB, 20 % of 4 GiB, 10 % of 8 GiB and a 100 MiB eviction threshold.
     alloc_cpu, alloc_mem = 3920, 16 * 2**30 - 2791728742 - 100 * 2**20
-    cluster = cluster_of(2000, 0)
+    cluster = cluster_of(2000, 0)  # the filler of n-0001 sets no memory request
     pod = cluster.create_pod(WEB, 0)  # 500m, 256 MiB
     nodes = [cluster.nodes["n-0001"], cluster.nodes["n-0002"]]
     scores = Scheduler(random.Random(0)).scores(pod, nodes)
     expected = []
-    for used in (2000, 0):
-        cpu, mem = (used + 500) / alloc_cpu, 2**28 / alloc_mem
-        least = ((1 - cpu) + (1 - mem)) / 2 * 100  # NodeResourcesFit, LeastAllocated
-        balanced = (1 - abs(cpu - mem) / 2) * 100  # BalancedAllocation: 1 - std of 2 shares
+    for used, unset in ((2000, 200 * 2**20), (0, 0)):
+        # NodeResourcesFit, LeastAllocated: a pod without a memory request counts 200 MiB
+        cpu, mem = (used + 500) / alloc_cpu, (unset + 2**28) / alloc_mem
+        least = ((1 - cpu) + (1 - mem)) / 2 * 100
+        # BalancedAllocation: 1 - std of the 2 shares of the requests as they are
+        mem = 2**28 / alloc_mem
+        balanced = (1 - abs(cpu - mem) / 2) * 100
         expected.append(1 * least + 1 * balanced + 2 * 0 + 3 * 100)  # no affinity, no taints
     assert scores == pytest.approx(expected)
-    # 2000m more is 51 % of the node's CPU; each of the two scores loses half of that
-    assert scores[1] - scores[0] == pytest.approx(2 * (2000 / alloc_cpu / 2 * 100))
+    # 2000m more is 51 % of the node's CPU; each of the two scores loses half of that, and
+    # the fit score half of the filler's 200 MiB share
+    cpu_part = 2 * (2000 / alloc_cpu / 2 * 100)
+    assert scores[1] - scores[0] == pytest.approx(cpu_part + 200 * 2**20 / alloc_mem / 2 * 100)
+
+
+def test_pods_without_requests_make_a_node_score_as_fuller() -> None:
+    # kube-scheduler scores a pod without requests at 100m / 200 MiB, on the node too
+    # (NonZeroRequested): ten of them outweigh one 100m pod, so the new pod goes beside that
+    cluster = SimCluster()
+    crowded, other = cluster.add_node(E2, 0, 0, "n"), cluster.add_node(E2, 0, 0, "n")
+    for i in range(10):
+        bare = Service(f"db-{i}", 0, 0, namespace="shop")
+        cluster.bind(cluster.create_pod(bare, 0), crowded, 0)
+    cluster.bind(cluster.create_pod(Service("one", 100, 0, namespace="shop"), 0), other, 0)
+    assert place(cluster, WEB) == other.name
 
 
 def filled(*used: tuple[int, int]) -> SimCluster:
@@ -116,14 +133,14 @@ def test_most_allocated_scores_by_hand() -> None:
     scores = Scheduler(random.Random(0), MOST_ALLOCATED).scores(pod, nodes)
     expected = []
     for cpu_used, mem_used in ((2000, 2**30), (0, 0)):
-        cpu, mem = (cpu_used + 500) / alloc_cpu, (mem_used + 2**28) / alloc_mem
+        # the second node's filler sets no requests: 100m / 200 MiB in the fit score
+        fit_cpu, fit_mem = cpu_used or 100, mem_used or 200 * 2**20
+        cpu, mem = (fit_cpu + 500) / alloc_cpu, (fit_mem + 2**28) / alloc_mem
         most = (cpu + mem) / 2 * 100  # NodeResourcesFit, MostAllocated, weights 1:1
+        cpu, mem = (cpu_used + 500) / alloc_cpu, (mem_used + 2**28) / alloc_mem
         balanced = (1 - abs(cpu - mem) / 2) * 100
         expected.append(1 * most + 1 * balanced + 3 * 100)
     assert scores == pytest.approx(expected)
-    # with CPU the larger share, MostAllocated + BalancedAllocation add up to 100 + 100 x the
-    # memory share: the default weights pack by the smaller share
-    assert scores[0] - scores[1] == pytest.approx(2**30 / alloc_mem * 100)
 
 
 def test_an_unknown_scoring_strategy_is_refused() -> None:

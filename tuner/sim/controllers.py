@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from tuner.sim.clock import Clock
 from tuner.sim.hpa import METRIC_DELAY, SYNC_PERIOD, USAGE_LAGS, HorizontalPodAutoscaler
+from tuner.sim.replicaset import deletion_order
 from tuner.sim.scheduler import Scheduler
 from tuner.sim.state import SimCluster, SimPod
 from tuner.sim.workloads import Service
@@ -87,20 +88,10 @@ class Controllers:
                     state.delete_pod(pod)
 
     def _deletion_order(self, pods: list[SimPod]) -> list[SimPod]:
-        """ReplicaSet scale-down ranking: pending, then not ready, then pods on nodes with more
-        replicas of the set, then the newest."""
-        per_node: dict[str | None, int] = {}
-        for pod in pods:
-            per_node[pod.node] = per_node.get(pod.node, 0) + 1
-        return sorted(
-            pods,
-            key=lambda p: (
-                p.node is not None,
-                self._ready(p),
-                -per_node[p.node],
-                -p.bound_at,
-                -p.uid,
-            ),
+        """The ReplicaSet's scale-down ranking (:func:`tuner.sim.replicaset.deletion_order`)."""
+        startup = self.scenario.startup
+        return deletion_order(
+            pods, self.clock.now, lambda p: p.bound_at + startup if self._ready(p) else None
         )
 
     def _ready(self, pod: SimPod) -> bool:

@@ -12,9 +12,12 @@ with kube-scheduler's default plugin weights:
   (what bin-packing setups such as GKE's ``optimize-utilization`` profile and the descheduler's
   ``HighNodeUtilization`` use), the mean of ``(requested + pod) / allocatable * 100``, prefers
   the fullest feasible node. Both weigh CPU and memory 1:1 (the plugin's default resources).
-  Pods with no request count as 100m / 200Mi here (kube-scheduler's non-zero defaults for
-  scoring).
-- NodeResourcesBalancedAllocation (weight 1): ``(1 - std(cpu share, memory share)) * 100``.
+  A request the simulator leaves at 0 (none set) counts as 100m / 200Mi here, for the pod
+  placed and for every pod already on the node (kube-scheduler's non-zero defaults, its
+  ``NonZeroRequested``): a node holding many pods without requests scores as fuller than their
+  requests say.
+- NodeResourcesBalancedAllocation (weight 1): ``(1 - std(cpu share, memory share)) * 100``,
+  of the requests as they are (no non-zero defaults: the plugin scores ``Requested``).
 - NodeAffinity (weight 2): the preferred node affinity of weight 100 to the workload's
   ``tuner.dev/<namespace>.<name>`` label, normalised to 0-100 over the feasible nodes. This is
   how the simulated executor steers a pod, as the real one does (docs/operating.md).
@@ -32,10 +35,7 @@ import random
 
 from tuner.model.census import Census
 from tuner.model.scheduling import resource_fit, static_fit
-from tuner.sim.state import SimCluster, SimNode, SimPod, affinity_label
-
-NON_ZERO_CPU = 100
-NON_ZERO_MEMORY = 200 * 2**20
+from tuner.sim.state import SimCluster, SimNode, SimPod, affinity_label, scored_requests
 
 WEIGHT_FIT = 1
 WEIGHT_BALANCED = 1
@@ -79,18 +79,19 @@ class Scheduler:
     def scores(self, pod: SimPod, nodes: list[SimNode]) -> list[float]:
         """The weighted score of each feasible node."""
         label = affinity_label(pod.service)
-        cpu = pod.service.cpu or NON_ZERO_CPU
-        memory = pod.service.memory or NON_ZERO_MEMORY
+        cpu, memory = scored_requests(pod.service)
         affinity = [100.0 if label in n.labels else 0.0 for n in nodes]
         soft_taints = [sum(1 for t in n.taints if t.effect == "PreferNoSchedule") for n in nodes]
         most_taints = max(soft_taints, default=0)
         out = []
         for node, prefer, taints in zip(nodes, affinity, soft_taints, strict=True):
             alloc = node.allocatable
-            cpu_share = min((node.cpu + cpu) / alloc.cpu, 1.0)
-            mem_share = min((node.memory + memory) / alloc.memory, 1.0)
+            cpu_share = min((node.scored_cpu + cpu) / alloc.cpu, 1.0)
+            mem_share = min((node.scored_memory + memory) / alloc.memory, 1.0)
             used = (cpu_share + mem_share) / 2 * 100
             fit = used if self.scoring == MOST_ALLOCATED else 100 - used
+            cpu_share = min((node.cpu + pod.service.cpu) / alloc.cpu, 1.0)
+            mem_share = min((node.memory + pod.service.memory) / alloc.memory, 1.0)
             balanced = (1 - abs(cpu_share - mem_share) / 2) * 100
             taint = 100.0 - (taints * 100.0 / most_taints if most_taints else 0.0)
             out.append(

@@ -24,6 +24,11 @@ INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 HOSTNAME = "kubernetes.io/hostname"
 DELETION_CANDIDATE = "DeletionCandidateOfClusterAutoscaler"
 NO_EXTENDED: Mapping[str, int] = MappingProxyType({})
+NON_ZERO_CPU = 100
+"""Millicores kube-scheduler's resource scoring counts for a container without a CPU request
+(``schedutil.DefaultMilliCPURequest``)."""
+NON_ZERO_MEMORY = 200 * 2**20
+"""Bytes it counts for one without a memory request (``DefaultMemoryRequest``)."""
 
 
 def pool_labels(node_type: NodeType, pool: str, pool_label: str, zone: str = "") -> dict[str, str]:
@@ -34,6 +39,12 @@ def pool_labels(node_type: NodeType, pool: str, pool_label: str, zone: str = "")
     if zone:
         labels[ZONE_KEY] = zone
     return labels
+
+
+def scored_requests(service: Service) -> tuple[int, int]:
+    """A pod's CPU and memory requests as kube-scheduler's NodeResourcesFit scoring counts them:
+    one the simulator leaves at 0 (none set) at the non-zero defaults."""
+    return service.cpu or NON_ZERO_CPU, service.memory or NON_ZERO_MEMORY
 
 
 def affinity_label(service: Service) -> str:
@@ -68,6 +79,10 @@ class SimNode:
     """False while a node whose Node object was deleted re-registers (its VM still runs)."""
     cpu: int = 0
     memory: int = 0
+    scored_cpu: int = 0
+    """Its pods' CPU requests as kube-scheduler's resource scoring counts them
+    (:func:`scored_requests`); ``scored_memory`` likewise."""
+    scored_memory: int = 0
     pods: set[int] = field(default_factory=set)
 
     def ready(self, now: float) -> bool:
@@ -273,6 +288,9 @@ class SimCluster:
         node.pods.add(pod.uid)
         node.cpu += pod.service.cpu
         node.memory += pod.service.memory
+        cpu, memory = scored_requests(pod.service)
+        node.scored_cpu += cpu
+        node.scored_memory += memory
         self.touched_nodes.add(node.name)
         self.bound_services.add(pod.service)
         self.changed()
@@ -284,6 +302,9 @@ class SimCluster:
             node.pods.discard(pod.uid)
             node.cpu -= pod.service.cpu
             node.memory -= pod.service.memory
+            cpu, memory = scored_requests(pod.service)
+            node.scored_cpu -= cpu
+            node.scored_memory -= memory
             self.touched_nodes.add(node.name)
         self.touched_services.add(pod.service)
         self._forget(pod)
