@@ -52,7 +52,8 @@ RUNS ?= 1
 bench-replay: venv
 	bash scripts/cluster.sh build
 	$(VENV)/bin/python -m bench.replay --scenario $(SCENARIO) --comparison $(COMPARISON) \
-		--runs $(RUNS) $(if $(HOURS),--hours $(HOURS)) $(if $(SPEEDUP),--speedup $(SPEEDUP))
+		--runs $(RUNS) $(if $(HOURS),--hours $(HOURS)) $(if $(SPEEDUP),--speedup $(SPEEDUP)) \
+		$(if $(WARMUP),--warmup $(WARMUP))
 
 # Every scenario with every strategy; README tables and plots regenerated (JOBS simulations at once).
 JOBS ?= 3

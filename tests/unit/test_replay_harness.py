@@ -14,6 +14,7 @@ from kubernetes import client
 
 from testkit.replay import compare, objects
 from testkit.replay.drive import AuditTail, PodView, Recording, actor, unschedulable
+from testkit.replay.run import not_the_replays
 from tuner.model.quantity import cpu_millis, memory_bytes
 from tuner.sim.scenario_file import build
 from tuner.sim.workloads import MIB, HpaSpec, Service
@@ -230,3 +231,12 @@ def test_pending_pods_are_counted_with_the_schedulers_reason() -> None:
         "shop.web: 0/4 nodes are available: 4 Insufficient cpu.": 3,
         "shop.web: not scheduled yet": 3,
     }
+
+
+def test_the_replays_own_pod_label_is_no_leftover_of_the_tuners() -> None:
+    found = [
+        "pod web-1 replay.tuner.dev/service",
+        "pod web-1 tuner.dev/shop.web",
+        "node-1 cordoned",
+    ]
+    assert not_the_replays(found) == ["pod web-1 tuner.dev/shop.web", "node-1 cordoned"]
