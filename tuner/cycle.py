@@ -55,6 +55,7 @@ from tuner.model.forecast import Forecast, LoadSeries, forecast_from
 from tuner.model.limits import DAY_S, Budget, Evictions, Spent
 from tuner.model.load import Load
 from tuner.model.maintenance import opening
+from tuner.model.reserve import Reserve, ReserveOutcome
 from tuner.model.window_report import Scope, Verdict
 from tuner.plan.actions import Action, evictions
 from tuner.recall import entries_for, forget_entry, record
@@ -115,6 +116,15 @@ class LoadHistory(Protocol):
 
     def series(self, end: float) -> LoadSeries:
         """The load at every step of the look-back up to ``end`` (never after now)."""
+
+
+class ReserveKeeper(Protocol):
+    """Holds the room a forecast rise asks for as placeholder pods: the daemon's through the
+    Kubernetes API, the simulator's in the simulation."""
+
+    def hold(self, reserve: Reserve, now: float) -> ReserveOutcome:
+        """Make the placeholders held match ``reserve``: create those missing, remove those
+        it no longer asks for (or whose reserve expired), each verified."""
 
 
 class Safeguards(Protocol):
@@ -244,6 +254,8 @@ class Ports:
     knowledge: KnowledgeBase
     safeguards: Safeguards = field(default_factory=MemorySafeguards)
     history: LoadHistory | None = None
+    reserve: ReserveKeeper | None = None
+    """Where the room ahead of a forecast rise is held (None: nothing is held)."""
 
 
 def run_cycle(
@@ -256,8 +268,8 @@ def run_cycle(
     dry_run: bool = False,
 ) -> tuple[CycleReport, CycleState]:
     """Run one cycle at time ``now``; its report carries the forecast made at ``now``."""
-    report, state = _cycle(now, state, settings, ports, rng, dry_run=dry_run)
     forecast, why = forecast_at(ports.history, settings, now)
+    report, state = _cycle(now, state, settings, ports, rng, forecast, dry_run=dry_run)
     return replace(report, forecast=forecast, no_forecast=why), state
 
 
@@ -275,10 +287,11 @@ def _cycle(
     settings: Settings,
     ports: Ports,
     rng: random.Random,
+    forecast: Forecast | None,
     *,
     dry_run: bool = False,
 ) -> tuple[CycleReport, CycleState]:
-    """One cycle at time ``now``, without the forecast."""
+    """One cycle at time ``now`` with the forecast made at ``now`` (None: none)."""
     windows = settings.windows
     start = now - windows.measure_s
     if not dry_run:

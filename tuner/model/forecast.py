@@ -174,6 +174,9 @@ class Forecast:
     """From the first known point of the series to ``at``."""
     path: tuple[float, ...]
     """The expected total at ``at + step_s``, ``at + 2 step_s``, ... to the horizon's end."""
+    last: float
+    """The last known total load at or before ``at`` (what the forecast's peak is compared with:
+    how much the load is expected to rise or fall from now)."""
     dimensions: Mapping[str, Band] = field(default_factory=lambda: MappingProxyType({}))
     """Per dimension of a load vector, its peak (empty for a scalar load)."""
     notes: tuple[str, ...] = ()
@@ -208,6 +211,7 @@ class Forecast:
             "history_s": self.history_s,
             "confidence": self.confidence,
             "path": list(self.path),
+            "last": self.last,
         }
         if self.dimensions:
             out["dimensions"] = {k: b.to_json() for k, b in self.dimensions.items()}
@@ -269,6 +273,7 @@ def forecast_load(
         errors=peak.errors,
         history_s=history_s,
         path=tuple(float(v) for v in peak.path),
+        last=_last_known(total, origin),
         dimensions=MappingProxyType(dimensions),
         notes=peak.notes,
     )

@@ -1,0 +1,56 @@
+"""The pods a forecast load asks for (tuner.model.demand)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from testkit.builders import cluster, node, pod
+from tuner.model.cluster import Cluster, Hpa, Workload
+from tuner.model.demand import SCALE_CAP, band_scale, demand_at
+from tuner.model.forecast import Band, Basis, Forecast
+from tuner.model.resources import Resources
+
+WEB = Workload("default", "Deployment", "web")
+
+
+def _cluster(replicas: int, hpa: Hpa | None) -> Cluster:
+    pods = [
+        pod(f"web-{i}", "n1", cpu="500m", memory="1Gi", workload="web") for i in range(replicas)
+    ]
+    pods.append(pod("db-0", "n1", cpu="1", memory="2Gi", workload="db"))
+    return replace(cluster([node("n1", cpu="8", memory="32Gi")], pods), hpas=(hpa,) if hpa else ())
+
+
+def _forecast(last: float, upper: float) -> Forecast:
+    return Forecast(
+        0.0, 720.0, 60.0, 0.95, Band(upper, upper, upper), Basis.DAY, 100, 1e6, (), last
+    )
+
+
+def test_hpa_replicas_follow_the_load_within_the_hpas_bounds() -> None:
+    c = _cluster(4, Hpa("default", "web", WEB, 2, 7))
+    rise = demand_at(c, 1.5)
+    assert rise.workloads[WEB].now == 4 and rise.workloads[WEB].then == 6
+    assert rise.added == {WEB: 2}
+    assert rise.extra == Resources(1000, 2 * 1024**3)
+    assert rise.requests == Resources(1000 + 6 * 500, 2 * 1024**3 + 6 * 1024**3)
+    assert demand_at(c, 3.0).workloads[WEB].then == 7  # the HPA's maximum
+    fall = demand_at(c, 0.25)
+    assert fall.workloads[WEB].then == 2 and fall.added == {}  # the HPA's minimum
+    assert fall.requests == Resources(1000 + 2 * 500, 2 * 1024**3 + 2 * 1024**3)
+
+
+def test_pods_no_hpa_scales_stay_as_they_are() -> None:
+    c = _cluster(4, None)
+    d = demand_at(c, 2.0)
+    assert d.workloads == {} and d.added == {}
+    assert d.requests == Resources(1000 + 4 * 500, 2 * 1024**3 + 4 * 1024**3)
+
+
+def test_the_scale_is_the_band_edge_over_the_last_known_load_capped() -> None:
+    assert band_scale(_forecast(100.0, 150.0), 150.0) == 1.5
+    assert band_scale(_forecast(100.0, 1e9), 1e9) == SCALE_CAP
+    assert band_scale(_forecast(100.0, 0.0), 0.0) == 1 / SCALE_CAP
+    assert band_scale(_forecast(0.0, 10.0), 10.0) == 1.0
+    assert band_scale(_forecast(100.0, math.nan), math.nan) == 1.0

@@ -1,0 +1,95 @@
+"""What a forecast load asks of the cluster: the pods the HPAs would run at the forecast's peak.
+
+An HPA keeps each pod's usage near its target, so the replicas of a workload it scales follow
+the load: at ``scale`` times the last known load it runs ``ceil(scale × replicas)`` pods (the
+replicas there are now, pending ones included), within the HPA's minimum and maximum. Pods no
+HPA scales stay as they are. The scale is a band edge of the forecast's peak over the last
+known load (:attr:`~tuner.model.forecast.Forecast.last`): the upper edge is what the cluster
+must be able to hold until a node started now could serve; each added pod asks what one of its
+workload's pods asks now.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from tuner.model.cluster import Cluster, Workload
+from tuner.model.forecast import Band, Forecast
+from tuner.model.resources import Resources
+
+SCALE_CAP = 4.0
+"""The scale is at most this factor either way (a last known load near zero)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Replicas:
+    """An HPA-scaled workload's pods now and at the forecast's band edge, and one pod's
+    requests."""
+
+    now: int
+    then: int
+    pod: Resources
+
+
+@dataclass(frozen=True)
+class Demand:
+    """The pods the forecast's band edge asks for, against the pods there are."""
+
+    scale: float
+    """The band edge of the forecast's peak over the last known load (1: no change)."""
+    workloads: Mapping[Workload, Replicas]
+    """Every HPA-scaled workload with at least one pod."""
+    requests: Resources
+    """The requests of every pod then: the HPA-scaled ones at their replicas then, the others
+    as now (pending pods included)."""
+
+    @property
+    def added(self) -> Mapping[Workload, int]:
+        """The pods each workload adds by then (those that grow)."""
+        return MappingProxyType(
+            {w: r.then - r.now for w, r in sorted(self.workloads.items()) if r.then > r.now}
+        )
+
+    @property
+    def extra(self) -> Resources:
+        """The requests of the pods added by then."""
+        return Resources.total([_times(self.workloads[w].pod, n) for w, n in self.added.items()])
+
+
+def band_scale(forecast: Forecast, edge: float) -> float:
+    """``edge`` of the forecast's peak over its last known load, within :data:`SCALE_CAP`
+    (1 when the last known load is 0)."""
+    if forecast.last <= 0 or not math.isfinite(edge):
+        return 1.0
+    return min(max(edge / forecast.last, 1 / SCALE_CAP), SCALE_CAP)
+
+
+def demand_at(cluster: Cluster, scale: float) -> Demand:
+    """The pods the cluster runs at ``scale`` times the last known load."""
+    counts = Counter(p.workload for p in cluster.pods)
+    pods = {p.workload: p.requests for p in cluster.pods}
+    workloads: dict[Workload, Replicas] = {}
+    for hpa in cluster.hpas:
+        now = counts.get(hpa.target, 0)
+        if now == 0:
+            continue
+        then = min(max(math.ceil(now * scale - 1e-9), hpa.min_replicas), hpa.max_replicas)
+        workloads[hpa.target] = Replicas(now, max(then, 1), pods[hpa.target])
+    total = Resources.total([p.requests for p in cluster.pods])
+    for r in workloads.values():
+        grown, shrunk = _times(r.pod, max(r.then - r.now, 0)), _times(r.pod, max(r.now - r.then, 0))
+        total = total + grown - shrunk
+    return Demand(scale, MappingProxyType(dict(sorted(workloads.items()))), total)
+
+
+def _times(pod: Resources, count: int) -> Resources:
+    return Resources(pod.cpu * count, pod.memory * count)
+
+
+def forecast_demand(cluster: Cluster, forecast: Forecast) -> tuple[Demand, Band]:
+    """The demand at the upper edge of the forecast's peak, and the band it came from."""
+    return demand_at(cluster, band_scale(forecast, forecast.peak.upper)), forecast.peak
