@@ -343,17 +343,11 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def not_the_replays(found: list[str]) -> list[str]:
-    """The cluster harness' leftovers but the replay's own pod label (its key is under
-    ``tuner.dev`` too, and every replayed pod carries it)."""
-    return [f for f in found if not f.endswith(f" {objects.SERVICE_LABEL}")]
-
-
 def leftovers(kube: ClusterHarness, scenario: Scenario) -> list[str]:
     """What the tuner left: labels, annotations, taints, cordons (a node left cordoned for
     Karpenter that it has not deleted yet included), its journal, placeholder pods, and
     workloads without an HPA whose replicas differ from the scenario's."""
-    found = not_the_replays(kube.leftovers())
+    found = kube.leftovers()
     placeholder = Keys().placeholder
     found += [
         f"placeholder pod {p.metadata.namespace}/{p.metadata.name}"

@@ -17,6 +17,7 @@ from tuner.execute.journal import Journal
 from tuner.execute.marks import DELETION_COST, cheapest_pod, drain_node, hand_over, label_node
 from tuner.execute.reclaim import reclaim_unremoved, take_back_needed
 from tuner.execute.recover import recover
+from tuner.model.conventions import PRICE_ANNOTATION
 from tuner.model.movability import DELETING_TAINTS
 from tuner.plan.actions import RemoveNode
 from tuner.settings import Execute
@@ -76,6 +77,16 @@ def test_a_node_overdue_is_taken_back_and_the_others_are_left() -> None:
     ((reason, warning),) = [(e.reason, e.warning) for e in events.recorded]
     assert (reason, warning) == ("NodeNotRemoved", True)
     assert reclaim_unremoved(kube, events, NOW) == ()
+
+
+def test_a_node_that_cannot_be_read_is_not_taken_back() -> None:
+    """Its taints are unknown, so another autoscaler may be deleting it: the tuner's cordon
+    stays (an unreadable node fails closed, as every other check of the executor)."""
+    kube = _fake("unreadable")
+    _handed_over(kube, "unreadable", NOW - 3600)
+    kube.nodes["unreadable"]["metadata"]["annotations"][PRICE_ANNOTATION] = "cheap"
+    assert reclaim_unremoved(kube, Events(), NOW) == ()
+    assert kube.nodes["unreadable"]["spec"]["unschedulable"]
 
 
 def test_no_grace_takes_nothing_back_and_reads_nothing() -> None:

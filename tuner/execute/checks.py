@@ -76,11 +76,15 @@ def destination_refusal(obj: Mapping[str, Any]) -> str | None:
 
 
 def other_autoscaler(obj: Mapping[str, Any]) -> str | None:
-    """The Cluster Autoscaler's or Karpenter's taint on a node (its API form, read now), as
-    :func:`~tuner.model.movability.busy_with_other_autoscaler` finds it on the parsed node, or
-    None (a node that cannot be read: None, its taints unknown to the model)."""
+    """Why a node (its API form, read now) may be another autoscaler's: the Cluster
+    Autoscaler's or Karpenter's taint, as
+    :func:`~tuner.model.movability.busy_with_other_autoscaler` finds it on the parsed node; a
+    node that cannot be read counts as one (its taints unknown, the tuner leaves it alone).
+    None: no other autoscaler has it."""
     node = _parsed("Node", obj)
-    return busy_with_other_autoscaler(node) if isinstance(node, Node) else None
+    if isinstance(node, Node):
+        return busy_with_other_autoscaler(node)
+    return f"node {_key(obj)}: {node}"
 
 
 FINISHED = "finished or terminating"
