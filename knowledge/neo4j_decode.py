@@ -69,10 +69,12 @@ def workload_type(pod: Mapping[str, Any]) -> WorkloadType:
     if type(movable) is not bool:
         raise _bad(where, "movable", movable, "a boolean")
     text = _text(pod.get("workload"), where, "workload")
-    if text.count("/") < 2 or not all(text.split("/", 2)):
-        raise _bad(where, "workload", text, "namespace/Kind/name")
+    try:
+        workload = Workload.parse(text)
+    except ValueError:
+        raise _bad(where, "workload", text, "namespace/Kind/name") from None
     return WorkloadType(
-        workload=Workload.parse(text),
+        workload=workload,
         cpu=_integer(pod.get("cpu"), where, "cpu"),
         memory=_integer(pod.get("memory"), where, "memory"),
         movable=movable,

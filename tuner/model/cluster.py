@@ -42,8 +42,11 @@ class Workload:
 
     @staticmethod
     def parse(text: str) -> Workload:
-        """Inverse of ``str()``."""
-        namespace, kind, name = text.split("/", 2)
+        """Inverse of ``str()``; ValueError when the text is not ``namespace/Kind/name``."""
+        parts = text.split("/", 2)
+        if len(parts) < 3 or not all(parts):
+            raise ValueError(f"{text!r} is not namespace/Kind/name")
+        namespace, kind, name = parts
         return Workload(namespace, kind, name)
 
 

@@ -201,14 +201,12 @@ def _whole(value: Any, key: str) -> int:
 
 
 def _workload_key(value: Any, key: str) -> Workload:
-    if (
-        not isinstance(value, str)
-        or value.count("/") < 2
-        or not all(value.split("/", 2))
-        or not value.isprintable()
-    ):
-        raise ValueError(f"{key} is {shown(value)}, not namespace/Kind/name")
-    return Workload.parse(value)
+    try:
+        if isinstance(value, str) and value.isprintable():
+            return Workload.parse(value)
+    except ValueError:
+        pass
+    raise ValueError(f"{key} is {shown(value)}, not namespace/Kind/name")
 
 
 def by_name(item: tuple[Workload, int]) -> str:
