@@ -58,8 +58,9 @@ class Gone:
 
 @dataclass(frozen=True)
 class NodeRemoval:
-    """Evict what is left on the node (DaemonSet/mirror pods excepted), each eviction an Event
-    about its pod, then remove the node per ``execute.node_removal``. The transition cordoned
+    """Evict what is left on the node (DaemonSet, mirror and finished pods excepted), each
+    eviction an Event about its pod, then remove the node per ``execute.node_removal``. The
+    transition cordoned
     and tainted it before its first move (:class:`~tuner.execute.drain.Drain`, which also undoes
     that when this fails); the drain is re-asserted here first (no write when it holds)."""
 

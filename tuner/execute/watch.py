@@ -33,7 +33,7 @@ class Verification:
 
 
 Check = Callable[[Mapping[str, Any]], Verification | None]
-"""Objects by uid -> a verdict, or None to keep waiting."""
+"""Objects by uid -> a verification, or None to keep waiting."""
 
 
 def wait_until(
