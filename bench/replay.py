@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from testkit.replay import compare
 from testkit.replay.drive import Recording
@@ -96,7 +97,7 @@ def main() -> int:
         )
         entry = compare.add_run(args.results, key, sim, result.tick, real)
         print(json.dumps(entry, indent=2))
-        _redraw(args.results.parent, key.stem, scenario.title, args.comparison)
+        _redraw(args.results.parent, entry, scenario.title)
         with compare.locked(args.results):
             compare.update_page(args.page, json.loads(args.results.read_text()))
     return 0
@@ -116,23 +117,28 @@ def resimulate(results: Path, page: Path) -> None:
             (runs_dir / f"{key.stem}-sim.json").write_text(
                 json.dumps(compare.series_doc(sim)) + "\n"
             )
-            reals = sorted(runs_dir.glob(f"{key.stem}-real-*.json"))
-            for run, path in zip(entry["real"], reals, strict=True):
+            for n, run in enumerate(entry["real"], 1):
+                path = runs_dir / f"{key.stem}-real-{n}.json"
                 recorded = Recording(replicas=json.loads(path.read_text())["replicas"])
                 run["replica_curve_difference"] = compare.replica_curve_difference(sim, recorded)
             compare.summarise(entry, compare.figures(sim.series, 5.0))
             print(f"{key.stem}: simulator {entry['sim']}", file=sys.stderr)
-            _redraw(results.parent, key.stem, scenario.title, key.comparison)
+            _redraw(results.parent, entry, scenario.title)
         results.write_text(json.dumps(entries, indent=2) + "\n")
         compare.update_page(page, entries)
 
 
-def _redraw(folder: Path, stem: str, title: str, comparison: str) -> None:
+def _redraw(folder: Path, entry: dict[str, Any], title: str) -> None:
+    """The entry's plot: the simulator's run against the real runs that count (run ``n`` of
+    the entry is ``…-real-<n>.json``)."""
+    stem = compare.Key.of(entry).stem
     sim = json.loads((folder / "runs" / f"{stem}-sim.json").read_text())
     real = [
-        json.loads(p.read_text()) for p in sorted((folder / "runs").glob(f"{stem}-real-*.json"))
+        json.loads((folder / "runs" / f"{stem}-real-{n}.json").read_text())
+        for n, run in enumerate(entry["real"], 1)
+        if not run.get(compare.WITHDRAWN)
     ]
-    png = compare.plot(f"{comparison}: {title}", sim, real)
+    png = compare.plot(f"{entry['comparison']}: {title}", sim, real)
     (folder / f"{stem}.png").write_bytes(png)
 
 

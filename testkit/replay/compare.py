@@ -206,16 +206,28 @@ class Key:
         )
 
 
+WITHDRAWN = "withdrawn"
+"""A real run's key saying why it no longer counts (recorded with a harness fault since fixed):
+it stays in the results file and is listed under the table, but no median counts it."""
+
+
+def counted(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """The entry's real runs that count (not withdrawn)."""
+    return [r for r in entry["real"] if not r.get(WITHDRAWN)]
+
+
 def summarise(entry: dict[str, Any], sim: dict[str, float]) -> None:
-    """Set the entry's simulator figures and its differences to the median of its real runs."""
+    """Set the entry's simulator figures and its differences to the median of the real runs
+    that count (None where none does)."""
     entry["sim"] = sim
-    entry["difference"] = {f: relative(sim[f], [r[f] for r in entry["real"]]) for f in FIGURES}
-    curves = [r["replica_curve_difference"] for r in entry["real"]]
+    real = counted(entry)
+    entry["difference"] = {
+        f: relative(sim[f], [r[f] for r in real]) if real else None for f in FIGURES
+    }
+    curves = [r["replica_curve_difference"] for r in real]
     known = [c for c in curves if c is not None]
     entry["replica_curve_difference"] = round(statistics.mean(known), 4) if known else None
-    loads = [
-        r["load_average_median"] for r in entry["real"] if r["load_average_median"] is not None
-    ]
+    loads = [r["load_average_median"] for r in real if r["load_average_median"] is not None]
     entry["load_average_median"] = statistics.median(loads) if loads else None
 
 
@@ -319,8 +331,17 @@ def table(entries: Sequence[dict[str, Any]]) -> str:
         "| pending pod-s | evictions/h | s over 100 % CPU | replica curves | load |",
         "|---|---|---:|---:|---|---|---|---|---:|---:|",
     ]
+    withdrawn: list[str] = []
     for e in entries:
-        real, sim, diff = e["real"], e["sim"], e["difference"]
+        real, sim, diff = counted(e), e["sim"], e["difference"]
+        withdrawn += [
+            f"- {e['comparison']} on {e['scenario']} (speedup {e['speedup']:g}), real run "
+            f"{n}: {r[WITHDRAWN]}"
+            for n, r in enumerate(e["real"], 1)
+            if r.get(WITHDRAWN)
+        ]
+        if not real:
+            continue
         cells = [
             _cell(sim[f], [r[f] for r in real], diff[f], d)
             for f, d in (
@@ -337,6 +358,8 @@ def table(entries: Sequence[dict[str, Any]]) -> str:
             + f" | {'—' if curve is None else f'{curve * 100:.1f} %'}"
             + f" | {e['load_average_median']:.1f} |"
         )
+    if withdrawn:
+        rows += ["", "Withdrawn real runs (kept in the results file, counted nowhere):", *withdrawn]
     return "\n".join(rows)
 
 

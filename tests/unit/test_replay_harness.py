@@ -238,3 +238,27 @@ def test_the_replays_own_pod_label_is_no_leftover_of_the_tuners() -> None:
     too: the cluster harness's leftover check counts only the tuner's own keys."""
     assert not Keys().owns(objects.SERVICE_LABEL)
     assert Keys().owns(f"{Keys().prefix}/shop.web")
+
+
+def test_a_withdrawn_real_run_counts_in_no_median_and_is_listed_under_the_table() -> None:
+    def run(pending: float, **more: Any) -> dict[str, Any]:
+        figures = dict.fromkeys(compare.FIGURES, 1.0) | {"pending_pod_seconds": pending}
+        return figures | {"replica_curve_difference": 0.02, "load_average_median": 3.0} | more
+
+    entry: dict[str, Any] = {
+        "comparison": "hpa",
+        "scenario": "shops",
+        "speedup": 4,
+        "hours": 2.5,
+        "real": [run(2985.0, withdrawn="explicit zero requests"), run(100.0)],
+    }
+    sim = dict.fromkeys(compare.FIGURES, 1.0) | {"pending_pod_seconds": 110.0}
+    compare.summarise(entry, sim)
+    assert entry["difference"]["pending_pod_seconds"] == pytest.approx(0.1)
+    table = compare.table([entry])
+    assert "2985" not in table.split("Withdrawn")[0]
+    assert "hpa on shops (speedup 4), real run 1: explicit zero requests" in table
+    entry["real"][1]["withdrawn"] = "also"
+    compare.summarise(entry, sim)
+    assert set(entry["difference"].values()) == {None}
+    assert "| hpa |" not in compare.table([entry])
