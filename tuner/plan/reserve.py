@@ -80,12 +80,22 @@ def plan_reserve(
     )
     left = len(unfit) - sum(len(p) for p in packing.pods.values())
     reason = f"{what}, {len(unfit)} fit in no node there is: {len(nodes)} new node(s)"
+    reserve = Reserve(forecast.at, until, nodes)
     if nodes:
-        per_pool = Counter(n.pool for n in nodes)
-        reason += " (" + ", ".join(f"{c} of {p}" for p, c in sorted(per_pool.items())) + ")"
+        reason += f" ({pools_text(reserve)})"
     if left:
         reason += f"; {left} pod(s) left out: {packing.why_not}"
-    return Reserve(forecast.at, until, nodes, reason)
+    return replace(reserve, reason=reason)
+
+
+def per_pool(reserve: Reserve) -> dict[str, int]:
+    """How many nodes the reserve asks of each pool, by pool name."""
+    return dict(sorted(Counter(n.pool for n in reserve.nodes).items()))
+
+
+def pools_text(reserve: Reserve) -> str:
+    """``2 of small, 1 of large`` (``no node`` for an empty reserve)."""
+    return ", ".join(f"{c} of {p}" for p, c in per_pool(reserve).items()) or "no node"
 
 
 def _place_where_it_fits(snapshot: Snapshot, pod: Pod) -> bool:
