@@ -116,26 +116,27 @@ def test_pending_pods_take_the_room_first() -> None:
     assert [(n.pool, n.requests) for n in reserve.nodes] == [("small", Resources(1500, 3 * GIB))]
 
 
-def test_a_standing_placeholder_holds_its_room_so_the_same_forecast_asks_the_same() -> None:
+def test_a_node_a_placeholder_brought_counts_as_reserved_so_the_same_forecast_asks_again() -> None:
     c = _cluster(6)
     s = _settings()
-    first = plan_reserve(c, discover(c, s), _forecast(100, 150), s, 1000.0)
-    assert first.nodes == ()
+    first = plan_reserve(c, discover(c, s), _forecast(100, 250), s, 1000.0)
     held = pod(
         "tuner-placeholder-1",
-        "s2",
-        cpu="1",
-        memory="2Gi",
+        "s3",
+        cpu="500m",
+        memory="1Gi",
         workload="tuner-placeholder-1",
         kind="",
         labels={"tuner.dev/placeholder": "tuner-placeholder-1"},
     )
-    c = replace(c, pods=(*c.pods, held))  # bound on s2: s2 is full now
-    again = plan_reserve(c, discover(c, s), _forecast(100, 150), s, 1000.0)
-    assert [n.pool for n in again.nodes] == ["small"]
+    joined = node("s3", cpu="2", memory="8Gi", labels=SMALL, instance_type="e2-standard-2")
+    # The node it brought: its free room beside the placeholder is not the forecast's either.
+    c = replace(c, nodes=(*c.nodes, joined), pods=(*c.pods, held))
+    again = plan_reserve(c, discover(c, s), _forecast(100, 250), s, 1000.0)
+    assert again.nodes == first.nodes
     pending = replace(held, node=None)  # a pending placeholder holds nothing yet
-    c = replace(c, pods=(*c.pods[:-1], pending))
-    assert plan_reserve(c, discover(c, s), _forecast(100, 150), s, 1000.0).nodes == ()
+    c = replace(c, nodes=c.nodes[:-1], pods=(*c.pods[:-1], pending))
+    assert plan_reserve(c, discover(c, s), _forecast(100, 250), s, 1000.0).nodes == first.nodes
 
 
 def test_no_forecast_or_no_rise_reserves_nothing() -> None:

@@ -16,9 +16,10 @@ and the simulator's.
 4. At most ``forecast.reserve_max_nodes`` nodes (0: nothing is ever reserved); the reserve holds
    until the end of the forecast's horizon.
 
-Placeholders standing (pods labelled ``<prefix>/placeholder``) are pods like any other: the room
-a bound one holds is taken, so the same forecast keeps asking for it (and the keeper keeps it)
-until the real pods come; a pending one holds nothing yet.
+Placeholders standing (pods labelled ``<prefix>/placeholder``) are the reserve itself, not
+demand: they are left out, and a node one is bound to counts as reserved (closed to the pods
+placed in step 2: it is there only because the reserve asked for it), so the same forecast asks
+for the same nodes again and the keeper keeps their placeholders until the real pods come.
 """
 
 from __future__ import annotations
@@ -62,10 +63,14 @@ def plan_reserve(
         for i in range(1, count + 1)
     ]
     arriving.sort(key=lambda p: (-p.requests.cpu, -p.requests.memory, p.key))
-    snapshot = Snapshot(cluster, arriving)
     placeholder = Keys(settings.execute.label_prefix).placeholder
+    held = {p.node for p in cluster.pods if placeholder in p.labels and p.node is not None}
+    cluster = replace(cluster, pods=tuple(p for p in cluster.pods if placeholder not in p.labels))
+    snapshot = Snapshot(cluster, arriving)
+    for node in sorted(held):
+        snapshot.close(node)
     for pod in cluster.pods:
-        if pod.node is None and placeholder not in pod.labels:
+        if pod.node is None:
             _place_where_it_fits(snapshot, pod)
     unfit = [pod for pod in arriving if not _place_where_it_fits(snapshot, pod)]
     what = f"{peak}: {len(arriving)} pods added"
