@@ -276,8 +276,8 @@ def run_cycle(
     """Run one cycle at time ``now``; its report carries the forecast made at ``now`` and the
     reserve it asks for."""
     forecast, why = forecast_at(ports.history, settings, now)
-    read, keeper = ports.actuator.read, ports.reserve
-    reserve, held = reserve_at(now, settings, forecast, read, keeper, dry_run=dry_run)
+    actuator, keeper = ports.actuator, ports.reserve
+    reserve, held = reserve_at(now, settings, forecast, actuator, keeper, dry_run=dry_run)
     report, state = _cycle(now, state, settings, ports, rng, forecast, dry_run=dry_run)
     report = replace(report, forecast=forecast, no_forecast=why, reserve=reserve, reserved=held)
     return report, state

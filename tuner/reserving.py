@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tuner.model.cluster import Cluster
@@ -15,22 +14,23 @@ from tuner.plan.reserve import plan_reserve
 from tuner.settings import Settings
 
 if TYPE_CHECKING:
-    from tuner.cycle import ReserveKeeper
+    from tuner.cycle import Actuator, ReserveKeeper
 
 
 def reserve_at(
     now: float,
     settings: Settings,
     forecast: Forecast | None,
-    read: Callable[[], Cluster],
+    actuator: Actuator,
     keeper: ReserveKeeper | None,
     *,
     dry_run: bool,
 ) -> tuple[Reserve | None, ReserveOutcome | None]:
     """The reserve ``forecast`` asks for (None without a keeper, unless in a dry run) and what
-    the keeper did holding it (None in a dry run); the cluster is read only for a forecast."""
+    the keeper did holding it (None in a dry run); the actuator reads the cluster only for a
+    forecast."""
     if keeper is None and not dry_run:
         return None, None
-    cluster = Cluster((), ()) if forecast is None else read()
+    cluster = Cluster((), ()) if forecast is None else actuator.read()
     reserve = plan_reserve(cluster, discover(cluster, settings), forecast, settings, now)
     return reserve, None if dry_run or keeper is None else keeper.hold(reserve, now)
