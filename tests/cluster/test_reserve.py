@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from knowledge.memory import MemoryKnowledge
@@ -82,26 +81,7 @@ def _web_under_an_hpa(kube: ClusterHarness) -> str:
     _priority_class(kube)
     node = kube.add_node(f"{kube.namespace}-a", cpu="4", memory="8Gi", labels={POOL_LABEL: "small"})
     kube.deployment("web", 2, cpu="2", onboarded=False, node_selector={POOL_LABEL: "small"})
-    client.AutoscalingV2Api(kube.api).create_namespaced_horizontal_pod_autoscaler(
-        kube.namespace,
-        {
-            "metadata": {"name": "web"},
-            "spec": {
-                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-                "minReplicas": 1,
-                "maxReplicas": 4,
-                "metrics": [
-                    {
-                        "type": "Resource",
-                        "resource": {
-                            "name": "cpu",
-                            "target": {"type": "Utilization", "averageUtilization": 80},
-                        },
-                    }
-                ],
-            },
-        },
-    )
+    kube.hpa("web", 1, 4)
     return node
 
 
