@@ -189,47 +189,82 @@ def test_a_forecast_rise_holds_a_node_that_the_real_pods_then_take(
         assert kube.leftovers() == []
 
 
-def test_a_sigkill_while_holding_a_placeholder_leaves_nothing_after_the_next_start(
-    kube: ClusterHarness, rising: PrometheusHarness, tmp_path: Path
-) -> None:
-    _web_under_an_hpa(kube)
-    doc = _settings_doc(kube, rising)
-    doc["knowledge"] = {"path": str(tmp_path / "knowledge.sqlite")}
+def _daemon_settings(kube: ClusterHarness, prometheus: PrometheusHarness, path: Path) -> Any:
+    """``tuner run``'s settings, written to ``path``; the document."""
+    doc = _settings_doc(kube, prometheus)
+    doc["knowledge"] = {"path": str(path.with_suffix(".sqlite"))}
     doc["daemon"] = {"metrics_port": free_port(), "metrics_host": "127.0.0.1"}
-    settings = tmp_path / "settings.json"
-    settings.write_text(json.dumps(doc), encoding="utf-8")
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return doc
 
-    def tuner(*args: str, settings: Path = settings) -> subprocess.Popen[str]:
-        log = (tmp_path / f"run-{len(list(tmp_path.glob('run-*')))}.log").open("w")
+
+def _tuner(settings: Path, *args: str) -> subprocess.Popen[str]:
+    """``tuner run`` in a subprocess, its output in a log file beside the settings."""
+    log = settings.with_suffix(f".{len(list(settings.parent.glob('*.log')))}.log")
+    with log.open("w") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "tuner.cli", "run", "--settings", str(settings), *args],
             cwd=REPO_ROOT,
-            stdout=log,
+            stdout=out,
             stderr=subprocess.STDOUT,
             text=True,
         )
 
+
+def _output(tmp_path: Path) -> str:
+    return "".join(p.read_text() for p in sorted(tmp_path.glob("*.log")))
+
+
+def _holding(kube: ClusterHarness) -> str:
+    """The name of the one placeholder the daemon holds, once it does (journaled first)."""
+    (placeholder,) = eventually(lambda: _reserved(kube) or None, 120, what="a placeholder")
+    name = str(placeholder.metadata.name)
+    assert set(_journal(kube) or {}) == {name}
+    return name
+
+
+def test_a_sigkill_while_holding_a_placeholder_leaves_nothing_after_the_next_start(
+    kube: ClusterHarness, rising: PrometheusHarness, tmp_path: Path
+) -> None:
+    _web_under_an_hpa(kube)
+    settings = tmp_path / "settings.json"
+    doc = _daemon_settings(kube, rising, settings)
     with _no_placeholder_left(kube):
-        running = tuner()
+        running = _tuner(settings)
         try:
-            (placeholder,) = eventually(
-                lambda: _reserved(kube) or None, 120, what="the daemon's placeholder"
-            )
-            name = placeholder.metadata.name
-            assert set(_journal(kube) or {}) == {name}  # journaled before it was created
+            name = _holding(kube)
         finally:
             os.kill(running.pid, signal.SIGKILL)
             running.wait(60)
         assert [p.metadata.name for p in _reserved(kube)] == [name]  # left behind
 
         off = tmp_path / "off.json"  # the same daemon, reserving nothing: only recovery acts
-        off.write_text(json.dumps({**doc, "forecast": {**doc["forecast"], "reserve_max_nodes": 0}}))
-        again = tuner("--once", settings=off)
-        again.wait(120)
-        output = "".join(p.read_text() for p in sorted(tmp_path.glob("run-*.log")))
+        forecast = {**doc["forecast"], "reserve_max_nodes": 0}
+        off.write_text(json.dumps({**doc, "forecast": forecast}), encoding="utf-8")
+        _tuner(off, "--once").wait(120)
+        output = _output(tmp_path)
         assert f"recovered from an earlier run: placeholder pod {TUNER_NAMESPACE}/{name}" in (
             output
         ), output
         assert "a reserve of 1 placeholder pod(s) was held" in output
+        assert _reserved(kube) == []
+        assert _journal(kube) is None
+
+
+def test_a_daemon_stopped_by_sigterm_removes_its_placeholders(
+    kube: ClusterHarness, rising: PrometheusHarness, tmp_path: Path
+) -> None:
+    _web_under_an_hpa(kube)
+    settings = tmp_path / "settings.json"
+    _daemon_settings(kube, rising, settings)
+    with _no_placeholder_left(kube):
+        running = _tuner(settings)
+        try:
+            name = _holding(kube)
+        finally:
+            running.send_signal(signal.SIGTERM)
+            status = running.wait(120)
+        assert status == 0, _output(tmp_path)
+        assert f"stopping: removed placeholder pods {name}" in _output(tmp_path)
         assert _reserved(kube) == []
         assert _journal(kube) is None

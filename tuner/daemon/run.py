@@ -68,6 +68,7 @@ from tuner.daemon.metrics import Metrics
 from tuner.daemon.shadow import ShadowAccount
 from tuner.errors import ServiceError
 from tuner.execute.events import Sink, identity
+from tuner.model.reserve import Reserve
 from tuner.model.window_report import WindowReport
 from tuner.moderator import Moderator
 from tuner.monitor.cache import SYNC_TIMEOUT_S, ClusterCache
@@ -232,6 +233,7 @@ class Daemon:
         history = PrometheusHistory(prometheus, settings)
         ports = Ports(observer, actuator, kb, safeguards or MemorySafeguards(), history, reserve)
         self.moderator = Moderator(settings, ports, dry_run=self.dry_run, on_cycle=self._on_cycle)
+        self.reserve = reserve
         self.paused: str | None = None
         self.stopping = threading.Event()
         self.lost = threading.Event()
@@ -283,6 +285,7 @@ class Daemon:
             self._log_first_hour()
             self.moderator.run_forever()
         finally:
+            self._release_reserve()
             self._stop_cache()
             if election is not None:
                 election.release()
@@ -380,6 +383,18 @@ class Daemon:
     def _stop_cache(self) -> None:
         if self.cache is not None:
             self.cache.stop()
+
+    def _release_reserve(self) -> None:
+        """On the way out, remove the placeholders held: a stopped daemon holds no room (after
+        a crash, the next start's recovery removes them)."""
+        if self.reserve is None or self.dry_run:
+            return
+        now = time.time()
+        outcome = self.reserve.hold(Reserve(now, now, reason="the daemon stopped"), now)
+        if outcome.removed:
+            log.info("stopping: removed placeholder pods %s", ", ".join(outcome.removed))
+        if outcome.failed is not None:
+            log.error("stopping: placeholders left (recovery deletes them): %s", outcome.failed)
 
     def _recover(self) -> None:
         undone: list[str] = self.actuator.recover()

@@ -152,12 +152,13 @@ class KubeReserveKeeper:
                     self._extend(held, reserve.until)
             cap = self.settings.forecast.reserve_max_nodes
             missing = missing[: max(cap - len(self.standing), 0)]
-            if self.standing or missing:
+            command = self.kube.settings.node_provision == "command"
+            if missing or (command and self.standing):
                 cluster = self.read()
                 pools = discover(cluster, self.settings)
                 for node in missing:
                     created.append(self._create(pools, cluster, node, reserve.until))
-                if self.kube.settings.node_provision == "command":
+                if command:
                     self._provide(pools)
             if not self.standing and self.journaled:
                 self.journal.end()
