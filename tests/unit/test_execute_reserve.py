@@ -129,3 +129,14 @@ def test_recovery_deletes_the_reserves_placeholders_and_drops_its_journal() -> N
     assert _placeholders(kube) == {}
     assert any("a reserve of 2 placeholder pod(s) was held" in line for line in undone)
     assert (kube.settings.journal_namespace, f"{kube.keys.journal}-reserve") not in kube.config_maps
+
+
+def test_a_placeholder_another_keeper_made_going_away_does_not_fail_the_hold() -> None:
+    kube = _kube()
+    first = _keeper(kube).hold(Reserve(0.0, 600.0, (ONE,)), 0.0)
+    kube.config_maps.clear()  # its journal dropped, as a recovery would
+    later = _keeper(kube)
+    assert later.hold(Reserve(60.0, 660.0, (ONE,)), 60.0).standing == 1  # adopted, not remade
+    kube.pod_docs.pop((kube.settings.journal_namespace, first.created[0]))
+    outcome = later.hold(Reserve(120.0, 720.0, (ONE,)), 120.0)
+    assert outcome.failed is None and outcome.created == ()

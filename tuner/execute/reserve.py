@@ -133,8 +133,11 @@ class KubeReserveKeeper:
         """Placeholders preempted while their reserve held (not made again until it ends)."""
         self.commanded: set[str] = set()
         """Placeholders the provision command ran for."""
-        self.journaled = False
-        """Whether the journal may hold a record (the start-up recovery dropped any)."""
+        self.journaled: set[str] = set()
+        """The placeholders this keeper journaled and has not seen gone (the start-up recovery
+        dropped any earlier record)."""
+        self.journal_written = False
+        """Whether this keeper wrote the journal and has not dropped it."""
 
     def hold(self, reserve: Reserve, now: float) -> ReserveOutcome:
         """Make the placeholders standing match ``reserve`` (see the module)."""
@@ -160,9 +163,10 @@ class KubeReserveKeeper:
                     created.append(self._create(pools, cluster, node, reserve.until))
                 if command:
                     self._provide(pools)
-            if not self.standing and self.journaled:
+            if not self.standing and self.journal_written:
                 self.journal.end()
-                self.journaled = False
+                self.journaled.clear()
+                self.journal_written = False
         except (ActionFailed, ServiceError) as err:
             failed = str(err)
             log.error("reserve not held: %s", failed)
@@ -189,7 +193,7 @@ class KubeReserveKeeper:
                     held.pool,
                 )
                 self.taken.append(held)
-                self.journal.released(name)
+                self._released(name)
         self.taken = [h for h in self.taken if h.until > now]
         self.standing = dict(found)
         return list(found.values())
@@ -230,7 +234,8 @@ class KubeReserveKeeper:
         requests = action.placeholder_requests
         record = {"pool": pool.name, "until": iso(until), "cpu_m": requests.cpu}
         self.journal.holding(name, {**record, "memory": requests.memory})
-        self.journaled = True
+        self.journaled.add(name)
+        self.journal_written = True
         kube.create_pod(self.namespace, body)
         verdict = kube.wait_pods(
             self.namespace,
@@ -251,7 +256,13 @@ class KubeReserveKeeper:
             raise ActionFailed(outcome.reason)
         self.standing.pop(held.name, None)
         self.commanded.discard(held.name)
-        self.journal.released(held.name)
+        self._released(held.name)
+
+    def _released(self, name: str) -> None:
+        """The placeholder is gone: drop its journal record (if this keeper wrote one)."""
+        if name in self.journaled:
+            self.journal.released(name)
+            self.journaled.discard(name)
 
     def _extend(self, held: Held, until: float) -> None:
         """A newer reserve asks for the placeholder: it holds until that one ends."""
