@@ -167,10 +167,8 @@ class KubeReserveKeeper:
                 self.journal.end()
                 self.journaled.clear()
                 self.journal_written = False
-        except (ActionFailed, ServiceError) as err:
-            failed = str(err)
-            log.error("reserve not held: %s", failed)
-            return ReserveOutcome(tuple(created), tuple(removed), len(self.standing), failed)
+        except (ActionFailed, ServiceError) as err:  # the cycle's log line says it
+            return ReserveOutcome(tuple(created), tuple(removed), len(self.standing), str(err))
         return ReserveOutcome(tuple(created), tuple(removed), len(self.standing))
 
     def _read_standing(self, now: float) -> list[Held]:
