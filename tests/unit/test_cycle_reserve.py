@@ -14,7 +14,7 @@ from tests.unit.test_forecast_visible import Stable, Still
 from tuner.cycle import CycleReport, Outcome, Ports, run_cycle
 from tuner.cycle import CycleState as State
 from tuner.model.cluster import Cluster, Hpa, Workload
-from tuner.model.forecast import LoadSeries
+from tuner.model.forecast import DAY_S, LoadSeries
 from tuner.model.load import SCALAR, Load
 from tuner.model.reserve import Reserve, ReserveOutcome
 from tuner.model.resources import Resources
@@ -24,12 +24,15 @@ from tuner.settings import Settings, Windows
 NOW = 100_000.0
 
 
-class Flat:
-    """Six hours of a constant load: the forecast rests on the level, band ±50 %."""
+class Rising:
+    """Two days of a load of 100 that rose to 150 for an hour from five minutes after now's
+    time of day: a seasonal forecast of a rise."""
 
     def series(self, end: float) -> LoadSeries:
-        t = np.arange(end - 6 * 3600 + 60, end + 1, 60.0)
-        return LoadSeries.of(t[0], 60.0, {SCALAR: np.full(t.size, 100.0)})
+        t = np.arange(end - 2 * DAY_S + 60, end + 1, 60.0)
+        rise = (NOW + 300) % DAY_S
+        load = np.where((t - rise) % DAY_S < 3600, 150.0, 100.0)
+        return LoadSeries.of(t[0], 60.0, {SCALAR: load})
 
 
 class Full(Still):
@@ -66,7 +69,7 @@ def _cycle(
     state: State | None = None,
     dry_run: bool = False,
 ) -> CycleReport:
-    ports = Ports(observer or Stable(), Full(), MemoryKnowledge(), history=Flat(), reserve=keeper)  # type: ignore[arg-type]
+    ports = Ports(observer or Stable(), Full(), MemoryKnowledge(), history=Rising(), reserve=keeper)  # type: ignore[arg-type]
     settings = Settings(windows=Windows(measure_s=600))
     report, _ = run_cycle(NOW, state or State(), settings, ports, random.Random(0), dry_run=dry_run)
     return report

@@ -139,6 +139,16 @@ def test_a_node_a_placeholder_brought_counts_as_reserved_so_the_same_forecast_as
     assert plan_reserve(c, discover(c, s), _forecast(100, 250), s, 1000.0).nodes == first.nodes
 
 
+def test_a_forecast_that_foresees_nothing_reserves_nothing() -> None:
+    c = _cluster(6)
+    s = _settings()
+    level = replace(_forecast(100, 250), basis=Basis.LEVEL)  # under a day of history
+    reserve = plan_reserve(c, discover(c, s), level, s, 1000.0)
+    assert reserve.nodes == () and "nothing foreseen (the recent level only" in reserve.reason
+    unmeasured = replace(_forecast(100, 250), errors=10)  # a band widened, not measured
+    assert plan_reserve(c, discover(c, s), unmeasured, s, 1000.0).nodes == ()
+
+
 def test_no_forecast_or_no_rise_reserves_nothing() -> None:
     c = _cluster(6)
     s = _settings()

@@ -16,6 +16,12 @@ and the simulator's.
 4. At most ``forecast.reserve_max_nodes`` nodes (0: nothing is ever reserved); the reserve holds
    until the end of the forecast's horizon.
 
+Only a forecast that foresees: one seasonal (by day or week) whose band was measured from at
+least :data:`~tuner.model.forecast.MIN_ERRORS` past errors. A forecast on the recent level only
+(less than a day of history), or with a band widened for want of measured errors, has an upper
+edge that says how little it knows (at least +50 %), not a rise: holding room for it would buy
+half the HPAs' pods again, all the time, for nothing foreseen.
+
 Placeholders standing (pods labelled ``<prefix>/placeholder``) are the reserve itself, not
 demand: they are left out, and a node one is bound to counts as reserved (closed to the pods
 placed in step 2: it is there only because the reserve asked for it), so the same forecast asks
@@ -31,7 +37,7 @@ from tuner.model.change import NewNode, daemon_pods, templates
 from tuner.model.cluster import Cluster, Pod
 from tuner.model.conventions import Keys
 from tuner.model.demand import forecast_demand
-from tuner.model.forecast import Forecast
+from tuner.model.forecast import MIN_ERRORS, Basis, Forecast
 from tuner.model.pools import NodePool, Pools
 from tuner.model.price import node_price
 from tuner.model.reserve import Reserve, ReservedNode
@@ -53,6 +59,9 @@ def plan_reserve(
         return Reserve(forecast.at, until, reason="forecast.reserve_max_nodes is 0: off")
     demand, band = forecast_demand(cluster, forecast)
     peak = f"forecast peak {band.upper:.4g} (upper band) against {forecast.last:.4g} now"
+    if forecast.basis is Basis.LEVEL or forecast.errors < MIN_ERRORS:
+        why = f"{peak}: nothing foreseen ({forecast.confidence})"
+        return Reserve(forecast.at, until, reason=why)
     added = demand.added
     if not added:
         return Reserve(forecast.at, until, reason=f"{peak}: no HPA adds a pod")
