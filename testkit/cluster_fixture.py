@@ -246,6 +246,21 @@ class ClusterHarness:
         )
         self.wait_available(name, replicas)
 
+    def hpa(self, name: str, min_replicas: int, max_replicas: int) -> None:
+        """An HPA (autoscaling/v2, the default CPU target) scaling Deployment ``name``; nothing
+        scales it here (no metrics-server): the tuner only reads its bounds."""
+        client.AutoscalingV2Api(self.api).create_namespaced_horizontal_pod_autoscaler(
+            self.namespace,
+            {
+                "metadata": {"name": name},
+                "spec": {
+                    "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+                    "minReplicas": min_replicas,
+                    "maxReplicas": max_replicas,
+                },
+            },
+        )
+
     def wait_available(self, name: str, replicas: int) -> None:
         """Until the Deployment has exactly ``replicas`` Ready pods and nothing else."""
 

@@ -7,7 +7,8 @@ ports so the same cycle runs against a real cluster, the simulator or a dry run:
 - :class:`Actuator`: read the cluster, carry out actions (or, in a dry run, only check them);
 - the knowledge base (:class:`knowledge.base.KnowledgeBase`);
 - optionally the load's history (:class:`LoadHistory`), from which each cycle forecasts the
-  load of the next horizon (:func:`forecast_at`; reported, not yet acted on).
+  load of the next horizon (:func:`forecast_at`), and a :class:`ReserveKeeper` that holds the
+  room its rise asks for each cycle, whatever the window (:func:`~tuner.reserving.reserve_at`).
 
 Rules (thesis §3.2; concepts.md): act only on an actionable window — under ``windows.scope``
 ``cluster`` one stable as a whole, under ``touched`` one without a pod pending or a node joining
@@ -60,6 +61,7 @@ from tuner.model.window_report import Scope, Verdict
 from tuner.plan.actions import Action, evictions
 from tuner.recall import entries_for, forget_entry, record
 from tuner.report.build import PlanReport, build_report
+from tuner.reserving import reserve_at
 from tuner.settings import Settings
 
 if TYPE_CHECKING:
@@ -243,6 +245,10 @@ class CycleReport:
     :attr:`no_forecast`)."""
     no_forecast: str | None = None
     """Why there is no forecast although one was asked for."""
+    reserve: Reserve | None = None
+    """The room the forecast asks to hold (None: no keeper and not a dry run)."""
+    reserved: ReserveOutcome | None = None
+    """What holding it did (None: not held, as in a dry run)."""
 
 
 @dataclass(frozen=True)
@@ -267,10 +273,14 @@ def run_cycle(
     *,
     dry_run: bool = False,
 ) -> tuple[CycleReport, CycleState]:
-    """Run one cycle at time ``now``; its report carries the forecast made at ``now``."""
+    """Run one cycle at time ``now``; its report carries the forecast made at ``now`` and the
+    reserve it asks for."""
     forecast, why = forecast_at(ports.history, settings, now)
+    actuator, keeper = ports.actuator, ports.reserve
+    reserve, held = reserve_at(now, settings, forecast, actuator, keeper, dry_run=dry_run)
     report, state = _cycle(now, state, settings, ports, rng, forecast, dry_run=dry_run)
-    return replace(report, forecast=forecast, no_forecast=why), state
+    report = replace(report, forecast=forecast, no_forecast=why, reserve=reserve, reserved=held)
+    return report, state
 
 
 def forecast_at(

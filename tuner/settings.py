@@ -126,6 +126,8 @@ class ForecastSettings:
     horizon_s: float | None = None
     """None: :attr:`node_startup_s` plus the window."""
     quantile: float = 0.95
+    reserve_max_nodes: int = 3
+    """At most this many nodes are held ahead of a forecast rise (0: none)."""
 
     def horizon(self, windows: Windows) -> float:
         """The horizon the peak is forecast over: the override, else a node's start-up plus the

@@ -329,17 +329,7 @@ def test_hpa_workloads_are_migrated_but_never_scaled(
 ) -> None:
     nodes = _nodes(kube, 2)
     kube.deployment("web", 1)
-    client.AutoscalingV2Api(kube.api).create_namespaced_horizontal_pod_autoscaler(
-        kube.namespace,
-        {
-            "metadata": {"name": "web"},
-            "spec": {
-                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-                "minReplicas": 1,
-                "maxReplicas": 1,
-            },
-        },
-    )
+    kube.hpa("web", 1, 1)
     workload = Workload(kube.namespace, "Deployment", "web")
     refused = actuator.carry_out([Add(workload, nodes[0], Resources(500, 0))])
     ((name, node),) = kube.placement("app=web").items()

@@ -32,6 +32,7 @@ UNITS: dict[str, str] = {
     "tuner.cycle": "cycle",
     "tuner.moderator": "cycle",
     "tuner.recall": "cycle",
+    "tuner.reserving": "cycle",
     "tuner.report": "cycle",
     "tuner.monitor": "monitor",
     "tuner.execute": "execute",

@@ -12,6 +12,7 @@ from tuner.cycle import CycleReport, Outcome
 from tuner.model.onboarding import Placement
 from tuner.monitor.window import clock_time
 from tuner.plan.actions import action_json
+from tuner.plan.reserve import per_pool, pools_text
 from tuner.report.options import SHOWN
 from tuner.report.text import describe
 
@@ -57,6 +58,7 @@ def log_cycle(report: CycleReport, log: logging.Logger, *, once: bool = False) -
             },
         )
     _log_forecast(report, log, base)
+    _log_reserve(report, log, base)
     plan = report.plan
     if plan is not None:
         a = plan.analysis
@@ -116,6 +118,29 @@ def _log_forecast(report: CycleReport, log: logging.Logger, base: Mapping[str, o
             "forecast_errors": forecast.errors,
         },
     )
+
+
+def _log_reserve(report: CycleReport, log: logging.Logger, base: Mapping[str, object]) -> None:
+    reserve, held = report.reserve, report.reserved
+    if reserve is None:
+        return
+    line = f"reserve: {pools_text(reserve)} until {clock_time(reserve.until)}: {reserve.reason}"
+    fields: dict[str, object] = {"reserve_nodes": per_pool(reserve), "reserve_until": reserve.until}
+    if held is not None:
+        line += (
+            f"; placeholders created {len(held.created)}, removed {len(held.removed)}, "
+            f"standing {held.standing}"
+        )
+        fields |= {
+            "placeholders_created": list(held.created),
+            "placeholders_removed": list(held.removed),
+            "placeholders_standing": held.standing,
+        }
+        if held.failed is not None:
+            line += f"; stopped: {held.failed}"
+            fields["reserve_failed"] = held.failed
+    level = logging.WARNING if held is not None and held.failed else logging.INFO
+    log.log(level, "%s", line, extra={**base, **fields})
 
 
 def _log_actions(report: CycleReport, log: logging.Logger, base: Mapping[str, object]) -> None:

@@ -17,6 +17,7 @@ from tuner.cycle import CycleReport, Outcome
 from tuner.daemon.http_server import READ_TIMEOUT_S, BoundedServer
 from tuner.model.account import saving
 from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode
+from tuner.plan.reserve import per_pool
 
 
 def action_op(action: Action) -> str:
@@ -104,6 +105,29 @@ class Metrics:
             ["bound"],
             registry=self.registry,
         )
+        self.reserve_nodes = Gauge(
+            "tuner_reserve_nodes",
+            "Nodes the last forecast asks to hold ahead of its rise, per pool",
+            ["pool"],
+            registry=self.registry,
+        )
+        self.placeholders = Gauge(
+            "tuner_reserve_placeholders",
+            "Placeholder pods standing for the reserve after the last cycle",
+            registry=self.registry,
+        )
+        self.placeholders_created = Counter(
+            "tuner_reserve_placeholders_created",
+            "Placeholder pods created for a reserve (each verified)",
+            registry=self.registry,
+        )
+        self.placeholders_removed = Counter(
+            "tuner_reserve_placeholders_removed",
+            "Placeholder pods the keeper removed (no longer asked for, or their reserve ended; "
+            "not those the scheduler preempted), each verified gone",
+            registry=self.registry,
+        )
+        self._reserved_pools: set[str] = set()
         self.stale_after_s = stale_after_s
         self._finished = time.time()
 
@@ -117,6 +141,7 @@ class Metrics:
             peak = report.forecast.peak
             for bound, value in peak.to_json().items():
                 self.forecast.labels(bound).set(value)
+        self._observe_reserve(report)
         if report.plan is not None:
             analysis = report.plan.analysis
             self.cost.labels("before").set(analysis.cost_current)
@@ -134,6 +159,18 @@ class Metrics:
                 self.actions.labels(action_op(failed), "failed").inc()
         self._finished = time.time()
         self.last_cycle.set(self._finished)
+
+    def _observe_reserve(self, report: CycleReport) -> None:
+        if report.reserve is not None:
+            pools = per_pool(report.reserve)
+            self._reserved_pools |= set(pools)
+            for pool in self._reserved_pools:  # a pool asked for before and not now: 0
+                self.reserve_nodes.labels(pool).set(pools.get(pool, 0))
+        held = report.reserved
+        if held is not None:
+            self.placeholders.set(held.standing)
+            self.placeholders_created.inc(len(held.created))
+            self.placeholders_removed.inc(len(held.removed))
 
     def touch(self) -> None:
         """Count as alive without a cycle (a standby replica waiting for the lease)."""

@@ -1,9 +1,11 @@
 """``tuner run``: the MAPE-K loop as a daemon against a live cluster.
 
 Wires the adapters into the cycle's ports — the monitor over Prometheus (with API snapshots of
-the cluster when kube-state-metrics is not scraped), the Kubernetes actuator and the knowledge
-base — and runs the moderator. On start it undoes what a crashed run left behind (never in a dry
-run); each cycle first takes back the nodes left for an autoscaler that did not remove them
+the cluster when kube-state-metrics is not scraped), the Kubernetes actuator, the knowledge
+base and the reserve keeper (placeholder pods ahead of a forecast rise,
+:mod:`tuner.execute.reserve`; a dry run only reports the reserve) — and runs the moderator. On
+start it undoes what a crashed run left behind (never in a dry run); each cycle first takes
+back the nodes left for an autoscaler that did not remove them
 (``execute.autoscaler_grace_s``, never in a dry run). With leader election it waits for the
 Lease first and stops when it loses it. Once it leads, it starts one watch-backed cluster cache
 (:mod:`tuner.monitor.cache`) for the process; the cycles and the snapshots of the stability
@@ -48,7 +50,15 @@ from typing import Any, Protocol
 
 from knowledge.lazy import LazyKnowledge
 from knowledge.open import open_knowledge
-from tuner.cycle import Actuator, CycleReport, MemorySafeguards, Outcome, Ports, Safeguards
+from tuner.cycle import (
+    Actuator,
+    CycleReport,
+    MemorySafeguards,
+    Outcome,
+    Ports,
+    ReserveKeeper,
+    Safeguards,
+)
 from tuner.daemon import logs
 from tuner.daemon.cycle_events import cycle_event
 from tuner.daemon.cycle_log import log_cycle
@@ -58,6 +68,7 @@ from tuner.daemon.metrics import Metrics
 from tuner.daemon.shadow import ShadowAccount
 from tuner.errors import ServiceError
 from tuner.execute.events import Sink, identity
+from tuner.model.reserve import Reserve
 from tuner.model.window_report import WindowReport
 from tuner.moderator import Moderator
 from tuner.monitor.cache import SYNC_TIMEOUT_S, ClusterCache
@@ -148,6 +159,7 @@ def run_daemon(args: argparse.Namespace) -> int:
     settings = load_settings(args.settings)
     from tuner.daemon.safeguards import ClusterSafeguards
     from tuner.execute.actuator import KubeActuator
+    from tuner.execute.reserve import KubeReserveKeeper
     from tuner.monitor.kube import api_client
 
     logs.configure(verbose=args.verbose, json_lines=args.log_format == "json")
@@ -155,6 +167,10 @@ def run_daemon(args: argparse.Namespace) -> int:
     api = api_client(settings.kubernetes)
     actuator = KubeActuator(api, settings)
     actuator.cache = ClusterCache(api)
+    forecast = settings.forecast
+    reserve = None  # a dry run (or shadow) only reports the reserve
+    if forecast.enabled and forecast.reserve_max_nodes > 0 and not (dry_run or args.shadow):
+        reserve = KubeReserveKeeper(actuator.kube, actuator.read, settings)
     kb = LazyKnowledge(lambda: open_knowledge(settings.knowledge, read_only=dry_run))
     with PrometheusClient(settings.prometheus) as prometheus, kb, api:
         daemon = Daemon(
@@ -166,6 +182,7 @@ def run_daemon(args: argparse.Namespace) -> int:
             shadow=args.shadow,
             cache=actuator.cache,
             safeguards=ClusterSafeguards(actuator.kube, settings.limits),
+            reserve=reserve,
         )
         if args.once:
             return daemon.once()
@@ -191,6 +208,7 @@ class Daemon:
         shadow: bool = False,
         cache: ClusterCache | None = None,
         safeguards: Safeguards | None = None,
+        reserve: ReserveKeeper | None = None,
     ) -> None:
         windows = settings.windows
         interval = settings.daemon.snapshot_interval_s
@@ -213,8 +231,9 @@ class Daemon:
         self.shadow = ShadowAccount(kb, self.metrics) if shadow else None
         observer = MonitorObserver(settings, prometheus, self.history)
         history = PrometheusHistory(prometheus, settings)
-        ports = Ports(observer, actuator, kb, safeguards or MemorySafeguards(), history)
+        ports = Ports(observer, actuator, kb, safeguards or MemorySafeguards(), history, reserve)
         self.moderator = Moderator(settings, ports, dry_run=self.dry_run, on_cycle=self._on_cycle)
+        self.reserve = reserve
         self.paused: str | None = None
         self.stopping = threading.Event()
         self.lost = threading.Event()
@@ -266,6 +285,7 @@ class Daemon:
             self._log_first_hour()
             self.moderator.run_forever()
         finally:
+            self._release_reserve()
             self._stop_cache()
             if election is not None:
                 election.release()
@@ -363,6 +383,18 @@ class Daemon:
     def _stop_cache(self) -> None:
         if self.cache is not None:
             self.cache.stop()
+
+    def _release_reserve(self) -> None:
+        """On the way out, remove the placeholders held: a stopped daemon holds no room (after
+        a crash, the next start's recovery removes them)."""
+        if self.reserve is None or self.dry_run:
+            return
+        now = time.time()
+        outcome = self.reserve.hold(Reserve(now, now, reason="the daemon stopped"), now)
+        if outcome.removed:
+            log.info("stopping: removed placeholder pods %s", ", ".join(outcome.removed))
+        if outcome.failed is not None:
+            log.error("stopping: placeholders left (recovery deletes them): %s", outcome.failed)
 
     def _recover(self) -> None:
         undone: list[str] = self.actuator.recover()

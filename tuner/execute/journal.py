@@ -94,3 +94,38 @@ def interrupted(data: dict[str, str]) -> str:
         f"transition of {len(actions)} actions started {data.get('started')} by "
         f"{data.get('owner')} was interrupted at action {current + 1} ({what})"
     )
+
+
+class ReserveJournal:
+    """``<prefix>-journal-reserve`` in ``execute.journal_namespace``: the placeholder pods held
+    ahead of a forecast rise, each written before it is created and dropped once it is verified
+    gone, so a run that died holding some is visible to the next (whose recovery deletes them by
+    their label and drops this record)."""
+
+    def __init__(self, kube: KubePort) -> None:
+        self.kube = kube
+        self.name = f"{kube.keys.journal}-reserve"
+        self.namespace = kube.settings.journal_namespace
+
+    def read(self) -> dict[str, str] | None:
+        """Placeholder name -> its record, or None when nothing is journaled."""
+        cm = self.kube.config_map(self.namespace, self.name)
+        return dict(cm.data or {}) if cm is not None else None
+
+    def holding(self, name: str, record: Mapping[str, object]) -> None:
+        """Record the placeholder about to be created."""
+        entry = {name: json.dumps(record, sort_keys=True)}
+        if self.kube.config_map(self.namespace, self.name) is None:
+            labels = {self.kube.keys.managed: "true"}
+            body = {"metadata": {"name": self.name, "labels": labels}, "data": entry}
+            self.kube.put_config_map(self.namespace, body)
+        else:
+            self.kube.patch_config_map(self.namespace, self.name, {"data": entry})
+
+    def released(self, name: str) -> None:
+        """The placeholder was verified gone: drop its record."""
+        self.kube.patch_config_map(self.namespace, self.name, {"data": {name: None}})
+
+    def end(self) -> None:
+        """Nothing is held any more: drop the record."""
+        self.kube.delete_config_map(self.namespace, self.name)

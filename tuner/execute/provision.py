@@ -199,6 +199,14 @@ def _amount(requests: Resources) -> str:
 
 
 # ---------------------------------------------------------------------------- step --
+def missing_priority_class(kube: KubePort) -> str | None:
+    """Why a placeholder cannot be created: its PriorityClass does not exist (else None)."""
+    name = kube.settings.placeholder_priority_class
+    if kube.priority_class(name) is None:
+        return f"PriorityClass {name} not found (deploy/priorityclass.yaml)"
+    return None
+
+
 def check_provision(
     kube: KubePort, action: ProvisionNode, bindings: MutableMapping[str, str]
 ) -> Provisioning:
@@ -212,9 +220,8 @@ def check_provision(
     size = sum(1 for n in nodes if in_pool(n, pool))
     if pool.max_size is not None and size >= pool.max_size:
         raise ActionFailed(f"pool {pool.name} is at its maximum size ({size} nodes)")
-    priority_class = settings.placeholder_priority_class
-    if settings.node_provision == "autoscaler" and kube.priority_class(priority_class) is None:
-        raise ActionFailed(f"PriorityClass {priority_class} not found (deploy/priorityclass.yaml)")
+    if settings.node_provision == "autoscaler" and (missing := missing_priority_class(kube)):
+        raise ActionFailed(missing)
     existing = tuple(sorted(n.metadata.name for n in nodes))
     return Provisioning(action, settings.node_provision, existing, bindings)
 
@@ -266,17 +273,7 @@ class Provisioning:
     def _by_command(self, kube: KubePort, deadline: float) -> str:
         action, pool = self.action, self.action.pool
         before = frozenset(self.existing) | frozenset(self.bindings.values())
-        env = {
-            "TUNER_POOL": pool.name,
-            "TUNER_NODE_TYPE": pool.node_type,
-            "TUNER_NODE": action.node,
-        }
-        run_command(
-            kube.settings.node_provision_command,
-            "node provision command",
-            _left(deadline),
-            env,
-        )
+        provision_command(kube.settings, pool, action.node, _left(deadline))
         found: list[str] = []
         verdict = kube.wait_nodes(
             _new_in_pool(before, pool, found),
@@ -313,7 +310,7 @@ class Provisioning:
         except ActionFailed as err:
             verdict = Verification(False, str(err))
         finally:  # also when something unexpected broke the wait
-            gone = _delete_placeholder(kube, namespace, name)
+            gone = delete_placeholder(kube, namespace, name)
         verdict = _late(verdict, deadline, kube.settings, pool)
         if not verdict.ok:
             raise ActionFailed(f"{verdict.reason}; {gone.reason}")
@@ -324,6 +321,13 @@ class Provisioning:
         except ActionFailed as err:  # the end of the transition drops the journal anyway
             log.warning("the journal still names the deleted placeholder %s: %s", name, err)
         return found[0]
+
+
+def provision_command(settings: Execute, pool: NodePool, node: str, timeout_s: float) -> None:
+    """Run ``execute.node_provision_command`` for a new node of ``pool`` (provisional name
+    ``node``), with ``TUNER_POOL``, ``TUNER_NODE_TYPE`` and ``TUNER_NODE`` in its environment."""
+    env = {"TUNER_POOL": pool.name, "TUNER_NODE_TYPE": pool.node_type, "TUNER_NODE": node}
+    run_command(settings.node_provision_command, "node provision command", timeout_s, env)
 
 
 def _late(
@@ -343,8 +347,8 @@ def _left(deadline: float) -> float:
     return max(deadline - time.monotonic(), 0.001)
 
 
-def _delete_placeholder(kube: KubePort, namespace: str, name: str) -> Verification:
-    """Delete the placeholder and verify it is gone."""
+def delete_placeholder(kube: KubePort, namespace: str, name: str) -> Verification:
+    """Delete the placeholder and verify (watch) it is gone."""
 
     def gone(pods: Mapping[str, Any]) -> Verification | None:
         return None if pods else Verification(True, "gone")
@@ -372,7 +376,7 @@ def remove_placeholders(kube: KubePort) -> list[str]:
     lines = []
     for pod in kube.labelled_pods(kube.keys.placeholder):
         namespace, name = pod.metadata.namespace, pod.metadata.name
-        outcome = _delete_placeholder(kube, namespace, name)
+        outcome = delete_placeholder(kube, namespace, name)
         if not outcome.ok:
             raise ActionFailed(outcome.reason)
         provisional_name = (pod.metadata.annotations or {}).get(kube.keys.provisional, "?")

@@ -5,14 +5,15 @@ Everything the tuner changes carries the ``<prefix>/managed`` label and a record
 taints and pod-deletion-costs. The journal names the transition that was interrupted and, when
 an add or remove was interrupted after its scaling, the replica count to restore
 (:func:`~tuner.execute.scaling.undo_scale`: only when nobody has changed it since, verified).
-Placeholder pods of an interrupted provision are found by their own label
+Placeholder pods, of an interrupted provision or held ahead of a forecast rise
+(:mod:`tuner.execute.reserve`), are found by their own label
 (:func:`~tuner.execute.provision.remove_placeholders`), so even one created just before its
-journal entry is deleted.
+journal entry is deleted; then the reserve's journal is dropped.
 """
 
 from __future__ import annotations
 
-from tuner.execute.journal import Journal, interrupted
+from tuner.execute.journal import Journal, ReserveJournal, interrupted
 from tuner.execute.marks import undo_node, undo_pod
 from tuner.execute.port import KubePort
 from tuner.execute.provision import remove_placeholders
@@ -36,6 +37,11 @@ def recover(kube: KubePort) -> list[str]:
         if kube.patch_pod(namespace, name, lambda p: undo_pod(p, kube.keys)) is not None:
             undone.append(f"pod {namespace}/{name}: restored its pod-deletion-cost")
     undone += remove_placeholders(kube)
+    reserve = ReserveJournal(kube)
+    held = reserve.read()
+    if held is not None:
+        undone.append(f"a reserve of {len(held)} placeholder pod(s) was held: {sorted(held)}")
+        reserve.end()
     if data is not None:
         if data.get("scaled"):
             undone.append(undo_scale(kube, data["scaled"]))

@@ -88,6 +88,17 @@ class Keys:
         return f"{self.prefix}/provisional-node"
 
     @property
+    def reserve(self) -> str:
+        """Label of a placeholder pod that holds room ahead of a forecast rise (its value: the
+        pool it asks a node of); such a pod also carries :attr:`placeholder`."""
+        return f"{self.prefix}/reserve"
+
+    @property
+    def reserve_until(self) -> str:
+        """Annotation on a reserve's placeholder pod: when its reserve ends (ISO 8601, UTC)."""
+        return f"{self.prefix}/reserve-until"
+
+    @property
     def onboarded(self) -> str:
         """Annotation on an onboarded Deployment (its template carries the affinity)."""
         return f"{self.prefix}/onboarded"

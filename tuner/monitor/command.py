@@ -1,5 +1,7 @@
 """``tuner monitor``: the last window's load, stability verdict and reason, to tune the load
-query before letting the tuner act, and the load forecast for the next horizon. Reads only."""
+query before letting the tuner act, the load forecast for the next horizon and what the daemon's
+forecasts led to (the reserve: from its ``tuner_reserve_*`` metrics, when Prometheus scrapes
+it). Reads only."""
 
 from __future__ import annotations
 
@@ -17,6 +19,16 @@ from tuner.settings import load_settings
 if TYPE_CHECKING:
     from tuner.model.forecast import Forecast
     from tuner.model.window_report import WindowReport
+    from tuner.monitor.prometheus import Queries
+
+RESERVE_QUERIES = {
+    "nodes": "sum by (pool) (tuner_reserve_nodes)",
+    "standing": "sum(tuner_reserve_placeholders)",
+    "created": "sum(increase(tuner_reserve_placeholders_created_total[{window}]))",
+    "removed": "sum(increase(tuner_reserve_placeholders_removed_total[{window}]))",
+}
+"""What ``tuner monitor`` asks Prometheus about the daemon's reserve (``{window}``: the
+window, in seconds)."""
 
 
 def run_monitor(settings_path: Path | None, window_s: float | None, output: str) -> int:
@@ -36,18 +48,25 @@ def run_monitor(settings_path: Path | None, window_s: float | None, output: str)
         report = observe_window(settings, now, prometheus)
         forecast: Forecast | None = None
         why: str | None = "not tried: Prometheus failed the window's query"
+        reserve: dict[str, Any] | str = why or ""
         if not report.failed_query:  # else the history's query would fail (or wait) the same way
             history = PrometheusHistory(prometheus, settings)
             forecast, why = forecast_from(settings, history.series, now)
+            reserve = daemon_reserve(prometheus, now, settings.windows.measure_s)
     # Label values and errors come from Prometheus: no credentials, no control characters
     # (JSON escapes them itself).
     if output == "json":
         document = {**report.to_json(), "forecast": forecast and forecast.to_json()}
         if why is not None:
             document["forecast_unavailable"] = why
+        if isinstance(reserve, str):
+            document["reserve_unavailable"] = reserve
+        else:
+            document["reserve"] = reserve
         text = json.dumps(document, indent=2)
     else:
-        text = "\n".join((render_text(report), *forecast_lines(forecast, why)))
+        lines = (*forecast_lines(forecast, why), *reserve_lines(reserve))
+        text = "\n".join((render_text(report), *lines))
     print(redact_url(text))
     return 1 if report.verdict is Verdict.UNKNOWN else 0
 
@@ -107,6 +126,42 @@ def forecast_lines(forecast: Forecast | None, why: str | None) -> list[str]:
         width = max(len(k) for k in forecast.dimensions)
         lines += [f"            {k:<{width}}  {b}" for k, b in forecast.dimensions.items()]
     return [printable(line) for line in lines]
+
+
+def daemon_reserve(prometheus: Queries, now: float, window_s: float) -> dict[str, Any] | str:
+    """What the daemon's last forecast asked to hold (nodes per pool), the placeholders standing
+    and those created and removed over the last window; or why it is unknown."""
+    from tuner.monitor.prometheus import QueryError
+
+    found: dict[str, Any] = {"over_s": window_s}
+    try:
+        for key, query in RESERVE_QUERIES.items():
+            result = prometheus.instant(query.format(window=f"{window_s:g}s"), now)
+            if isinstance(result, float):
+                raise QueryError(query, "answered a scalar")
+            if key == "nodes":
+                found[key] = {s.label("pool"): int(s.last) for s in result if s.last}
+            elif result:
+                found[key] = round(result[0].last)
+    except QueryError as err:
+        return f"Prometheus failed: {err}"
+    if "standing" not in found:
+        return "no tuner_reserve_placeholders in Prometheus: is the daemon scraped, and running?"
+    return found
+
+
+def reserve_lines(reserve: dict[str, Any] | str) -> list[str]:
+    """The daemon's reserve for a person."""
+    if isinstance(reserve, str):
+        return [printable(f"reserve:  unknown: {reserve}")] if reserve else []
+    nodes = ", ".join(f"{c} of {p}" for p, c in sorted(reserve["nodes"].items())) or "no node"
+    return [
+        printable(
+            f"reserve:  {nodes} held ahead of the forecast; placeholders standing "
+            f"{reserve['standing']}, created {reserve.get('created', 0)} and removed "
+            f"{reserve.get('removed', 0)} over the last {reserve['over_s']:g} s"
+        )
+    ]
 
 
 def _act(report: WindowReport) -> str:

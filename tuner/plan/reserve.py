@@ -1,0 +1,178 @@
+"""The room to hold ahead of a forecast rise: a pure decision, the same for the daemon's keeper
+and the simulator's.
+
+1. The demand at the upper edge of the forecast's peak (:func:`~tuner.model.demand.
+   forecast_demand`): the pods each HPA-scaled workload adds by then, each like one of its pods
+   now (its requests and scheduling rules).
+2. In a fork of the cluster's scheduling simulation (:class:`~tuner.model.snapshot.Snapshot`,
+   every rule of the real scheduler), the pods pending now are placed first where they fit
+   (they take room before the forecast's pods; those that fit nowhere are their autoscaler's
+   business already), then the added pods, largest first, by best fit on the nodes there are.
+3. What fits nowhere is packed, largest first, onto new nodes: a pod goes to a new node opened
+   already where it fits, else opens one of the cheapest pool whose template runs it (the
+   template with the DaemonSet pods that would start there, as a replace sees a new node) and
+   that may still grow. One :class:`~tuner.model.reserve.ReservedNode` per new node, asking the
+   requests of the pods packed there (never more than the template's allocatable).
+4. At most ``forecast.reserve_max_nodes`` nodes (0: nothing is ever reserved); the reserve holds
+   until the end of the forecast's horizon.
+
+Only a forecast that foresees: one seasonal (by day or week) whose band was measured from at
+least :data:`~tuner.model.forecast.MIN_ERRORS` past errors. A forecast on the recent level only
+(less than a day of history), or with a band widened for want of measured errors, has an upper
+edge that says how little it knows (at least +50 %), not a rise: holding room for it would buy
+half the HPAs' pods again, all the time, for nothing foreseen.
+
+Placeholders standing (pods labelled ``<prefix>/placeholder``) are the reserve itself, not
+demand: they are left out, and a node one is bound to counts as reserved (closed to the pods
+placed in step 2: it is there only because the reserve asked for it), so the same forecast asks
+for the same nodes again and the keeper keeps their placeholders until the real pods come.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+from tuner.model.change import NewNode, daemon_pods, templates
+from tuner.model.cluster import Cluster, Pod
+from tuner.model.conventions import Keys
+from tuner.model.demand import forecast_demand
+from tuner.model.forecast import MIN_ERRORS, Basis, Forecast
+from tuner.model.pools import NodePool, Pools
+from tuner.model.price import node_price
+from tuner.model.reserve import Reserve, ReservedNode
+from tuner.model.resources import Resources
+from tuner.model.snapshot import Snapshot
+from tuner.settings import Settings
+
+
+def plan_reserve(
+    cluster: Cluster, pools: Pools, forecast: Forecast | None, settings: Settings, now: float
+) -> Reserve:
+    """The nodes to hold for the rise ``forecast`` (made at ``now``) expects; none when there is
+    no forecast, when the demand at its upper band fits, or when reserving is off."""
+    cap = settings.forecast.reserve_max_nodes
+    if forecast is None:
+        return Reserve(now, now, reason="no forecast: nothing reserved")
+    until = forecast.at + forecast.horizon_s
+    if cap <= 0:
+        return Reserve(forecast.at, until, reason="forecast.reserve_max_nodes is 0: off")
+    demand, band = forecast_demand(cluster, forecast)
+    peak = f"forecast peak {band.upper:.4g} (upper band) against {forecast.last:.4g} now"
+    if forecast.basis is Basis.LEVEL or forecast.errors < MIN_ERRORS:
+        why = f"{peak}: nothing foreseen ({forecast.confidence})"
+        return Reserve(forecast.at, until, reason=why)
+    added = demand.added
+    if not added:
+        return Reserve(forecast.at, until, reason=f"{peak}: no HPA adds a pod")
+    like = templates(cluster)
+    arriving = [
+        replace(like[w], name=f"{like[w].name}+{i}", node=None)
+        for w, count in added.items()
+        for i in range(1, count + 1)
+    ]
+    arriving.sort(key=lambda p: (-p.requests.cpu, -p.requests.memory, p.key))
+    placeholder = Keys(settings.execute.label_prefix).placeholder
+    held = {p.node for p in cluster.pods if placeholder in p.labels and p.node is not None}
+    cluster = replace(cluster, pods=tuple(p for p in cluster.pods if placeholder not in p.labels))
+    snapshot = Snapshot(cluster, arriving)
+    for node in sorted(held):
+        snapshot.close(node)
+    for pod in cluster.pods:
+        if pod.node is None:
+            _place_where_it_fits(snapshot, pod)
+    unfit = [pod for pod in arriving if not _place_where_it_fits(snapshot, pod)]
+    what = f"{peak}: {len(arriving)} pods added"
+    if not unfit:
+        return Reserve(forecast.at, until, reason=f"{what}, all fit in the nodes there are")
+    packing = _Packing(snapshot, cluster, pools, settings)
+    for pod in unfit:
+        packing.pack(pod, cap)
+    nodes = tuple(
+        ReservedNode(new.pool.name, Resources.total([p.requests for p in packing.pods[new.name]]))
+        for new in packing.opened
+    )
+    left = len(unfit) - sum(len(p) for p in packing.pods.values())
+    reason = f"{what}, {len(unfit)} fit in no node there is: {len(nodes)} new node(s)"
+    reserve = Reserve(forecast.at, until, nodes)
+    if nodes:
+        reason += f" ({pools_text(reserve)})"
+    if left:
+        reason += f"; {left} pod(s) left out: {packing.why_not}"
+    return replace(reserve, reason=reason)
+
+
+def per_pool(reserve: Reserve) -> dict[str, int]:
+    """How many nodes the reserve asks of each pool, by pool name."""
+    return dict(sorted(Counter(n.pool for n in reserve.nodes).items()))
+
+
+def pools_text(reserve: Reserve) -> str:
+    """``2 of small, 1 of large`` (``no node`` for an empty reserve)."""
+    return ", ".join(f"{c} of {p}" for p, c in per_pool(reserve).items()) or "no node"
+
+
+def _place_where_it_fits(snapshot: Snapshot, pod: Pod) -> bool:
+    """Place the pod by best fit on a node it fits (True), or nowhere (False)."""
+    mask = snapshot.fit_mask(pod)
+    if not mask.any():
+        return False
+    snapshot.place(pod, snapshot.best_fit(pod, mask))
+    return True
+
+
+class _Packing:
+    """New nodes opened in the snapshot for the pods that fit nowhere, and what each holds."""
+
+    def __init__(self, snapshot: Snapshot, cluster: Cluster, pools: Pools, settings: Settings):
+        self.snapshot = snapshot
+        self.cluster = cluster
+        self.pools = pools
+        self.room = {name: pools.room(name) for name in pools.by_name}
+        self.by_price = sorted(
+            pools.by_name.values(), key=lambda p: (node_price(p.template, settings.pricing), p.name)
+        )
+        self.opened: list[NewNode] = []
+        self.pods: dict[str, list[Pod]] = {}
+        self.why_not = ""
+
+    def pack(self, pod: Pod, cap: int) -> None:
+        """Put the pod on a new node opened already, else on a new one of the cheapest pool
+        that runs it (while fewer than ``cap`` are open); else say why not."""
+        snapshot = self.snapshot
+        if self.opened:
+            mask = snapshot.fit_mask(pod) & snapshot.mask_of(n.name for n in self.opened)
+            if mask.any():
+                target = snapshot.best_fit(pod, mask)
+                snapshot.place(pod, target)
+                self.pods[target].append(pod)
+                return
+        if len(self.opened) >= cap:
+            self.why_not = f"forecast.reserve_max_nodes {cap} reached"
+            return
+        for pool in self.by_price:
+            if self._opens(pool, pod):
+                return
+        self.why_not = f"no pool that may grow has a node that would run {pod.workload}"
+
+    def _opens(self, pool: NodePool, pod: Pod) -> bool:
+        """Open a new node of ``pool`` with ``pod`` on it, if the pool may grow and the pod
+        fits there (else leave the snapshot as it was)."""
+        room = self.room[pool.name]
+        if room is not None and room <= 0:
+            return False
+        snapshot = self.snapshot
+        new = NewNode(f"{pool.name}+reserve-{len(self.opened) + 1}", pool)
+        with snapshot.forked() as fork:
+            snapshot.add_nodes([new.node])
+            for daemon in daemon_pods(self.cluster, new.node):
+                snapshot.place(daemon, new.name)
+            if snapshot.why_not(pod, new.name) is not None:
+                return False
+            snapshot.place(pod, new.name)
+            fork.commit()
+        self.opened.append(new)
+        self.pods[new.name] = [pod]
+        if room is not None:
+            self.room[pool.name] = room - 1
+        return True
