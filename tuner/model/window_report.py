@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from tuner.model.cluster import Workload
+from tuner.model.forecast import Forecast
 from tuner.model.load import Load
 
 
@@ -45,6 +47,15 @@ class Unsettled:
     blockers: tuple[str, ...] = ()
     """Cluster-wide reasons not to act at all: a pod pending anywhere, a node joining or
     leaving (but one the tuner left to the autoscaler), a change no node or workload explains."""
+    shrinking: frozenset[Workload] = frozenset()
+    """Of :attr:`workloads`, those whose only change was losing pods: no pod of theirs started,
+    was pending or not ready (what an HPA scaling them down does)."""
+    emptied: frozenset[str] = frozenset()
+    """Of :attr:`nodes`, those whose only change was pods stopping on them (none started, the
+    node neither joined nor was cordoned or uncordoned)."""
+    only_leaving: bool = False
+    """The :attr:`blockers` are only nodes leaving: no pod pending, no node joining, nothing
+    unexplained."""
 
     @property
     def named(self) -> bool:
@@ -176,3 +187,88 @@ class WindowReport:
             "load_covered_from": self.load_covered_from,
             "load_warning": self.load_warning,
         }
+
+
+DECLINE_TOLERANCE = 0.05
+"""A falling load may rise this share above the lowest it was before (noise) and still count as
+falling."""
+
+
+@dataclass(frozen=True)
+class Release:
+    """The decline rule's answer on one window: whether acting is safe although HPAs are
+    scaling workloads down, why, and what it counts as settled."""
+
+    holds: bool
+    reason: str
+    workloads: frozenset[Workload] = frozenset()
+    """The workloads the HPAs shrink: settled for a removal or a replacement."""
+    nodes: frozenset[str] = frozenset()
+    """The nodes that only lost pods: settled too."""
+
+    def scaled_by(self, scaled: Collection[Workload]) -> Release:
+        """The rule's last condition, once the cluster is read: every shrinking workload is
+        scaled by an HPA (``scaled``: the HPAs' targets); a workload scaled down by hand or by
+        another controller refuses."""
+        if not self.holds:
+            return self
+        other = sorted(str(w) for w in self.workloads if w not in scaled)
+        if other:
+            return Release(False, f"no HPA scales {_listed(other)}")
+        return self
+
+
+def falling(loads: Sequence[float], tolerance: float = DECLINE_TOLERANCE) -> bool:
+    """Whether ``loads`` (oldest first) fell: the last below the first, and none more than
+    ``tolerance`` above the lowest before it (monotone within the tolerance)."""
+    if len(loads) < 2 or not loads[-1] < loads[0]:
+        return False
+    lowest = loads[0]
+    for value in loads[1:]:
+        if value > lowest * (1 + tolerance):
+            return False
+        lowest = min(lowest, value)
+    return True
+
+
+def decline_release(window: WindowReport, forecast: Forecast | None) -> Release:
+    """When acting during a falling load is safe (``windows.release_on_decline``): a window
+    judged unstable under the ``touched`` scope, over whose last forecast horizon the load fell
+    (:func:`falling` over :attr:`Forecast.recent`), with nothing pending and no node joining (a
+    node leaving is what a decline does), every changed workload having only lost pods, and the
+    forecast agreeing (the upper edge of its peak over the horizon not above the load now).
+    Then those workloads and the nodes that only lost pods count as settled for a removal or a
+    replacement; a deployment is still recorded only after a whole-stable window. The last
+    condition, that an HPA scales each of them, needs the cluster: :meth:`Release.scaled_by`.
+    """
+    unsettled = window.unsettled
+    if window.scope is not Scope.TOUCHED or window.verdict is not Verdict.UNSTABLE:
+        return Release(False, "the decline rule applies to an unstable window, touched scope")
+    if window.load is None or forecast is None:
+        return Release(False, "no load or no forecast")
+    loads = forecast.recent
+    if not falling(loads):
+        shown = " → ".join(f"{v:.4g}" for v in loads[-4:])
+        return Release(False, f"the load did not fall over the last {len(loads)} steps ({shown})")
+    if unsettled.blockers and not unsettled.only_leaving:
+        return Release(False, "; ".join(unsettled.blockers))
+    grown = sorted(str(w) for w in unsettled.workloads - unsettled.shrinking)
+    if grown:
+        return Release(False, f"workloads changed otherwise than losing pods: {_listed(grown)}")
+    if forecast.peak.upper > forecast.last:
+        return Release(
+            False,
+            f"the forecast disagrees: its peak {forecast.peak} is above the load now "
+            f"{forecast.last:.6g}",
+        )
+    shrinking = _counted(len(unsettled.shrinking), "workload")
+    reason = (
+        f"the load fell {loads[0]:.6g} → {loads[-1]:.6g} and the forecast peak "
+        f"{forecast.peak.upper:.6g} stays under it: {shrinking} scaling down count as settled"
+    )
+    return Release(True, reason, unsettled.shrinking, unsettled.emptied)
+
+
+def _listed(names: Sequence[str], most: int = 5) -> str:
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
