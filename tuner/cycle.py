@@ -7,16 +7,17 @@ ports so the same cycle runs against a real cluster, the simulator or a dry run:
 - :class:`Actuator`: read the cluster, carry out actions (or, in a dry run, only check them);
 - the knowledge base (:class:`knowledge.base.KnowledgeBase`);
 - optionally the load's history (:class:`LoadHistory`), from which each cycle forecasts the
-  load of the next horizon (:func:`forecast_at`; reported, not yet acted on).
+  load of the next horizon (:func:`forecast_at`): the analysis leaves room for its upper band.
 
 Rules (thesis §3.2; concepts.md): act only on an actionable window — under ``windows.scope``
 ``cluster`` one stable as a whole, under ``touched`` one without a pod pending or a node joining
-or leaving, whose changed nodes and workloads the analysis keeps out of the plan; record the
-deployment only after a window in which the whole cluster was stable (its key is the whole
-load); a window that is not actionable is retried after ``windows.retry_s`` (the sliding
-window); after any change the next window starts a warm-up after the change ended; a chosen
-previous deployment is deleted from the knowledge base and comes back when the next window
-proves the whole deployment stable;
+or leaving, whose changed nodes and workloads the analysis keeps out of the plan, or one the
+decline rule releases (:class:`~tuner.model.window_report.Acting`); record the deployment only
+after a whole window in which the whole cluster was stable (its key is the whole load); a window
+not actionable is retried after ``windows.retry_s`` (the sliding window); after any change the
+next window starts a warm-up after the change ended (during a decline, a settle time); a chosen
+previous deployment, looked up for the load expected next, is deleted from the knowledge base
+and comes back when the next window proves the whole deployment stable;
 the option reads only the cheapest ``knowledge.lookup_limit`` entries that cost less than the
 cluster now (:func:`~tuner.recall.previous_candidates`), and those found unattainable are deleted;
 candidate-delay timers live across cycles. Unless in a dry run, a cycle first takes back the
@@ -50,13 +51,14 @@ from tuner.analyse.decision import analyse
 from tuner.analyse.removal import CandidateTimers
 from tuner.errors import ServiceError
 from tuner.model.cluster import Cluster
+from tuner.model.demand import expected_load
 from tuner.model.execution import execution_of
 from tuner.model.forecast import Forecast, LoadSeries, forecast_from
 from tuner.model.limits import DAY_S, Budget, Evictions, Spent
 from tuner.model.load import Load
 from tuner.model.maintenance import opening
 from tuner.model.reserve import Reserve, ReserveOutcome
-from tuner.model.window_report import Scope, Verdict
+from tuner.model.window_report import Acting, Release, decline_settle_s, window_start
 from tuner.plan.actions import Action, evictions
 from tuner.recall import entries_for, forget_entry, record
 from tuner.report.build import PlanReport, build_report
@@ -243,6 +245,8 @@ class CycleReport:
     :attr:`no_forecast`)."""
     no_forecast: str | None = None
     """Why there is no forecast although one was asked for."""
+    decline: Release | None = None
+    """The decline rule's answer on the window (None: not asked)."""
 
 
 @dataclass(frozen=True)
@@ -293,25 +297,26 @@ def _cycle(
 ) -> tuple[CycleReport, CycleState]:
     """One cycle at time ``now`` with the forecast made at ``now`` (None: none)."""
     windows = settings.windows
-    start = now - windows.measure_s
     if not dry_run:
         state = state.keep(ports.actuator.reclaim_unremoved(now), now)
     paused = _paused(ports.safeguards)
-    if start < state.stable_since:
-        wait = state.stable_since + windows.measure_s - now
+    wait = state.stable_since + windows.measure_s - now
+    opening = window_start(settings, forecast, now, state.stable_since)
+    if opening is None:
         reason = f"a full window has not passed since the last change ({wait:.0f} s to go)"
         report = CycleReport(Outcome.WAITING, state.stable_since, now, reason, wait)
         return replace(report, paused=paused), state
+    start, whole = opening
     window = ports.observer.observe(start, now)
-    if not window.actionable or window.load is None:
-        unstable = window.verdict is Verdict.UNSTABLE
-        outcome = Outcome.UNSTABLE if unstable else Outcome.UNKNOWN
-        reason = window.judgement if unstable and window.scope is Scope.TOUCHED else window.reason
-        report = CycleReport(outcome, start, now, reason, windows.retry_s, window)
-        return replace(report, paused=paused), state
-    cluster = ports.actuator.read()
+    acting = Acting.of(window, forecast, whole, windows.release_on_decline)
+    cluster = ports.actuator.read() if acting.actionable else None
+    acting = acting.scaled_by(cluster.hpa_targets) if cluster else acting
+    if cluster is None or window.load is None or not acting.actionable:
+        retry = windows.retry_s if whole else min(wait, windows.retry_s)
+        report = CycleReport(Outcome(acting.outcome), start, now, acting.reason, retry, window)
+        return replace(report, paused=paused, decline=acting.release), state
     load = window.load
-    history = entries_for(ports.knowledge, cluster, settings, load)
+    history = entries_for(ports.knowledge, cluster, settings, expected_load(load, forecast))
     budget, unbudgeted = _budget(settings, ports.safeguards, now)
     kept = frozenset(n for n, _ in state.kept)
     analysis = analyse(
@@ -322,12 +327,13 @@ def _cycle(
         state.timers,
         now,
         kept,
-        unsettled_nodes=window.unsettled_nodes,
-        unsettled_workloads=window.unsettled_workloads,
+        unsettled_nodes=acting.unsettled_nodes,
+        unsettled_workloads=acting.unsettled_workloads,
         budget=budget,
+        forecast=forecast,
     )
     recorded = None
-    if not dry_run and window.whole_stable:
+    if not dry_run and acting.records:
         execution = execution_of(cluster, analysis.movability, settings.pricing, load, start, now)
         recorded = record(ports.knowledge, execution, state.awaiting)
         state = replace(state, awaiting=None)
@@ -347,6 +353,7 @@ def _cycle(
         recorded=recorded,
         paused=paused,
         cluster=cluster,
+        decline=acting.release,
     )
     if not dry_run:
         for forget in analysis.forget:
@@ -373,7 +380,10 @@ def _cycle(
     if dry_run:
         result = ports.actuator.check(plan.actions)
         return replace(base, outcome=Outcome.PLANNED, result=result), state
-    return _transition(now, state, settings, ports, plan, base)
+    report, state = _transition(now, state, settings, ports, plan, base)
+    if acting.released and report.result is not None:  # a decline: look again sooner
+        report = replace(report, next_in=windows.warmup_s + decline_settle_s(settings))
+    return report, state
 
 
 def _transition(

@@ -19,6 +19,7 @@ from types import MappingProxyType
 
 from tuner.model.cluster import Cluster, Workload
 from tuner.model.forecast import Band, Forecast
+from tuner.model.load import Load
 from tuner.model.resources import Resources
 
 SCALE_CAP = 4.0
@@ -93,3 +94,13 @@ def _times(pod: Resources, count: int) -> Resources:
 def forecast_demand(cluster: Cluster, forecast: Forecast) -> tuple[Demand, Band]:
     """The demand at the upper edge of the forecast's peak, and the band it came from."""
     return demand_at(cluster, band_scale(forecast, forecast.peak.upper)), forecast.peak
+
+
+def expected_load(load: Load, forecast: Forecast | None) -> Load:
+    """The load expected next, which the cheapest previous deployment is looked up for:
+    ``load`` (the window's) with every dimension scaled by the forecast's expected peak over its
+    last known load (:func:`band_scale`); ``load`` itself without a forecast."""
+    if forecast is None:
+        return load
+    scale = band_scale(forecast, forecast.peak.expected)
+    return Load(MappingProxyType({key: value * scale for key, value in load.values.items()}))

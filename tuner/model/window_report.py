@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 from tuner.model.cluster import Workload
 from tuner.model.forecast import Forecast
 from tuner.model.load import Load
+from tuner.settings import Settings
 
 
 class Verdict(StrEnum):
@@ -201,6 +202,9 @@ class Release:
 
     holds: bool
     reason: str
+    kind: str = "released"
+    """One word for counting: ``released``, else what refused (``scope``, ``no-forecast``,
+    ``not-falling``, ``blocked``, ``grown``, ``disagrees``, ``no-hpa``)."""
     workloads: frozenset[Workload] = frozenset()
     """The workloads the HPAs shrink: settled for a removal or a replacement."""
     nodes: frozenset[str] = frozenset()
@@ -214,7 +218,7 @@ class Release:
             return self
         other = sorted(str(w) for w in self.workloads if w not in scaled)
         if other:
-            return Release(False, f"no HPA scales {_listed(other)}")
+            return Release(False, f"no HPA scales {_listed(other)}", "no-hpa")
         return self
 
 
@@ -233,7 +237,7 @@ def falling(loads: Sequence[float], tolerance: float = DECLINE_TOLERANCE) -> boo
 
 def decline_release(window: WindowReport, forecast: Forecast | None) -> Release:
     """When acting during a falling load is safe (``windows.release_on_decline``): a window
-    judged unstable under the ``touched`` scope, over whose last forecast horizon the load fell
+    judged under the ``touched`` scope, over whose last forecast horizon the load fell
     (:func:`falling` over :attr:`Forecast.recent`), with nothing pending and no node joining (a
     node leaving is what a decline does), every changed workload having only lost pods, and the
     forecast agreeing (the upper edge of its peak over the horizon not above the load now).
@@ -242,33 +246,143 @@ def decline_release(window: WindowReport, forecast: Forecast | None) -> Release:
     condition, that an HPA scales each of them, needs the cluster: :meth:`Release.scaled_by`.
     """
     unsettled = window.unsettled
-    if window.scope is not Scope.TOUCHED or window.verdict is not Verdict.UNSTABLE:
-        return Release(False, "the decline rule applies to an unstable window, touched scope")
+    if window.scope is not Scope.TOUCHED or window.verdict is Verdict.UNKNOWN:
+        return Release(
+            False, "the decline rule needs a judged window under the touched scope", "scope"
+        )
     if window.load is None or forecast is None:
-        return Release(False, "no load or no forecast")
+        return Release(False, "no load or no forecast", "no-forecast")
     loads = forecast.recent
     if not falling(loads):
         shown = " → ".join(f"{v:.4g}" for v in loads[-4:])
-        return Release(False, f"the load did not fall over the last {len(loads)} steps ({shown})")
+        return Release(
+            False,
+            f"the load did not fall over the last {len(loads)} steps ({shown})",
+            "not-falling",
+        )
     if unsettled.blockers and not unsettled.only_leaving:
-        return Release(False, "; ".join(unsettled.blockers))
+        return Release(False, "; ".join(unsettled.blockers), "blocked")
     grown = sorted(str(w) for w in unsettled.workloads - unsettled.shrinking)
     if grown:
-        return Release(False, f"workloads changed otherwise than losing pods: {_listed(grown)}")
+        return Release(
+            False, f"workloads changed otherwise than losing pods: {_listed(grown)}", "grown"
+        )
     if forecast.peak.upper > forecast.last:
         return Release(
             False,
             f"the forecast disagrees: its peak {forecast.peak} is above the load now "
             f"{forecast.last:.6g}",
+            "disagrees",
         )
     shrinking = _counted(len(unsettled.shrinking), "workload")
     reason = (
         f"the load fell {loads[0]:.6g} → {loads[-1]:.6g} and the forecast peak "
         f"{forecast.peak.upper:.6g} stays under it: {shrinking} scaling down count as settled"
     )
-    return Release(True, reason, unsettled.shrinking, unsettled.emptied)
+    return Release(True, reason, "released", unsettled.shrinking, unsettled.emptied)
 
 
 def _listed(names: Sequence[str], most: int = 5) -> str:
     shown = ", ".join(names[:most])
     return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
+
+
+def decline_settle_s(settings: Settings) -> float:
+    """How long after a change the next may come during a decline (``windows.decline_settle_s``,
+    else a node's start-up, ``forecast.node_startup_s``)."""
+    settle = settings.windows.decline_settle_s
+    return settings.forecast.node_startup_s if settle is None else settle
+
+
+def window_start(
+    settings: Settings, forecast: Forecast | None, now: float, stable_since: float
+) -> tuple[float, bool] | None:
+    """Where the window judged at ``now`` starts, and whether it is a whole one: a whole window
+    back once no change came in it (``stable_since``); before that, during a decline (the rule
+    on, the forecast's upper band not above the load now), the decline settle time back once no
+    change came in that (:func:`decline_settle_s`); else None (wait)."""
+    start = now - settings.windows.measure_s
+    if start >= stable_since:
+        return start, True
+    settle = decline_settle_s(settings)
+    if (
+        settings.windows.release_on_decline
+        and forecast is not None
+        and forecast.peak.upper <= forecast.last
+        and now - settle >= stable_since
+    ):
+        return now - settle, False
+    return None
+
+
+@dataclass(frozen=True)
+class Acting:
+    """What the cycle may do with a judged window: act on it as the scope says (a whole window),
+    or on the decline rule's release; record it only when whole and stable as a whole."""
+
+    window: WindowReport
+    whole: bool
+    """The window is a whole ``windows.measure_s`` (not a decline's shorter settle window)."""
+    release: Release | None = None
+    """The decline rule's answer (None: not asked: the rule is off, or the window whole-stable)."""
+
+    @staticmethod
+    def of(window: WindowReport, forecast: Forecast | None, whole: bool, decline: bool) -> Acting:
+        """The window judged, with the decline rule when ``decline`` (and it could matter)."""
+        asked = decline and not (whole and window.whole_stable)
+        return Acting(window, whole, decline_release(window, forecast) if asked else None)
+
+    @property
+    def released(self) -> bool:
+        """The decline rule holds on this window."""
+        return self.release is not None and self.release.holds
+
+    @property
+    def actionable(self) -> bool:
+        """The tuner may act: a load, and a whole actionable window or the decline's release."""
+        if self.window.load is None:
+            return False
+        return (self.whole and self.window.actionable) or self.released
+
+    @property
+    def records(self) -> bool:
+        """The deployment may be recorded: a whole window, stable as a whole."""
+        return self.whole and self.window.whole_stable
+
+    @property
+    def unsettled_nodes(self) -> frozenset[str]:
+        """Nodes a plan keeps out of: those that changed, less those the release settles."""
+        settled = self.release.nodes if self.released and self.release else frozenset()
+        return self.window.unsettled_nodes - settled
+
+    @property
+    def unsettled_workloads(self) -> frozenset[Workload]:
+        """Workloads a plan keeps out of: those that changed, less those the release settles."""
+        settled = self.release.workloads if self.released and self.release else frozenset()
+        return self.window.unsettled_workloads - settled
+
+    def scaled_by(self, scaled: Collection[Workload]) -> Acting:
+        """The release's last condition (:meth:`Release.scaled_by`) once the cluster is read."""
+        if self.release is None:
+            return self
+        return replace(self, release=self.release.scaled_by(scaled))
+
+    @property
+    def outcome(self) -> str:
+        """The cycle's outcome when it does not act: ``waiting`` on after a decline's settle
+        window, else ``unknown`` or ``unstable`` as judged."""
+        if not self.whole:
+            return "waiting"
+        return "unknown" if self.window.verdict is Verdict.UNKNOWN else "unstable"
+
+    @property
+    def reason(self) -> str:
+        """Why the tuner does not act on the window (by the scope, and the decline rule)."""
+        window = self.window
+        unstable = window.verdict is Verdict.UNSTABLE
+        reason = window.judgement if unstable and window.scope is Scope.TOUCHED else window.reason
+        if not self.whole:
+            reason = f"a settle window during a decline: {reason}"
+        if self.release is not None and not self.release.holds:
+            reason = f"{reason}; not a decline to act on: {self.release.reason}"
+        return reason

@@ -2,15 +2,22 @@
 real monitor verdict rules, knowledge-base bookkeeping, ``tuner.analyse`` and ``tuner.plan``) over
 the simulation's ports (``tuner.sim.ports``), with an in-memory knowledge base.
 
-Settings (:func:`simulation_settings`): the scenario's node price table; cluster thresholds of
-85 % CPU and memory requests (headroom for the next HPA scale-up; :func:`unlimited_settings`
-drops them, as the daemon's defaults do); up to two nodes per plan;
-candidates must stay candidates for 10 minutes; a 10-minute window re-checked every minute;
-no exploration; emptied nodes are left cordoned to the Cluster Autoscaler (the default
-``execute.node_removal``), which deletes them after its own unneeded time. Each cycle also
-forecasts the load from what the simulation served up to then (:mod:`tuner.sim.history`; a
-node's start-up is the Cluster Autoscaler model's provisioning delay); the decision does not
-use the forecast yet. The scenario's node
+Settings: the headline ``tuner`` row (:func:`simulation_settings`) runs the daemon's defaults —
+no cluster thresholds, a removal or a replacement must leave room for the upper band of the
+load forecast (``analyse.headroom: forecast``), and during a falling load the forecast agrees
+with the workloads the HPAs shrink count as settled (``windows.release_on_decline``) — plus
+``execute.node_removal: command``: a drained node is deleted at once through the provider's
+API (a managed instance group's ``delete-instances``, an auto scaling group's
+``terminate-instance-in-auto-scaling-group --should-decrement-desired-capacity``, a Cluster API
+machine annotation, a Karpenter NodeClaim delete), as docs/operating.md tells an operator to set,
+modelled by the simulator's ``drain_node``. :func:`unlimited_settings` are the same defaults with
+emptied nodes left cordoned to the autoscaler (the default ``execute.node_removal``), which
+deletes them after its own unneeded time; :func:`threshold_settings` the tuner as first raced
+(85 % CPU and memory request thresholds, no forecast headroom, no decline rule). All: the
+scenario's node price table; up to two nodes per plan; candidates must stay candidates for 10
+minutes; a 10-minute window re-checked every minute; no exploration. Each cycle forecasts the
+load from what the simulation served up to then (:mod:`tuner.sim.history`; a node's start-up is
+the Cluster Autoscaler model's provisioning delay). The scenario's node
 pools, with their minimum and maximum size and a template from their node type (for a pool
 with no node now), are the ``pools`` settings: nodes are found in them by the pool label the
 simulated provider sets.
@@ -50,13 +57,15 @@ from tuner.sim.strategies.karpenter import KarpenterStrategy
 from tuner.sim.strategy import Strategy
 
 
-def simulation_settings(scenario: Scenario, seed: int) -> Settings:
-    """The settings the tuner runs with in the simulator."""
+def unlimited_settings(scenario: Scenario, seed: int) -> Settings:
+    """The daemon's defaults in the simulator: no thresholds, headroom for the forecast's upper
+    band, the decline rule; emptied nodes left cordoned to the autoscaler (the default
+    ``execute.node_removal``); the scenario's prices and pools, up to two nodes per plan, a
+    10-minute window re-checked every minute, no exploration."""
     return Settings(
         pricing=pricing(scenario.pools),
         analyse=Analyse(
             max_parallel_removals=2,
-            thresholds=Thresholds(Fraction(85, 100), Fraction(85, 100)),
             candidate_delay_s=600.0,
             migration_chance=0.0,
             seed=seed,
@@ -69,11 +78,27 @@ def simulation_settings(scenario: Scenario, seed: int) -> Settings:
     )
 
 
-def unlimited_settings(scenario: Scenario, seed: int) -> Settings:
-    """The simulation settings without cluster thresholds (the daemon's default): a node goes
-    whenever its pods fit on the others."""
-    settings = simulation_settings(scenario, seed)
-    return replace(settings, analyse=replace(settings.analyse, thresholds=Thresholds()))
+def simulation_settings(scenario: Scenario, seed: int) -> Settings:
+    """The headline row's settings: the daemon's defaults (:func:`unlimited_settings`) with
+    ``execute.node_removal: command``, a drained node deleted at once through the provider's
+    API, as docs/operating.md tells an operator to set."""
+    settings = unlimited_settings(scenario, seed)
+    return replace(settings, execute=replace(settings.execute, node_removal="command"))
+
+
+def threshold_settings(scenario: Scenario, seed: int) -> Settings:
+    """The tuner as it was first raced: 85 % CPU and memory thresholds instead of the forecast's
+    headroom, no decline rule, emptied nodes left to the autoscaler."""
+    settings = unlimited_settings(scenario, seed)
+    return replace(
+        settings,
+        analyse=replace(
+            settings.analyse,
+            headroom="thresholds",
+            thresholds=Thresholds(Fraction(85, 100), Fraction(85, 100)),
+        ),
+        windows=replace(settings.windows, release_on_decline=False),
+    )
 
 
 def pool_settings(scenario: Scenario) -> dict[str, PoolSettings]:
@@ -120,6 +145,8 @@ class ProjectTuner(Strategy):
         """The tuner's load source (once the simulation runs)."""
         self.forecasts = 0
         """Cycles that forecast the load."""
+        self.declines: Counter[str] = Counter()
+        """The decline rule's answers by kind (released, or what refused it)."""
 
     def load_history(self, sim: Simulation) -> SimLoadHistory:
         """The tuner's load source: what the simulation served up to its now."""
@@ -147,6 +174,8 @@ class ProjectTuner(Strategy):
         if report.plan is not None:
             self.decisions[report.plan.analysis.decision.value] += 1
         self.forecasts += report.forecast is not None
+        if report.decline is not None:
+            self.declines[report.decline.kind] += 1
         self.next_check = sim.now + report.next_in
 
 
