@@ -221,3 +221,25 @@ def test_without_the_rule_or_on_a_rise_the_shrinking_workload_stays_out_of_the_p
     report, _, actuator = decline_cycle(rising_at)
     assert report.outcome is Outcome.STAYED and actuator.calls == []
     assert report.decline is not None and report.decline.kind == "not-falling"
+
+
+class Asked(MemoryKnowledge):
+    """The in-memory knowledge base, remembering the loads it was asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loads: list[float] = []
+
+    def find_by_load(self, load: float, *args: object, **kwargs: object):  # type: ignore[no-untyped-def,override]
+        self.loads.append(load)
+        return super().find_by_load(load, *args, **kwargs)  # type: ignore[arg-type]
+
+
+def test_the_cycle_looks_the_previous_deployment_up_for_the_load_expected_next() -> None:
+    falling_at = 10 * DAY_S + 0.75 * DAY_S
+    kb = Asked()
+    ports = Ports(Shrinking(), Recorder(two_nodes_one_web_pod_each()), kb, history=Diurnal())
+    report, _ = run_cycle(falling_at, CycleState(), Settings(), ports, random.Random(0))
+    assert report.forecast is not None and report.load == Load.scalar(200.0)
+    expected = 200.0 * report.forecast.peak.expected / report.forecast.last
+    assert kb.loads == [expected] and expected < 200.0
