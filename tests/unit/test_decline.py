@@ -34,6 +34,8 @@ from tuner.monitor.evidence import Probe, evidence_from_series
 from tuner.monitor.stability import assess as judge
 from tuner.monitor.stability import compare_snapshots
 from tuner.settings import Analyse, ForecastSettings, Pricing, Settings, Windows
+from tuner.sim.engine import Simulation
+from tuner.sim.scenarios import scenario as scenario_named
 
 WEB = Workload("default", "Deployment", "web")
 SHOP_WEB = Workload(NS, "Deployment", "web")
@@ -243,3 +245,45 @@ def test_the_cycle_looks_the_previous_deployment_up_for_the_load_expected_next()
     assert report.forecast is not None and report.load == Load.scalar(200.0)
     expected = 200.0 * report.forecast.peak.expected / report.forecast.last
     assert kb.loads == [expected] and expected < 200.0
+
+
+# ---------------------------------------------------------------- the simulator's judge
+
+
+def test_the_simulator_tells_a_workload_that_only_lost_pods_from_one_that_started_one() -> None:
+    sim = Simulation(scenario_named("online-boutique", 1.0), 1)
+    sim.advance(1800)
+    controllers = sim.controllers
+    service = next(
+        s for s, n in controllers.replicas.items() if n >= 2 and s not in controllers.hpas
+    )
+    controllers.replicas[service] -= 1  # scaled down: the ReplicaSet deletes a pod
+    controllers.reconcile()
+    sim.advance(5)
+    window = sim.window(5, warmup=5)
+    assert service.workload in window.workloads and service.workload in window.shrinking
+    assert window.emptied and window.emptied <= window.nodes
+    controllers.replicas[service] += 1  # and up again: a pod starts
+    controllers.reconcile()
+    sim.advance(5)
+    window = sim.window(10)
+    assert service.workload in window.workloads and service.workload not in window.shrinking
+    started = {p.node for p in sim.cluster_state.pods_of(service) if p.bound_at >= sim.now - 5}
+    assert started and started <= window.nodes and not started & window.emptied
+
+
+def test_the_simulator_tells_a_node_leaving_from_one_joining() -> None:
+    sim = Simulation(scenario_named("online-boutique", 1.0), 1)
+    sim.advance(1800)
+    pool = sim.scenario.pools[0]
+    node = sim.cluster_state.add_node(pool.node_type, sim.now, 0.0, pool.name)  # one joins
+    sim.advance(5)
+    window = sim.window(5, warmup=5)
+    assert "a node joined or left" in window.blockers and not window.only_leaving
+    sim.advance(60)
+    for landed in sim.cluster_state.pods_on(node):  # the daemons included
+        sim.cluster_state.delete_pod(landed)
+    sim.cluster_state.delete_node(node.name)  # and it leaves, empty
+    sim.advance(5)
+    window = sim.window(5, warmup=5)
+    assert window.blockers == ("a node joined or left",) and window.only_leaving
