@@ -321,7 +321,7 @@ def _cycle(
     kept = frozenset(n for n, _ in state.kept)
     analysis = analyse(
         cluster,
-        settings,
+        acting.settled(settings),
         history,
         rng,
         state.timers,

@@ -15,6 +15,7 @@ from knowledge.memory import MemoryKnowledge
 from testkit.builders import cluster, node, pod
 from tests.unit.test_cycle import Recorder
 from tests.unit.test_monitor_stability import NS, RS, STEPS, TIMES, healthy, instant, ranged
+from tuner.analyse.options import Refusal
 from tuner.cycle import CycleState, Outcome, Ports, run_cycle
 from tuner.model.cluster import Cluster, Hpa, Workload
 from tuner.model.conventions import Keys
@@ -193,15 +194,17 @@ def two_nodes_one_web_pod_each() -> Cluster:
     return replace(c, hpas=(Hpa("default", "web", WEB, 1, 10),))
 
 
-def decline_cycle(now: float, **windows: object):  # type: ignore[no-untyped-def]
+def decline_cycle(  # type: ignore[no-untyped-def]
+    now: float, state: CycleState | None = None, delay: float = 0.0, **windows: object
+):
     s = Settings(
         pricing=Pricing(price_per_core=1.0, price_per_gb=0.0),
-        analyse=Analyse(excluded_namespaces=frozenset(), candidate_delay_s=0),
+        analyse=Analyse(excluded_namespaces=frozenset(), candidate_delay_s=delay),
         windows=Windows(measure_s=600.0, **windows),  # type: ignore[arg-type]
     )
     actuator = Recorder(two_nodes_one_web_pod_each())
     ports = Ports(Shrinking(), actuator, MemoryKnowledge(), history=Diurnal())
-    report, state = run_cycle(now, CycleState(), s, ports, random.Random(0))
+    report, state = run_cycle(now, state or CycleState(), s, ports, random.Random(0))
     return report, state, actuator
 
 
@@ -212,6 +215,17 @@ def test_the_cycle_removes_a_node_during_a_decline_and_looks_again_after_the_set
     assert report.outcome is Outcome.ACTED and len(actuator.calls) == 1
     assert report.next_in == 120.0  # forecast.node_startup_s
     assert state.stable_since == falling_at
+
+
+def test_during_a_decline_a_candidate_waits_the_settle_time_not_the_candidate_delay() -> None:
+    falling_at = 10 * DAY_S + 0.75 * DAY_S
+    report, state, _ = decline_cycle(falling_at, delay=600.0)
+    assert report.outcome is Outcome.STAYED and report.plan is not None
+    assert report.plan.analysis.proposals[0].refusal is Refusal.CANDIDATE_DELAY
+    report, _, actuator = decline_cycle(falling_at + 60, state, delay=600.0)
+    assert report.outcome is Outcome.STAYED and actuator.calls == []
+    report, _, actuator = decline_cycle(falling_at + 120, state, delay=600.0)
+    assert report.outcome is Outcome.ACTED and len(actuator.calls) == 1
 
 
 def test_without_the_rule_or_on_a_rise_the_shrinking_workload_stays_out_of_the_plan() -> None:

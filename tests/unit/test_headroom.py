@@ -112,3 +112,15 @@ def test_the_previous_deployment_is_looked_up_for_the_load_expected_next() -> No
     assert expected_load(load, None) is load
     rising = expected_load(load, forecast(100.0, 180.0, expected=150.0))
     assert rising == Load.vector({"a": 60.0, "b": 90.0})
+
+
+def test_a_forecast_on_the_recent_level_only_or_too_few_errors_leaves_the_room_to_thresholds() -> (
+    None
+):
+    c = four_web_pods_on_three_nodes()
+    level = replace(forecast(100.0, 250.0), basis=Basis.LEVEL)
+    assert len(removal(decide(c, settings(), level))) == 2
+    unmeasured = replace(forecast(100.0, 250.0), errors=59)
+    assert len(removal(decide(c, settings(), unmeasured))) == 2
+    strict = Thresholds(cpu=Fraction(4, 10))
+    assert decide(c, settings(thresholds=strict), level).decision is Choice.STAY

@@ -141,7 +141,9 @@ class Search:
         or None: cluster requests (or the forecast's demand) against allocatable and usable
         capacity after it, with ``requested`` and ``allocatable`` added by new nodes; with a
         forecast, the pods its peak adds fitted one by one on the ``allowed`` open nodes (None:
-        every open node). Call in the drain's fork: the added pods are placed in it."""
+        every open node) and on the nodes the plan keeps out of (changed during the window: the
+        scheduler still places new pods there). Call in the drain's fork: the added pods are
+        placed in it."""
         totals = self.totals
         headroom = self.context.headroom
         lost = Resources.total([self.snapshot.node(n).allocatable for n in drain.nodes])
@@ -151,13 +153,15 @@ class Search:
             return None if fits else (Refusal.THRESHOLDS, Refusal.THRESHOLDS.value)
         if not fits:
             return Refusal.FORECAST, headroom.why("the nodes left cannot hold its pods")
+        snap = self.snapshot
+        kept_out = snap.mask_of(self.context.movability.closed - set(drain.nodes))
         for pod in headroom.added_pods(self.context.cluster) or ():
-            mask = self.snapshot.fit_mask(pod)
+            mask = snap.fit_mask(pod, reopened=kept_out)  # the scheduler uses those nodes too
             if allowed is not None:
-                mask &= allowed
+                mask &= allowed | kept_out
             if not mask.any():
                 return Refusal.FORECAST, headroom.why(f"a new pod of {pod.workload} fits nowhere")
-            self.snapshot.place(pod, self.snapshot.best_fit(pod, mask))
+            snap.place(pod, snap.best_fit(pod, mask))
         return None
 
     def commit(self, drain: DrainOutcome) -> None:

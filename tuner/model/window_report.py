@@ -361,6 +361,16 @@ class Acting:
         settled = self.release.workloads if self.released and self.release else frozenset()
         return self.window.unsettled_workloads - settled
 
+    def settled(self, settings: Settings) -> Settings:
+        """The settings the analysis runs with: during a released decline a candidate need
+        stay one only the decline settle time (:func:`decline_settle_s`), not the whole
+        ``analyse.candidate_delay_s`` — the forecast says the load keeps falling over the next
+        horizon, which is what the delay waits to see."""
+        if not self.released:
+            return settings
+        delay = min(settings.analyse.candidate_delay_s, decline_settle_s(settings))
+        return replace(settings, analyse=replace(settings.analyse, candidate_delay_s=delay))
+
     def scaled_by(self, scaled: Collection[Workload]) -> Acting:
         """The release's last condition (:meth:`Release.scaled_by`) once the cluster is read."""
         if self.release is None:
