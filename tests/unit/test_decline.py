@@ -44,8 +44,9 @@ FALLING = (200.0, 190.0, 195.0, 170.0, 150.0)
 SHRUNK = Unsettled(frozenset({"a"}), frozenset({WEB}), (), frozenset({WEB}), frozenset({"a"}))
 
 
-def forecast(recent: tuple[float, ...] = FALLING, upper: float = 140.0) -> Forecast:
-    band = Band(upper * 0.9, upper * 0.8, upper)
+def forecast(recent: tuple[float, ...] = FALLING, expected: float = 126.0) -> Forecast:
+    """The upper edge of the band (1.3 x the expected peak) may be above the load now."""
+    band = Band(expected, expected * 0.9, expected * 1.3)
     return Forecast(
         0.0, 720.0, 60.0, 0.95, band, Basis.DAY, 100, 1e6, (), recent[-1], recent=recent
     )
@@ -86,7 +87,7 @@ def test_a_rise_pending_joining_grown_no_hpa_and_a_disagreeing_forecast_each_ref
         "blocked ": decline_release(window(joining), forecast()),
         "grown": decline_release(window(grown), forecast()),
         "no-hpa": decline_release(window(), forecast()).scaled_by(set()),
-        "disagrees": decline_release(window(), forecast(upper=155.0)),
+        "disagrees": decline_release(window(), forecast(expected=155.0)),
         "scope": decline_release(window(scope=Scope.CLUSTER), forecast()),
         "no-forecast": decline_release(window(), None),
     }
@@ -101,12 +102,21 @@ def test_a_rise_pending_joining_grown_no_hpa_and_a_disagreeing_forecast_each_ref
     assert acting.unsettled_workloads == {WEB} and acting.unsettled_nodes == {"a"}
 
 
+def test_a_workload_that_grew_during_a_decline_stays_out_of_the_plan_the_others_settle() -> None:
+    api = Workload("default", "Deployment", "api")
+    mixed = replace(SHRUNK, workloads=frozenset({WEB, api}), nodes=frozenset({"a", "b"}))
+    release = decline_release(window(mixed), forecast()).scaled_by({WEB})
+    assert release.holds and "(1 workload that grew kept out)" in release.reason
+    acting = Acting(window(mixed), True, release)
+    assert acting.unsettled_workloads == {api} and acting.unsettled_nodes == {"b"}
+
+
 def test_during_a_decline_a_settle_time_replaces_the_whole_window_after_a_change() -> None:
     s = Settings(windows=Windows(measure_s=600.0), forecast=ForecastSettings(node_startup_s=90.0))
     assert window_start(s, forecast(), 1000.0, 300.0) == (400.0, True)
     assert window_start(s, forecast(), 1000.0, 800.0) == (910.0, False)
     assert window_start(s, forecast(), 1000.0, 950.0) is None  # not settled yet
-    assert window_start(s, forecast(upper=155.0), 1000.0, 800.0) is None
+    assert window_start(s, forecast(expected=155.0), 1000.0, 800.0) is None
     off = replace(s, windows=replace(s.windows, release_on_decline=False))
     assert window_start(off, forecast(), 1000.0, 800.0) is None
     longer = replace(s, windows=replace(s.windows, decline_settle_s=150.0))

@@ -239,11 +239,14 @@ def decline_release(window: WindowReport, forecast: Forecast | None) -> Release:
     """When acting during a falling load is safe (``windows.release_on_decline``): a window
     judged under the ``touched`` scope, over whose last forecast horizon the load fell
     (:func:`falling` over :attr:`Forecast.recent`), with nothing pending and no node joining (a
-    node leaving is what a decline does), every changed workload having only lost pods, and the
-    forecast agreeing (the upper edge of its peak over the horizon not above the load now).
-    Then those workloads and the nodes that only lost pods count as settled for a removal or a
-    replacement; a deployment is still recorded only after a whole-stable window. The last
-    condition, that an HPA scales each of them, needs the cluster: :meth:`Release.scaled_by`.
+    node leaving is what a decline does), some changed workload having only lost pods, and the
+    forecast agreeing (its expected peak over the horizon not above the load now: no rise
+    ahead; the room for its upper edge is the headroom's to keep, :mod:`tuner.analyse.headroom`).
+    Then the workloads that only lost pods and the nodes that only had pods stop on them count
+    as settled for a removal or a replacement; a workload that grew (one service's load may
+    rise while the total falls) and the nodes pods started on stay kept out of the plan; a
+    deployment is still recorded only after a whole-stable window. The last condition, that an
+    HPA scales each shrinking workload, needs the cluster: :meth:`Release.scaled_by`.
     """
     unsettled = window.unsettled
     if window.scope is not Scope.TOUCHED or window.verdict is Verdict.UNKNOWN:
@@ -263,11 +266,11 @@ def decline_release(window: WindowReport, forecast: Forecast | None) -> Release:
     if unsettled.blockers and not unsettled.only_leaving:
         return Release(False, "; ".join(unsettled.blockers), "blocked")
     grown = sorted(str(w) for w in unsettled.workloads - unsettled.shrinking)
-    if grown:
+    if grown and not unsettled.shrinking:
         return Release(
-            False, f"workloads changed otherwise than losing pods: {_listed(grown)}", "grown"
+            False, f"no workload only lost pods; changed otherwise: {_listed(grown)}", "grown"
         )
-    if forecast.peak.upper > forecast.last:
+    if forecast.peak.expected > forecast.last:
         return Release(
             False,
             f"the forecast disagrees: its peak {forecast.peak} is above the load now "
@@ -277,7 +280,8 @@ def decline_release(window: WindowReport, forecast: Forecast | None) -> Release:
     shrinking = _counted(len(unsettled.shrinking), "workload")
     reason = (
         f"the load fell {loads[0]:.6g} → {loads[-1]:.6g} and the forecast peak "
-        f"{forecast.peak.upper:.6g} stays under it: {shrinking} scaling down count as settled"
+        f"{forecast.peak.expected:.6g} stays under it: {shrinking} scaling down count as settled"
+        + (f" ({_counted(len(grown), 'workload')} that grew kept out)" if grown else "")
     )
     return Release(True, reason, "released", unsettled.shrinking, unsettled.emptied)
 
@@ -299,7 +303,7 @@ def window_start(
 ) -> tuple[float, bool] | None:
     """Where the window judged at ``now`` starts, and whether it is a whole one: a whole window
     back once no change came in it (``stable_since``); before that, during a decline (the rule
-    on, the forecast's upper band not above the load now), the decline settle time back once no
+    on, the forecast's expected peak not above the load now), the decline settle time back once no
     change came in that (:func:`decline_settle_s`); else None (wait)."""
     start = now - settings.windows.measure_s
     if start >= stable_since:
@@ -308,7 +312,7 @@ def window_start(
     if (
         settings.windows.release_on_decline
         and forecast is not None
-        and forecast.peak.upper <= forecast.last
+        and forecast.peak.expected <= forecast.last
         and now - settle >= stable_since
     ):
         return now - settle, False
