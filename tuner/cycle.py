@@ -7,17 +7,19 @@ ports so the same cycle runs against a real cluster, the simulator or a dry run:
 - :class:`Actuator`: read the cluster, carry out actions (or, in a dry run, only check them);
 - the knowledge base (:class:`knowledge.base.KnowledgeBase`);
 - optionally the load's history (:class:`LoadHistory`), from which each cycle forecasts the
-  load of the next horizon (:func:`forecast_at`), and a :class:`ReserveKeeper` that holds the
-  room its rise asks for each cycle, whatever the window (:func:`~tuner.reserving.reserve_at`).
+  load of the next horizon (:func:`forecast_at`): the analysis leaves room for its upper band,
+  and a :class:`ReserveKeeper` holds the room its rise asks for each cycle, whatever the window
+  (:func:`~tuner.reserving.reserve_at`).
 
 Rules (thesis §3.2; concepts.md): act only on an actionable window — under ``windows.scope``
 ``cluster`` one stable as a whole, under ``touched`` one without a pod pending or a node joining
-or leaving, whose changed nodes and workloads the analysis keeps out of the plan; record the
-deployment only after a window in which the whole cluster was stable (its key is the whole
-load); a window that is not actionable is retried after ``windows.retry_s`` (the sliding
-window); after any change the next window starts a warm-up after the change ended; a chosen
-previous deployment is deleted from the knowledge base and comes back when the next window
-proves the whole deployment stable;
+or leaving, whose changed nodes and workloads the analysis keeps out of the plan, or one the
+decline rule releases (:class:`~tuner.model.window_report.Acting`); record the deployment only
+after a whole window in which the whole cluster was stable (its key is the whole load); a window
+not actionable is retried after ``windows.retry_s`` (the sliding window); after any change the
+next window starts a warm-up after the change ended (during a decline, a settle time); a chosen
+previous deployment, looked up for the load expected next, is deleted from the knowledge base
+and comes back when the next window proves the whole deployment stable;
 the option reads only the cheapest ``knowledge.lookup_limit`` entries that cost less than the
 cluster now (:func:`~tuner.recall.previous_candidates`), and those found unattainable are deleted;
 candidate-delay timers live across cycles. Unless in a dry run, a cycle first takes back the
@@ -40,8 +42,7 @@ from __future__ import annotations
 import logging
 import math
 import random
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
@@ -50,14 +51,21 @@ from knowledge.base import KnowledgeBase
 from tuner.analyse.decision import analyse
 from tuner.analyse.removal import CandidateTimers
 from tuner.errors import ServiceError
+from tuner.holds import (
+    MemorySafeguards,
+    Safeguards,
+    budget_left,
+    closed_by,
+    paused_by,
+    settle,
+)
 from tuner.model.cluster import Cluster
+from tuner.model.demand import expected_load
 from tuner.model.execution import execution_of
 from tuner.model.forecast import Forecast, LoadSeries, forecast_from
-from tuner.model.limits import DAY_S, Budget, Evictions, Spent
 from tuner.model.load import Load
-from tuner.model.maintenance import opening
 from tuner.model.reserve import Reserve, ReserveOutcome
-from tuner.model.window_report import Scope, Verdict
+from tuner.model.window_report import Acting, Release, decline_settle_s, window_start
 from tuner.plan.actions import Action, evictions
 from tuner.recall import entries_for, forget_entry, record
 from tuner.report.build import PlanReport, build_report
@@ -127,49 +135,6 @@ class ReserveKeeper(Protocol):
     def hold(self, reserve: Reserve, now: float) -> ReserveOutcome:
         """Make the placeholders held match ``reserve``: create those missing, remove those
         it no longer asks for (or whose reserve expired), each verified."""
-
-
-class Safeguards(Protocol):
-    """What limits the tuner between cycles: the ledger of the evictions it made (for the
-    eviction budget) and the pause switch an operator flips. Each call may raise a
-    :class:`~tuner.errors.ServiceError`; the cycle then holds its change."""
-
-    def spent(self) -> Sequence[Spent]:
-        """The evictions of the transitions of (at least) the last day."""
-
-    def begin(self, evicting: Evictions) -> None:
-        """Record, before it starts, a transition that will evict ``evicting``."""
-
-    def end(self, evicted: Evictions) -> None:
-        """The transition recorded by :meth:`begin` ended having evicted ``evicted``: replace
-        its record by that, stamped now."""
-
-    def paused(self) -> str | None:
-        """Why the tuner is paused, or None."""
-
-
-class MemorySafeguards:
-    """Safeguards kept in memory against ``clock`` (the simulator's, or the wall clock): for
-    the simulator and tests. :attr:`pause` pauses the tuner."""
-
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
-        self.clock = clock
-        self.records: list[Spent] = []
-        self.pause: str | None = None
-
-    def spent(self) -> Sequence[Spent]:
-        now = self.clock()
-        self.records = [r for r in self.records if now - r.at < DAY_S]
-        return tuple(self.records)
-
-    def begin(self, evicting: Evictions) -> None:
-        self.records.append(Spent.of(self.clock(), evicting))
-
-    def end(self, evicted: Evictions) -> None:
-        self.records[-1] = Spent.of(self.clock(), evicted)
-
-    def paused(self) -> str | None:
-        return self.pause
 
 
 class Outcome(StrEnum):
@@ -249,6 +214,8 @@ class CycleReport:
     """The room the forecast asks to hold (None: no keeper and not a dry run)."""
     reserved: ReserveOutcome | None = None
     """What holding it did (None: not held, as in a dry run)."""
+    decline: Release | None = None
+    """The decline rule's answer on the window (None: not asked)."""
 
 
 @dataclass(frozen=True)
@@ -303,41 +270,43 @@ def _cycle(
 ) -> tuple[CycleReport, CycleState]:
     """One cycle at time ``now`` with the forecast made at ``now`` (None: none)."""
     windows = settings.windows
-    start = now - windows.measure_s
     if not dry_run:
         state = state.keep(ports.actuator.reclaim_unremoved(now), now)
-    paused = _paused(ports.safeguards)
-    if start < state.stable_since:
-        wait = state.stable_since + windows.measure_s - now
+    paused = paused_by(ports.safeguards)
+    wait = state.stable_since + windows.measure_s - now
+    opening = window_start(settings, forecast, now, state.stable_since)
+    if opening is None:
         reason = f"a full window has not passed since the last change ({wait:.0f} s to go)"
         report = CycleReport(Outcome.WAITING, state.stable_since, now, reason, wait)
         return replace(report, paused=paused), state
+    start, whole = opening
     window = ports.observer.observe(start, now)
-    if not window.actionable or window.load is None:
-        unstable = window.verdict is Verdict.UNSTABLE
-        outcome = Outcome.UNSTABLE if unstable else Outcome.UNKNOWN
-        reason = window.judgement if unstable and window.scope is Scope.TOUCHED else window.reason
-        report = CycleReport(outcome, start, now, reason, windows.retry_s, window)
-        return replace(report, paused=paused), state
-    cluster = ports.actuator.read()
+    acting = Acting.of(window, forecast, whole, windows.release_on_decline)
+    cluster = ports.actuator.read() if acting.actionable else None
+    acting = acting.scaled_by(cluster.hpa_targets) if cluster else acting
+    if cluster is None or window.load is None or not acting.actionable:
+        retry = windows.retry_s if whole else min(wait, windows.retry_s)
+        report = CycleReport(Outcome(acting.outcome), start, now, acting.reason, retry, window)
+        return replace(report, paused=paused, decline=acting.release), state
     load = window.load
-    history = entries_for(ports.knowledge, cluster, settings, load)
-    budget, unbudgeted = _budget(settings, ports.safeguards, now)
+    history = entries_for(ports.knowledge, cluster, settings, expected_load(load, forecast))
+    budget, unbudgeted = budget_left(settings, ports.safeguards, now)
     kept = frozenset(n for n, _ in state.kept)
     analysis = analyse(
         cluster,
-        settings,
+        acting.settled(settings),
         history,
         rng,
         state.timers,
         now,
         kept,
-        unsettled_nodes=window.unsettled_nodes,
-        unsettled_workloads=window.unsettled_workloads,
+        unsettled_nodes=acting.unsettled_nodes,
+        unsettled_workloads=acting.unsettled_workloads,
         budget=budget,
+        forecast=forecast,
     )
     recorded = None
-    if not dry_run and window.whole_stable:
+    if not dry_run and acting.records:
         execution = execution_of(cluster, analysis.movability, settings.pricing, load, start, now)
         recorded = record(ports.knowledge, execution, state.awaiting)
         state = replace(state, awaiting=None)
@@ -357,6 +326,7 @@ def _cycle(
         recorded=recorded,
         paused=paused,
         cluster=cluster,
+        decline=acting.release,
     )
     if not dry_run:
         for forget in analysis.forget:
@@ -372,7 +342,7 @@ def _cycle(
             f"max_actions_per_cycle {limit}"
         )
         return replace(base, outcome=Outcome.SKIPPED, reason=reason), state
-    hold = paused or unbudgeted or _closed(settings, now)
+    hold = paused or unbudgeted or closed_by(settings, now)
     if hold is not None:
         reason = f"{analysis.reason}; not done: {hold}"
         return replace(base, outcome=Outcome.HELD, reason=reason, hold=hold), state
@@ -383,7 +353,10 @@ def _cycle(
     if dry_run:
         result = ports.actuator.check(plan.actions)
         return replace(base, outcome=Outcome.PLANNED, result=result), state
-    return _transition(now, state, settings, ports, plan, base)
+    report, state = _transition(now, state, settings, ports, plan, base)
+    if acting.released and report.result is not None:  # a decline: look again sooner
+        report = replace(report, next_in=windows.warmup_s + decline_settle_s(settings))
+    return report, state
 
 
 def _transition(
@@ -404,7 +377,7 @@ def _transition(
             base, outcome=Outcome.HELD, reason=f"{base.reason}; not done: {hold}", hold=hold
         ), state
     result = ports.actuator.carry_out(plan.actions)
-    _settle(ports.safeguards, plan.actions, result)
+    settle(ports.safeguards, plan.actions, len(result.done) + (0 if result.completed else 1))
     state = replace(state, stable_since=now + windows.warmup_s)
     changed = replace(base, result=result, next_in=windows.warmup_s + windows.measure_s)
     if not result.completed:
@@ -412,39 +385,3 @@ def _transition(
         reason = f"{base.reason}; stopped after {done} actions: {result.reason}"
         return replace(changed, outcome=Outcome.FAILED, reason=reason), state
     return replace(changed, outcome=Outcome.ACTED), state
-
-
-def _paused(safeguards: Safeguards) -> str | None:
-    """Why the tuner is paused; a switch that cannot be read pauses it."""
-    try:
-        return safeguards.paused()
-    except ServiceError as err:
-        return f"the pause switch cannot be read: {err}"
-
-
-def _budget(
-    settings: Settings, safeguards: Safeguards, now: float
-) -> tuple[Budget | None, str | None]:
-    """The eviction budget left (None: no limit), or why it is unknown (then nothing is done)."""
-    if not settings.limits.budgeted:
-        return None, None
-    try:
-        return Budget.of(settings.limits, safeguards.spent(), now), None
-    except ServiceError as err:
-        return None, f"the eviction ledger cannot be read: {err}"
-
-
-def _closed(settings: Settings, now: float) -> str | None:
-    """Why the maintenance windows keep the tuner from acting now (None: they do not)."""
-    window = opening(settings.limits.maintenance_windows, now)
-    return None if window.open else window.reason
-
-
-def _settle(safeguards: Safeguards, actions: Sequence[Action], result: TransitionResult) -> None:
-    """Replace the ledger's record of the transition by what it evicted: the actions done and
-    the one that failed (it may have evicted before failing)."""
-    ran = len(result.done) + (0 if result.completed else 1)
-    try:
-        safeguards.end(evictions(actions[:ran]))
-    except ServiceError as err:
-        log.error("eviction ledger not updated (it keeps the plan's evictions): %s", err)

@@ -64,6 +64,9 @@ class Analyse:
     min_saving_per_hour: float = 0.0
     replace_nodes: bool = True
     max_replaced_nodes: int = 3
+    headroom: str = "forecast"
+    """What a removal or replace leaves room for: ``forecast`` (the upper band's demand; the
+    thresholds without a forecast), ``thresholds`` or ``none``."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,12 @@ class Windows:
     scope: str = "touched"
     """What must stand still over the window: ``touched`` (nothing pending, no node joining or
     leaving; what changed is kept out of the plan) or ``cluster`` (the thesis' whole cluster)."""
+    release_on_decline: bool = True
+    """Under ``touched``, act during a falling load the forecast agrees with, the workloads
+    the HPAs shrink counting as settled (:func:`~tuner.model.window_report.decline_release`)."""
+    decline_settle_s: float | None = None
+    """During a decline, the next change may come this long after the last (None: a node's
+    start-up, ``forecast.node_startup_s``)."""
 
 
 @dataclass(frozen=True)

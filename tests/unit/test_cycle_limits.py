@@ -15,8 +15,9 @@ from testkit.builders import cluster, node, pod
 from tests.unit.test_cycle import STABLE, Recorder, Script, settings, two_half_empty_nodes
 from tuner.analyse.decision import analyse
 from tuner.analyse.options import Choice, Refusal
-from tuner.cycle import CycleState, MemorySafeguards, Outcome, Ports, run_cycle
+from tuner.cycle import CycleState, Outcome, Ports, run_cycle
 from tuner.errors import ServiceError
+from tuner.holds import MemorySafeguards
 from tuner.model.cluster import Cluster
 from tuner.model.execution import execution_of
 from tuner.model.limits import Budget, EvictionLimit, Limits, Spent

@@ -54,3 +54,11 @@ def test_the_scale_is_the_band_edge_over_the_last_known_load_capped() -> None:
     assert band_scale(_forecast(100.0, 0.0), 0.0) == 1 / SCALE_CAP
     assert band_scale(_forecast(0.0, 10.0), 10.0) == 1.0
     assert band_scale(_forecast(100.0, math.nan), math.nan) == 1.0
+
+
+def test_within_the_hpas_tolerance_the_replicas_stay_as_they_are() -> None:
+    c = _cluster(5, Hpa("default", "web", WEB, 1, 20))
+    assert demand_at(c, 1.08).workloads[WEB].then == 5  # 10 % tolerance: no scale-up
+    assert demand_at(c, 0.92).workloads[WEB].then == 5
+    assert demand_at(c, 1.15).workloads[WEB].then == 6
+    assert demand_at(c, 0.85).workloads[WEB].then == 5  # ceil(4.25)

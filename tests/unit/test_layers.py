@@ -33,6 +33,7 @@ UNITS: dict[str, str] = {
     "tuner.moderator": "cycle",
     "tuner.recall": "cycle",
     "tuner.reserving": "cycle",
+    "tuner.holds": "cycle",
     "tuner.report": "cycle",
     "tuner.monitor": "monitor",
     "tuner.execute": "execute",

@@ -20,9 +20,10 @@ from knowledge.memory import MemoryKnowledge
 from testkit.builders import cluster, node, pod
 from tests.knowledge.test_shadow_account import cycle
 from tests.unit.test_cycle import STABLE, Recorder, Script, settings
-from tuner.cycle import CycleReport, CycleState, MemorySafeguards, Outcome, Ports, run_cycle
+from tuner.cycle import CycleReport, CycleState, Outcome, Ports, run_cycle
 from tuner.daemon.metrics import Metrics
 from tuner.daemon.shadow import ShadowAccount
+from tuner.holds import MemorySafeguards
 from tuner.kb.report import render
 from tuner.model.account import summary
 from tuner.model.cluster import Cluster

@@ -6,20 +6,22 @@ option forks (:meth:`~tuner.model.snapshot.Snapshot.forked`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tuner.analyse.usable import node_usable, under_thresholds
-from tuner.model.cluster import Cluster, Node, Pod
+from tuner.analyse.headroom import Headroom
+from tuner.analyse.usable import node_usable
+from tuner.model.cluster import Cluster
 from tuner.model.execution import Execution
+from tuner.model.forecast import Forecast
 from tuner.model.limits import Budget
 from tuner.model.movability import Movability, busy_with_other_autoscaler
 from tuner.model.pools import Pools, discover
 from tuner.model.price import nodes_cost
 from tuner.model.resources import Resources
 from tuner.model.snapshot import Snapshot
-from tuner.settings import Settings, Thresholds
+from tuner.settings import Settings
 
 if TYPE_CHECKING:
     from tuner.analyse.removal import CandidateTimers
@@ -54,6 +56,10 @@ class Context:
     totals: Totals
     candidates: frozenset[str]
     """Nodes that may be removed (every pod movable) and pass the linear candidate check."""
+    headroom: Headroom
+    """The room a removal or a replacement must leave (the forecast's, or the thresholds)."""
+    checked_out: frozenset[str] = frozenset()
+    """Nodes that may be removed but fail the linear candidate check."""
     ripe: frozenset[str] | None = None
     """Candidates past their candidate delay (None: every candidate counts as past it)."""
     timers: CandidateTimers | None = None
@@ -73,9 +79,11 @@ class Context:
         history: Sequence[Execution] = (),
         timers: CandidateTimers | None = None,
         now: float = 0.0,
+        forecast: Forecast | None = None,
     ) -> Context:
         """The context of one cycle; ``pools`` are discovered when not given; with ``timers``
-        the candidates' delay is tracked up to ``now``."""
+        the candidates' delay is tracked up to ``now``; with ``forecast`` (and
+        ``analyse.headroom: forecast``) a removal must leave room for its upper band."""
         usability = settings.analyse.usability
         by_node = cluster.pods_by_node
         usable = {
@@ -89,12 +97,12 @@ class Context:
             allocatable=Resources.total([n.allocatable for n in cluster.nodes]),
             usable=Resources.total(list(usable.values())),
         )
-        thresholds = settings.analyse.thresholds
+        headroom = Headroom.of(cluster, settings, forecast)
+        removable = [n for n in cluster.nodes if n.name not in movability.node_reasons]
         candidates = frozenset(
             n.name
-            for n in cluster.nodes
-            if n.name not in movability.node_reasons
-            and passes_check(totals, n, by_node[n.name], thresholds)
+            for n in removable
+            if headroom.passes_check(totals.requested, totals.allocatable, n, by_node[n.name])
         )
         ripe = None
         if timers is not None:
@@ -115,21 +123,10 @@ class Context:
             usable=usable,
             totals=totals,
             candidates=candidates,
+            headroom=headroom,
+            checked_out=frozenset(n.name for n in removable) - candidates,
             ripe=ripe,
             timers=timers,
             budget=budget,
             history=history,
         )
-
-
-def vanishing(pods: Iterable[Pod]) -> Resources:
-    """The requests that go with a node when it goes (its DaemonSet and static pods)."""
-    return Resources.total([p.requests for p in pods if p.follows_node])
-
-
-def passes_check(totals: Totals, node: Node, pods: Iterable[Pod], limits: Thresholds) -> bool:
-    """The linear candidate check (003 §4.4): without the node's allocatable and the requests
-    of its pods that go with it, cluster requests over allocatable stay under the thresholds."""
-    return under_thresholds(
-        totals.requested - vanishing(pods), totals.allocatable - node.allocatable, limits
-    )

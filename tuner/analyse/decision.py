@@ -30,6 +30,7 @@ from tuner.analyse.replace import ReplaceNodes
 from tuner.model.change import DesiredChange
 from tuner.model.cluster import Cluster, Workload
 from tuner.model.execution import Execution
+from tuner.model.forecast import Forecast
 from tuner.model.limits import Budget
 from tuner.model.movability import Movability, Policy, assess
 from tuner.settings import Settings
@@ -119,18 +120,27 @@ def analyse(
     unsettled_nodes: frozenset[str] = frozenset(),
     unsettled_workloads: frozenset[Workload] = frozenset(),
     budget: Budget | None = None,
+    forecast: Forecast | None = None,
 ) -> Analysis:
-    """Analyse one actionable window. ``history`` holds the knowledge-base entries for this
-    load; ``timers`` (with ``now``) track the candidate delay across windows (see
+    """Analyse one actionable window. ``history`` holds the knowledge-base entries for the load
+    expected next; ``timers`` (with ``now``) track the candidate delay across windows (see
     :class:`~tuner.analyse.context.Context`); the ``kept`` nodes are not removed; the
     unsettled nodes and workloads changed during the window and are kept out of the change; no
-    change evicts more pods than ``budget`` leaves (None: no limit)."""
+    change evicts more pods than ``budget`` leaves (None: no limit); with ``forecast`` a
+    removal or a replacement leaves room for its upper band (``analyse.headroom``)."""
     policy = Policy(
         settings.analyse.excluded_namespaces, kept, unsettled_nodes, unsettled_workloads
     )
     movability = assess(cluster, policy)
     context = Context.of(
-        cluster, settings, movability, budget=budget, history=history, timers=timers, now=now
+        cluster,
+        settings,
+        movability,
+        budget=budget,
+        history=history,
+        timers=timers,
+        now=now,
+        forecast=forecast,
     )
     current = context.current
     stay = Stay().propose(context)

@@ -134,8 +134,9 @@ class _Greedy:
             drain = search.drain([name])
             if isinstance(drain, str):
                 return Refusal.NO_ROOM, drain
-            if not search.under_thresholds(drain):
-                return Refusal.THRESHOLDS, Refusal.THRESHOLDS.value
+            short = search.short(drain)
+            if short is not None:
+                return short
             spread = search.snapshot.max_cpu_share({m.node for m in drain.moves})
             return (-price, len(pods), spread), drain
 
@@ -211,6 +212,11 @@ def removal_in(context: Context) -> RemovalResult:
         if candidates and candidates <= at_minimum:
             greedy.refusal = Refusal.POOL_AT_MINIMUM
             greedy.last_reason = Refusal.POOL_AT_MINIMUM.value
+        elif not candidates and context.checked_out and context.headroom.demand is not None:
+            greedy.refusal = Refusal.FORECAST
+            greedy.last_reason = context.headroom.why(
+                f"without any of {_names(context.checked_out)} the nodes left cannot hold its pods"
+            )
         for _ in range(settings.analyse.max_parallel_removals):
 
             def rank(name: str) -> tuple[float, int]:
@@ -256,6 +262,12 @@ def removal_in(context: Context) -> RemovalResult:
         saving=sum(prices[d.nodes[0]] for d in chosen),
     )
     return RemovalResult(removal, greedy.removable(removal), candidates, timers, greedy.limited)
+
+
+def _names(nodes: Iterable[str], most: int = 3) -> str:
+    ordered = sorted(nodes)
+    shown = ", ".join(ordered[:most])
+    return shown if len(ordered) <= most else f"{shown} and {len(ordered) - most} more"
 
 
 class RemoveNodes:

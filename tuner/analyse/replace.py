@@ -163,13 +163,13 @@ def _attempt(
             why = f"it takes {actions} actions, more than execute.max_actions_per_cycle {limit}"
             return Refusal.TOO_MANY_ACTIONS, why
         overhead, template = spares.overhead[pool.name], pool.template.allocatable
-        if not search.under_thresholds(
+        short = search.short(
             drain,
             Resources(overhead.cpu * used, overhead.memory * used),
             Resources(template.cpu * used, template.memory * used),
-        ):
-            return Refusal.THRESHOLDS, Refusal.THRESHOLDS.value
-        return drain, used
+            allowed,
+        )
+        return short or (drain, used)
 
 
 def _drain_sets(context: Context, prices: dict[str, float]) -> list[list[str]]:

@@ -15,9 +15,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-from tuner.analyse.context import Context, Totals, passes_check, vanishing
+from tuner.analyse.context import Context, Totals
+from tuner.analyse.headroom import vanishing
 from tuner.analyse.options import Choice, Proposal, Refusal
-from tuner.analyse.usable import node_usable, under_thresholds
+from tuner.analyse.usable import node_usable
 from tuner.model.change import DesiredChange, Relocation
 from tuner.model.cluster import Pod
 from tuner.model.pod_counting import Mask
@@ -70,9 +71,10 @@ class Search:
 
     def passes_check(self, name: str) -> bool:
         """The linear candidate check in the simulated state."""
+        totals = self.totals
         node = self.snapshot.node(name)
-        return passes_check(
-            self.totals, node, self.residents[name], self.context.settings.analyse.thresholds
+        return self.context.headroom.passes_check(
+            totals.requested, totals.allocatable, node, self.residents[name]
         )
 
     @contextmanager
@@ -128,18 +130,39 @@ class Search:
         gone = Resources.total([vanishing(self.residents[n]) for n in nodes])
         return DrainOutcome(tuple(nodes), tuple(moves), tuple(sources), gone, usable)
 
-    def under_thresholds(
-        self, drain: DrainOutcome, requested: Resources = NONE, allocatable: Resources = NONE
-    ) -> bool:
-        """Whether cluster requests stay under the thresholds of allocatable and of usable
-        capacity after the drain, with ``requested`` and ``allocatable`` added by new nodes."""
+    def short(
+        self,
+        drain: DrainOutcome,
+        requested: Resources = NONE,
+        allocatable: Resources = NONE,
+        allowed: Mask | None = None,
+    ) -> tuple[Refusal, str] | None:
+        """Why the drain leaves too little room (:class:`~tuner.analyse.headroom.Headroom`),
+        or None: cluster requests (or the forecast's demand) against allocatable and usable
+        capacity after it, with ``requested`` and ``allocatable`` added by new nodes; with a
+        forecast, the pods its peak adds fitted one by one on the ``allowed`` open nodes (None:
+        every open node) and on the nodes the plan keeps out of (changed during the window: the
+        scheduler still places new pods there). Call in the drain's fork: the added pods are
+        placed in it."""
         totals = self.totals
-        after = totals.requested - drain.vanishing + requested
-        limits = self.context.settings.analyse.thresholds
+        headroom = self.context.headroom
         lost = Resources.total([self.snapshot.node(n).allocatable for n in drain.nodes])
-        return under_thresholds(
-            after, totals.allocatable - lost + allocatable, limits
-        ) and under_thresholds(after, totals.usable + drain.usable, limits)
+        capacities = (totals.allocatable - lost + allocatable, totals.usable + drain.usable)
+        fits = headroom.holds(totals.requested, requested - drain.vanishing, capacities)
+        if headroom.demand is None:
+            return None if fits else (Refusal.THRESHOLDS, Refusal.THRESHOLDS.value)
+        if not fits:
+            return Refusal.FORECAST, headroom.why("the nodes left cannot hold its pods")
+        snap = self.snapshot
+        kept_out = snap.mask_of(self.context.movability.closed - set(drain.nodes))
+        for pod in headroom.added_pods(self.context.cluster) or ():
+            mask = snap.fit_mask(pod, reopened=kept_out)  # the scheduler uses those nodes too
+            if allowed is not None:
+                mask &= allowed | kept_out
+            if not mask.any():
+                return Refusal.FORECAST, headroom.why(f"a new pod of {pod.workload} fits nowhere")
+            snap.place(pod, snap.best_fit(pod, mask))
+        return None
 
     def commit(self, drain: DrainOutcome) -> None:
         """Keep a drain: its nodes closed and its moves made in the snapshot, the totals

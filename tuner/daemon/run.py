@@ -53,11 +53,9 @@ from knowledge.open import open_knowledge
 from tuner.cycle import (
     Actuator,
     CycleReport,
-    MemorySafeguards,
     Outcome,
     Ports,
     ReserveKeeper,
-    Safeguards,
 )
 from tuner.daemon import logs
 from tuner.daemon.cycle_events import cycle_event
@@ -68,6 +66,7 @@ from tuner.daemon.metrics import Metrics
 from tuner.daemon.shadow import ShadowAccount
 from tuner.errors import ServiceError
 from tuner.execute.events import Sink, identity
+from tuner.holds import MemorySafeguards, Safeguards
 from tuner.model.reserve import Reserve
 from tuner.model.window_report import WindowReport
 from tuner.moderator import Moderator

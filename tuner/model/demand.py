@@ -2,7 +2,8 @@
 
 An HPA keeps each pod's usage near its target, so the replicas of a workload it scales follow
 the load: at ``scale`` times the last known load it runs ``ceil(scale × replicas)`` pods (the
-replicas there are now, pending ones included), within the HPA's minimum and maximum. Pods no
+replicas there are now, pending ones included), within the HPA's minimum and maximum, and as
+many as now while the scale is within the HPA's tolerance (:data:`HPA_TOLERANCE`). Pods no
 HPA scales stay as they are. The scale is a band edge of the forecast's peak over the last
 known load (:attr:`~tuner.model.forecast.Forecast.last`): the upper edge is what the cluster
 must be able to hold until a node started now could serve; each added pod asks what one of its
@@ -19,10 +20,15 @@ from types import MappingProxyType
 
 from tuner.model.cluster import Cluster, Workload
 from tuner.model.forecast import Band, Forecast
+from tuner.model.load import Load
 from tuner.model.resources import Resources
 
 SCALE_CAP = 4.0
 """The scale is at most this factor either way (a last known load near zero)."""
+HPA_TOLERANCE = 0.1
+"""An HPA leaves its replicas as they are while its metric is within this share of its target
+(kube-controller-manager's ``--horizontal-pod-autoscaler-tolerance``, default 0.1): a load
+within it of the load now adds no pod."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +83,8 @@ def demand_at(cluster: Cluster, scale: float) -> Demand:
         now = counts.get(hpa.target, 0)
         if now == 0:
             continue
-        then = min(max(math.ceil(now * scale - 1e-9), hpa.min_replicas), hpa.max_replicas)
+        wanted = now if abs(scale - 1) <= HPA_TOLERANCE else math.ceil(now * scale - 1e-9)
+        then = min(max(wanted, hpa.min_replicas), hpa.max_replicas)
         workloads[hpa.target] = Replicas(now, max(then, 1), pods[hpa.target])
     total = Resources.total([p.requests for p in cluster.pods])
     for r in workloads.values():
@@ -93,3 +100,13 @@ def _times(pod: Resources, count: int) -> Resources:
 def forecast_demand(cluster: Cluster, forecast: Forecast) -> tuple[Demand, Band]:
     """The demand at the upper edge of the forecast's peak, and the band it came from."""
     return demand_at(cluster, band_scale(forecast, forecast.peak.upper)), forecast.peak
+
+
+def expected_load(load: Load, forecast: Forecast | None) -> Load:
+    """The load expected next, which the cheapest previous deployment is looked up for:
+    ``load`` (the window's) with every dimension scaled by the forecast's expected peak over its
+    last known load (:func:`band_scale`); ``load`` itself without a forecast."""
+    if forecast is None:
+        return load
+    scale = band_scale(forecast, forecast.peak.expected)
+    return Load(MappingProxyType({key: value * scale for key, value in load.values.items()}))

@@ -181,6 +181,9 @@ class Forecast:
     """Per dimension of a load vector, its peak (empty for a scalar load)."""
     notes: tuple[str, ...] = ()
     """What made it less sure than its basis says (no recent load, a wide band)."""
+    recent: tuple[float, ...] = ()
+    """The known total load at each step of the last horizon up to ``at``, oldest first (gaps
+    left out): how the load moved up to now (the decline rule reads it)."""
 
     @property
     def confidence(self) -> str:
@@ -276,6 +279,7 @@ def forecast_load(
         last=_last_known(total, origin),
         dimensions=MappingProxyType(dimensions),
         notes=peak.notes,
+        recent=_recent(total, origin, ahead),
     )
 
 
@@ -428,6 +432,12 @@ def _scale(y: Vector) -> float:
 def _age(y: Vector, origin: int, step: float) -> str:
     known = np.flatnonzero(~np.isnan(y[: origin + 1]))
     return f"{(origin - known[-1]) * step:.0f} s old" if known.size else "none"
+
+
+def _recent(y: Vector, origin: int, ahead: int) -> tuple[float, ...]:
+    """The known values of the ``ahead`` steps up to ``origin`` (itself included), oldest first."""
+    span = y[max(0, origin - ahead) : origin + 1]
+    return tuple(float(v) for v in span[~np.isnan(span)])
 
 
 def _last_known(y: Vector, origin: int) -> float:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 from tuner.model.cluster import Workload
+from tuner.model.forecast import Forecast
 from tuner.model.load import Load
+from tuner.settings import Settings
 
 
 class Verdict(StrEnum):
@@ -45,6 +48,15 @@ class Unsettled:
     blockers: tuple[str, ...] = ()
     """Cluster-wide reasons not to act at all: a pod pending anywhere, a node joining or
     leaving (but one the tuner left to the autoscaler), a change no node or workload explains."""
+    shrinking: frozenset[Workload] = frozenset()
+    """Of :attr:`workloads`, those whose only change was losing pods: no pod of theirs started,
+    was pending or not ready (what an HPA scaling them down does)."""
+    emptied: frozenset[str] = frozenset()
+    """Of :attr:`nodes`, those whose only change was pods stopping on them (none started, the
+    node neither joined nor was cordoned or uncordoned)."""
+    only_leaving: bool = False
+    """The :attr:`blockers` are only nodes leaving: no pod pending, no node joining, nothing
+    unexplained."""
 
     @property
     def named(self) -> bool:
@@ -176,3 +188,215 @@ class WindowReport:
             "load_covered_from": self.load_covered_from,
             "load_warning": self.load_warning,
         }
+
+
+DECLINE_TOLERANCE = 0.05
+"""A falling load may rise this share above the lowest it was before (noise) and still count as
+falling."""
+
+
+@dataclass(frozen=True)
+class Release:
+    """The decline rule's answer on one window: whether acting is safe although HPAs are
+    scaling workloads down, why, and what it counts as settled."""
+
+    holds: bool
+    reason: str
+    kind: str = "released"
+    """One word for counting: ``released``, else what refused (``scope``, ``no-forecast``,
+    ``not-falling``, ``blocked``, ``grown``, ``disagrees``, ``no-hpa``)."""
+    workloads: frozenset[Workload] = frozenset()
+    """The workloads the HPAs shrink: settled for a removal or a replacement."""
+    nodes: frozenset[str] = frozenset()
+    """The nodes that only lost pods: settled too."""
+
+    def scaled_by(self, scaled: Collection[Workload]) -> Release:
+        """The rule's last condition, once the cluster is read: every shrinking workload is
+        scaled by an HPA (``scaled``: the HPAs' targets); a workload scaled down by hand or by
+        another controller refuses."""
+        if not self.holds:
+            return self
+        other = sorted(str(w) for w in self.workloads if w not in scaled)
+        if other:
+            return Release(False, f"no HPA scales {_listed(other)}", "no-hpa")
+        return self
+
+
+def falling(loads: Sequence[float], tolerance: float = DECLINE_TOLERANCE) -> bool:
+    """Whether ``loads`` (oldest first) fell: the last below the first, and none more than
+    ``tolerance`` above the lowest before it (monotone within the tolerance)."""
+    if len(loads) < 2 or not loads[-1] < loads[0]:
+        return False
+    lowest = loads[0]
+    for value in loads[1:]:
+        if value > lowest * (1 + tolerance):
+            return False
+        lowest = min(lowest, value)
+    return True
+
+
+def decline_release(window: WindowReport, forecast: Forecast | None) -> Release:
+    """When acting during a falling load is safe (``windows.release_on_decline``): a window
+    judged under the ``touched`` scope, over whose last forecast horizon the load fell
+    (:func:`falling` over :attr:`Forecast.recent`), with nothing pending and no node joining (a
+    node leaving is what a decline does), some changed workload having only lost pods, and the
+    forecast agreeing (its expected peak over the horizon not above the load now: no rise
+    ahead; the room for its upper edge is the headroom's to keep, :mod:`tuner.analyse.headroom`).
+    Then the workloads that only lost pods and the nodes that only had pods stop on them count
+    as settled for a removal or a replacement; a workload that grew (one service's load may
+    rise while the total falls) and the nodes pods started on stay kept out of the plan; a
+    deployment is still recorded only after a whole-stable window. The last condition, that an
+    HPA scales each shrinking workload, needs the cluster: :meth:`Release.scaled_by`.
+    """
+    unsettled = window.unsettled
+    if window.scope is not Scope.TOUCHED or window.verdict is Verdict.UNKNOWN:
+        return Release(
+            False, "the decline rule needs a judged window under the touched scope", "scope"
+        )
+    if window.load is None or forecast is None:
+        return Release(False, "no load or no forecast", "no-forecast")
+    loads = forecast.recent
+    if not falling(loads):
+        shown = " → ".join(f"{v:.4g}" for v in loads[-4:])
+        return Release(
+            False,
+            f"the load did not fall over the last {len(loads)} steps ({shown})",
+            "not-falling",
+        )
+    if unsettled.blockers and not unsettled.only_leaving:
+        return Release(False, "; ".join(unsettled.blockers), "blocked")
+    grown = sorted(str(w) for w in unsettled.workloads - unsettled.shrinking)
+    if grown and not unsettled.shrinking:
+        return Release(
+            False, f"no workload only lost pods; changed otherwise: {_listed(grown)}", "grown"
+        )
+    if forecast.peak.expected > forecast.last:
+        return Release(
+            False,
+            f"the forecast disagrees: its peak {forecast.peak} is above the load now "
+            f"{forecast.last:.6g}",
+            "disagrees",
+        )
+    shrinking = _counted(len(unsettled.shrinking), "workload")
+    reason = (
+        f"the load fell {loads[0]:.6g} → {loads[-1]:.6g} and the forecast peak "
+        f"{forecast.peak.expected:.6g} stays under it: {shrinking} scaling down count as settled"
+        + (f" ({_counted(len(grown), 'workload')} that grew kept out)" if grown else "")
+    )
+    return Release(True, reason, "released", unsettled.shrinking, unsettled.emptied)
+
+
+def _listed(names: Sequence[str], most: int = 5) -> str:
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
+
+
+def decline_settle_s(settings: Settings) -> float:
+    """How long after a change the next may come during a decline (``windows.decline_settle_s``,
+    else a node's start-up, ``forecast.node_startup_s``)."""
+    settle = settings.windows.decline_settle_s
+    return settings.forecast.node_startup_s if settle is None else settle
+
+
+def window_start(
+    settings: Settings, forecast: Forecast | None, now: float, stable_since: float
+) -> tuple[float, bool] | None:
+    """Where the window judged at ``now`` starts, and whether it is a whole one: a whole window
+    back once no change came in it (``stable_since``); before that, during a decline (the rule
+    on, the forecast's expected peak not above the load now), the decline settle time back once no
+    change came in that (:func:`decline_settle_s`); else None (wait)."""
+    start = now - settings.windows.measure_s
+    if start >= stable_since:
+        return start, True
+    settle = decline_settle_s(settings)
+    if (
+        settings.windows.release_on_decline
+        and forecast is not None
+        and forecast.peak.expected <= forecast.last
+        and now - settle >= stable_since
+    ):
+        return now - settle, False
+    return None
+
+
+@dataclass(frozen=True)
+class Acting:
+    """What the cycle may do with a judged window: act on it as the scope says (a whole window),
+    or on the decline rule's release; record it only when whole and stable as a whole."""
+
+    window: WindowReport
+    whole: bool
+    """The window is a whole ``windows.measure_s`` (not a decline's shorter settle window)."""
+    release: Release | None = None
+    """The decline rule's answer (None: not asked: the rule is off, or the window whole-stable)."""
+
+    @staticmethod
+    def of(window: WindowReport, forecast: Forecast | None, whole: bool, decline: bool) -> Acting:
+        """The window judged, with the decline rule when ``decline`` (and it could matter)."""
+        asked = decline and not (whole and window.whole_stable)
+        return Acting(window, whole, decline_release(window, forecast) if asked else None)
+
+    @property
+    def released(self) -> bool:
+        """The decline rule holds on this window."""
+        return self.release is not None and self.release.holds
+
+    @property
+    def actionable(self) -> bool:
+        """The tuner may act: a load, and a whole actionable window or the decline's release."""
+        if self.window.load is None:
+            return False
+        return (self.whole and self.window.actionable) or self.released
+
+    @property
+    def records(self) -> bool:
+        """The deployment may be recorded: a whole window, stable as a whole."""
+        return self.whole and self.window.whole_stable
+
+    @property
+    def unsettled_nodes(self) -> frozenset[str]:
+        """Nodes a plan keeps out of: those that changed, less those the release settles."""
+        settled = self.release.nodes if self.released and self.release else frozenset()
+        return self.window.unsettled_nodes - settled
+
+    @property
+    def unsettled_workloads(self) -> frozenset[Workload]:
+        """Workloads a plan keeps out of: those that changed, less those the release settles."""
+        settled = self.release.workloads if self.released and self.release else frozenset()
+        return self.window.unsettled_workloads - settled
+
+    def settled(self, settings: Settings) -> Settings:
+        """The settings the analysis runs with: during a released decline a candidate need
+        stay one only the decline settle time (:func:`decline_settle_s`), not the whole
+        ``analyse.candidate_delay_s`` — the forecast says the load keeps falling over the next
+        horizon, which is what the delay waits to see."""
+        if not self.released:
+            return settings
+        delay = min(settings.analyse.candidate_delay_s, decline_settle_s(settings))
+        return replace(settings, analyse=replace(settings.analyse, candidate_delay_s=delay))
+
+    def scaled_by(self, scaled: Collection[Workload]) -> Acting:
+        """The release's last condition (:meth:`Release.scaled_by`) once the cluster is read."""
+        if self.release is None:
+            return self
+        return replace(self, release=self.release.scaled_by(scaled))
+
+    @property
+    def outcome(self) -> str:
+        """The cycle's outcome when it does not act: ``waiting`` on after a decline's settle
+        window, else ``unknown`` or ``unstable`` as judged."""
+        if not self.whole:
+            return "waiting"
+        return "unknown" if self.window.verdict is Verdict.UNKNOWN else "unstable"
+
+    @property
+    def reason(self) -> str:
+        """Why the tuner does not act on the window (by the scope, and the decline rule)."""
+        window = self.window
+        unstable = window.verdict is Verdict.UNSTABLE
+        reason = window.judgement if unstable and window.scope is Scope.TOUCHED else window.reason
+        if not self.whole:
+            reason = f"a settle window during a decline: {reason}"
+        if self.release is not None and not self.release.holds:
+            reason = f"{reason}; not a decline to act on: {self.release.reason}"
+        return reason

@@ -31,6 +31,7 @@ from typing import TypeVar
 from tuner.model.cluster import Cluster, Pod, Workload
 from tuner.model.conventions import Keys
 from tuner.model.window_report import Unsettled, Verdict
+from tuner.monitor.decline import shrunk_in_series, shrunk_in_snapshots
 from tuner.monitor.evidence import DeploymentState, WindowEvidence
 from tuner.monitor.window import clock_time
 
@@ -215,7 +216,8 @@ def _unsettled(
     blockers = _blockers(evidence.pending, comings - handed_over)
     if orphans - evidence.pending:
         blockers.append(f"unready pods of no known workload: {_names(orphans - evidence.pending)}")
-    return Unsettled(frozenset(nodes_changed), frozenset(workloads), tuple(blockers))
+    unsettled = Unsettled(frozenset(nodes_changed), frozenset(workloads), tuple(blockers))
+    return shrunk_in_series(evidence, unsettled, comings - handed_over, bool(orphans))
 
 
 def _snapshot_unsettled(start: Cluster, end: Cluster, handed_over: frozenset[str]) -> Unsettled:
@@ -235,14 +237,16 @@ def _snapshot_unsettled(start: Cluster, end: Cluster, handed_over: frozenset[str
         if counts_before.get(w, 0) != counts_after.get(w, 0)
     }
     pending: set[str] = set()
+    troubled: set[Workload] = set()
     for cluster in (start, end):
         for pod in _counted(cluster.pods):
             if _is_pending(pod):
                 pending.add(pod.key)
             if _is_pending(pod) or not pod.ready:
-                workloads.add(pod.workload)
+                troubled.add(pod.workload)
     blockers = _blockers(pending, comings - handed_over)
-    return Unsettled(frozenset(nodes), frozenset(workloads), tuple(blockers))
+    unsettled = Unsettled(frozenset(nodes), frozenset(workloads | troubled), tuple(blockers))
+    return shrunk_in_snapshots(start, end, unsettled, troubled, bool(pending), handed_over)
 
 
 def _blockers(pending: Iterable[str], comings: Iterable[str]) -> list[str]:

@@ -22,7 +22,8 @@ from typing import Any, TypeVar
 from knowledge.embedded import EmbeddedKnowledgeBase
 from knowledge.lazy import LazyKnowledge
 from tuner import arguments
-from tuner.cycle import CycleReport, MemorySafeguards, Outcome, Ports
+from tuner.cycle import CycleReport, Outcome, Ports
+from tuner.holds import MemorySafeguards
 from tuner.moderator import Moderator
 from tuner.report.text import render_text
 from tuner.settings import Analyse, Settings

@@ -50,7 +50,14 @@ class SimObserver:
                 if window.pending
                 else f"nodes or pod counts changed {end - window.changed:.0f} s before its end"
             )
-            unsettled = Unsettled(window.nodes, window.workloads, window.blockers)
+            unsettled = Unsettled(
+                window.nodes,
+                window.workloads,
+                window.blockers,
+                window.shrinking,
+                window.emptied,
+                window.only_leaving,
+            )
             return WindowReport(
                 Verdict.UNSTABLE,
                 reason,

@@ -40,6 +40,12 @@ class WindowSummary:
     blockers: tuple[str, ...] = ()
     """Cluster-wide: pods pending, nodes joining or leaving (but those the tuner left to the
     autoscaler) since then."""
+    shrinking: frozenset[Workload] = frozenset()
+    """Of the workloads, those that only lost pods (none bound since then)."""
+    emptied: frozenset[str] = frozenset()
+    """Of the nodes, those that only had pods stop on them (none bound, not joined)."""
+    only_leaving: bool = False
+    """The blockers are only nodes leaving."""
 
 
 class WindowTracker:
@@ -59,6 +65,14 @@ class WindowTracker:
         """When a pod was last pending."""
         self._nodes_moved_at = -math.inf
         """When a node last joined or left, but one the tuner left to the autoscaler."""
+        self._joined_at = -math.inf
+        """When a node last joined."""
+        self._grew: dict[Workload, float] = {}
+        """Workload -> until when a pod bound to it counts (until it is ready)."""
+        self._gained: dict[str, float] = {}
+        """Node -> when it last joined or had a pod bound to it."""
+        self._seen_at = -math.inf
+        """The last tick observed."""
         self._registered: frozenset[str] = frozenset()
         self.handed_over: set[str] = set()
         """Nodes the tuner's executor left to the autoscaler (their going blocks nothing)."""
@@ -92,10 +106,13 @@ class WindowTracker:
             state.touched_nodes |= moved
             if moved - self.handed_over:
                 self._nodes_moved_at = now
+            for name in registered - self._registered:
+                self._joined_at = self._gained[name] = now
             self.handed_over &= registered
             self._registered = registered
             for name in [n for n, t in self._node_changed.items() if now - t > MAX_WINDOW]:
                 del self._node_changed[name]
+                self._gained.pop(name, None)
         if pending:
             self._pending_at = now
         for name in state.touched_nodes:
@@ -106,6 +123,13 @@ class WindowTracker:
             )
         for service in state.bound_services:
             self._workload_changed[service.workload] = now + self.scenario.startup
+            self._grew[service.workload] = now + self.scenario.startup
+        for bound_at, pod in reversed(state.recent_binds):
+            if bound_at <= self._seen_at:
+                break
+            if pod.node is not None:
+                self._gained[pod.node] = now
+        self._seen_at = now
         state.touched_nodes.clear()
         state.touched_services.clear()
         state.bound_services.clear()
@@ -126,6 +150,8 @@ class WindowTracker:
             blockers.append("pods pending")
         if self._nodes_moved_at >= since - 1e-9:
             blockers.append("a node joined or left")
+        nodes = frozenset(n for n, t in self._node_changed.items() if t >= since - 1e-9)
+        workloads = frozenset(w for w, t in self._workload_changed.items() if t >= since - 1e-9)
         return WindowSummary(
             start,
             now,
@@ -133,7 +159,10 @@ class WindowTracker:
             load,
             pending,
             self._stable_since - self.clock.tick,
-            frozenset(n for n, t in self._node_changed.items() if t >= since - 1e-9),
-            frozenset(w for w, t in self._workload_changed.items() if t >= since - 1e-9),
+            nodes,
+            workloads,
             tuple(blockers),
+            frozenset(w for w in workloads if self._grew.get(w, -math.inf) < since - 1e-9),
+            frozenset(n for n in nodes if self._gained.get(n, -math.inf) < since - 1e-9),
+            blockers == ["a node joined or left"] and self._joined_at < since - 1e-9,
         )

@@ -40,6 +40,7 @@ class Refusal(StrEnum):
     CANDIDATE_DELAY = "no candidate has passed its candidate delay yet"
     NO_ROOM = "the pods fit on no other node"
     THRESHOLDS = "usable utilization would exceed the thresholds"
+    FORECAST = "the forecast peak needs the room"
     BUDGET = "the eviction budget is spent"
     NO_POOL_CAN_GROW = "no node pool can grow"
     NOTHING_DRAINABLE = "no node can be drained"

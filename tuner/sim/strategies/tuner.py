@@ -2,18 +2,25 @@
 real monitor verdict rules, knowledge-base bookkeeping, ``tuner.analyse`` and ``tuner.plan``) over
 the simulation's ports (``tuner.sim.ports``), with an in-memory knowledge base.
 
-Settings (:func:`simulation_settings`): the scenario's node price table; cluster thresholds of
-85 % CPU and memory requests (headroom for the next HPA scale-up; :func:`unlimited_settings`
-drops them, as the daemon's defaults do); up to two nodes per plan;
-candidates must stay candidates for 10 minutes; a 10-minute window re-checked every minute;
-no exploration; emptied nodes are left cordoned to the Cluster Autoscaler (the default
-``execute.node_removal``), which deletes them after its own unneeded time. Each cycle also
-forecasts the load from what the simulation served up to then (:mod:`tuner.sim.history`; a
-node's start-up is the Cluster Autoscaler model's provisioning delay); the decision does not
-use the forecast yet. The scenario's node
-pools, with their minimum and maximum size and a template from their node type (for a pool
-with no node now), are the ``pools`` settings: nodes are found in them by the pool label the
-simulated provider sets.
+Settings: the headline ``tuner`` row (:func:`simulation_settings`) runs the daemon's defaults —
+no cluster thresholds, a removal or a replacement must leave room for the upper band of the
+load forecast (``analyse.headroom: forecast``), and during a falling load the forecast agrees
+with the workloads the HPAs shrink count as settled (``windows.release_on_decline``) — plus
+``execute.node_removal: command``: a drained node is deleted at once through the provider's
+API (a managed instance group's ``delete-instances``, an auto scaling group's
+``terminate-instance-in-auto-scaling-group --should-decrement-desired-capacity``, a Cluster API
+machine annotation, a Karpenter NodeClaim delete), as docs/operating.md tells an operator to set,
+modelled by the simulator's ``drain_node``. :func:`unlimited_settings` are the same defaults with
+emptied nodes left cordoned to the autoscaler (the default ``execute.node_removal``), which
+deletes them after its own unneeded time. The tuner as first raced (85 % CPU and memory
+request thresholds, nodes left to the autoscaler) is no longer a row: it captured none of the
+room on six of the eight scenarios (issue 25's table). All: the scenario's node price table;
+up to two nodes per plan; candidates must stay candidates for 10 minutes; a 10-minute window
+re-checked every minute; no exploration. Each cycle forecasts the load from what the simulation
+served up to then (:mod:`tuner.sim.history`; a node's start-up is the Cluster Autoscaler model's
+provisioning delay). The scenario's node pools, with their minimum and maximum size and a
+template from their node type (for a pool with no node now), are the ``pools`` settings: nodes
+are found in them by the pool label the simulated provider sets.
 """
 
 from __future__ import annotations
@@ -22,10 +29,10 @@ import math
 import random
 from collections import Counter
 from dataclasses import replace
-from fractions import Fraction
 
 from knowledge.memory import MemoryKnowledge
-from tuner.cycle import CycleState, MemorySafeguards, Ports, run_cycle
+from tuner.cycle import CycleState, Ports, run_cycle
+from tuner.holds import MemorySafeguards
 from tuner.model.cluster import INSTANCE_TYPE_LABELS
 from tuner.model.constraints import ZONE_KEY
 from tuner.model.conventions import POOL_LABEL_BY_SYSTEM
@@ -37,7 +44,6 @@ from tuner.settings import (
     PoolSettings,
     PoolTemplate,
     Settings,
-    Thresholds,
     Windows,
 )
 from tuner.sim.engine import Scenario, Simulation
@@ -50,13 +56,15 @@ from tuner.sim.strategies.karpenter import KarpenterStrategy
 from tuner.sim.strategy import Strategy
 
 
-def simulation_settings(scenario: Scenario, seed: int) -> Settings:
-    """The settings the tuner runs with in the simulator."""
+def unlimited_settings(scenario: Scenario, seed: int) -> Settings:
+    """The daemon's defaults in the simulator: no thresholds, headroom for the forecast's upper
+    band, the decline rule; emptied nodes left cordoned to the autoscaler (the default
+    ``execute.node_removal``); the scenario's prices and pools, up to two nodes per plan, a
+    10-minute window re-checked every minute, no exploration."""
     return Settings(
         pricing=pricing(scenario.pools),
         analyse=Analyse(
             max_parallel_removals=2,
-            thresholds=Thresholds(Fraction(85, 100), Fraction(85, 100)),
             candidate_delay_s=600.0,
             migration_chance=0.0,
             seed=seed,
@@ -69,11 +77,12 @@ def simulation_settings(scenario: Scenario, seed: int) -> Settings:
     )
 
 
-def unlimited_settings(scenario: Scenario, seed: int) -> Settings:
-    """The simulation settings without cluster thresholds (the daemon's default): a node goes
-    whenever its pods fit on the others."""
-    settings = simulation_settings(scenario, seed)
-    return replace(settings, analyse=replace(settings.analyse, thresholds=Thresholds()))
+def simulation_settings(scenario: Scenario, seed: int) -> Settings:
+    """The headline row's settings: the daemon's defaults (:func:`unlimited_settings`) with
+    ``execute.node_removal: command``, a drained node deleted at once through the provider's
+    API, as docs/operating.md tells an operator to set."""
+    settings = unlimited_settings(scenario, seed)
+    return replace(settings, execute=replace(settings.execute, node_removal="command"))
 
 
 def pool_settings(scenario: Scenario) -> dict[str, PoolSettings]:
@@ -113,6 +122,8 @@ class ProjectTuner(Strategy):
         """Windows the monitor judged."""
         self.stable_windows = 0
         self.decisions: Counter[str] = Counter()
+        """The decisions taken, and what held the tuner back: removal's refusals by kind, the
+        windows not acted on by outcome, the decline rule's answers by kind."""
         self.safeguards = MemorySafeguards()
         """The eviction ledger and the pause switch (on the simulation's clock once it runs)."""
         self._ports: Ports | None = None
@@ -146,7 +157,14 @@ class ProjectTuner(Strategy):
             self.stable_windows += report.window.actionable
         if report.plan is not None:
             self.decisions[report.plan.analysis.decision.value] += 1
+            removal = report.plan.analysis.proposals[0].refusal
+            if removal is not None:  # why no node could go
+                self.decisions[f"removal refused: {removal.name.lower()}"] += 1
+        elif report.window is not None:  # why the window was not acted on
+            self.decisions[f"window: {report.outcome.value}"] += 1
         self.forecasts += report.forecast is not None
+        if report.decline is not None:  # the decline rule's answer
+            self.decisions[f"decline: {report.decline.kind}"] += 1
         self.next_check = sim.now + report.next_in
 
 

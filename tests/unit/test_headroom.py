@@ -1,0 +1,126 @@
+"""The decision weighs the forecast (analyse.headroom): a removal leaves room for the pods the
+HPAs would run at the upper edge of the forecast's peak, in total and pod by pod; the thresholds
+apply without a forecast; the previous deployment is looked up for the load expected next."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from fractions import Fraction
+
+from testkit.builders import cluster, node, pod
+from tuner.analyse.decision import Analysis, analyse
+from tuner.analyse.options import Choice, Refusal
+from tuner.model.cluster import Cluster, Hpa, Workload
+from tuner.model.demand import expected_load
+from tuner.model.forecast import Band, Basis, Forecast
+from tuner.model.load import Load
+from tuner.settings import Analyse, Pricing, Settings, Thresholds
+
+WEB = Workload("default", "Deployment", "web")
+
+
+def forecast(last: float, upper: float, expected: float | None = None) -> Forecast:
+    """A forecast whose peak's upper edge is ``upper`` against ``last`` now."""
+    middle = upper if expected is None else expected
+    band = Band(middle, min(middle, upper), upper)
+    return Forecast(0.0, 720.0, 60.0, 0.95, band, Basis.DAY, 100, 1e6, (), last)
+
+
+def settings(**analyse: object) -> Settings:
+    return Settings(
+        pricing=Pricing(price_per_core=1.0, price_per_gb=0.0),
+        analyse=Analyse(excluded_namespaces=frozenset(), max_parallel_removals=2, **analyse),  # type: ignore[arg-type]
+    )
+
+
+def decide(c: Cluster, s: Settings, f: Forecast | None) -> Analysis:
+    return analyse(c, s, (), random.Random(0), forecast=f)
+
+
+def with_hpa(c: Cluster, low: int = 1, high: int = 100) -> Cluster:
+    return replace(c, hpas=(Hpa("default", "web", WEB, low, high),))
+
+
+def four_web_pods_on_three_nodes() -> Cluster:
+    """Three 4-core nodes, four 1-core pods of an HPA-scaled web: two nodes can go today."""
+    pods = [pod("web-1", "a", "1"), pod("web-2", "a", "1"), pod("web-3", "b", "1")]
+    pods.append(pod("web-4", "c", "1"))
+    c = cluster([node("a", "4", "16Gi"), node("b", "4", "16Gi"), node("c", "4", "16Gi")], pods)
+    return with_hpa(c)
+
+
+def removal(analysis: Analysis) -> tuple[str, ...]:
+    chosen = analysis.chosen
+    return chosen.change.remove_nodes if chosen is not None else ()
+
+
+def test_without_a_forecast_two_nodes_go_with_a_rising_one_only_what_its_peak_leaves() -> None:
+    c = four_web_pods_on_three_nodes()
+    assert len(removal(decide(c, settings(), None))) == 2
+    # 1.5 x the load now: the HPA runs 6 pods, 6 cores: two nodes must stay
+    rising = decide(c, settings(), forecast(100.0, 150.0))
+    assert rising.decision is Choice.REMOVE_NODES and len(removal(rising)) == 1
+    # 2.5 x: 10 pods, 10 cores: all three must stay, and the refusal says why
+    steep = decide(c, settings(), forecast(100.0, 250.0))
+    assert steep.decision is Choice.STAY
+    refused = steep.proposals[0]
+    assert refused.refusal is Refusal.FORECAST
+    assert "the forecast peak 250 (expected 250, now 100) needs it" in refused.reason
+    assert "the forecast peak 250" in steep.reason
+
+
+def test_a_falling_forecast_asks_no_more_than_the_pods_there_are() -> None:
+    c = four_web_pods_on_three_nodes()
+    assert len(removal(decide(c, settings(), forecast(100.0, 60.0)))) == 2
+
+
+def test_the_added_pods_must_fit_one_by_one_not_only_in_total() -> None:
+    # a and b each keep 0.9 core free after c's small pod moved: 1.7 cores in total, enough for
+    # the one 1.5-core web pod the peak adds, but in no single node
+    pods = [
+        pod("web-1", "a", "1500m"),
+        pod("db-1", "a", "1600m", workload="db"),
+        pod("web-2", "b", "1500m"),
+        pod("db-2", "b", "1600m", workload="db"),
+        pod("x-1", "c", "100m", workload="x"),
+    ]
+    c = with_hpa(cluster([node("a", "4", "16Gi"), node("b", "4", "16Gi"), node("c")], pods))
+    assert removal(decide(c, settings(), None)) == ("c",)
+    refused = decide(c, settings(), forecast(100.0, 150.0))
+    assert refused.decision is Choice.STAY
+    assert refused.proposals[0].refusal is Refusal.FORECAST
+    assert "a new pod of default/Deployment/web fits nowhere" in refused.proposals[0].reason
+
+
+def test_the_forecast_replaces_the_thresholds_which_apply_without_one() -> None:
+    c = four_web_pods_on_three_nodes()
+    strict = Thresholds(cpu=Fraction(4, 10))  # 4 of 8 cores is 50 %: no node may go
+    flat = forecast(100.0, 100.0)
+    without = decide(c, settings(thresholds=strict), None)
+    assert without.decision is Choice.STAY
+    assert without.proposals[0].refusal is Refusal.NO_CANDIDATE
+    assert len(removal(decide(c, settings(thresholds=strict), flat))) == 2
+    by_thresholds = decide(c, settings(thresholds=strict, headroom="thresholds"), flat)
+    assert by_thresholds.decision is Choice.STAY
+    steep = forecast(100.0, 250.0)
+    assert len(removal(decide(c, settings(thresholds=strict, headroom="none"), steep))) == 2
+
+
+def test_the_previous_deployment_is_looked_up_for_the_load_expected_next() -> None:
+    load = Load.vector({"a": 40.0, "b": 60.0})
+    assert expected_load(load, None) is load
+    rising = expected_load(load, forecast(100.0, 180.0, expected=150.0))
+    assert rising == Load.vector({"a": 60.0, "b": 90.0})
+
+
+def test_a_forecast_on_the_recent_level_only_or_too_few_errors_leaves_the_room_to_thresholds() -> (
+    None
+):
+    c = four_web_pods_on_three_nodes()
+    level = replace(forecast(100.0, 250.0), basis=Basis.LEVEL)
+    assert len(removal(decide(c, settings(), level))) == 2
+    unmeasured = replace(forecast(100.0, 250.0), errors=59)
+    assert len(removal(decide(c, settings(), unmeasured))) == 2
+    strict = Thresholds(cpu=Fraction(4, 10))
+    assert decide(c, settings(thresholds=strict), level).decision is Choice.STAY

@@ -1,0 +1,117 @@
+"""What a removal or a replacement must leave room for (``analyse.headroom``).
+
+- ``forecast`` with a forecast: the pods the HPAs would run at the upper edge of the forecast's
+  peak (:func:`~tuner.model.demand.forecast_demand`) must fit in the nodes left — in total (the
+  linear candidate check and the check after a drain, as the thresholds are checked), and, for
+  up to :data:`FIT_LIMIT` added pods, one by one where the scheduler would put them in the
+  drained snapshot (so that free room scattered in slivers over many nodes does not pass for
+  room). The fixed thresholds do not apply: the forecast says how much room the next minutes
+  need, where a threshold guesses it.
+- ``forecast`` without one (forecast disabled, no history yet, Prometheus down), or with one
+  not sure enough to plan by (:func:`sure`: under a day of history, or a band measured from
+  too few past errors), and ``thresholds``: requests over allocatable and over usable capacity
+  stay under ``analyse.thresholds`` (the 2019 rule).
+- ``none``: nothing beyond the pods moved fitting now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from tuner.analyse.usable import under_thresholds
+from tuner.model.cluster import Cluster, Node, Pod
+from tuner.model.demand import Demand, forecast_demand
+from tuner.model.forecast import MIN_ERRORS, Band, Basis, Forecast
+from tuner.model.resources import Resources
+from tuner.settings import Settings, Thresholds
+
+FIT_LIMIT = 256
+"""Up to this many pods added at the forecast's peak are fitted one by one after a drain; more
+are checked in total only (each fit is one pass over the nodes, per drain tried)."""
+
+
+def sure(forecast: Forecast) -> bool:
+    """Whether a forecast is sure enough to plan the room by: seasonal (a day of history or
+    more) with a band measured from at least :data:`~tuner.model.forecast.MIN_ERRORS` past
+    errors. One resting on the recent level only has a band of at least ±50 % by construction
+    (it cannot know what the rest of the day holds): the thresholds apply instead, as without a
+    forecast."""
+    return forecast.basis is not Basis.LEVEL and forecast.errors >= MIN_ERRORS
+
+
+def vanishing(pods: Iterable[Pod]) -> Resources:
+    """The requests that go with a node when it goes (its DaemonSet and static pods)."""
+    return Resources.total([p.requests for p in pods if p.follows_node])
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """The room a change must leave: the forecast's demand, or the thresholds."""
+
+    thresholds: Thresholds
+    demand: Demand | None = None
+    """What the forecast's upper band asks for (None: the thresholds apply)."""
+    band: Band | None = None
+    """The forecast peak the demand comes from."""
+    last: float = 0.0
+    """The load now the peak was scaled from."""
+
+    @staticmethod
+    def of(cluster: Cluster, settings: Settings, forecast: Forecast | None) -> Headroom:
+        """The headroom the settings ask for, with the cycle's forecast (None: none)."""
+        mode = settings.analyse.headroom
+        if mode == "none":
+            return Headroom(Thresholds())
+        if mode == "forecast" and forecast is not None and sure(forecast):
+            demand, band = forecast_demand(cluster, forecast)
+            return Headroom(Thresholds(), demand, band, forecast.last)
+        return Headroom(settings.analyse.thresholds)
+
+    def why(self, detail: str = "") -> str:
+        """Why a change leaves too little room for the forecast, in the user's words."""
+        extra = f": {detail}" if detail else ""
+        if self.band is None:
+            return f"the forecast needs the room{extra}"
+        return (
+            f"the forecast peak {self.band.upper:.6g} (expected {self.band.expected:.6g}, "
+            f"now {self.last:.6g}) needs it{extra}"
+        )
+
+    def passes_check(
+        self, requested: Resources, allocatable: Resources, node: Node, pods: Iterable[Pod]
+    ) -> bool:
+        """The linear candidate check: without ``node``'s allocatable and the requests of its
+        pods that go with it, the cluster's requests (``requested`` now, or the forecast's
+        demand) fit the allocatable left (within the thresholds)."""
+        gone = vanishing(pods)
+        left = allocatable - node.allocatable
+        if self.demand is None:
+            return under_thresholds(requested - gone, left, self.thresholds)
+        return (self.demand.requests - gone).fits_in(left)
+
+    def holds(
+        self, requested: Resources, change: Resources, capacities: Iterable[Resources]
+    ) -> bool:
+        """Whether, after a change that changes the requests by ``change`` (new nodes' DaemonSet
+        pods in, the drained nodes' out), the requests (``requested`` now, or the forecast's
+        demand) fit each of ``capacities`` (the allocatable and the usable capacity left),
+        within the thresholds."""
+        if self.demand is None:
+            after = requested + change
+            return all(under_thresholds(after, c, self.thresholds) for c in capacities)
+        needed = self.demand.requests + change
+        return all(needed.fits_in(c) for c in capacities)
+
+    def added_pods(self, cluster: Cluster) -> tuple[Pod, ...] | None:
+        """One pod per pod each workload adds at the forecast's peak, as its pods are now (to fit
+        one by one); None when there are more than :data:`FIT_LIMIT` or no forecast."""
+        if self.demand is None:
+            return None
+        added = self.demand.added
+        if sum(added.values()) > FIT_LIMIT:
+            return None
+        first: dict[object, Pod] = {}
+        for pod in cluster.pods:
+            first.setdefault(pod.workload, pod)
+        return tuple(first[w] for w, n in added.items() for _ in range(n))
