@@ -86,7 +86,7 @@ class SimReserveKeeper:
         if now < reserve.until:
             for node in reserve.nodes:
                 wanted[node.pool, node.requests] += 1
-        pools = discover(self.sim.cluster(), self.settings)
+        pools: Pools | None = None
         created: list[str] = []
         removed: list[str] = []
         failed: list[str] = []
@@ -96,6 +96,7 @@ class SimReserveKeeper:
             while len(pods) > room:
                 removed.append(self._delete(pods.pop()))
             while len(pods) < room:
+                pools = pools or discover(self.sim.cluster(), self.settings)
                 pod, why = self._create(slot, pools)
                 if pod is None:
                     failed.append(why)
