@@ -174,7 +174,7 @@ class Scheduler:
         """Delete the placeholders on the node where their going lets ``pod`` fit (see the
         module's docstring); that node, or None (``pod`` is a placeholder, or no node would
         do)."""
-        if pod.placeholder:
+        if pod.placeholder or not cluster.placeholders:
             return None
         best: tuple[tuple[int, float], SimNode, list[SimPod]] | None = None
         for node in sorted(cluster.nodes.values(), key=lambda n: n.name):

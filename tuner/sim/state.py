@@ -213,6 +213,8 @@ class SimCluster:
         """Services with a pod bound (not ready until its startup passed) since last collected."""
         self.counted = 0
         """Pods a rule about other pods (or a host port) applies to: the census is needed."""
+        self.placeholders = 0
+        """The tuner's placeholder pods (pending or bound): preemption has victims to look for."""
         self._uid = 0
         self._node_seq = 0
         self._view: tuple[int, Cluster] | None = None
@@ -269,6 +271,7 @@ class SimCluster:
         pod = SimPod(self._uid, name, service, created=now, own=constraints)
         self.totals.add(pod, 1)
         self.counted += pod.counted
+        self.placeholders += pod.placeholder
         self.pods[pod.uid] = pod
         self.waiting[pod.uid] = pod
         self.by_service.setdefault(service, set()).add(pod.uid)
@@ -329,6 +332,7 @@ class SimCluster:
     def _forget(self, pod: SimPod) -> None:
         self.totals.add(pod, -1)
         self.counted -= pod.counted
+        self.placeholders -= pod.placeholder
         if pod.node is not None:
             self.bound[pod.service] -= 1
         del self.pods[pod.uid]
