@@ -94,15 +94,28 @@ def test_a_reserved_node_makes_the_right_pool_grow_and_is_never_pending(seed: in
     assert seen.node == new and seen.owner_kind == "Pod"
 
 
-def test_karpenter_launches_a_node_for_a_reserved_node_too() -> None:
+@pytest.mark.parametrize("pool", ["big", "other"])
+def test_karpenter_launches_a_node_of_the_reserved_pool_too(pool: str) -> None:
     sim, keep = keeper(KarpenterStrategy())
     assert isinstance(sim.autoscaler, Karpenter)
 
-    keep.hold(reserve(sim, BIG_ROOM), sim.now)
+    keep.hold(reserve(sim, ReservedNode(pool, ROOM)), sim.now)
     sim.advance(180)
 
     (pod,) = keep.standing
-    assert pod.node is not None and sim.cluster_state.nodes[pod.node].type is BIG
+    assert pod.node is not None and pool_nodes(sim, pool) == [pod.node]
+    assert len(sim.cluster_state.nodes) == 2
+
+
+def test_karpenter_does_not_consolidate_a_placeholder_onto_another_pools_node() -> None:
+    sim, keep = keeper(KarpenterStrategy())
+    small = ReservedNode("big", Resources(1000, 0))  # the small node has room for it
+
+    keep.hold(Reserve(sim.now, sim.now + 3600.0, (small,)), sim.now)
+    sim.advance(900)
+
+    (pod,) = keep.standing
+    assert pod.node is not None and pool_nodes(sim, "big") == [pod.node]
 
 
 def test_placeholders_the_reserve_no_longer_asks_for_are_removed() -> None:

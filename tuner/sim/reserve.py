@@ -71,9 +71,11 @@ class SimReserveKeeper:
 
     @property
     def standing(self) -> tuple[SimPod, ...]:
-        """The placeholders held now, by slot then age."""
-        held = self._held.pods
-        return tuple(p for slot in sorted(held, key=_order) for p in held[slot])
+        """The placeholders held now (not preempted), by slot then age."""
+        held, pods = self._held.pods, self.sim.cluster_state.pods
+        return tuple(
+            p for slot in sorted(held, key=_order) for p in held[slot] if pods.get(p.uid) is p
+        )
 
     def hold(self, reserve: Reserve, now: float) -> ReserveOutcome:
         """Make the placeholders match ``reserve`` (nothing once its ``until`` passed)."""
