@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from tuner.sim.evaluate import summary
+from tuner.sim.evaluate import summary, work
 from tuner.sim.forecast_error import ForecastError, forecast_key
 from tuner.sim.metrics import ActionCounts, TickSeries
 from tuner.sim.report import Comparison, StrategyRun, forecast_keys, table
@@ -89,3 +89,11 @@ def test_each_tuner_row_is_held_to_the_forecast_its_own_settings_make() -> None:
     assert keys["tuner"] == forecast_key(settings)
     horizon = keys["tuner"][2]
     assert horizon == settings.forecast.node_startup_s + settings.windows.measure_s
+
+
+def test_worker_processes_start_the_costliest_scenarios_first() -> None:
+    by_work = sorted(
+        ["thesis-wide", "diurnal", "large", "diurnal-week"], key=lambda n: -work(scenario(n))
+    )
+
+    assert by_work == ["diurnal-week", "large", "diurnal", "thesis-wide"]
