@@ -32,6 +32,9 @@ def test_simulate_short_run_writes_table_plot_and_results(
     assert (tmp_path / "thesis-narrow.png").stat().st_size > 10_000
     (result,) = json.loads((tmp_path / "results.json").read_text())
     assert set(result["strategies"]) == set(STRATEGIES)
+    assert "room" in result and "| room captured |" in out
+    assert result["strategies"]["tuner"]["forecast_error"]["forecasts"] >= 1
+    assert "forecast_error" not in result["strategies"]["autoscaler"]
 
 
 def test_same_seed_gives_the_same_table(capsys: pytest.CaptureFixture[str]) -> None:

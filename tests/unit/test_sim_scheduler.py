@@ -1,5 +1,6 @@
 """kube-scheduler's default scoring in the simulator: spreading, the tuner's preferred
-affinity label, PreferNoSchedule taints, filters."""
+affinity label, PreferNoSchedule taints, filters; the queue's priority order and the preemption
+of the tuner's placeholders."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import random
 
 import pytest
 
-from tuner.model.constraints import Taint
+from tuner.model.constraints import Constraints, Taint
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.scheduler import MOST_ALLOCATED, Scheduler
-from tuner.sim.state import SimCluster, affinity_label
+from tuner.sim.state import SimCluster, SimPod, affinity_label
 from tuner.sim.workloads import Service
 
 E2 = NODE_TYPES["e2-standard-4"]  # allocatable 3920m
@@ -146,3 +147,85 @@ def test_most_allocated_scores_by_hand() -> None:
 def test_an_unknown_scoring_strategy_is_refused() -> None:
     with pytest.raises(ValueError, match="scoring"):
         Scheduler(random.Random(0), "RequestedToCapacityRatio")
+
+
+# -- preemption of the tuner's placeholders -----------------------------------------------------
+
+
+def holding(cluster: SimCluster, node: str, cpu: int, at: float) -> SimPod:
+    """A placeholder of ``cpu`` millicores bound to ``node`` at ``at``."""
+    pod = cluster.create_pod(Service(f"placeholder-{at:g}", cpu, 0, kind="Pod"), at, Constraints())
+    cluster.bind(pod, cluster.nodes[node], at)
+    return pod
+
+
+def schedule(cluster: SimCluster, service: Service) -> SimPod:
+    pod = cluster.create_pod(service, 100)
+    Scheduler(random.Random(0)).schedule(cluster, 100)
+    return pod
+
+
+def test_a_pod_that_fits_nowhere_preempts_a_placeholder_and_binds_there() -> None:
+    cluster = cluster_of(3000, 0)
+    held = holding(cluster, "n-0002", 3500, 0)
+
+    pod = schedule(cluster, BIG)
+
+    assert pod.node == "n-0002"
+    assert held.uid not in cluster.pods
+    assert cluster.evictions == 0  # a placeholder's preemption is no workload's eviction
+    assert cluster.totals.pending == 0
+
+
+def test_preemption_picks_the_node_with_the_fewest_victims_and_reprieves_the_earliest() -> None:
+    cluster = cluster_of(0, 0)
+    early, second, late, last = (holding(cluster, "n-0001", 900, t) for t in (0, 1, 2, 3))
+    alone = holding(cluster, "n-0002", 3500, 4)
+    big = Service("big", 1500, 0, namespace="shop")
+
+    pod = schedule(cluster, big)
+
+    # n-0001 would lose 2 of its 4 (3920 - 1500 leaves room for two kept), n-0002 its one
+    assert pod.node == "n-0002"
+    assert alone.uid not in cluster.pods
+    assert {early.uid, second.uid, late.uid, last.uid} <= set(cluster.pods)
+
+
+def test_preemption_reprieves_the_earliest_started_and_ties_go_to_the_latest_start() -> None:
+    cluster = cluster_of(0, 0)
+    kept, lost = holding(cluster, "n-0001", 1500, 0), holding(cluster, "n-0001", 1500, 10)
+    other = holding(cluster, "n-0002", 3500, 5)
+    big = Service("big", 1500, 0, namespace="shop")
+
+    pod = schedule(cluster, big)
+
+    # one victim on each node: n-0001's started at 10 (its one at 0 reprieved), n-0002's at 5
+    assert pod.node == "n-0001"
+    assert set(cluster.pods) >= {kept.uid, other.uid}
+    assert lost.uid not in cluster.pods
+
+
+def test_no_preemption_where_the_placeholders_going_is_not_enough_or_the_pod_may_not_go() -> None:
+    cluster = cluster_of(3000, 0)
+    holding(cluster, "n-0001", 500, 0)  # n-0001: 3500 of 3920 even without it
+    holding(cluster, "n-0002", 3500, 0)
+    cluster.nodes["n-0002"].unschedulable = True
+    before = set(cluster.pods)
+
+    pod = schedule(cluster, BIG)
+
+    assert pod.node is None
+    assert before <= set(cluster.pods)
+
+
+def test_a_placeholder_never_preempts_and_waits_behind_the_workloads_pods() -> None:
+    cluster = cluster_of(0)
+    first = cluster.create_pod(Service("placeholder-1", 3000, 0, kind="Pod"), 0, Constraints())
+    second = cluster.create_pod(Service("placeholder-2", 3000, 0, kind="Pod"), 1, Constraints())
+    later = cluster.create_pod(BIG, 2)  # created last, of a higher priority
+
+    Scheduler(random.Random(0)).schedule(cluster, 2)
+
+    assert later.node == "n-0001"
+    assert first.node is None and second.node is None
+    assert first.uid in cluster.pods and second.uid in cluster.pods

@@ -29,7 +29,9 @@ marked a deletion candidate before the pods it was added for reach it. No pool s
 minimum. Nodes
 running ``kube-system`` pods that are neither DaemonSet pods nor covered by a
 PodDisruptionBudget are skipped (``--skip-nodes-with-system-pods=true``), and so are nodes with
-pods whose PodDisruptionBudget allows too few disruptions.
+pods whose PodDisruptionBudget allows too few disruptions, and nodes with a pod no controller
+owns (the tuner's placeholder; the Cluster Autoscaler FAQ's "pods that are not backed by a
+controller object", which it would not re-create elsewhere).
 """
 
 from __future__ import annotations
@@ -190,13 +192,15 @@ class ClusterAutoscaler:
     # -- scale-down ----------------------------------------------------------------------------
 
     def _blocked(self, cluster: SimCluster, node: SimNode) -> bool:
-        """A pod that may not be drained: a ``kube-system`` pod without a PodDisruptionBudget
-        (under ``--skip-nodes-with-system-pods``), or pods whose budget allows fewer
-        disruptions than the node holds of them."""
+        """A pod that may not be drained: a bare pod (a placeholder), a ``kube-system`` pod
+        without a PodDisruptionBudget (under ``--skip-nodes-with-system-pods``), or pods whose
+        budget allows fewer disruptions than the node holds of them."""
         on_node: dict[Service, int] = {}
         for pod in cluster.pods_on(node):
             if pod.daemon:
                 continue
+            if pod.placeholder:
+                return True  # not replicated
             service = pod.service
             if service.pdb_max_unavailable is None:
                 if self.config.skip_nodes_with_system_pods and service.namespace == "kube-system":

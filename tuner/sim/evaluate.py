@@ -34,9 +34,18 @@ from tuner.errors import InputError
 from tuner.json_input import MAX_BYTES, read_bounded
 from tuner.output_files import check_directory, check_file, write_atomic
 from tuner.sim.engine import Scenario
+from tuner.sim.forecast_error import ForecastError, ForecastKey, keyed_error
 from tuner.sim.plots import plot
 from tuner.sim.progress import Progress
-from tuner.sim.report import ORDER, Comparison, StrategyRun, run, table, with_baseline
+from tuner.sim.report import (
+    ORDER,
+    Comparison,
+    StrategyRun,
+    forecast_keys,
+    run,
+    table,
+    with_baseline,
+)
 from tuner.sim.report import comparison as compare_outcomes
 from tuner.sim.scenarios import SCENARIOS, scenario
 
@@ -59,11 +68,13 @@ def summary(comparison: Comparison) -> dict[str, Any]:
             "node_hours": round(comparison.lower_bound_node_hours, 3),
             "cost": round(comparison.lower_bound_cost, 4),
         },
+        "room": round(comparison.room, 4),
         "strategies": {
             o.strategy: {
                 "node_hours": round(o.node_hours, 3),
                 "cost": round(o.cost, 4),
                 "savings_vs_ca": round(comparison.savings(o.strategy), 4),
+                "room_captured": _rounded(comparison.captured(o.strategy)),
                 "gap_to_lower_bound": round(comparison.gap(o.strategy), 4),
                 "evictions_per_hour": round(o.evictions_per_hour, 3),
                 "pending_pod_seconds": o.pending_pod_seconds,
@@ -72,10 +83,21 @@ def summary(comparison: Comparison) -> dict[str, Any]:
                 "windows_checked": o.windows[1],
                 "actions": vars(o.actions),
                 "decisions": o.decisions,
+                **_forecast(comparison, o.strategy),
             }
             for o in comparison.outcomes
         },
     }
+
+
+def _rounded(share: float | None) -> float | None:
+    return None if share is None else round(share, 4)
+
+
+def _forecast(comparison: Comparison, strategy: str) -> dict[str, Any]:
+    """A tuner's forecast error (:meth:`ForecastError.to_json`), nothing for another row."""
+    error = comparison.forecast_errors.get(strategy)
+    return {} if error is None else {"forecast_error": error.to_json()}
 
 
 DEFAULT_SEED = 1
@@ -138,6 +160,17 @@ def update_readme(readme: Path, results: Sequence[Comparison], output: Path) -> 
     write_atomic(readme, f"{head}{BEGIN}\n{generated}{END}{tail}")
 
 
+def work(scenario: Scenario) -> float:
+    """How much simulating the scenario costs, roughly: its hours times its workloads (a tick
+    costs about its pods and nodes). The longest runs start first, so that none is left alone
+    at the end: ``large`` (12 h, 347 workloads) costs more than a 24-hour scenario of 100."""
+    return scenario.duration / 3600 * max(len(scenario.services), 1)
+
+
+Errors = dict[tuple[int, ForecastKey], ForecastError]
+"""The forecast errors, by scenario index and the forecast a tuner's settings make."""
+
+
 def _run_parallel(
     chosen: Sequence[Scenario],
     names: Sequence[str],
@@ -145,9 +178,12 @@ def _run_parallel(
     jobs: int,
     outcomes: dict[tuple[int, str], StrategyRun],
     progress: Progress,
+    needed: Sequence[tuple[int, ForecastKey]],
+    errors: Errors,
 ) -> None:
-    """Every (scenario, strategy) run in ``jobs`` worker processes, longest scenarios first."""
-    order = sorted(range(len(chosen)), key=lambda i: -chosen[i].duration)
+    """Every (scenario, strategy) run in ``jobs`` worker processes, the most work first (see
+    :func:`work`), then the ``needed`` forecast errors (into ``errors``)."""
+    order = sorted(range(len(chosen)), key=lambda i: -work(chosen[i]))
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(jobs, mp_context=context) as pool:
         pending = {
@@ -155,11 +191,14 @@ def _run_parallel(
             for i in order
             for strategy in names
         }
+        forecasts = {pool.submit(keyed_error, chosen[i], key): (i, key) for i, key in needed}
         for future in as_completed(pending):
             i, strategy = pending[future]
             outcomes[i, strategy] = future.result()
             progress.describe(f"{chosen[i].name} {strategy}")
             progress.update((chosen[i].warmup + chosen[i].duration) / 3600)
+        for made in as_completed(forecasts):
+            errors[forecasts[made]] = made.result()
 
 
 def simulate(
@@ -181,10 +220,13 @@ def simulate(
     seeds = [seed if seed is not None else (item.seed or DEFAULT_SEED) for item in chosen]
     total = sum((s.warmup + s.duration) * len(names) for s in chosen)
     outcomes: dict[tuple[int, str], StrategyRun] = {}
+    keys = [forecast_keys(item, seeds[i], names) for i, item in enumerate(chosen)]
+    needed = sorted({(i, key) for i, by_name in enumerate(keys) for key in by_name.values()})
+    errors: Errors = {}
     started = time.monotonic()
     with closing(Progress(total / 3600)) as progress:
         if jobs > 1:
-            _run_parallel(chosen, names, seeds, jobs, outcomes, progress)
+            _run_parallel(chosen, names, seeds, jobs, outcomes, progress, needed, errors)
         else:
             for i, item in enumerate(chosen):
                 for strategy in names:
@@ -192,8 +234,15 @@ def simulate(
                     outcomes[i, strategy] = run(
                         item, strategy, seeds[i], lambda s: progress.update(s / 3600)
                     )
+            for i, key in needed:
+                errors[i, key] = keyed_error(chosen[i], key)
     results = [
-        compare_outcomes(item, seeds[i], tuple(outcomes[i, n] for n in names))
+        compare_outcomes(
+            item,
+            seeds[i],
+            tuple(outcomes[i, n] for n in names),
+            {name: errors[i, key] for name, key in keys[i].items()},
+        )
         for i, item in enumerate(chosen)
     ]
     elapsed = time.monotonic() - started

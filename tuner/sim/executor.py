@@ -26,6 +26,7 @@ from typing import Protocol
 
 from tuner.model.cluster import Workload
 from tuner.model.constraints import Constraints, Requirement, Toleration
+from tuner.model.pools import NodePool
 from tuner.model.resources import Resources
 from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode
 from tuner.sim.metrics import ActionResult
@@ -79,6 +80,20 @@ class Controls(Protocol):
         ``timeout`` seconds; whether ``done()`` came true."""
 
 
+def placeholder_constraints(pool: NodePool, avoid: tuple[str, ...] = ()) -> Constraints:
+    """Where a placeholder pod asking ``pool`` for room may run: the pool's node selector and
+    tolerations of its template's taints; with ``avoid``, a required affinity that keeps it off
+    those nodes (a provision's: only a new node satisfies it)."""
+    affinity = ((Requirement(HOSTNAME, "NotIn", avoid),),) if avoid else ()
+    return Constraints(
+        tolerations=tuple(
+            Toleration(t.key, "Equal", t.value, t.effect) for t in pool.template.taints
+        ),
+        node_selector=tuple(sorted(pool.selector.items())),
+        node_affinity=affinity,
+    )
+
+
 class SimulatedExecutor:
     """Executes actions through a simulated cluster's :class:`Controls`."""
 
@@ -128,14 +143,7 @@ class SimulatedExecutor:
     ) -> ActionResult:
         """Placeholder, wait for the autoscaler's new node, delete the placeholder, bind."""
         cluster, pool = self.cluster, action.pool
-        template = pool.template
-        constraints = Constraints(
-            tolerations=tuple(
-                Toleration(t.key, "Equal", t.value, t.effect) for t in template.taints
-            ),
-            node_selector=tuple(sorted(pool.selector.items())),
-            node_affinity=((Requirement(HOSTNAME, "NotIn", cluster.node_names()),),),
-        )
+        constraints = placeholder_constraints(pool, avoid=cluster.node_names())
         pod = cluster.create_placeholder(action.placeholder_requests, constraints)
         landed = cluster.pass_time(
             lambda: pod.node is not None and cluster.node_ready(pod.node), timeout

@@ -8,7 +8,8 @@ share that matters for removing a node) or under its lower edge. The load a scen
 does not depend on the strategy, so this needs no simulation of the cluster.
 
 The horizon is the scenario's node start-up (the Cluster Autoscaler model's provisioning
-delay, Karpenter's too) plus the tuner's window.
+delay, Karpenter's too) plus the tuner's window; the evaluation holds each tuner's row to the
+forecast its own settings make (:func:`forecast_key`, :func:`keyed_error`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from tuner.model.forecast import DEFAULT_QUANTILE, forecast_load
+from tuner.settings import Settings
 from tuner.sim.engine import Scenario
 from tuner.sim.history import SimLoadHistory, step_means
 
@@ -60,6 +62,28 @@ class ForecastError:
             "history_h": round(self.history_s / 3600, 2),
             "bases": self.bases,
         }
+
+
+ForecastKey = tuple[float, float, float, float]
+"""What a forecast's error on a scenario depends on besides the scenario: the step, the
+look-back, the horizon and the band's quantile."""
+
+
+def forecast_key(settings: Settings) -> ForecastKey | None:
+    """The forecast a tuner with these settings makes each cycle (None: it makes none)."""
+    options = settings.forecast
+    if not options.enabled:
+        return None
+    horizon = options.horizon(settings.windows)
+    return options.step_s, options.lookback_s, horizon, options.quantile
+
+
+def keyed_error(scenario: Scenario, key: ForecastKey) -> ForecastError:
+    """:func:`forecast_error` of the forecast ``key`` describes."""
+    step, lookback, horizon, quantile = key
+    return forecast_error(
+        scenario, step_s=step, lookback_s=lookback, horizon_s=horizon, quantile=quantile
+    )
 
 
 def tuner_horizon(scenario: Scenario) -> float:

@@ -215,7 +215,7 @@ class DisruptionController:
     ) -> Command | None:
         names = {n.name for n in nodes}
         rooms = [
-            Room(*_free(n), n.type.max_pods - len(n.pods), n.name)
+            Room(*_free(n), n.type.max_pods - len(n.pods), n.name, host=n)
             for n in sorted(cluster.nodes.values(), key=lambda n: n.name)
             if n.name not in names
             and n.ready(now)

@@ -1,6 +1,8 @@
 """Karpenter's bin packing (:mod:`tuner.sim.karpenter`): the room of nodes, existing or starting,
 first-fit onto them, and first-fit decreasing onto new node claims, each launched as the cheapest
-instance type its pods still fit on."""
+instance type its pods still fit on. A placeholder's node selector (a pool's label) is honoured:
+Karpenter launches a claim only from a NodePool whose labels the pod's requirements admit, and
+simulates its moves with kube-scheduler's filters."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from dataclasses import dataclass
 from tuner.model.census import Census
 from tuner.model.constraints import HOSTNAME_KEY
 from tuner.model.resources import Resources
-from tuner.model.scheduling import NodeRoom, resource_fit
+from tuner.model.scheduling import NodeRoom, resource_fit, static_fit
 from tuner.sim.prices import NodeType
 from tuner.sim.state import SimPod, TemplateNode, pool_labels
 
@@ -27,15 +29,23 @@ class Offering:
 
 class Room:
     """Free CPU, memory and pod slots of a node, existing or planned; ``node`` names a ready
-    node of the census, or is a starting one (not in it yet)."""
+    node of the census, or is a starting one (not in it yet); ``host`` is the node whose labels
+    a placeholder's node selector and affinity are checked against."""
 
-    __slots__ = ("cpu", "memory", "node", "pods", "starting")
+    __slots__ = ("cpu", "host", "memory", "node", "pods", "starting")
 
     def __init__(
-        self, cpu: int, memory: int, pods: int, node: str = "", starting: NodeRoom | None = None
+        self,
+        cpu: int,
+        memory: int,
+        pods: int,
+        node: str = "",
+        starting: NodeRoom | None = None,
+        host: NodeRoom | None = None,
     ) -> None:
         self.cpu, self.memory, self.pods = cpu, memory, pods
         self.node, self.starting = node, starting
+        self.host = host if host is not None else starting
 
     def take(self, pod: SimPod, census: Census | None = None) -> bool:
         """Reserve the pod's requests if they fit, and its rules that count pods allow it."""
@@ -53,12 +63,20 @@ class Room:
         return resource_fit(requests, Resources(self.cpu, self.memory), self.pods) is None
 
     def allows(self, pod: SimPod, census: Census | None) -> bool:
-        """The pod's rules that count other pods admit this node."""
+        """The pod's rules that count other pods admit this node, and so do a placeholder's own
+        node selector and affinity (the only pods with static node rules here)."""
+        if pod.placeholder and self.host is not None and not placeholder_admits(pod, self.host):
+            return False
         if census is None or not pod.counted:
             return True
         if self.starting is not None:
             return census.would_fit(pod, self.node, self.starting) is None
         return census.why_not(pod, self.node) is None
+
+
+def placeholder_admits(pod: SimPod, node: NodeRoom) -> bool:
+    """A placeholder's node selector, required affinity and tolerations admit ``node``."""
+    return static_fit(pod.constraints, node) is None
 
 
 def first_fit(
@@ -106,12 +124,14 @@ def pack_claims(
     unfit: list[SimPod] = []
 
     def admits(offering: Offering, pod: SimPod) -> bool:
-        if census is None or not pod.counted:
+        if not pod.placeholder and (census is None or not pod.counted):
             return True
         name = f"{offering.pool}-claim-{len(claims)}"
         labels = pool_labels(offering.node_type, offering.pool, pool_label, offering.zone)
         node = TemplateNode({**labels, HOSTNAME_KEY: name})
-        return census.would_fit(pod, name, node) is None
+        if pod.placeholder and not placeholder_admits(pod, node):
+            return False  # a NodePool whose labels its node selector does not match
+        return census is None or not pod.counted or census.would_fit(pod, name, node) is None
 
     def fitting(claim: PlannedNode, pod: SimPod) -> list[Offering]:
         cpu = claim.cpu + pod.service.cpu + overhead.cpu

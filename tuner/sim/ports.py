@@ -24,6 +24,7 @@ from tuner.plan.actions import Action
 from tuner.plan.take_back import needed_back
 from tuner.settings import Windows
 from tuner.sim.engine import Simulation
+from tuner.sim.state import PLACEHOLDER_LABEL
 
 SOURCE = "simulator"
 
@@ -108,9 +109,14 @@ class SimActuator:
 
     def take_back_needed(self, now: float) -> tuple[str, ...]:
         """Uncordon the nodes left to the autoscaler that pending pods would run on (those it
-        has not started deleting); their names."""
+        has not started deleting; the tuner's own placeholders, which ask for new room, do not
+        count, as in the daemon); their names."""
         sim = self.sim
-        taken = needed_back(sim.cluster(), sim.handed_over) if sim.handed_over else ()
+        taken = (
+            needed_back(sim.cluster(), sim.handed_over, lambda p: PLACEHOLDER_LABEL in p.labels)
+            if sim.handed_over
+            else ()
+        )
         for name in taken:
             sim.controls.take_back(name)
         return taken

@@ -25,6 +25,24 @@ with kube-scheduler's default plugin weights:
   Autoscaler's ``DeletionCandidateOfClusterAutoscaler``) score higher.
 
 Ties are broken at random with the simulation's seeded generator, as kube-scheduler does.
+
+The queue takes pods by priority, then age (the ``PrioritySort`` plugin): the tuner's placeholders
+(priority -10) after every other pending pod. A pending pod that fits nowhere **preempts**
+(the ``DefaultPreemption`` PostFilter; Kubernetes docs, "Pod Priority and Preemption", and
+``pkg/scheduler/framework/preemption``): on each node that passes every filter but room, it
+removes the pods of lower priority, and if it then fits, gives back ("reprieves") as many of them
+as still leave it room, the most important first (higher priority, then the earlier started);
+the rest are that node's victims. Of the nodes with victims it picks the one with the fewest
+PodDisruptionBudget violations, then the lowest highest victim priority, the smallest sum of
+priorities, the fewest victims, the latest start of the earliest-started most important victim,
+then the first. Only placeholders can be victims here: every simulated workload's pod has the
+same priority (no PriorityClass in any scenario), so no pod of a workload can preempt another,
+and a placeholder itself never preempts (``preemptionPolicy: Never``). Placeholders have no
+budget and one priority, so the choice comes down to the fewest victims, then the latest
+earliest start. A victim's grace period is 0: it is deleted at once (not an eviction, it is no
+workload's pod) and the preemptor is bound in the same pass, where kube-scheduler nominates the
+node and binds on its next attempt.
+
 Not modelled: the scores of topology spreading (the system default and ``ScheduleAnyway``
 constraints) and of preferred inter-pod affinity, image locality.
 """
@@ -34,6 +52,7 @@ from __future__ import annotations
 import random
 
 from tuner.model.census import Census
+from tuner.model.resources import Resources
 from tuner.model.scheduling import resource_fit, static_fit
 from tuner.sim.state import SimCluster, SimNode, SimPod, affinity_label, scored_requests
 
@@ -121,7 +140,7 @@ class Scheduler:
         one that fitted nowhere fits nowhere either: it is not filtered again (no node is
         scored, nothing random is drawn, the outcome is the same). A placeholder is like no
         other pod, and so is a pod with rules that count others but its service's pods."""
-        pending = cluster.pending()
+        pending = sorted(cluster.pending(), key=lambda p: p.placeholder)  # PrioritySort
         if not pending:
             return 0
         census = cluster.census(now)
@@ -138,10 +157,66 @@ class Scheduler:
                 continue
             node = self.choose(cluster, pod, now, census)
             if node is None:
-                unfit.add(shape)
-                continue
+                node = self.preempt(cluster, pod, now, census)
+                if node is None:
+                    unfit.add(shape)
+                    continue
+                unfit.clear()  # the victims' room may fit a pod that fitted nowhere before
             cluster.bind(pod, node, now)
             if census is not None:
                 census.add(node.name, pod)
             bound += 1
         return bound
+
+    def preempt(
+        self, cluster: SimCluster, pod: SimPod, now: float, census: Census | None = None
+    ) -> SimNode | None:
+        """Delete the placeholders on the node where their going lets ``pod`` fit (see the
+        module's docstring); that node, or None (``pod`` is a placeholder, or no node would
+        do)."""
+        if pod.placeholder or not cluster.placeholders:
+            return None
+        best: tuple[tuple[int, float], SimNode, list[SimPod]] | None = None
+        for node in sorted(cluster.nodes.values(), key=lambda n: n.name):
+            victims = self._victims(cluster, pod, node, now, census)
+            if not victims:
+                continue
+            rank = (len(victims), -min(v.bound_at for v in victims))
+            if best is None or rank < best[0]:
+                best = (rank, node, victims)
+        if best is None:
+            return None
+        _, node, victims = best
+        for victim in victims:
+            if census is not None:
+                census.remove(node.name, victim)
+            cluster.delete_pod(victim)
+        return node
+
+    @staticmethod
+    def _victims(
+        cluster: SimCluster, pod: SimPod, node: SimNode, now: float, census: Census | None
+    ) -> list[SimPod]:
+        """The placeholders on ``node`` whose going lets ``pod`` fit, after the reprieve (the
+        earliest started kept first); empty when there are none or their going is not
+        enough."""
+        lower = [p for p in cluster.pods_on(node) if p.placeholder]
+        if (
+            not lower
+            or not node.ready(now)
+            or static_fit(pod.constraints, node) is not None
+            or (census is not None and census.why_not(pod, node.name) is not None)
+        ):
+            return []
+        free = node.free() + Resources.total([p.requests for p in lower])
+        slots = node.type.max_pods - len(node.pods) + len(lower)
+        if resource_fit(pod.requests, free, slots) is not None:
+            return []
+        free, slots = free - pod.requests, slots - 1
+        victims = []
+        for placeholder in sorted(lower, key=lambda p: (p.bound_at, p.uid)):
+            if resource_fit(placeholder.requests, free, slots) is None:
+                free, slots = free - placeholder.requests, slots - 1  # reprieved
+            else:
+                victims.append(placeholder)
+        return victims

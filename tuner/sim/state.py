@@ -1,8 +1,9 @@
 """The simulated cluster's mutable state: nodes, pods, and its immutable domain-model view.
 
 The simulator mutates this state; the tuner only ever sees :meth:`SimCluster.view`, a
-:class:`~tuner.model.cluster.Cluster` value built from it (cached until the next change),
-without its own placeholder pods (they exist only while its executor waits for a node).
+:class:`~tuner.model.cluster.Cluster` value built from it (cached until the next change), its
+own placeholder pods among the others, as bare pods with the ``<prefix>/placeholder`` label
+(what the Kubernetes API shows the daemon).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from types import MappingProxyType
 from tuner.model.census import Census
 from tuner.model.cluster import Cluster, Hpa, Node, Pod
 from tuner.model.constraints import ZONE_KEY, Constraints, Taint
-from tuner.model.conventions import DEFAULT_PREFIX, workload_label
+from tuner.model.conventions import DEFAULT_PREFIX, Keys, workload_label
 from tuner.model.resources import Resources
 from tuner.sim.prices import NodeType
 from tuner.sim.workloads import Service
@@ -212,6 +213,8 @@ class SimCluster:
         """Services with a pod bound (not ready until its startup passed) since last collected."""
         self.counted = 0
         """Pods a rule about other pods (or a host port) applies to: the census is needed."""
+        self.placeholders = 0
+        """The tuner's placeholder pods (pending or bound): preemption has victims to look for."""
         self._uid = 0
         self._node_seq = 0
         self._view: tuple[int, Cluster] | None = None
@@ -268,6 +271,7 @@ class SimCluster:
         pod = SimPod(self._uid, name, service, created=now, own=constraints)
         self.totals.add(pod, 1)
         self.counted += pod.counted
+        self.placeholders += pod.placeholder
         self.pods[pod.uid] = pod
         self.waiting[pod.uid] = pod
         self.by_service.setdefault(service, set()).add(pod.uid)
@@ -328,6 +332,7 @@ class SimCluster:
     def _forget(self, pod: SimPod) -> None:
         self.totals.add(pod, -1)
         self.counted -= pod.counted
+        self.placeholders -= pod.placeholder
         if pod.node is not None:
             self.bound[pod.service] -= 1
         del self.pods[pod.uid]
@@ -378,7 +383,7 @@ class SimCluster:
         pods = tuple(
             _pod_value(p)
             for p in sorted(self.pods.values(), key=lambda p: p.uid)
-            if (p.node is None or p.node in names) and not p.placeholder
+            if p.node is None or p.node in names
         )
         cluster = Cluster(nodes=nodes, pods=pods, hpas=tuple(hpas))
         self._view = (self.version, cluster)
@@ -397,8 +402,15 @@ def _node_value(node: SimNode) -> Node:
     )
 
 
+PLACEHOLDER_LABEL = Keys(DEFAULT_PREFIX).placeholder
+"""The label of the tuner's placeholder pods (its value: the pod's name)."""
+
+
 def _pod_value(pod: SimPod) -> Pod:
     service = pod.service
+    labels = dict(service.labels)
+    if pod.placeholder:
+        labels[PLACEHOLDER_LABEL] = pod.name
     return Pod(
         namespace=service.namespace,
         name=pod.name,
@@ -406,7 +418,7 @@ def _pod_value(pod: SimPod) -> Pod:
         requests=pod.requests,
         workload=service.workload,
         owner_kind=service.kind,
-        labels=MappingProxyType(dict(service.labels)),
+        labels=MappingProxyType(labels),
         constraints=pod.constraints,
         phase="Running" if pod.node else "Pending",
     )

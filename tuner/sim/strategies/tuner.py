@@ -51,6 +51,7 @@ from tuner.sim.history import SimLoadHistory
 from tuner.sim.karpenter import Karpenter
 from tuner.sim.pools import pricing
 from tuner.sim.ports import SimActuator, SimObserver
+from tuner.sim.reserve import SimReserveKeeper
 from tuner.sim.strategies.binpacking import BinPacking
 from tuner.sim.strategies.karpenter import KarpenterStrategy
 from tuner.sim.strategy import Strategy
@@ -145,7 +146,14 @@ class ProjectTuner(Strategy):
             observer = SimObserver(sim, self.settings.windows)
             self.safeguards.clock = lambda: sim.now
             self.history = self.load_history(sim)
-            self._ports = Ports(observer, actuator, self.knowledge, self.safeguards, self.history)
+            self._ports = Ports(
+                observer,
+                actuator,
+                self.knowledge,
+                self.safeguards,
+                self.history,
+                SimReserveKeeper(sim, self.settings),
+            )
         if sim.now >= self.next_take_back:
             self.next_take_back = sim.now + self.settings.windows.retry_s
             self._ports.actuator.take_back_needed(sim.now)
