@@ -19,6 +19,7 @@ from testkit.builders import cluster, node, pod
 from testkit.exporter import ExportedDeployment, ExportedNode, ExportedPod
 from testkit.prometheus_fixture import PrometheusHarness
 from tuner.model.cluster import Cluster
+from tuner.model.conventions import Keys
 from tuner.model.load import Load
 from tuner.model.window_report import Verdict, WindowReport
 from tuner.monitor import window as window_module
@@ -210,6 +211,31 @@ def test_a_pod_pending_for_two_scrapes_makes_the_window_unstable(
 
     assert report.verdict is Verdict.UNSTABLE
     assert report.findings == (f"pending pods: {ns}/web-5f7d8-c",)
+
+
+def test_the_tuners_placeholder_pending_then_bound_leaves_the_window_stable(
+    prometheus: PrometheusHarness, ns: str
+) -> None:
+    """A reserve's placeholder waits for its node, then binds: room held for an autoscaler to
+    fill, no workload's change (the probes leave the tuner's placeholder pods out)."""
+    exporter = prometheus.exporter
+    exporter.set_request_rate(ns, "web", 10.0)
+    name = f"{Keys().placeholder_pod_prefix}general-1-0a1b2c"
+    waiting = two_workloads(ns)
+    waiting["pods"].append(ExportedPod(ns, name, "", "<none>", "", phase="Pending", ready=False))
+    exporter.set_cluster(**waiting)
+    start = begin(prometheus)
+    prometheus.wait_for_scrapes(2)
+    bound = two_workloads(ns)
+    bound["pods"].append(ExportedPod(ns, name, f"{ns}-node-b", "<none>", ""))
+    exporter.set_cluster(**bound)
+    prometheus.wait_for_scrapes(2)
+    end = time.time()
+    prometheus.wait_for_scrapes(1)
+
+    report = observe_rate(prometheus, ns, start, end)
+
+    assert report.verdict is Verdict.STABLE, report.findings
 
 
 def test_a_node_added_inside_the_window_makes_it_unstable(
@@ -425,7 +451,9 @@ def test_prometheus_stopped_mid_observation(
     assert report.verdict is Verdict.UNKNOWN
     assert report.load is None
     fourth = flaky.queries[3]
-    assert fourth == Probe.NODE_PODS.query("")  # the three before it were answered
+    assert fourth == Probe.NODE_PODS.query(
+        "", Keys().placeholder_pod_prefix
+    )  # the three before it were answered
     assert report.failed_query == fourth
     assert report.reason.startswith("stability query failed: Prometheus unreachable at ")
     assert fourth in report.reason

@@ -7,7 +7,8 @@ from dataclasses import replace
 
 from testkit.builders import cluster, node, pod
 from tuner.model.cluster import Cluster, Hpa, Workload
-from tuner.model.demand import SCALE_CAP, band_scale, demand_at
+from tuner.model.conventions import Keys
+from tuner.model.demand import SCALE_CAP, band_scale, demand_at, forecast_demand
 from tuner.model.forecast import Band, Basis, Forecast
 from tuner.model.resources import Resources
 
@@ -62,3 +63,14 @@ def test_within_the_hpas_tolerance_the_replicas_stay_as_they_are() -> None:
     assert demand_at(c, 0.92).workloads[WEB].then == 5
     assert demand_at(c, 1.15).workloads[WEB].then == 6
     assert demand_at(c, 0.85).workloads[WEB].then == 5  # ceil(4.25)
+
+
+def test_the_reserves_placeholders_are_no_demand() -> None:
+    keys = Keys()
+    c = _cluster(4, Hpa("default", "web", WEB, 2, 7))
+    held = pod("tuner-placeholder-1", "n1", cpu="3", memory="4Gi", workload="placeholder")
+    held = replace(held, labels={keys.placeholder: "tuner-placeholder-1"}, owner_kind="")
+    with_placeholder = replace(c, pods=(*c.pods, held))
+    demand, band = forecast_demand(with_placeholder, _forecast(100.0, 150.0), keys.placeholder)
+    assert band.upper == 150.0
+    assert demand == demand_at(c, 1.5)

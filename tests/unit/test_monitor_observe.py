@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from testkit.builders import cluster, node, pod
 from tuner.errors import InputError, ServiceError
 from tuner.model.cluster import Cluster
+from tuner.model.conventions import Keys
 from tuner.model.window_report import Verdict
 from tuner.monitor.evidence import REQUIRED_METRICS, Probe
 from tuner.monitor.observe import observe_window
@@ -64,7 +65,8 @@ HEALTHY: Mapping[Probe, Sequence[tuple[Mapping[str, str], float]]] = {
         )
     ],
 }
-_TEMPLATES = {probe.query("{span}"): probe for probe in Probe}
+PLACEHOLDERS = Keys().placeholder_pod_prefix
+_TEMPLATES = {probe.query("{span}", PLACEHOLDERS): probe for probe in Probe}
 
 
 class Served:
@@ -143,7 +145,7 @@ def test_a_healthy_cluster_is_stable_and_its_load_measured() -> None:
     assert len(served.queries) == len(Probe) + 2
     assert served.queries[-2] == report.load_query
     assert served.queries[-1] == ("min(min_over_time(timestamp(http_requests_total)[600s:5500ms]))")
-    assert Probe.PODS_SEEN.query("660s") in served.queries  # over warm-up and window
+    assert Probe.PODS_SEEN.query("660s", PLACEHOLDERS) in served.queries  # over warm-up and window
     assert report.load_warning is None
 
 
@@ -347,3 +349,22 @@ def test_some_kube_state_metrics_series_but_not_all_is_named() -> None:
         + ", ".join(REQUIRED_METRICS[1:])
         + "); is kube-state-metrics scraped with all its pod and node metrics?"
     )
+
+
+def test_the_snapshot_judge_leaves_the_tuners_placeholders_out() -> None:
+    """A reserve's placeholder pending at the start and bound at the end is no change."""
+    keys = Keys()
+    name = f"{keys.placeholder_pod_prefix}general-1-0a1b2c"
+    waiting = pod(name, None, workload="placeholder")
+    waiting = replace(waiting, labels={keys.placeholder: name}, owner_kind="", phase="Pending")
+    bound = replace(waiting, node="n2", phase="Running")
+    report = observe_window(
+        settings(),
+        END,
+        Served(present=()),
+        Snapshots(
+            (0.0, replace(BEFORE, pods=(*BEFORE.pods, waiting))),
+            (END - 10, replace(BEFORE, pods=(*BEFORE.pods, bound))),
+        ),
+    )
+    assert (report.verdict, report.source) == (Verdict.STABLE, "snapshots"), report.findings

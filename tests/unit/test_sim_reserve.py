@@ -9,7 +9,6 @@ import math
 
 import pytest
 
-from tuner.model.cluster import Cluster
 from tuner.model.demand import forecast_demand
 from tuner.model.forecast import forecast_from
 from tuner.model.reserve import Reserve, ReservedNode, ReserveOutcome
@@ -226,8 +225,7 @@ class ForecastReserve(Strategy):
         forecast, _ = forecast_from(self.settings, self.history.series, sim.now)
         assert forecast is not None
         seen = sim.cluster()
-        real = tuple(p for p in seen.pods if PLACEHOLDER_LABEL not in p.labels)
-        demand, _ = forecast_demand(Cluster(seen.nodes, real, seen.hpas), forecast)
+        demand, _ = forecast_demand(seen, forecast, PLACEHOLDER_LABEL)
         missing = demand.requests.cpu - sum(n.allocatable.cpu for n in seen.nodes)
         pool = sim.scenario.pools[0]
         room = pool.node_type.allocatable.cpu - sum(d.cpu for d in sim.scenario.daemonsets)

@@ -8,9 +8,9 @@
   room). The fixed thresholds do not apply: the forecast says how much room the next minutes
   need, where a threshold guesses it.
 - ``forecast`` without one (forecast disabled, no history yet, Prometheus down), or with one
-  not sure enough to plan by (:func:`sure`: under a day of history, or a band measured from
-  too few past errors), and ``thresholds``: requests over allocatable and over usable capacity
-  stay under ``analyse.thresholds`` (the 2019 rule).
+  not sure enough to plan by (:attr:`~tuner.model.forecast.Forecast.foresees`: under a day of
+  history, or a band measured from too few past errors), and ``thresholds``: requests over
+  allocatable and over usable capacity stay under ``analyse.thresholds`` (the 2019 rule).
 - ``none``: nothing beyond the pods moved fitting now.
 """
 
@@ -21,23 +21,15 @@ from dataclasses import dataclass
 
 from tuner.analyse.usable import under_thresholds
 from tuner.model.cluster import Cluster, Node, Pod
+from tuner.model.conventions import Keys
 from tuner.model.demand import Demand, forecast_demand
-from tuner.model.forecast import MIN_ERRORS, Band, Basis, Forecast
+from tuner.model.forecast import Band, Forecast
 from tuner.model.resources import Resources
 from tuner.settings import Settings, Thresholds
 
 FIT_LIMIT = 256
 """Up to this many pods added at the forecast's peak are fitted one by one after a drain; more
 are checked in total only (each fit is one pass over the nodes, per drain tried)."""
-
-
-def sure(forecast: Forecast) -> bool:
-    """Whether a forecast is sure enough to plan the room by: seasonal (a day of history or
-    more) with a band measured from at least :data:`~tuner.model.forecast.MIN_ERRORS` past
-    errors. One resting on the recent level only has a band of at least ±50 % by construction
-    (it cannot know what the rest of the day holds): the thresholds apply instead, as without a
-    forecast."""
-    return forecast.basis is not Basis.LEVEL and forecast.errors >= MIN_ERRORS
 
 
 def vanishing(pods: Iterable[Pod]) -> Resources:
@@ -63,8 +55,9 @@ class Headroom:
         mode = settings.analyse.headroom
         if mode == "none":
             return Headroom(Thresholds())
-        if mode == "forecast" and forecast is not None and sure(forecast):
-            demand, band = forecast_demand(cluster, forecast)
+        if mode == "forecast" and forecast is not None and forecast.foresees:
+            placeholder = Keys(settings.execute.label_prefix).placeholder
+            demand, band = forecast_demand(cluster, forecast, placeholder)
             return Headroom(Thresholds(), demand, band, forecast.last)
         return Headroom(settings.analyse.thresholds)
 

@@ -99,7 +99,7 @@ def node_ready(node: Any) -> bool:
 def placeholder_name(keys: Keys, node: str) -> str:
     """A fresh placeholder pod name for the provisional ``node`` (a valid label value too)."""
     slug = re.sub(r"[^a-z0-9]+", "-", node.lower()).strip("-")[:24].strip("-")
-    return f"{keys.prefix.replace('.', '-')[:20]}-placeholder-{slug}-{secrets.token_hex(3)}"
+    return f"{keys.placeholder_pod_prefix}{slug}-{secrets.token_hex(3)}"
 
 
 def placeholder_pod(

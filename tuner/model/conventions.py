@@ -83,6 +83,12 @@ class Keys:
         return f"{self.prefix}/placeholder"
 
     @property
+    def placeholder_pod_prefix(self) -> str:
+        """How the name of every placeholder pod the tuner creates begins (a valid DNS label
+        start): what tells its pods apart where only names are seen (kube-state-metrics)."""
+        return f"{self.prefix.replace('.', '-')[:20]}-placeholder-"
+
+    @property
     def provisional(self) -> str:
         """Annotation on a placeholder pod: the plan's provisional name of the node it asks for."""
         return f"{self.prefix}/provisional-node"

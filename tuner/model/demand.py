@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from tuner.model.cluster import Cluster, Workload
@@ -97,8 +97,13 @@ def _times(pod: Resources, count: int) -> Resources:
     return Resources(pod.cpu * count, pod.memory * count)
 
 
-def forecast_demand(cluster: Cluster, forecast: Forecast) -> tuple[Demand, Band]:
-    """The demand at the upper edge of the forecast's peak, and the band it came from."""
+def forecast_demand(cluster: Cluster, forecast: Forecast, placeholder: str) -> tuple[Demand, Band]:
+    """The demand at the upper edge of the forecast's peak, and the band it came from. Pods
+    labelled ``placeholder`` (the reserve's, which hold room for this very demand) are no
+    demand."""
+    real = tuple(p for p in cluster.pods if placeholder not in p.labels)
+    if len(real) < len(cluster.pods):
+        cluster = replace(cluster, pods=real)
     return demand_at(cluster, band_scale(forecast, forecast.peak.upper)), forecast.peak
 
 

@@ -186,6 +186,15 @@ class Forecast:
     left out): how the load moved up to now (the decline rule reads it)."""
 
     @property
+    def foresees(self) -> bool:
+        """Sure enough to plan by: seasonal (a day of history or more) with a band measured
+        from at least :data:`MIN_ERRORS` past errors. One resting on the recent level only, or
+        whose band was widened for want of measured errors, has an upper edge at least
+        :data:`WIDE` above the expected peak by construction: it says how little is known, not
+        that the load will rise."""
+        return self.basis is not Basis.LEVEL and self.errors >= MIN_ERRORS
+
+    @property
     def confidence(self) -> str:
         """One line: the basis, the history, what the band was measured from."""
         basis = {

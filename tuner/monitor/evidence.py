@@ -82,9 +82,14 @@ class Probe(StrEnum):
             Probe.DEPLOYMENTS,
         )
 
-    def query(self, span: str) -> str:
-        """The PromQL of this probe over a span such as ``660s``."""
-        return _QUERIES[self].replace("{span}", span)
+    def query(self, span: str, placeholders: str = "") -> str:
+        """The PromQL of this probe over a span such as ``660s``, leaving out the pods whose
+        name begins with ``placeholders`` (the tuner's own placeholder pods: they hold room for
+        an autoscaler to fill, their pending and binding is no workload's change)."""
+        alone = f'{{pod!~"{placeholders}.*"}}' if placeholders else ""
+        beside = f',pod!~"{placeholders}.*"' if placeholders else ""
+        query = _QUERIES[self].replace("{span}", span)
+        return query.replace("{pods}", alone).replace("<pods>", beside)
 
 
 _QUERIES: Mapping[Probe, str] = {
@@ -92,12 +97,12 @@ _QUERIES: Mapping[Probe, str] = {
     Probe.NODES: "max by (node) (kube_node_info)",
     Probe.PODS: (
         "count by (namespace, created_by_kind, created_by_name) ("
-        f"max by ({_POD_OWNER}) (kube_pod_info) "
+        f"max by ({_POD_OWNER}) (kube_pod_info{{pods}}) "
         f"unless on (namespace, pod) ({_FINISHED} == 1))"
     ),
     Probe.NODE_PODS: (
         "count by (node) ("
-        "max by (namespace, pod, node) (kube_pod_info) "
+        "max by (namespace, pod, node) (kube_pod_info{pods}) "
         f"unless on (namespace, pod) ({_FINISHED} == 1))"
     ),
     Probe.DEPLOYMENTS: (
@@ -107,16 +112,16 @@ _QUERIES: Mapping[Probe, str] = {
     ),
     Probe.NODES_SEEN: "max by (node) (max_over_time(kube_node_info[{span}]))",
     Probe.PODS_SEEN: (
-        f"max by ({_POD_OWNER}, node) (max_over_time(kube_pod_info[{{span}}])) "
+        f"max by ({_POD_OWNER}, node) (max_over_time(kube_pod_info{{pods}}[{{span}}])) "
         f"unless on (namespace, pod) (min_over_time({_FINISHED}[{{span}}]) == 1)"
     ),
     Probe.PENDING: (
         "max by (namespace, pod) "
-        '(max_over_time(kube_pod_status_phase{phase="Pending"}[{span}])) == 1'
+        '(max_over_time(kube_pod_status_phase{phase="Pending"<pods>}[{span}])) == 1'
     ),
     Probe.UNREADY: (
         "min by (namespace, pod) "
-        '(min_over_time(kube_pod_status_ready{condition="true"}[{span}])) == 0 '
+        '(min_over_time(kube_pod_status_ready{condition="true"<pods>}[{span}])) == 0 '
         f"unless on (namespace, pod) (max_over_time({_FINISHED}[{{span}}]) == 1)"
     ),
     Probe.DEPLOYMENT_CHANGES: (

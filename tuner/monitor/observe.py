@@ -116,15 +116,16 @@ def measure_load(prometheus: Queries, query: str, at: float) -> Load:
     return load_from_vector(answer)
 
 
-def gather_evidence(prometheus: Queries, steps: Steps) -> WindowEvidence:
-    """Run the kube-state-metrics probes over the steps; QueryError names a failing probe.
+def gather_evidence(prometheus: Queries, steps: Steps, placeholders: str) -> WindowEvidence:
+    """Run the kube-state-metrics probes over the steps, leaving out the tuner's placeholder
+    pods (named ``placeholders…``); QueryError names a failing probe.
 
     When the required series are absent altogether, the other probes are skipped.
     """
     span = promql_duration(steps.end - steps.start)
     results: dict[Probe, tuple[Series, ...]] = {}
     for probe in Probe:
-        query = probe.query(span)
+        query = probe.query(span, placeholders)
         if probe.ranged:
             results[probe] = prometheus.range(query, steps.start, steps.end, steps.step_s)
         else:
@@ -142,7 +143,7 @@ def _stability(
 ) -> tuple[Assessment, str, str | None]:
     """(assessment, source, failed query)."""
     try:
-        evidence = gather_evidence(prometheus, steps_over(window))
+        evidence = gather_evidence(prometheus, steps_over(window), keys.placeholder_pod_prefix)
     except QueryError as err:
         return Assessment(Verdict.UNKNOWN, (f"stability query failed: {err}",)), KSM, err.query
     if evidence.absent:

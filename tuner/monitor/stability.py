@@ -144,6 +144,7 @@ def compare_snapshots(
     tuner left to the autoscaler are ``handed_over`` plus those annotated so at the start (with
     ``keys``' annotation).
     """
+    start, end = _without_placeholders(start, keys), _without_placeholders(end, keys)
     findings: list[str] = []
     before, after = {n.name for n in start.nodes}, {n.name for n in end.nodes}
     if after - before:
@@ -409,6 +410,13 @@ def _names(names: Iterable[str]) -> str:
     ordered = sorted(names)
     shown = ", ".join(ordered[:LISTED])
     return shown if len(ordered) <= LISTED else f"{shown} and {len(ordered) - LISTED} more"
+
+
+def _without_placeholders(cluster: Cluster, keys: Keys) -> Cluster:
+    """The cluster without the tuner's placeholder pods (they hold room for an autoscaler to
+    fill: their pending and binding is no workload's change)."""
+    pods = tuple(p for p in cluster.pods if keys.placeholder not in p.labels)
+    return cluster if len(pods) == len(cluster.pods) else replace(cluster, pods=pods)
 
 
 def _counted(pods: Iterable[Pod]) -> list[Pod]:

@@ -16,8 +16,9 @@ and the simulator's.
 4. At most ``forecast.reserve_max_nodes`` nodes (0: nothing is ever reserved); the reserve holds
    until the end of the forecast's horizon.
 
-Only a forecast that foresees: one seasonal (by day or week) whose band was measured from at
-least :data:`~tuner.model.forecast.MIN_ERRORS` past errors. A forecast on the recent level only
+Only a forecast that foresees (:attr:`~tuner.model.forecast.Forecast.foresees`): one seasonal
+(by day or week) whose band was measured from at least
+:data:`~tuner.model.forecast.MIN_ERRORS` past errors. A forecast on the recent level only
 (less than a day of history), or with a band widened for want of measured errors, has an upper
 edge that says how little it knows (at least +50 %), not a rise: holding room for it would buy
 half the HPAs' pods again, all the time, for nothing foreseen.
@@ -37,7 +38,7 @@ from tuner.model.change import NewNode, daemon_pods, templates
 from tuner.model.cluster import Cluster, Pod
 from tuner.model.conventions import Keys
 from tuner.model.demand import forecast_demand
-from tuner.model.forecast import MIN_ERRORS, Basis, Forecast
+from tuner.model.forecast import Forecast
 from tuner.model.pools import NodePool, Pools
 from tuner.model.price import node_price
 from tuner.model.reserve import Reserve, ReservedNode
@@ -57,9 +58,10 @@ def plan_reserve(
     until = forecast.at + forecast.horizon_s
     if cap <= 0:
         return Reserve(forecast.at, until, reason="forecast.reserve_max_nodes is 0: off")
-    demand, band = forecast_demand(cluster, forecast)
+    placeholder = Keys(settings.execute.label_prefix).placeholder
+    demand, band = forecast_demand(cluster, forecast, placeholder)
     peak = f"forecast peak {band.upper:.4g} (upper band) against {forecast.last:.4g} now"
-    if forecast.basis is Basis.LEVEL or forecast.errors < MIN_ERRORS:
+    if not forecast.foresees:
         why = f"{peak}: nothing foreseen ({forecast.confidence})"
         return Reserve(forecast.at, until, reason=why)
     added = demand.added
@@ -72,7 +74,6 @@ def plan_reserve(
         for i in range(1, count + 1)
     ]
     arriving.sort(key=lambda p: (-p.requests.cpu, -p.requests.memory, p.key))
-    placeholder = Keys(settings.execute.label_prefix).placeholder
     held = {p.node for p in cluster.pods if placeholder in p.labels and p.node is not None}
     cluster = replace(cluster, pods=tuple(p for p in cluster.pods if placeholder not in p.labels))
     snapshot = Snapshot(cluster, arriving)
