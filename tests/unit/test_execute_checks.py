@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tuner.execute.checks import node_refusal, not_movable
+from tuner.execute.checks import destination_refusal, node_refusal, not_movable
 from tuner.model.movability import DO_NOT_DISRUPT, SAFE_TO_EVICT, Policy, assess
 from tuner.monitor.dump import cluster_from_objects
 
@@ -68,7 +68,12 @@ def test_the_executor_evicts_a_pod_only_when_the_analysis_calls_it_movable(
         assert not_movable(doc) is not None
 
 
-TAINTS = ["ToBeDeletedByClusterAutoscaler", "karpenter.sh/disrupted", "dedicated"]
+TAINTS = [
+    "ToBeDeletedByClusterAutoscaler",
+    "DeletionCandidateOfClusterAutoscaler",
+    "karpenter.sh/disrupted",
+    "dedicated",
+]
 
 
 @given(
@@ -84,3 +89,12 @@ def test_the_executor_touches_a_node_only_when_the_analysis_would_remove_it(
     cluster = cluster_from_objects([doc])
     removable = "n1" not in assess(cluster, NONE).node_reasons
     assert (node_refusal(doc) is None) == removable, node_refusal(doc)
+
+
+def test_a_deletion_candidate_may_be_emptied_but_receives_no_pod() -> None:
+    doc = _node({}, [{"key": "DeletionCandidateOfClusterAutoscaler", "effect": "PreferNoSchedule"}])
+    assert node_refusal(doc) is None
+    refusal = destination_refusal(doc)
+    assert refusal is not None and "DeletionCandidateOfClusterAutoscaler" in refusal
+    deleting = _node({}, [{"key": "ToBeDeletedByClusterAutoscaler", "effect": "NoSchedule"}])
+    assert node_refusal(deleting) is not None and destination_refusal(deleting) is not None

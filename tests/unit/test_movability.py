@@ -75,13 +75,15 @@ def test_exhausted_pdb_pins_its_pods_only() -> None:
             {"taints": (Taint("ToBeDeletedByClusterAutoscaler", "1", "NoSchedule"),)},
             "another autoscaler",
         ),
-        (
-            {"taints": (Taint("DeletionCandidateOfClusterAutoscaler", "1", "PreferNoSchedule"),)},
-            "another autoscaler",
-        ),
         ({"taints": (Taint("karpenter.sh/disrupted", "", "NoSchedule"),)}, "another autoscaler"),
     ],
 )
 def test_protected_nodes_are_not_removable(kwargs: dict, reason: str) -> None:  # type: ignore[type-arg]
     result = assess(cluster([node("n1", **kwargs)], []), POLICY)
     assert reason in result.node_reasons["n1"]
+
+
+def test_a_deletion_candidate_of_the_cluster_autoscaler_is_removable() -> None:
+    taint = Taint("DeletionCandidateOfClusterAutoscaler", "1", "PreferNoSchedule")
+    result = assess(cluster([node("n1", taints=(taint,))], []), POLICY)
+    assert "n1" not in result.node_reasons

@@ -140,13 +140,25 @@ def test_daemonset_pods_vanish_with_their_node() -> None:
     assert result.removal is not None and result.removal.moves == ()
 
 
-def test_nodes_busy_with_other_autoscalers_are_neither_removed_nor_filled() -> None:
-    taint = Taint("DeletionCandidateOfClusterAutoscaler", "123", "PreferNoSchedule")
+def test_nodes_another_autoscaler_deletes_are_neither_removed_nor_filled() -> None:
+    taint = Taint("ToBeDeletedByClusterAutoscaler", "123", "NoSchedule")
     nodes = [node("a"), node("b", taints=(taint,)), node("c", "1", "1Gi")]
     pods = [pod("w-1", "c", "500m", "100Mi")]
     result = run(cluster(nodes, pods), settings())
     assert result.removal is not None
     assert "b" not in result.removal.nodes
+    assert all(m.node != "b" for m in result.removal.moves)
+
+
+def test_a_deletion_candidate_of_the_cluster_autoscaler_may_be_removed_not_filled() -> None:
+    """It found the node unneeded too: the tuner may remove it sooner, but moves nothing
+    onto it (the autoscaler may delete it)."""
+    taint = Taint("DeletionCandidateOfClusterAutoscaler", "123", "PreferNoSchedule")
+    nodes = [node("a", "1", "1Gi"), node("b", taints=(taint,)), node("c", "1", "1Gi")]
+    pods = [pod("w-1", "b", "500m", "100Mi"), pod("w-2", "c", "500m", "100Mi")]
+    result = run(cluster(nodes, pods), settings())
+    assert result.removal is not None
+    assert "b" in result.removal.nodes
     assert all(m.node != "b" for m in result.removal.moves)
 
 

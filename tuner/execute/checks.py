@@ -57,22 +57,23 @@ def to_evict(obj: Mapping[str, Any]) -> bool:
     return not (isinstance(pod, Pod) and pod.follows_node) and pod != FINISHED
 
 
-def node_refusal(obj: Mapping[str, Any]) -> str | None:
-    """Why the tuner must leave a node alone (its API form, read now), or None: the model's
-    rule (:func:`~tuner.model.movability.disruption_blocker`) on the node as the monitor
-    parses it."""
+def node_refusal(obj: Mapping[str, Any], *, removing: bool = True) -> str | None:
+    """Why the tuner must not empty and remove a node (``removing``; else: place pods on it)
+    now (its API form, read now), or None: the model's rule
+    (:func:`~tuner.model.movability.disruption_blocker`) on the node as the monitor parses
+    it."""
     node = _parsed("Node", obj)
-    reason = disruption_blocker(node) if isinstance(node, Node) else node
+    reason = disruption_blocker(node, removing=removing) if isinstance(node, Node) else node
     return None if reason is None else f"node {_key(obj)}: {reason}"
 
 
 def destination_refusal(obj: Mapping[str, Any]) -> str | None:
     """Why no pod may be placed on this node now (its API form, read now), or None: cordoned,
-    as the monitor parses it, or :func:`node_refusal`."""
+    as the monitor parses it, or :func:`node_refusal` for a destination."""
     node = _parsed("Node", obj)
     if isinstance(node, Node) and node.unschedulable:
         return f"node {_key(obj)} is cordoned"
-    return node_refusal(obj)
+    return node_refusal(obj, removing=False)
 
 
 def other_autoscaler(obj: Mapping[str, Any]) -> str | None:

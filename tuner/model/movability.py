@@ -67,24 +67,30 @@ def node_blocker(node: Node) -> str | None:
         return "cordoned: someone is draining it, or it is already left for removal"
     if node.annotations.get(SCALE_DOWN_DISABLED) == "true":
         return f"annotated {SCALE_DOWN_DISABLED}=true"
-    return disruption_blocker(node)
+    return disruption_blocker(node, removing=True)
 
 
-def disruption_blocker(node: Node) -> str | None:
-    """Why no one may disrupt the node now, to remove it or to move pods onto it (annotated
-    do-not-disrupt, or another autoscaler acting on it), or None; the executor asks it again of
-    the node as it is when each action runs."""
+def disruption_blocker(node: Node, *, removing: bool) -> str | None:
+    """Why no one may disrupt the node now (annotated do-not-disrupt, or another autoscaler
+    acting on it), to remove it (``removing``) or to move pods onto it, or None; the executor
+    asks it again of the node as it is when each action runs. Another autoscaler acts on a node
+    it is deleting; for pods moved onto it also on one it marked a candidate for deletion (the
+    Cluster Autoscaler's ``DeletionCandidateOfClusterAutoscaler``): that node it found unneeded
+    too, so the tuner may remove it, sooner than the autoscaler's unneeded time, but places
+    nothing there."""
     if node.annotations.get(DO_NOT_DISRUPT) == "true":
         return f"annotated {DO_NOT_DISRUPT}=true"
-    taint = busy_with_other_autoscaler(node)
+    taint = busy_with_other_autoscaler(node, DELETING_TAINTS if removing else None)
     if taint:
         return f"tainted {taint} by another autoscaler"
     return None
 
 
-def busy_with_other_autoscaler(node: Node) -> str | None:
-    """The Cluster Autoscaler / Karpenter taint the node carries, if any: we leave it alone."""
-    return next((t.key for t in node.taints if t.key in OTHER_AUTOSCALER_TAINTS), None)
+def busy_with_other_autoscaler(node: Node, taints: frozenset[str] | None = None) -> str | None:
+    """The Cluster Autoscaler / Karpenter taint the node carries among ``taints`` (None: any of
+    theirs, :data:`OTHER_AUTOSCALER_TAINTS`), if any."""
+    keys = OTHER_AUTOSCALER_TAINTS if taints is None else taints
+    return next((t.key for t in node.taints if t.key in keys), None)
 
 
 @dataclass(frozen=True)
