@@ -7,8 +7,11 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import ModuleType
 
-from tuner.sim import engine
+import pytest
+
+from tuner.sim import engine, report
 from tuner.sim.autoscaler import AutoscalerConfig, ClusterAutoscaler
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.load import Phase, Phases
@@ -138,8 +141,11 @@ def test_the_simulation_reads_of_a_strategy_only_what_its_protocol_declares() ->
     assert {"scoring", "profile", "autoscaler", "on_tick"} <= strategy.read <= declared()
 
 
-def test_the_engine_reads_no_attribute_by_name() -> None:
-    source = Path(engine.__file__).read_text("utf-8")
+@pytest.mark.parametrize("module", [engine, report])
+def test_the_engine_and_the_report_read_no_attribute_by_name(module: ModuleType) -> None:
+    """What they read of a strategy is declared in the ``Strategy`` protocol (its hooks and
+    its ``tally``)."""
+    source = Path(str(module.__file__)).read_text("utf-8")
     called = {
         node.func.id
         for node in ast.walk(ast.parse(source))

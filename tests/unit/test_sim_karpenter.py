@@ -232,4 +232,4 @@ def test_the_strategy_replaces_the_cluster_autoscaler_over_the_scenarios_pools()
     (node,) = sim.cluster_state.nodes.values()  # 4500m: one e2-standard-8, not three -2s
     assert node.type is E8 and node.pool == "general-8"
     assert node.labels["cloud.google.com/gke-nodepool"] == "general-8"
-    assert not sim.cluster_state.pending() and strategy.decisions == {"launched": 1}
+    assert not sim.cluster_state.pending() and strategy.tally().decisions == {"launched": 1}

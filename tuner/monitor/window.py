@@ -43,11 +43,6 @@ class Window:
         """Where the stability check starts: the warm-up before the window."""
         return self.start - self.warmup_s
 
-    @property
-    def checked_s(self) -> float:
-        """Seconds over which the deployment must not have changed."""
-        return self.end - self.checked_start
-
 
 def promql_duration(seconds: float) -> str:
     """A PromQL duration for a span: ``600s``, or ``22500ms`` when not a whole second."""

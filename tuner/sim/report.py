@@ -36,6 +36,7 @@ from tuner.sim.forecast_error import ForecastError, ForecastKey, forecast_key
 from tuner.sim.metrics import ActionCounts, TickSeries
 from tuner.sim.strategies import LABELS, STRATEGIES
 from tuner.sim.strategies.tuner import ProjectTuner
+from tuner.sim.strategy import Tally
 
 ORDER = STRATEGY_NAMES
 """Strategies in table order: the CA alone, its peers, then the tuners."""
@@ -163,8 +164,9 @@ def run(
         done += chunk
         if progress is not None:
             progress(chunk)
-    decisions = dict(getattr(sim.strategy, "decisions", {}))
-    windows = (getattr(sim.strategy, "stable_windows", 0), getattr(sim.strategy, "windows", 0))
+    tally = Tally() if sim.strategy is None else sim.strategy.tally()
+    decisions = dict(tally.decisions)
+    windows = (tally.stable_windows, tally.windows)
     return StrategyRun(strategy, sim.series, sim.tick, sim.actions, decisions, windows)
 
 

@@ -256,8 +256,6 @@ SCENARIOS: dict[str, Callable[[float | None], Scenario]] = {
     "diurnal-week": _packaged("diurnal-week"),
     "large": _packaged("large"),
 }
-THESIS_SCENARIOS = ("thesis-wide", "thesis-narrow", "thesis-high-frequency")
-MULTI_SERVICE = ("online-boutique", "sock-shop", "robot-shop", "social-network")
 DEMO_SCENARIOS: dict[str, Callable[[float | None], Scenario]] = {"demo": _demo}
 """Scenarios for ``tuner demo``, not part of the evaluation (``--scenario all``)."""
 

@@ -9,6 +9,8 @@ that does not care inherits by subclassing :class:`Strategy`.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from tuner.sim.autoscaler import AutoscalerConfig, ClusterAutoscaler
@@ -26,9 +28,20 @@ class Autoscaler(Protocol):
         """Act if due; returns the pods it evicted (now pending)."""
 
 
+@dataclass(frozen=True)
+class Tally:
+    """What a strategy counted over a run, for the results: its decisions by kind, and the
+    windows it judged and found stable."""
+
+    decisions: Mapping[str, int] = field(default_factory=dict)
+    stable_windows: int = 0
+    windows: int = 0
+
+
 class Strategy(Protocol):
     """What runs next to the autoscalers. The simulation reads ``scoring``, ``profile`` and
-    ``autoscaler`` once when it starts, and calls ``on_tick`` every tick after the warm-up."""
+    ``autoscaler`` once when it starts, and calls ``on_tick`` every tick after the warm-up;
+    the report reads ``tally`` at the end."""
 
     name: str
     scoring: str = LEAST_ALLOCATED
@@ -45,6 +58,10 @@ class Strategy(Protocol):
 
     def on_tick(self, sim: Simulation) -> None:
         """Called once per tick after the autoscalers; may call ``sim.apply``."""
+
+    def tally(self) -> Tally:
+        """What it counted over the run (nothing by default)."""
+        return Tally()
 
 
 def autoscaler_of(

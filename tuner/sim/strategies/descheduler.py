@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from tuner.sim.engine import Simulation
 from tuner.sim.scheduler import MOST_ALLOCATED
 from tuner.sim.state import SimCluster, SimNode, SimPod
-from tuner.sim.strategy import Strategy
+from tuner.sim.strategy import Strategy, Tally
 
 INTERVAL = 120.0
 THRESHOLDS: Mapping[str, float] = {"cpu": 20.0, "memory": 20.0, "pods": 20.0}
@@ -123,6 +123,10 @@ class Descheduler(Strategy):
         self.interval = interval
         self.next_run = -math.inf
         self.decisions: dict[str, int] = {}
+
+    def tally(self) -> Tally:
+        """Pods evicted."""
+        return Tally(self.decisions)
 
     def on_tick(self, sim: Simulation) -> None:
         """Run a descheduling pass when one is due."""

@@ -8,7 +8,7 @@ from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.karpenter import Karpenter
 from tuner.sim.karpenter_disruption import KarpenterConfig
 from tuner.sim.karpenter_packing import Offering
-from tuner.sim.strategy import Strategy
+from tuner.sim.strategy import Strategy, Tally
 
 
 class KarpenterStrategy(Strategy):
@@ -29,12 +29,11 @@ class KarpenterStrategy(Strategy):
         )
         return self.karpenter
 
-    @property
-    def decisions(self) -> dict[str, int]:
+    def tally(self) -> Tally:
         """Consolidation commands carried out, by method, and nodes launched."""
         if self.karpenter is None:
-            return {}
-        return {**self.karpenter.commands, "launched": self.karpenter.launched}
+            return Tally()
+        return Tally({**self.karpenter.commands, "launched": self.karpenter.launched})
 
     def on_tick(self, sim: Simulation) -> None:
         """Nothing beyond the autoscaler."""

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 import random
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -117,7 +116,6 @@ class Tuner2019(WindowedTuner):
         self.pricing = pricing(scenario.pools)
         self.rng = random.Random(seed)
         self.knowledge = MemoryKnowledge()
-        self.decisions: Counter[str] = Counter()
 
     def decide(self, sim: Simulation, window: WindowSummary) -> Sequence[Action]:
         """Algorithm 1 with the 2019 removal and random migration."""

@@ -54,7 +54,7 @@ from tuner.sim.ports import SimActuator, SimObserver
 from tuner.sim.reserve import SimReserveKeeper
 from tuner.sim.strategies.binpacking import BinPacking
 from tuner.sim.strategies.karpenter import KarpenterStrategy
-from tuner.sim.strategy import Strategy
+from tuner.sim.strategy import Strategy, Tally
 
 
 def unlimited_settings(scenario: Scenario, seed: int) -> Settings:
@@ -137,6 +137,10 @@ class ProjectTuner(Strategy):
         """The tuner's load source: what the simulation served up to its now."""
         options = self.settings.forecast
         return SimLoadHistory(sim.scenario, lambda: sim.now, options.step_s, options.lookback_s)
+
+    def tally(self) -> Tally:
+        """Decisions by kind (and the counters beside them), windows stable and judged."""
+        return Tally(self.decisions, self.stable_windows, self.windows)
 
     def on_tick(self, sim: Simulation) -> None:
         """Take back needed nodes every ``windows.retry_s`` (as the moderator does); run a

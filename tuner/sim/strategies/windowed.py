@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 from abc import abstractmethod
+from collections import Counter
 from collections.abc import Sequence
 
 from tuner.plan.actions import Action
 from tuner.sim.engine import Simulation
-from tuner.sim.strategy import Strategy
+from tuner.sim.strategy import Strategy, Tally
 from tuner.sim.window_tracking import WindowSummary
 
 
@@ -29,6 +30,11 @@ class WindowedTuner(Strategy):
         self.next_check = -math.inf
         self.windows = 0
         self.stable_windows = 0
+        self.decisions: Counter[str] = Counter()
+
+    def tally(self) -> Tally:
+        """Decisions by kind, windows stable and judged."""
+        return Tally(self.decisions, self.stable_windows, self.windows)
 
     def on_tick(self, sim: Simulation) -> None:
         """Check the window when due; act on a stable one."""
