@@ -175,23 +175,19 @@ class Forecast:
     path: tuple[float, ...]
     """The expected total at ``at + step_s``, ``at + 2 step_s``, ... to the horizon's end."""
     last: float
-    """The last known total load at or before ``at`` (what the forecast's peak is compared with:
-    how much the load is expected to rise or fall from now)."""
+    """The last known total load at or before ``at`` (what the peak is compared with)."""
     dimensions: Mapping[str, Band] = field(default_factory=lambda: MappingProxyType({}))
     """Per dimension of a load vector, its peak (empty for a scalar load)."""
     notes: tuple[str, ...] = ()
     """What made it less sure than its basis says (no recent load, a wide band)."""
     recent: tuple[float, ...] = ()
-    """The known total load at each step of the last horizon up to ``at``, oldest first (gaps
-    left out): how the load moved up to now (the decline rule reads it)."""
+    """The known total at each step of the last horizon up to ``at``, oldest first (no gaps)."""
 
     @property
     def foresees(self) -> bool:
-        """Sure enough to plan by: seasonal (a day of history or more) with a band measured
-        from at least :data:`MIN_ERRORS` past errors. One resting on the recent level only, or
-        whose band was widened for want of measured errors, has an upper edge at least
-        :data:`WIDE` above the expected peak by construction: it says how little is known, not
-        that the load will rise."""
+        """Sure enough to plan by: seasonal, its band measured from at least
+        :data:`MIN_ERRORS` past errors (else its upper edge, :data:`WIDE` above the expected
+        peak or more, says how little is known, not that the load will rise)."""
         return self.basis is not Basis.LEVEL and self.errors >= MIN_ERRORS
 
     @property
