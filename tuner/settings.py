@@ -135,7 +135,7 @@ class ForecastSettings:
     horizon_s: float | None = None
     """None: :attr:`node_startup_s` plus the window."""
     quantile: float = 0.95
-    reserve_max_nodes: int = 3
+    reserve_max_nodes: int = 0
     """At most this many nodes are held ahead of a forecast rise (0: none)."""
 
     def horizon(self, windows: Windows) -> float:

@@ -70,7 +70,7 @@ def _settings_doc(kube: ClusterHarness, prometheus: PrometheusHarness, **execute
         **kube.settings_doc(**execute),
         "prometheus": {"url": prometheus.url},
         "load": {"query": f"sum({METRIC})"},
-        "forecast": {"horizon_s": HORIZON_S, "lookback_s": 3 * DAY},
+        "forecast": {"horizon_s": HORIZON_S, "lookback_s": 3 * DAY, "reserve_max_nodes": 3},
         "windows": {"measure_s": 60, "retry_s": 30},
     }
 

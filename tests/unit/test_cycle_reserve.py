@@ -19,7 +19,7 @@ from tuner.model.load import SCALAR, Load
 from tuner.model.reserve import Reserve, ReserveOutcome
 from tuner.model.resources import Resources
 from tuner.model.window_report import Verdict, WindowReport
-from tuner.settings import Settings, Windows
+from tuner.settings import ForecastSettings, Settings, Windows
 
 NOW = 100_000.0
 
@@ -70,7 +70,9 @@ def _cycle(
     dry_run: bool = False,
 ) -> CycleReport:
     ports = Ports(observer or Stable(), Full(), MemoryKnowledge(), history=Rising(), reserve=keeper)  # type: ignore[arg-type]
-    settings = Settings(windows=Windows(measure_s=600))
+    settings = Settings(
+        windows=Windows(measure_s=600), forecast=ForecastSettings(reserve_max_nodes=3)
+    )
     report, _ = run_cycle(NOW, state or State(), settings, ports, random.Random(0), dry_run=dry_run)
     return report
 

@@ -31,7 +31,9 @@ def _kube(**execute: object) -> FakeKube:
 
 def _keeper(kube: FakeKube, settings: Settings | None = None) -> KubeReserveKeeper:
     model: Cluster = cluster([node("s1", labels=SMALL, instance_type="e2-standard-2")], [])
-    return KubeReserveKeeper(kube, lambda: model, settings or settings_from_dict({}))  # type: ignore[arg-type]
+    return KubeReserveKeeper(
+        kube, lambda: model, settings or settings_from_dict({"forecast": {"reserve_max_nodes": 3}})
+    )  # type: ignore[arg-type]
 
 
 def _placeholders(kube: FakeKube) -> dict[str, dict[str, Any]]:

@@ -40,7 +40,7 @@ def _cluster(web: int, *, extra: list[Pod] | None = None, web_pod: Pod | None = 
 
 
 def _settings(**forecast: object) -> Settings:
-    return settings_from_dict({"forecast": forecast})
+    return settings_from_dict({"forecast": {"reserve_max_nodes": 3, **forecast}})
 
 
 def test_a_rise_that_fits_in_the_nodes_there_are_reserves_nothing() -> None:
@@ -103,7 +103,9 @@ def test_a_pod_whose_constraints_no_pool_template_meets_is_left_out() -> None:
 
 def test_a_pool_at_its_maximum_is_not_grown() -> None:
     c = _cluster(6)
-    full = settings_from_dict({"pools": {"small": {"max": 2}}})
+    full = settings_from_dict(
+        {"pools": {"small": {"max": 2}}, "forecast": {"reserve_max_nodes": 3}}
+    )
     reserve = plan_reserve(c, discover(c, full), _forecast(100, 250), full, 1000.0)
     assert {n.pool for n in reserve.nodes} == {"large"}  # small may not grow: the dearer pool
     assert [n.requests for n in reserve.nodes] == [Resources(2500, 5 * GIB)]

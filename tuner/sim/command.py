@@ -18,6 +18,7 @@ STRATEGY_NAMES = (
     "tuner2019",
     "tuner",
     "tuner-unlimited",
+    "tuner-reserve",
     "binpacking-tuner",
     "karpenter-tuner",
 )

@@ -24,6 +24,7 @@ STYLES: dict[str, dict[str, Any]] = {
     "tuner2019": {"color": "tab:orange", "linewidth": 1.2},
     "tuner": {"color": "tab:green", "linewidth": 1.4, "linestyle": "--"},
     "tuner-unlimited": {"color": "tab:olive", "linewidth": 1.2, "linestyle": ":"},
+    "tuner-reserve": {"color": "tab:gray", "linewidth": 1.2, "linestyle": ":"},
     "binpacking-tuner": {"color": "tab:pink", "linewidth": 1.2, "linestyle": "-."},
     "karpenter-tuner": {"color": "tab:cyan", "linewidth": 1.2, "linestyle": "-."},
 }

@@ -5,9 +5,11 @@
 - ``descheduler``: the descheduler's ``HighNodeUtilization`` with ``MostAllocated`` scoring;
 - ``karpenter``: Karpenter instead of the Cluster Autoscaler;
 - ``tuner2019``: a re-implementation of the 2019 thesis' tuner's decisions;
-- ``tuner``: this project's tuner (the real ``tuner.analyse`` and ``tuner.plan``), with 85 % CPU
-  and memory thresholds;
-- ``tuner-unlimited``: the same without thresholds (the daemon's default);
+- ``tuner``: this project's tuner (the real cycle: ``tuner.analyse``, ``tuner.plan``) with the
+  daemon's defaults and ``execute.node_removal: command`` (drained nodes deleted at once);
+- ``tuner-unlimited``: the same with drained nodes left to the Cluster Autoscaler (the default
+  ``execute.node_removal``);
+- ``tuner-reserve``: ``tuner`` provisioning ahead of a forecast rise (up to three nodes);
 - ``binpacking-tuner``: ``tuner-unlimited`` beside ``binpacking``'s scheduler and scale-down;
 - ``karpenter-tuner``: ``tuner-unlimited`` beside Karpenter instead of the Cluster Autoscaler.
 
@@ -28,6 +30,7 @@ from tuner.sim.strategies.tuner import (
     KarpenterTuner,
     PackingTuner,
     ProjectTuner,
+    reserve_settings,
     unlimited_settings,
 )
 from tuner.sim.strategy import Strategy
@@ -42,6 +45,9 @@ STRATEGIES: dict[str, Callable[[Scenario, int], Strategy]] = {
     "tuner-unlimited": lambda scenario, seed: ProjectTuner(
         scenario, seed, unlimited_settings(scenario, seed)
     ),
+    "tuner-reserve": lambda scenario, seed: ProjectTuner(
+        scenario, seed, reserve_settings(scenario, seed)
+    ),
     "binpacking-tuner": PackingTuner,
     "karpenter-tuner": KarpenterTuner,
 }
@@ -52,7 +58,8 @@ LABELS = {
     "karpenter": "Karpenter",
     "tuner2019": "CA + 2019 tuner",
     "tuner": "CA + tuner",
-    "tuner-unlimited": "CA + tuner, no thresholds",
-    "binpacking-tuner": "CA + MostAllocated + tuner, no thresholds",
-    "karpenter-tuner": "Karpenter + tuner, no thresholds",
+    "tuner-unlimited": "CA + tuner, nodes left to the CA",
+    "tuner-reserve": "CA + tuner, provisioning ahead",
+    "binpacking-tuner": "CA + MostAllocated + tuner",
+    "karpenter-tuner": "Karpenter + tuner",
 }

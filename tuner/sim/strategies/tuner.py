@@ -86,6 +86,13 @@ def simulation_settings(scenario: Scenario, seed: int) -> Settings:
     return replace(settings, execute=replace(settings.execute, node_removal="command"))
 
 
+def reserve_settings(scenario: Scenario, seed: int) -> Settings:
+    """The headline row's settings with provisioning ahead of a forecast rise (placeholders for
+    up to three nodes, ``forecast.reserve_max_nodes: 3``; the daemon's default is off)."""
+    settings = simulation_settings(scenario, seed)
+    return replace(settings, forecast=replace(settings.forecast, reserve_max_nodes=3))
+
+
 def pool_settings(scenario: Scenario) -> dict[str, PoolSettings]:
     """The scenario's pools as the tuner's ``pools`` settings."""
     label = POOL_LABEL_BY_SYSTEM.get(scenario.system)
