@@ -1,5 +1,7 @@
 """What the tuner may move and which nodes it may remove."""
 
+from dataclasses import replace
+
 import pytest
 
 from testkit.builders import cluster, node, pod
@@ -87,3 +89,10 @@ def test_a_deletion_candidate_of_the_cluster_autoscaler_is_removable() -> None:
     taint = Taint("DeletionCandidateOfClusterAutoscaler", "1", "PreferNoSchedule")
     result = assess(cluster([node("n1", taints=(taint,))], []), POLICY)
     assert "n1" not in result.node_reasons
+
+
+def test_the_2019_tuners_policy_keeps_off_every_node_an_autoscaler_marked() -> None:
+    taint = Taint("DeletionCandidateOfClusterAutoscaler", "1", "PreferNoSchedule")
+    strict = replace(POLICY, deletion_candidates=False)
+    result = assess(cluster([node("n1", taints=(taint,))], []), strict)
+    assert "another autoscaler" in result.node_reasons["n1"]

@@ -32,6 +32,10 @@ class Policy:
     unsettled_workloads: frozenset[Workload] = frozenset()
     """Workloads whose replicas changed, rolled out or were not ready over the window: a plan
     neither moves, adds nor removes their pods."""
+    deletion_candidates: bool = True
+    """Whether a node the Cluster Autoscaler marked a deletion candidate may be removed (the
+    tuner's rule, :func:`disruption_blocker`); the 2019 tuner's re-implementation keeps the
+    rule it was raced with (no node any autoscaler marked)."""
 
 
 def pod_blocker(
@@ -128,6 +132,9 @@ def assess(cluster: Cluster, policy: Policy) -> Movability:
     node_reasons: dict[str, str] = {}
     for node in cluster.nodes:
         reason = node_blocker(node)
+        if reason is None and not policy.deletion_candidates:
+            taint = busy_with_other_autoscaler(node)
+            reason = None if taint is None else f"tainted {taint} by another autoscaler"
         if reason is None and node.name in policy.kept_nodes:
             reason = "left for the autoscaler earlier and not removed: kept"
         if reason is None and node.name in policy.unsettled_nodes:

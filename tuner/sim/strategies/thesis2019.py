@@ -120,7 +120,7 @@ class Tuner2019(WindowedTuner):
     def decide(self, sim: Simulation, window: WindowSummary) -> Sequence[Action]:
         """Algorithm 1 with the 2019 removal and random migration."""
         cluster = sim.cluster()
-        movability = assess(cluster, Policy(frozenset()))
+        movability = assess(cluster, Policy(frozenset(), deletion_candidates=False))
         self.knowledge.record(
             execution_of(cluster, movability, self.pricing, window.load, window.start, window.end)
         )
