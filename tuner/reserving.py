@@ -27,10 +27,11 @@ def reserve_at(
     dry_run: bool,
 ) -> tuple[Reserve | None, ReserveOutcome | None]:
     """The reserve ``forecast`` asks for (None without a keeper, unless in a dry run) and what
-    the keeper did holding it (None in a dry run); the actuator reads the cluster only for a
-    forecast."""
+    the keeper did holding it (None in a dry run); the actuator reads the cluster only when
+    there is a forecast and reserving is on."""
     if keeper is None and not dry_run:
         return None, None
-    cluster = Cluster((), ()) if forecast is None else actuator.read()
+    off = forecast is None or settings.forecast.reserve_max_nodes <= 0
+    cluster = Cluster((), ()) if off else actuator.read()
     reserve = plan_reserve(cluster, discover(cluster, settings), forecast, settings, now)
     return reserve, None if dry_run or keeper is None else keeper.hold(reserve, now)
