@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo example test bench bench-kb bench-live bench-replay lint evaluate
+.PHONY: venv demo example test bench bench-kb bench-live bench-replay lint evaluate evaluate-heldout
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -59,3 +59,10 @@ bench-replay: venv
 JOBS ?= 3
 evaluate: venv
 	$(VENV)/bin/tuner simulate --scenario all --jobs $(JOBS) --output docs/evaluation --readme README.md
+
+# The held-out scenario files (bench/scenarios/heldout: traces, node types and mixes no default
+# was tuned on), each with every strategy, into docs/evaluation/heldout/<file>/.
+evaluate-heldout: venv
+	for f in bench/scenarios/heldout/*.json; do \
+		$(VENV)/bin/tuner simulate --scenario $$f --output docs/evaluation/heldout/$$(basename $$f .json) || exit 1; \
+	done

@@ -355,3 +355,18 @@ def test_text_with_a_control_character_is_refused(path: str, text: str, field: s
     assert str(refused.value).startswith(field), str(refused.value)
     with pytest.raises(InputError, match=r"^loads: key 'sh\\nop' has a control character$"):
         build({**VALID, "loads": {"sh\nop": {"constant": 1}}})
+
+
+HELD_OUT = sorted((Path(__file__).parents[2] / "bench/scenarios/heldout").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", HELD_OUT, ids=[p.stem for p in HELD_OUT])
+def test_every_held_out_file_builds_with_history_before_its_first_day(path: Path) -> None:
+    doc = json.loads(path.read_text())
+    built = build(doc)
+    assert built.name == doc["name"] and built.name.startswith("heldout-")
+    assert all(app.get("first_day", 0) >= 1 for app in doc["applications"])
+
+
+def test_there_are_held_out_files() -> None:
+    assert len(HELD_OUT) >= 3
