@@ -90,8 +90,9 @@ def recommend(
     counted = ready
     if ratio > 1.0:  # scaling up: missing and unready pods use nothing
         counted += missing + unready
-    elif ratio < 1.0:  # scaling down: missing pods use their request (or the target, above
-        usage += missing * request * max(1.0, spec.target)  # 100 %); unready ones are left out
+    elif ratio < 1.0:  # scaling down: missing pods use their request (or the target, if
+        # above 100 %); unready ones are left out
+        usage += missing * request * max(1.0, spec.target)
         counted += missing
     adjusted = usage / (counted * request) / spec.target
     if abs(adjusted - 1.0) <= TOLERANCE or (ratio - 1.0) * (adjusted - 1.0) < 0:
