@@ -157,19 +157,6 @@ def test_the_budget_limits_candidates_to_single_node_consolidation() -> None:
     assert k.commands == {"single": 1}
 
 
-def test_single_node_walks_every_candidate_though_the_budget_is_one() -> None:
-    cluster = SimCluster()
-    for _ in range(4):  # the best ratio, but 3000m fits on no other node (920m free each, the
-        node_with(cluster, MEDIUM, 3000)  # last 2120m) and only on an e2-standard-4 (no cheaper)
-    last = node_with(cluster, MEDIUM, 900, 900)
-    k = karpenter()
-    assert k.budget(cluster, 0) == 1
-    k.step(cluster, [], 0)
-    # Karpenter v1.14.1 tries the next candidate when one gives no command: the last node's
-    # pods fit in two others' free room
-    assert k.pending_command == (15.0, Command((last.name,)))
-
-
 def test_empty_nodes_go_first_and_at_once() -> None:
     cluster = SimCluster()
     for _ in range(10):

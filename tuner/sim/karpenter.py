@@ -27,8 +27,7 @@ Defaults read from ``kubernetes-sigs/karpenter`` (numbers and rules only):
   them all and, if its type is one of theirs, cheaper than that type
   (``multinodeconsolidation.go``): delete or replace); *single-node* consolidation (the first
   candidate, in the same order, whose pods fit on the other nodes, or on them plus one new node
-  cheaper than it; every candidate with pods is tried, the budget only a gate:
-  ``singlenodeconsolidation.go``).
+  cheaper than it).
   Pending pods take their room on the other nodes first; if one fits on no ready node
   (it waits for a starting node, or for one yet to be launched) nothing is consolidated
   (``helpers.go``: no decision on uninitialized nodes). A replaced node is cordoned, its

@@ -152,7 +152,9 @@ class DisruptionController:
         if empty:
             self.commands["empty"] = self.commands.get("empty", 0) + 1
             return self._delete(cluster, [n.name for n in empty])
-        command = self.consolidation(cluster, candidates, pending, now, cluster.census(now), budget)
+        command = self.consolidation(
+            cluster, candidates[: min(budget, MULTI_NODE_MAX)], pending, now, cluster.census(now)
+        )
         if command is not None:
             self.pending_command = (now + VALIDATION_DELAY, command)
         else:
@@ -166,17 +168,12 @@ class DisruptionController:
         pending: list[SimPod],
         now: float,
         census: Census | None = None,
-        budget: int = MULTI_NODE_MAX,
     ) -> Command | None:
-        """Multi-node consolidation over the first ``budget`` candidates (at most 100), else
-        single-node over every candidate with pods to move, in order: Karpenter v1.14.1's
-        ``singlenodeconsolidation.go`` ``ComputeCommands`` walks all of them, the budget only
-        a gate (one node a command), and leaves empty ones to emptiness."""
-        head = candidates[: min(budget, MULTI_NODE_MAX)]
-        low, high, best = 1, len(head) - 1, None
+        """Multi-node consolidation, else single-node, over candidates in order."""
+        low, high, best = 1, len(candidates) - 1, None
         while low <= high:
             mid = (low + high) // 2
-            command = self.evaluate(cluster, head[: mid + 1], pending, now, census)
+            command = self.evaluate(cluster, candidates[: mid + 1], pending, now, census)
             if command is not None:
                 best, low = command, mid + 1
             else:
@@ -184,8 +181,6 @@ class DisruptionController:
         if best is not None:
             return best
         for node in candidates:
-            if not movable_pods(cluster, node):
-                continue
             command = self.evaluate(cluster, [node], pending, now, census)
             if command is not None:
                 return command
