@@ -2,7 +2,8 @@
 
 The **driver** turns the scenario's load at the replay's time into each pod's CPU usage, as
 the simulator does: a service's CPU demand (``cpu_per_load`` x its namespace's load, plus
-``fixed_cpu``) is shared by its Ready pods, and written into each Ready pod's
+``fixed_cpu``), averaged over metrics-server's resolution (:data:`REPORT_LAGS`), is shared by
+its Ready pods, and written into each Ready pod's
 ``kwok.x-k8s.io/usage-cpu`` annotation, which KWOK's resource-usage simulation reports to
 metrics-server, from which the real HPA controller reads it. A pod is patched when its share
 moved by a whole millicore and by at least :data:`USAGE_STEP` (0.5 %).
@@ -46,6 +47,14 @@ USAGE_STEP = 0.005
 """Relative change of a pod's CPU share below which its annotation is left as it is (any
 change of a whole millicore above it is written: a coarser step, 2 %, left frontends at 54 %
 of a 50 % target instead of 55 %, inside the HPA's tolerance where the simulator is not)."""
+REPORT_LAGS = (0.0, 5.0, 10.0)
+"""Seconds before a tick whose demand a pod's usage annotation averages (metrics-server's 15 s
+resolution at the replay's 5 s ticks). A kubelet's CPU counter gives metrics-server the average
+over a scrape window; KWOK's (v0.8.0 ``pkg/kwok/server/metrics_resource_usage.go``) grows at each
+scrape by the annotation's value then times the time since the last, so metrics-server would
+read the value at the scrape instead. The annotation carries the window's average, so that the
+HPA reads what it reads on a real node, as the simulator models it
+(:data:`tuner.sim.hpa.USAGE_LAGS`)."""
 KARPENTER = ("karpenter.sh", "v1", "nodeclaims")
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 
@@ -137,14 +146,20 @@ class LoadDriver:
         pattern = self.scenario.loads.get(service.namespace)
         return service.demand(pattern(t)) if pattern is not None else service.fixed_cpu
 
+    def reported(self, service: Service, t: float) -> float:
+        """Millicores the service's Ready pods report at ``t`` together: its demand averaged
+        over the last metric resolution (:data:`REPORT_LAGS`)."""
+        return sum(self.demand(service, t - lag) for lag in REPORT_LAGS) / len(REPORT_LAGS)
+
     def drive(self, t: float, pods: Iterable[PodView]) -> None:
-        """Patch the usage annotation of every Ready pod whose share moved."""
+        """Patch the usage annotation of every Ready pod whose share (of :meth:`reported`)
+        moved."""
         ready: dict[str, list[PodView]] = {}
         for pod in pods:
             if pod.ready and pod.service in self.by_key:
                 ready.setdefault(pod.service, []).append(pod)
         for key, members in ready.items():
-            share = self.demand(self.by_key[key], t) / len(members)
+            share = self.reported(self.by_key[key], t) / len(members)
             for pod in members:
                 if _moved(pod.usage, share):
                     self._patch(pod, share)

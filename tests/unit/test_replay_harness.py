@@ -6,6 +6,7 @@ tests/cluster/test_replay.py."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,17 @@ import pytest
 from kubernetes import client
 
 from testkit.replay import compare, objects
-from testkit.replay.drive import AuditTail, PodView, Recording, actor, unschedulable
+from testkit.replay.drive import (
+    AuditTail,
+    LoadDriver,
+    PodView,
+    Recording,
+    actor,
+    unschedulable,
+)
 from tuner.model.conventions import Keys
 from tuner.model.quantity import cpu_millis, memory_bytes
+from tuner.sim.load import Phase, Phases
 from tuner.sim.scenario_file import build
 from tuner.sim.workloads import MIB, HpaSpec, Service
 
@@ -183,6 +192,16 @@ def test_a_pods_usage_is_rewritten_on_every_whole_millicore_that_matters() -> No
     assert _moved("54m", 55.0)  # 54 % against 55 %: the HPA's tolerance boundary
     assert not _moved("55m", 55.3)
     assert not _moved("1000m", 1004.0) and _moved("1000m", 1005.0)
+
+
+def test_a_pods_usage_is_the_demand_averaged_over_the_metric_resolution() -> None:
+    # KWOK's counter grows by the annotation's value at each scrape, a kubelet's by what the
+    # pod used over the window: the annotation carries the window's average
+    stepped = replace(SCENARIO, loads={"shop": Phases(0, (Phase(100, 5), Phase(100, 8)))})
+    driver = LoadDriver(stepped, client.CoreV1Api(client.ApiClient()))
+    web = next(s for s in stepped.services if s.name == "web")
+    assert driver.demand(web, 100) == 80.0  # 10m per load unit
+    assert [driver.reported(web, t) for t in (95, 100, 105, 110)] == [50.0, 60.0, 70.0, 80.0]
 
 
 def test_a_shortened_warmup_is_its_own_comparison_with_its_own_files() -> None:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from tuner.sim.hpa import HorizontalPodAutoscaler, recommend
-from tuner.sim.workloads import HpaSpec
+from tuner.sim.engine import Scenario, Simulation
+from tuner.sim.hpa import METRIC_DELAY, HorizontalPodAutoscaler, recommend
+from tuner.sim.load import Phase, Phases
+from tuner.sim.pools import NodeGroup
+from tuner.sim.prices import NODE_TYPES
+from tuner.sim.workloads import HpaSpec, Service
 
 PHP = HpaSpec(1, 50, 0.8)
 
@@ -66,3 +70,63 @@ def test_missing_pods_count_as_using_their_request_when_scaling_down() -> None:
 def test_missing_pods_that_bring_the_ratio_into_the_tolerance_keep_the_count() -> None:
     # ready 2: 280 / 400 / 0.8 = 0.875 down; with 2 missing: 680 / 800 / 0.8 = 1.0625
     assert recommend(PHP, current=4, ready=2, missing=2, usage=280, request=200) == 4
+
+
+def test_unready_pods_are_left_out_when_scaling_down() -> None:
+    # kube-controller-manager's groupPods: a Pending pod is unready, not missing. Ready 4:
+    # 200 / 800 / 0.8 = 0.3125 down; the 2 pending pods do not count: ceil(0.3125 * 4) = 2
+    # (as missing pods at their request they would make it 4)
+    assert recommend(PHP, current=6, ready=4, missing=0, usage=200, request=200, unready=2) == 2
+
+
+def test_unready_pods_count_as_idle_when_scaling_up() -> None:
+    # ready 4 say 1.5625 up; the pending pod at 0: 1000 / 1000 / 0.8 = 1.25; ceil(6.25) = 7
+    assert recommend(PHP, current=5, ready=4, missing=0, usage=1000, request=200, unready=1) == 7
+
+
+SHOP = Service(
+    "api", 100, 2**27, replicas=2, hpa=HpaSpec(1, 20, 0.5), cpu_per_load=10.0, namespace="shop"
+)
+"""50m a pod at the target: load 10 asks 2 pods, 30 asks 6, 36 asks 8."""
+
+
+def stepped() -> Scenario:
+    """Load 10, then 30 from t = -20 (the sync at 0 is the first to see it, whole: 6 pods), then 36
+    from t = -5 (what the sync at 15 sees)."""
+    return Scenario(
+        name="stepped",
+        title="stepped",
+        services=(SHOP,),
+        daemonsets=(),
+        loads={"shop": Phases(300, (Phase(280, 10), Phase(15, 30), Phase(3600, 36)))},
+        pools=(NodeGroup("pool", NODE_TYPES["e2-standard-4"], 2, 2, 2),),
+        duration=120,
+        warmup=300,
+    )
+
+
+def replicas_after_sync(sim: Simulation, t: float) -> int:
+    """The HPA's replicas once the controllers ran at ``t`` (a sync every 15 s from -300)."""
+    sim.advance(t + 5 - sim.now)
+    return sim.replicas[SHOP]
+
+
+def test_pods_ready_without_a_sample_share_the_load_the_hpa_does_not_see() -> None:
+    sim = Simulation(stepped(), 1)
+    assert replicas_after_sync(sim, -15) == 2
+    assert replicas_after_sync(sim, 0) == 6  # 300m / 2 pods = 3x the target
+    # At 15 the four new pods are Ready (at 10) and serve their share of 360m, but have no
+    # sample yet: the two measured pods use 60m each, 1.2x the target; the four missing ones
+    # count as idle, 0.4x, which flips the direction: 6 stays (had the two measured pods
+    # carried all 360m, 3.6x, with the missing ones idle 1.2x: ceil(1.2 x 6) = 8)
+    assert replicas_after_sync(sim, 15) == 6
+
+
+def test_a_new_pod_has_no_usable_sample_for_the_metric_delay_after_it_is_ready() -> None:
+    sim = Simulation(stepped(), 1)
+    assert replicas_after_sync(sim, 0) == 6
+    assert METRIC_DELAY == 25.0
+    # Ready at 10, first usable sample at 35: the sync at 30 still holds, the one at 45 sees
+    # all six pods at 60m, 1.2x the target, and asks 8
+    assert replicas_after_sync(sim, 30) == 6
+    assert replicas_after_sync(sim, 45) == 8

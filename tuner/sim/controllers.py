@@ -143,15 +143,22 @@ class Controllers:
         return sum(service.demand(pattern(now - lag)) for lag in USAGE_LAGS) / len(USAGE_LAGS)
 
     def _sync_hpas(self) -> None:
+        """Every HPA's sync. The load is shared by the Ready pods (a Service routes to them),
+        so the pods the HPA has a sample of carry only their share of it: a pod Ready for less
+        than :data:`~tuner.sim.hpa.METRIC_DELAY` serves load the HPA does not see."""
+        started = self.ready_counts()
         counts = self.ready_counts(METRIC_DELAY)
         for service, hpa in self.hpas.items():
             measured = counts.get(service, 0)
+            ready = started.get(service, 0)
             count = self.state.count(service)
+            share = measured / ready if ready else 0.0
             self.replicas[service] = hpa.desired(
                 self.clock.now,
                 self.replicas[service],
                 measured,
-                count - measured,
-                self._measured_usage(service) if measured else 0.0,
+                ready - measured,
+                self._measured_usage(service) * share,
                 service.cpu,
+                unready=count - ready,
             )

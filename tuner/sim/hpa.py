@@ -1,10 +1,13 @@
 """The Horizontal Pod Autoscaler's replica calculation (autoscaling/v2, CPU utilization).
 
-- usage ratio = (CPU usage of the pods with a metric / their requests) / target;
-- pods without a metric yet (pending, or started too recently for metrics-server to have a rate:
-  the controller's *missing* pods) count as using nothing when scaling up and as using their
-  whole request (or the target, if above 100 %) when scaling down; if that flips the direction
-  (or lands in the tolerance) nothing changes;
+- usage ratio = (CPU usage of the pods with a usable metric / their requests) / target;
+- pods without a usable metric are of two kinds (kube-controller-manager v1.33
+  ``pkg/controller/podautoscaler/replica_calculator.go`` ``groupPods``): *unready* ones (Pending,
+  or started too recently for a sample taken a whole window after they became Ready) and
+  *missing* ones (running, but metrics-server has no rate for them yet). Scaling up, both count
+  as using nothing; scaling down, missing pods count as using their whole request (or the
+  target, if above 100 %) and unready ones are left out; if that flips the direction (or lands
+  in the tolerance) nothing changes;
 - within the tolerance (``|ratio - 1| <= 0.1``) nothing changes;
 - desired = ceil(ratio * pods counted);
 - scale-up is limited per 15 s period to max(+100 %, +4 pods); scale-down is stabilised over
@@ -14,9 +17,9 @@
 The usage the controller reads is metrics-server's latest sample: each pod's CPU averaged over
 metrics-server's resolution (15 s, ``--metric-resolution`` as kwokctl and the metrics-server
 manifests set it), sampled on average half a resolution before the HPA's sync (the two are not
-aligned), so it lags the load (:data:`USAGE_LAGS`); and a new pod has no metric for about one
-resolution after it starts (:data:`METRIC_DELAY`). Both were found by replaying scenarios on the
-real controller (docs/fidelity.md).
+aligned), so it lags the load (:data:`USAGE_LAGS`). A new pod serves its share of the load from
+when it is Ready, but the HPA has no usable sample of it for :data:`METRIC_DELAY` after that, so
+the pods it does measure carry less than the whole load (the caller passes their share).
 
 Defaults are those of the HPA controller (``pkg/controller/podautoscaler/replica_calculator.go``)
 and of ``autoscaling/v2`` ``behavior``.
@@ -41,30 +44,56 @@ USAGE_LAGS = (10.0, 15.0, 20.0)
 """Seconds before a sync at which the load is sampled (a 5 s tick apart) and averaged: the
 window metrics-server's latest sample covers, one resolution ending half a resolution
 before the sync."""
-METRIC_DELAY = METRIC_RESOLUTION
-"""Seconds after a pod is Ready before metrics-server has a rate for it (the HPA counts it as
-missing until then)."""
+FRESH_CONTAINER_MIN = 10.0
+"""metrics-server v0.8.0 (``pkg/storage/pod.go`` ``freshContainerMinMetricsResolution``): a
+container's first scrape gives it a rate (from its start time) only when it comes at least 10 s,
+and less than one resolution, after the start; else its rate needs a second scrape."""
+METRIC_DELAY = (
+    (METRIC_RESOLUTION - FRESH_CONTAINER_MIN)
+    / METRIC_RESOLUTION
+    * (FRESH_CONTAINER_MIN + METRIC_RESOLUTION)
+    / 2
+    + FRESH_CONTAINER_MIN / METRIC_RESOLUTION * (METRIC_RESOLUTION + FRESH_CONTAINER_MIN / 2)
+    + METRIC_RESOLUTION / 2
+)
+"""Seconds after a pod is Ready before the HPA has a usable sample of it (25 s): metrics-server's
+first scrape comes uniformly within a resolution of the start; if it comes 10 s or more after it
+(a third of the time, 12.5 s on average) it gives the first rate, else the next scrape does (20 s
+on average), 17.5 s in all; that sample's timestamp is at least a window after the Ready
+transition, as the HPA's ``cpu-initialization-period`` rule asks (``groupPods``), and the HPA
+reads it on average half a resolution after the scrape (+7.5 s). Until then the HPA counts the
+pod as missing."""
 
 
 def recommend(
-    spec: HpaSpec, current: int, ready: int, missing: int, usage: float, request: int
+    spec: HpaSpec,
+    current: int,
+    ready: int,
+    missing: int,
+    usage: float,
+    request: int,
+    unready: int = 0,
 ) -> int:
     """The raw recommendation (before stabilisation, rate limits and bounds).
 
-    ``current`` is the scale's replica count, ``ready`` the pods with a metric, ``missing`` the
-    pods without one yet (pending, or starting), ``usage`` the ready pods' total CPU usage and
-    ``request`` one pod's CPU request (millicores).
+    ``current`` is the scale's replica count, ``ready`` the pods with a usable metric,
+    ``missing`` the running pods without one yet, ``unready`` the pods not running yet
+    (pending, or starting), ``usage`` the ready pods' total CPU usage and ``request`` one
+    pod's CPU request (millicores).
     """
     if ready == 0 or request <= 0:
         return current
     ratio = usage / (ready * request) / spec.target
-    if missing == 0:
+    up_with_unready = unready > 0 and ratio > 1.0
+    if not up_with_unready and missing == 0:
         return current if abs(ratio - 1.0) <= TOLERANCE else math.ceil(ratio * ready)
-    if ratio > 1.0:
-        pass  # scaling up: the missing pods use nothing
-    elif ratio < 1.0:  # scaling down: they use their request (or the target, above 100 %)
+    counted = ready
+    if ratio > 1.0:  # scaling up: missing and unready pods use nothing
+        counted += missing + unready
+    elif ratio < 1.0:  # scaling down: missing pods use their request (or the target, if
+        # above 100 %); unready ones are left out
         usage += missing * request * max(1.0, spec.target)
-    counted = ready + missing
+        counted += missing
     adjusted = usage / (counted * request) / spec.target
     if abs(adjusted - 1.0) <= TOLERANCE or (ratio - 1.0) * (adjusted - 1.0) < 0:
         return current  # too small a change, or the missing pods flip the direction
@@ -82,10 +111,17 @@ class HorizontalPodAutoscaler:
     history: deque[tuple[float, int]] = field(default_factory=deque)
 
     def desired(
-        self, now: float, current: int, ready: int, missing: int, usage: float, request: int
+        self,
+        now: float,
+        current: int,
+        ready: int,
+        missing: int,
+        usage: float,
+        request: int,
+        unready: int = 0,
     ) -> int:
-        """The replica count the HPA sets at ``now``."""
-        raw = recommend(self.spec, current, ready, missing, usage, request)
+        """The replica count the HPA sets at ``now`` (arguments as :func:`recommend`'s)."""
+        raw = recommend(self.spec, current, ready, missing, usage, request, unready)
         self.history.append((now, raw))
         while self.history and self.history[0][0] < now - DOWNSCALE_STABILIZATION:
             self.history.popleft()
