@@ -136,6 +136,7 @@ class RuleBound:
         daemonsets: tuple[Service, ...],
         services: Sequence[Service] = (),
     ) -> None:
+        self.pools = pools
         self.prices = np.array([p.node_type.price for p in pools])
         self.least = np.array([p.min_nodes for p in pools], dtype=np.int64)
         self.most = np.array([p.max_nodes for p in pools], dtype=np.int64)
@@ -189,15 +190,36 @@ class RuleBound:
         if rows is not None and (rows[0] @ nodes >= rows[1]).all() and (nodes <= self.most).all():
             return mix  # the whole-node optimum keeps the rules and limits: nothing does better
         best: Mix | None = None
-        for size in range(len(self.zones) + 1):
-            for zones in itertools.combinations(range(len(self.zones)), size):
-                rows = self._rows(frozenset(zones), demand, counts)
-                if rows is None:
-                    continue
-                found = _cheapest(self.prices, rows[0], rows[1], self.least, self.most)
-                if found is not None and (best is None or self.prices @ found < best.cost):
-                    best = Mix(float(self.prices @ found), int(found.sum()))
+        for zones in self._zone_sets():
+            rows = self._rows(zones, demand, counts)
+            if rows is None:
+                continue
+            found = _cheapest(self.prices, rows[0], rows[1], self.least, self.most)
+            if found is not None and (best is None or self.prices @ found < best.cost):
+                best = Mix(float(self.prices @ found), int(found.sum()))
+                if best.cost <= mix.cost:
+                    break  # nothing goes below the whole-node bound
         return mix if best is None else best
+
+    def _zone_sets(self) -> list[frozenset[int]]:
+        """Every set of zones with a ready node, but one of each set of alike zones (zones
+        whose pools have the same node types and limits are interchangeable: the programme
+        counts only how many zones a set has and which pools they hold)."""
+        alike: dict[tuple[tuple[str, int, int], ...], list[int]] = {}
+        for zone in range(len(self.zones)):
+            shape = tuple(
+                sorted(
+                    (p.node_type.name, p.min_nodes, p.max_nodes)
+                    for p, z in zip(self.pools, self.zone_of, strict=True)
+                    if z == zone
+                )
+            )
+            alike.setdefault(shape, []).append(zone)
+        groups = list(alike.values())
+        return [
+            frozenset(z for group, n in zip(groups, taken, strict=True) for z in group[:n])
+            for taken in itertools.product(*(range(len(g) + 1) for g in groups))
+        ]
 
     def _rows(
         self, held: frozenset[int], demand: np.ndarray, counts: tuple[int, ...]
