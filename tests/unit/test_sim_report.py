@@ -1,4 +1,4 @@
-"""The evaluation's table and figures: the room a scenario leaves (CA alone above the whole-node
+"""The evaluation's table and figures: the room a scenario leaves (CA alone above the lower
 bound), the share of it each row captures (none shown under 3 %), and the forecast error of the
 rows that forecast."""
 

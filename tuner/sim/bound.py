@@ -1,25 +1,68 @@
-"""The lower bound: the cheapest mix of whole nodes of the scenario's node types that holds a
-tick's requests.
+"""The lower bound on a tick's cost: the **rule bound**, the cheapest set of whole nodes of the
+scenario's pools on which the tick's pods could all run under the scheduling rules.
 
-Per tick, with ``x_i`` nodes of pool ``i`` (whole numbers, at least the pool's minimum), minimise
-the price per hour ``sum(price_i * x_i)`` subject to covering the non-DaemonSet pods' CPU
-requests, memory requests and pod count, where one node of pool ``i`` offers its allocatable
-minus its DaemonSet pods' requests and its pod slots minus its DaemonSet pods. Placement rules,
-how pods split across nodes, provisioning time and pool maximums are ignored: every strategy
-runs whole nodes whose free room together covers what it places, so none can go below it.
+**What it counts.** Per tick, with ``x_p`` nodes of pool ``p`` (whole numbers between the pool's
+minimum and maximum), it minimises the price per hour ``sum(price_p * x_p)`` subject to:
 
-The integer programme (one variable per pool, three constraints) is solved exactly by SciPy's
-``milp`` (HiGHS branch and bound, no optimality gap allowed); its rounded solution is checked
-against the constraints in integers before it is used.
+- *Room*: the nodes that hold pods offer, together, the non-DaemonSet pods' CPU requests, memory
+  requests and pod count (a node offers its allocatable minus its DaemonSet pods' requests, and
+  its pod slots minus its DaemonSet pods).
+- *Domains*: pods run on ready nodes only, and kube-scheduler's topology spread counts the zones
+  of the ready nodes (:class:`tuner.model.census.Census`, over the ready nodes:
+  :meth:`tuner.sim.state.SimCluster.census`). The bound takes the set ``S`` of zones that have a
+  ready node as a choice: every zone of ``S`` has a node; a pool of a zone outside ``S`` holds no
+  pod (its nodes, at least its minimum, are paid and idle); a pool without a zone label is usable
+  whatever ``S`` is. The bound is the cheapest over every ``S``.
+- *Hard zone spread* (``whenUnsatisfiable: DoNotSchedule``, ``maxSkew`` k) of a service with n
+  pods: its pods run only on zone-labelled nodes (a node without the key fails the filter), so
+  in the zones of ``S``, and every set ``T`` of t zones of ``S`` holds at least
+  :func:`least_in` (n, k, ``|S|``, t) of them (proof there); ``T``'s pools offer the room of what
+  every spread service must put in it.
+- *Required anti-affinity among a service's own pods*: per hostname, at most one on a node, so
+  n nodes where it may run (and in ``T`` as many nodes as it must put there); per zone, at most
+  one in each zone of ``S`` when no pool lacks the zone label (a node without the key does not
+  count the term), so ``S`` has at least n zones and ``T`` holds at least ``n - (|S| - t)``.
+- *Eligibility*: in the simulator no pool carries a taint and no workload a node selector or
+  node affinity, so a pod may run on every pool but for the zone label its rules need; those are
+  the only two classes (any pool; the zoned pools of ``S``).
+
+**Why no strategy goes below it.** Take any run's tick whose placement satisfies the rules: let
+``S`` be the zones with a ready node. Its billed nodes number ``x_p`` per pool, within the
+pools' limits; its pods are on ready nodes, so in the pools of ``S`` and the unlabelled ones,
+whose room therefore covers them; each spread service's counts per zone satisfy the skew rule,
+so each ``T`` holds at least :func:`least_in` of them, whose requests its pools' room covers;
+the anti-affinities hold by definition. So ``x`` is feasible for ``S``'s programme and costs at
+least its optimum. The pods are the CA-alone run's at the tick, pending ones included (as the
+run had asked for them), and the spread is taken as the scheduler leaves it when it places pods:
+a ReplicaSet's scale-down deletes pods without regard to zones, so a run can hold a skew the
+scheduler would not create; such a placement is not covered. The pool minimum is the Cluster
+Autoscaler's node-group limit, which every row but Karpenter's keeps; the simulated Karpenter
+consolidates regardless of it. A tick whose pods no placement can hold under the rules and
+within the pools' maximums (more pods of a per-zone anti-affinity than zones, more pods than the
+largest pools hold: some stay pending in any run) is bounded by the whole-node bound.
+
+**What it ignores**: how pods split across nodes (each pool's room is pooled), spread and
+anti-affinity over hostnames beyond the counts above, preferred rules, provisioning time, and
+the run's own history (the bound takes each tick on its own).
+
+Without the rules and the maximums it is the *whole-node bound* (:meth:`RuleBound.whole`, the
+evaluation's bound before: room and the pools' minimums only), which it never undercuts: each of
+its programmes is the whole-node programme with constraints added. Each integer
+programme (one variable per pool) is solved exactly by SciPy's ``milp`` (HiGHS branch and bound,
+no optimality gap allowed); its rounded solution is checked against the constraints in integers
+before it is used. Results are cached per distinct demand.
 """
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
+from tuner.model.constraints import HOSTNAME_KEY, ZONE_KEY
 from tuner.sim.pools import NodeGroup
 from tuner.sim.workloads import Service
 
@@ -32,12 +75,71 @@ class Mix:
     nodes: int
 
 
-class WholeBound:
-    """The cheapest mix of whole nodes per (CPU, memory, pods) demand, cached."""
+def least_in(pods: int, skew: int, zones: int, inside: int) -> int:
+    """The fewest of ``pods`` pods spread with ``maxSkew`` ``skew`` over ``zones`` domains that
+    any ``inside`` of the domains hold together.
 
-    def __init__(self, pools: tuple[NodeGroup, ...], daemonsets: tuple[Service, ...]) -> None:
+    Proof. The scheduler admits a pod to a domain only if that domain then holds at most
+    ``skew`` more than the domains' minimum; pods only being added, the minimum never falls, so
+    after every placement each count ``c`` lies in ``[m, m + skew]`` where ``m`` is the minimum.
+    Then ``zones * m <= pods <= zones * (m + skew)``, i.e. ``m`` is between
+    ``ceil(pods / zones) - skew`` (and 0) and ``floor(pods / zones)``. The ``inside`` domains hold
+    at least ``inside * m`` (each at least ``m``) and at least ``pods - (zones - inside) * (m +
+    skew)`` (the others at most ``m + skew`` each). So they hold at least the smallest, over that
+    range of ``m``, of the larger of the two, which is what this returns. It is also attained
+    (``tests/unit/test_sim_bound.py`` checks it against every spread placement of small
+    cases), so the bound is as tight as the rule allows. With ``zones = 3``, ``skew = 1`` and 5
+    pods, one zone holds at least 1 and two zones at least 3 (1, 2, 2)."""
+    if inside <= 0 or pods <= 0:
+        return 0
+    if inside >= zones:
+        return pods
+    low, high = max(-(-pods // zones) - skew, 0), pods // zones
+    return min(max(inside * m, pods - (zones - inside) * (m + skew)) for m in range(low, high + 1))
+
+
+@dataclass(frozen=True, slots=True)
+class Ruled:
+    """What the rule bound counts of one service's hard rules."""
+
+    cpu: int
+    memory: int
+    skew: int
+    """The smallest ``maxSkew`` of its hard zone spreads (0: none)."""
+    per_node: bool
+    """A required anti-affinity among its pods per hostname."""
+    per_zone: bool
+    """A required anti-affinity among its pods per zone."""
+
+
+def ruled(services: Sequence[Service]) -> tuple[Service, ...]:
+    """The services whose hard rules the rule bound counts, in order."""
+    return tuple(s for s in services if _rules(s) is not None)
+
+
+def _rules(service: Service) -> Ruled | None:
+    skews = [s.max_skew for s in service.spread if s.hard and s.topology_key == ZONE_KEY]
+    per_node = service.anti_affinity == HOSTNAME_KEY
+    per_zone = service.anti_affinity == ZONE_KEY
+    if service.kind == "DaemonSet" or not (skews or per_node or per_zone):
+        return None
+    return Ruled(service.cpu, service.memory, min(skews, default=0), per_node, per_zone)
+
+
+class RuleBound:
+    """The rule bound per tick demand (requests, pod count and the pods of each service of
+    :func:`ruled`), cached."""
+
+    def __init__(
+        self,
+        pools: tuple[NodeGroup, ...],
+        daemonsets: tuple[Service, ...],
+        services: Sequence[Service] = (),
+    ) -> None:
+        self.pools = pools
         self.prices = np.array([p.node_type.price for p in pools])
         self.least = np.array([p.min_nodes for p in pools], dtype=np.int64)
+        self.most = np.array([p.max_nodes for p in pools], dtype=np.int64)
         self.room = np.array(
             [
                 [
@@ -50,34 +152,152 @@ class WholeBound:
             dtype=np.int64,
         ).T
         """Rows: CPU, memory, pod slots; one column per pool."""
-        self._scale = np.maximum(self.room.max(axis=1), 1).astype(float)
-        """Each row's largest room: the solver sees every row in nodes of its roomiest type."""
-        self._cache: dict[tuple[int, int, int], Mix] = {}
+        self.zones = tuple(sorted({p.zone for p in pools if p.zone}))
+        self.zone_of = np.array([self.zones.index(p.zone) if p.zone else -1 for p in pools])
+        self.rules = tuple(r for s in services if (r := _rules(s)) is not None)
+        self._whole: dict[tuple[int, int, int], tuple[Mix, np.ndarray]] = {}
+        self._cache: dict[tuple[int, ...], Mix] = {}
 
-    def __call__(self, cpu: int, memory: int, pods: int) -> Mix:
-        """The cheapest mix of whole nodes holding these requests."""
-        key = (cpu, memory, pods)
+    def whole(self, cpu: int, memory: int, pods: int) -> Mix:
+        """The whole-node bound: the cheapest mix of whole nodes (at least each pool's minimum,
+        any maximum) whose room holds these requests, no rule counted."""
+        return self._whole_mix(cpu, memory, pods)[0]
+
+    def __call__(self, cpu: int, memory: int, pods: int, counts: Sequence[int] = ()) -> Mix:
+        """The rule bound; ``counts``: the pods of each service of :func:`ruled`, in order."""
+        if len(counts) != len(self.rules):
+            raise ValueError(f"{len(counts)} pod counts for {len(self.rules)} ruled services")
+        key = (cpu, memory, pods, *counts)
         if key not in self._cache:
-            self._cache[key] = self._solve(np.array(key, dtype=np.int64))
+            self._cache[key] = self._solve(np.array((cpu, memory, pods)), tuple(counts))
         return self._cache[key]
 
-    def _holds(self, nodes: np.ndarray, demand: np.ndarray) -> bool:
-        return bool((self.room @ nodes >= demand).all())
+    def _whole_mix(self, cpu: int, memory: int, pods: int) -> tuple[Mix, np.ndarray]:
+        key = (cpu, memory, pods)
+        if key not in self._whole:
+            demand = np.array(key, dtype=np.int64)
+            unlimited = np.full(len(self.least), np.inf)
+            nodes = _cheapest(self.prices, self.room, demand, self.least, unlimited)
+            if nodes is None:
+                raise ValueError(f"no mix of the pools' nodes holds requests {key}")
+            self._whole[key] = (Mix(float(self.prices @ nodes), int(nodes.sum())), nodes)
+        return self._whole[key]
 
-    def _solve(self, demand: np.ndarray) -> Mix:
-        if self._holds(self.least, demand):
-            return Mix(float(self.prices @ self.least), int(self.least.sum()))
-        scaled = self.room / self._scale[:, None]
-        result = milp(
-            self.prices,
-            constraints=LinearConstraint(scaled, lb=demand / self._scale),
-            integrality=np.ones(len(self.prices)),
-            bounds=Bounds(self.least, np.inf),
-            options={"mip_rel_gap": 0.0},
+    def _solve(self, demand: np.ndarray, counts: tuple[int, ...]) -> Mix:
+        mix, nodes = self._whole_mix(*(int(d) for d in demand))
+        held = frozenset(int(z) for z in self.zone_of[nodes > 0] if z >= 0)
+        rows = self._rows(held, demand, counts)
+        if rows is not None and (rows[0] @ nodes >= rows[1]).all() and (nodes <= self.most).all():
+            return mix  # the whole-node optimum keeps the rules and limits: nothing does better
+        best: Mix | None = None
+        for zones in self._zone_sets():
+            rows = self._rows(zones, demand, counts)
+            if rows is None:
+                continue
+            found = _cheapest(self.prices, rows[0], rows[1], self.least, self.most)
+            if found is not None and (best is None or self.prices @ found < best.cost):
+                best = Mix(float(self.prices @ found), int(found.sum()))
+                if best.cost <= mix.cost:
+                    break  # nothing goes below the whole-node bound
+        return mix if best is None else best
+
+    def _zone_sets(self) -> list[frozenset[int]]:
+        """Every set of zones with a ready node, but one of each set of alike zones (zones
+        whose pools have the same node types and limits are interchangeable: the programme
+        counts only how many zones a set has and which pools they hold)."""
+        alike: dict[tuple[tuple[str, int, int], ...], list[int]] = {}
+        for zone in range(len(self.zones)):
+            shape = tuple(
+                sorted(
+                    (p.node_type.name, p.min_nodes, p.max_nodes)
+                    for p, z in zip(self.pools, self.zone_of, strict=True)
+                    if z == zone
+                )
+            )
+            alike.setdefault(shape, []).append(zone)
+        groups = list(alike.values())
+        return [
+            frozenset(z for group, n in zip(groups, taken, strict=True) for z in group[:n])
+            for taken in itertools.product(*(range(len(g) + 1) for g in groups))
+        ]
+
+    def _rows(
+        self, held: frozenset[int], demand: np.ndarray, counts: tuple[int, ...]
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The constraints ``A @ x >= b`` of the programme in which ``held`` are the zones with
+        a ready node (see the module's docstring), or None when no placement meets the rules
+        there."""
+        zone_of = self.zone_of
+        unzoned = zone_of < 0
+        usable = unzoned | np.isin(zone_of, list(held))
+        per_zone_confined = not unzoned.any()
+        size = len(held)
+        matrix: list[np.ndarray] = [self.room * usable]
+        bound: list[np.ndarray] = [demand]
+        ones = np.ones(len(zone_of), dtype=np.int64)
+        for zone in held:
+            matrix.append((zone_of == zone)[None, :].astype(np.int64))
+            bound.append(np.array([1]))
+        nodes_needed = max(
+            (n for r, n in zip(self.rules, counts, strict=True) if r.per_node), default=0
         )
-        if result.x is None:
-            raise ValueError(f"no mix of the pools' nodes holds requests {tuple(demand)}")
-        nodes = np.round(result.x).astype(np.int64)
-        if not self._holds(nodes, demand):
-            raise ArithmeticError(f"the solver's mix {tuple(nodes)} misses {tuple(demand)}")
-        return Mix(float(self.prices @ nodes), int(nodes.sum()))
+        if nodes_needed:
+            matrix.append((ones * usable)[None, :])
+            bound.append(np.array([nodes_needed]))
+        for rule, n in zip(self.rules, counts, strict=True):
+            if n and rule.skew and not size:
+                return None  # spread pods need a zone-labelled ready node
+            if n > size and rule.per_zone and per_zone_confined:
+                return None
+        for inside in range(1, size + 1):
+            for chosen in itertools.combinations(sorted(held), inside):
+                need = np.zeros(3, dtype=np.int64)
+                nodes = 0
+                for rule, n in zip(self.rules, counts, strict=True):
+                    share = least_in(n, rule.skew, size, inside) if rule.skew else 0
+                    if rule.per_zone and (rule.skew or per_zone_confined):
+                        share = max(share, n - (size - inside))
+                    need += share * np.array((rule.cpu, rule.memory, 1), dtype=np.int64)
+                    if rule.per_node:
+                        nodes = max(nodes, share)
+                if not need.any() and not nodes:
+                    continue
+                within = np.isin(zone_of, chosen)
+                matrix.append(self.room * within)
+                bound.append(need)
+                if nodes:
+                    matrix.append(within[None, :].astype(np.int64))
+                    bound.append(np.array([nodes]))
+        return np.vstack(matrix), np.concatenate(bound)
+
+
+def _cheapest(
+    prices: np.ndarray,
+    matrix: np.ndarray,
+    demand: np.ndarray,
+    least: np.ndarray,
+    most: np.ndarray,
+) -> np.ndarray | None:
+    """The cheapest whole ``x`` between ``least`` and ``most`` with ``matrix @ x >= demand``
+    (checked in integers), or None when there is none."""
+    if (least > most).any():
+        return None
+    if (matrix @ least >= demand).all():
+        return least.copy()
+    top = np.maximum(np.abs(matrix).max(axis=1), 1).astype(float)
+    """Each row in units of its largest coefficient (the solver sees rooms in nodes)."""
+    if ((matrix * (most > 0)).max(axis=1, initial=0) <= 0)[demand > 0].any():
+        return None  # a row no usable pool contributes to
+    result = milp(
+        prices,
+        constraints=LinearConstraint(matrix / top[:, None], lb=demand / top),
+        integrality=np.ones(len(prices)),
+        bounds=Bounds(least, most),
+        options={"mip_rel_gap": 0.0},
+    )
+    if result.x is None:
+        return None
+    nodes: np.ndarray = np.round(result.x).astype(np.int64)
+    if not (matrix @ nodes >= demand).all():
+        raise ArithmeticError(f"the solver's mix {tuple(nodes)} misses {tuple(demand)}")
+    return nodes

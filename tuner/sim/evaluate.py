@@ -67,6 +67,7 @@ def summary(comparison: Comparison) -> dict[str, Any]:
         "lower_bound": {
             "node_hours": round(comparison.lower_bound_node_hours, 3),
             "cost": round(comparison.lower_bound_cost, 4),
+            "whole_node_cost": round(comparison.whole_bound_cost, 4),
         },
         "room": round(comparison.room, 4),
         "strategies": {

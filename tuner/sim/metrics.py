@@ -33,6 +33,9 @@ class TickSeries:
     memory: list[int] = field(default_factory=list)
     pods: list[int] = field(default_factory=list)
     """Requests and count of the non-DaemonSet pods (for the lower bound)."""
+    ruled: list[tuple[int, ...]] = field(default_factory=list)
+    """Pods of each service whose hard rules the lower bound counts
+    (:func:`tuner.sim.bound.ruled`, in the scenario's order)."""
     evictions: list[int] = field(default_factory=list)
     """Pods evicted during the tick (by any actor; node deletions included)."""
 

@@ -1,9 +1,11 @@
 """Metrics recording: each tick after the warm-up, the load, the billed nodes and their price,
-pending pods, workloads short of CPU, the requests to pack and the evictions, into a
+pending pods, workloads short of CPU, the requests to pack (and the pods of each service whose
+rules the lower bound counts) and the evictions, into a
 :class:`~tuner.sim.metrics.TickSeries`."""
 
 from __future__ import annotations
 
+from tuner.sim.bound import ruled
 from tuner.sim.clock import Clock
 from tuner.sim.controllers import Controllers
 from tuner.sim.metrics import TickSeries
@@ -18,6 +20,7 @@ class TickRecorder:
         self.state = state
         self.controllers = controllers
         self.series = TickSeries()
+        self.ruled = ruled(controllers.scenario.services)
         self._evictions = 0
 
     def record(self, load: float) -> None:
@@ -44,4 +47,5 @@ class TickRecorder:
         s.cpu.append(totals.cpu)
         s.memory.append(totals.memory)
         s.pods.append(totals.pods)
+        s.ruled.append(tuple(state.count(service) for service in self.ruled))
         s.evictions.append(evicted)

@@ -16,11 +16,14 @@ band.
 Evictions per hour count every pod any actor evicted (the Cluster Autoscaler's drains and node
 deletions, the tuner's executor, a descheduler, Karpenter) over the simulated hours.
 
-The lower bound (:mod:`tuner.sim.bound`), per tick, is the cheapest mix of *whole* nodes of the
-scenario's pool node types (at least each pool's minimum) whose allocatable, minus each node's
-DaemonSet pods, covers the CA-alone run's non-DaemonSet CPU requests, memory requests and pod
-count. It ignores placement rules, how pods split across nodes and provisioning time, so no
-strategy can go below it.
+The lower bound (:mod:`tuner.sim.bound`), per tick, is the rule bound: the cheapest set of whole
+nodes of the scenario's pools (within each pool's minimum and maximum) on which the CA-alone
+run's non-DaemonSet pods could all run under the rules the simulated scheduler enforces: room
+(CPU, memory, pod slots beside the DaemonSets), pods on ready nodes only, hard zone spreads and
+required anti-affinities among a service's pods. It ignores how pods split across nodes and
+provisioning time, so no strategy whose placement keeps the rules can go below it. The
+whole-node bound (the same without the rules and the maximums) is kept beside it in
+``results.json`` to show what the rules add.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tuner.sim.bound import Mix, WholeBound
+from tuner.sim.bound import Mix, RuleBound
 from tuner.sim.command import STRATEGY_NAMES
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.forecast_error import ForecastError, ForecastKey, forecast_key
@@ -98,12 +101,19 @@ class Comparison:
     """Nodes of the lower bound at each tick."""
     forecast_errors: Mapping[str, ForecastError] = field(default_factory=dict)
     """The error of the forecast each tuner's row makes (strategies that forecast only)."""
+    whole_bound: tuple[float, ...] = ()
+    """Cost per hour of the whole-node bound at each tick (the rules not counted)."""
 
     @property
     def lower_bound_cost(self) -> float:
         """Total cost of the lower bound."""
         tick = self.outcomes[0].tick
         return sum(self.lower_bound) * tick / 3600
+
+    @property
+    def whole_bound_cost(self) -> float:
+        """Total cost of the whole-node bound."""
+        return sum(self.whole_bound) * self.outcomes[0].tick / 3600
 
     @property
     def lower_bound_node_hours(self) -> float:
@@ -138,12 +148,14 @@ class Comparison:
         return (self.outcome(strategy).cost - bound) / bound if bound else 0.0
 
 
-def lower_bound(scenario: Scenario, series: TickSeries) -> tuple[Mix, ...]:
-    """The cheapest mix of whole nodes holding each tick's requests."""
-    bound = WholeBound(scenario.pools, scenario.daemonsets)
+def lower_bound(scenario: Scenario, series: TickSeries) -> tuple[tuple[Mix, Mix], ...]:
+    """The rule bound and the whole-node bound holding each tick's pods."""
+    bound = RuleBound(scenario.pools, scenario.daemonsets, scenario.services)
     return tuple(
-        bound(cpu, memory, pods)
-        for cpu, memory, pods in zip(series.cpu, series.memory, series.pods, strict=True)
+        (bound(cpu, memory, pods, counts), bound.whole(cpu, memory, pods))
+        for cpu, memory, pods, counts in zip(
+            series.cpu, series.memory, series.pods, series.ruled, strict=True
+        )
     )
 
 
@@ -196,14 +208,15 @@ def comparison(
 ) -> Comparison:
     """The outcomes (the CA alone's first), the lower bound from the CA alone's run and the
     tuners' forecast errors."""
-    bound = lower_bound(scenario, outcomes[0].series)
+    bounds = lower_bound(scenario, outcomes[0].series)
     return Comparison(
         scenario,
         seed,
         outcomes,
-        tuple(m.cost for m in bound),
-        tuple(m.nodes for m in bound),
+        tuple(rule.cost for rule, _ in bounds),
+        tuple(rule.nodes for rule, _ in bounds),
         dict(forecast_errors or {}),
+        tuple(whole.cost for _, whole in bounds),
     )
 
 
