@@ -282,3 +282,5 @@ def test_room_is_made_only_by_a_movable_pod_no_larger_than_the_one_placed() -> N
     assert unmovable.removal is None and unmovable.refusal is Refusal.NO_ROOM
     larger = run(_make_room(a_cpu="2500m", b_cpu="500m"), settings())  # 2500m would fit n2
     assert larger.removal is None and larger.refusal is Refusal.NO_ROOM
+    switched_off = run(_make_room(), settings(make_room=False))
+    assert switched_off.removal is None and switched_off.refusal is Refusal.NO_ROOM

@@ -6,10 +6,11 @@ A pod that fits on no node may take the place of one other pod (the make-room mo
 the :data:`MAKE_ROOM_HOSTS` nodes closest to having room for it among those whose every other
 rule admits it, one of its :data:`MAKE_ROOM_PODS` smallest movable pods that are no larger than
 it (CPU and memory) yet free enough moves, by best fit, to another open node, if the pod then
-fits there. One level only (the pod moved is placed without making room in turn), so a drain
-stays a handful of vector questions per pod. It reaches what a drain onto the nodes as they
-are cannot: a pod bound to a zone by its topology spread, or to a node type by its affinity,
-whose only admissible nodes are full of pods that could run anywhere.
+fits there (``analyse.make_room``, on by default). One level only (the pod moved is placed
+without making room in turn), so a drain stays a handful of vector questions per pod. It
+reaches what a drain onto the nodes as they are cannot: a pod bound to a zone by its topology
+spread, or to a node type by its affinity, whose only admissible nodes are full of pods that
+could run anywhere.
 
 A :class:`Search` lives inside one fork of :attr:`Context.snapshot
 <tuner.analyse.context.Context.snapshot>` with the protected nodes closed; :meth:`Search.drain`
@@ -129,7 +130,8 @@ class Search:
                 if allowed is not None:
                     mask &= allowed
             if not mask.any():
-                made = self._make_room(pod, source, allowed, before, moves)
+                room = self.context.settings.analyse.make_room
+                made = self._make_room(pod, source, allowed, before, moves) if room else None
                 if made is None:
                     why = snap.refusal(pod, allowed, leaving=source)
                     return f"pod {pod.key} {nowhere}: {why}"
