@@ -264,7 +264,7 @@ def _make_room(moved: str = "Deployment", a_cpu: str = "1000m", b_cpu: str = "15
 
 def test_a_smaller_movable_pod_makes_room_for_a_pod_that_fits_nowhere() -> None:
     c = _make_room()
-    result = run(c, settings())
+    result = run(c, settings(make_room=True))
     assert result.removal is not None and result.removal.nodes == ("n3",)
     moves = {m.pod.name: m.node for m in result.removal.moves}
     assert moves == {"a-1": "n2", "g-1": "n1"}
@@ -278,9 +278,11 @@ def test_a_smaller_movable_pod_makes_room_for_a_pod_that_fits_nowhere() -> None:
 
 
 def test_room_is_made_only_by_a_movable_pod_no_larger_than_the_one_placed() -> None:
-    unmovable = run(_make_room("StatefulSet"), settings())
+    unmovable = run(_make_room("StatefulSet"), settings(make_room=True))
     assert unmovable.removal is None and unmovable.refusal is Refusal.NO_ROOM
-    larger = run(_make_room(a_cpu="2500m", b_cpu="500m"), settings())  # 2500m would fit n2
+    larger = run(
+        _make_room(a_cpu="2500m", b_cpu="500m"), settings(make_room=True)
+    )  # 2500m would fit n2
     assert larger.removal is None and larger.refusal is Refusal.NO_ROOM
-    switched_off = run(_make_room(), settings(make_room=False))
+    switched_off = run(_make_room(), settings())  # the default
     assert switched_off.removal is None and switched_off.refusal is Refusal.NO_ROOM

@@ -6,7 +6,7 @@ A pod that fits on no node may take the place of one other pod (the make-room mo
 the :data:`MAKE_ROOM_HOSTS` nodes closest to having room for it among those whose every other
 rule admits it, one of its :data:`MAKE_ROOM_PODS` smallest movable pods that are no larger than
 it (CPU and memory) yet free enough moves, by best fit, to another open node, if the pod then
-fits there (``analyse.make_room``, on by default). One level only (the pod moved is placed
+fits there (``analyse.make_room``, off by default). One level only (the pod moved is placed
 without making room in turn), so a drain stays a handful of vector questions per pod. It
 reaches what a drain onto the nodes as they are cannot: a pod bound to a zone by its topology
 spread, or to a node type by its affinity, whose only admissible nodes are full of pods that
