@@ -2,8 +2,9 @@
 
 Two mixed-integer programs solved with HiGHS through ``scipy.optimize.milp``:
 
-- :func:`can_drain`: can this one node's movable pods be re-placed on the other nodes, with
-  every other pod staying where it is (the per-node question the heuristic's bin-packing answers);
+- :func:`can_drain`: can this one node's movable pods be re-placed on the other nodes, the
+  other nodes' movable pods free to move among them (the per-node question the heuristic's
+  bin-packing answers, with its make-room moves);
 - :func:`cheapest_nodes`: the cheapest set of nodes that can hold everything if every movable pod
   may be re-placed anywhere (a lower bound for any removal plan).
 
@@ -45,30 +46,36 @@ def _solve(
 
 
 def can_drain(cluster: Cluster, movability: Movability, node_name: str) -> bool:
-    """True when the node's pods (all movable) fit on the other nodes, others staying put."""
-    pods = [p for p in cluster.pods_by_node[node_name] if not p.follows_node]
-    if any(not movability.movable(p) for p in pods):
+    """True when the node's pods (all movable) fit on the other nodes, the other nodes' movable
+    pods free to move among them too (the heuristic moves at most one of them per pod it
+    places, to make room; any answer it finds is one of these)."""
+    drained = [p for p in cluster.pods_by_node[node_name] if not p.follows_node]
+    if any(not movability.movable(p) for p in drained):
         return False
+    if not drained:
+        return True
+    pods = [p for p in cluster.pods if p.node and not p.follows_node and movability.movable(p)]
     targets = [n for n in cluster.nodes if n.name != node_name]
     columns: dict[tuple[int, int], int] = {}
     for i, pod in enumerate(pods):
         for j, node in enumerate(targets):
-            if static_fit(pod.constraints, node) is None:
+            if static_fit(pod.constraints, node) is None or node.name == pod.node:
                 columns[(i, j)] = len(columns)
-    if not pods:
-        return True
-    if not columns:
-        return False
     rows: list[tuple[dict[int, float], float, float]] = []
     for i in range(len(pods)):
-        rows.append(({c: 1.0 for (p, _), c in columns.items() if p == i}, 1.0, 1.0))
+        row = {c: 1.0 for (p, _), c in columns.items() if p == i}
+        if not row:
+            return False
+        rows.append((row, 1.0, 1.0))
     for j, node in enumerate(targets):
-        used = cluster.requested(node.name)
-        count = len(cluster.pods_by_node[node.name])
+        fixed = [p for p in cluster.pods_by_node[node.name] if not movability.movable(p)]
         for size, room in (
-            (lambda p: p.requests.cpu, node.allocatable.cpu - used.cpu),
-            (lambda p: p.requests.memory, node.allocatable.memory - used.memory),
-            (lambda p: 1, node.max_pods - count),
+            (lambda p: p.requests.cpu, node.allocatable.cpu - sum(p.requests.cpu for p in fixed)),
+            (
+                lambda p: p.requests.memory,
+                node.allocatable.memory - sum(p.requests.memory for p in fixed),
+            ),
+            (lambda p: 1, node.max_pods - len(fixed)),
         ):
             rows.append(
                 (

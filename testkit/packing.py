@@ -91,7 +91,9 @@ def compare(seed: int) -> Comparison:
     c = small_cluster(seed)
     policy = Policy(frozenset())
     movability = assess(c, policy)
-    one = Settings(pricing=PRICING, analyse=Analyse(excluded_namespaces=frozenset()))
+    one = Settings(
+        pricing=PRICING, analyse=Analyse(excluded_namespaces=frozenset(), make_room=True)
+    )
     agree = missed = wrong = 0
     for n in c.nodes:
         only = CandidateTimers(((n.name, 0.0),))  # only this node is past its delay
@@ -102,7 +104,9 @@ def compare(seed: int) -> Comparison:
         wrong += heuristic and not exact
     many = Settings(
         pricing=PRICING,
-        analyse=Analyse(max_parallel_removals=len(c.nodes), excluded_namespaces=frozenset()),
+        analyse=Analyse(
+            max_parallel_removals=len(c.nodes), excluded_namespaces=frozenset(), make_room=True
+        ),
     )
     removal = find_removal(c, many, movability).removal
     now = nodes_cost(c.nodes, PRICING)

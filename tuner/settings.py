@@ -64,6 +64,10 @@ class Analyse:
     min_saving_per_hour: float = 0.0
     replace_nodes: bool = True
     max_replaced_nodes: int = 3
+    make_room: bool = False
+    """Whether removal and replace may move one smaller pod off a node that stays, to make
+    room for a pod that fits nowhere else (see :mod:`tuner.analyse.search`); off by default:
+    in the evaluation it bought its savings with pending pods and evictions."""
     headroom: str = "forecast"
     """What a removal or replace leaves room for: ``forecast`` (the upper band's demand; the
     thresholds without a forecast), ``thresholds`` or ``none``."""

@@ -9,6 +9,8 @@ from tuner.analyse.removal import CandidateTimers, find_removal
 from tuner.model.cluster import Cluster
 from tuner.model.constraints import Constraints, Requirement, Taint
 from tuner.model.movability import Policy, assess
+from tuner.plan.planner import plan
+from tuner.plan.replay import replay
 from tuner.settings import Analyse, PoolSettings, Pricing, Settings, Thresholds
 
 GREEN = Constraints(node_affinity=((Requirement("color", "In", ("green",)),),))
@@ -244,3 +246,43 @@ def test_removal_never_plans_a_pool_below_its_minimum() -> None:
     full = run(c, replace(floor, pools={"general": PoolSettings(3)}))
     assert full.removal is None and full.refusal is Refusal.POOL_AT_MINIMUM
     assert full.reason == "no node can be removed (every candidate's pool is at its minimum size)"
+
+
+def _make_room(moved: str = "Deployment", a_cpu: str = "1000m", b_cpu: str = "1500m") -> Cluster:
+    """Node n3's pod g-1 (2000m) requires green; the only green node, n1, lacks 1000m, and its
+    a-1 (a ``moved`` pod) fits on n2; n1 and n2 hold StatefulSet pods (never removed)."""
+    nodes = [node("n1", "4", "8Gi", labels={"color": "green"}), node("n2"), node("n3")]
+    pods = [
+        pod("s-1", "n1", "500m", kind="StatefulSet", workload="s"),
+        pod("a-1", "n1", a_cpu, kind=moved, workload="a"),
+        pod("b-1", "n1", b_cpu, kind="StatefulSet", workload="b"),
+        pod("s-2", "n2", "1000m", kind="StatefulSet", workload="s"),
+        pod("g-1", "n3", "2000m", constraints=GREEN, workload="g"),
+    ]
+    return cluster(nodes, pods)
+
+
+def test_a_smaller_movable_pod_makes_room_for_a_pod_that_fits_nowhere() -> None:
+    c = _make_room()
+    result = run(c, settings(make_room=True))
+    assert result.removal is not None and result.removal.nodes == ("n3",)
+    moves = {m.pod.name: m.node for m in result.removal.moves}
+    assert moves == {"a-1": "n2", "g-1": "n1"}
+    actions = plan(c, result.removal.change)
+    assert [(type(a).__name__, getattr(a, "target", None)) for a in actions] == [
+        ("Migrate", "n2"),  # the room made first
+        ("Migrate", "n1"),
+        ("RemoveNode", None),
+    ]
+    replay(c, actions)
+
+
+def test_room_is_made_only_by_a_movable_pod_no_larger_than_the_one_placed() -> None:
+    unmovable = run(_make_room("StatefulSet"), settings(make_room=True))
+    assert unmovable.removal is None and unmovable.refusal is Refusal.NO_ROOM
+    larger = run(
+        _make_room(a_cpu="2500m", b_cpu="500m"), settings(make_room=True)
+    )  # 2500m would fit n2
+    assert larger.removal is None and larger.refusal is Refusal.NO_ROOM
+    switched_off = run(_make_room(), settings())  # the default
+    assert switched_off.removal is None and switched_off.refusal is Refusal.NO_ROOM

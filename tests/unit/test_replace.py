@@ -330,3 +330,30 @@ def test_a_saving_within_price_rounding_is_no_replacement() -> None:
     # one big node for two smalls at 1.99 (0.5 % saved): within rounding, not worth a drain
     assert _analyse(_half_empty(), _settings(big_price=1.99)).replacement is None
     assert _analyse(_half_empty(), _settings(big_price=1.95)).replacement is not None
+
+
+def test_room_is_made_where_only_a_node_that_stays_admits_a_pod() -> None:
+    green = Constraints(node_selector=(("color", "green"),))
+    full = node("f-1", "4", "16Gi", instance_type="full-4", labels={"color": "green"})
+    c = cluster(
+        [_small("s-1"), _small("s-2"), full],
+        [
+            pod("web-1", "s-1", "2500m", "1Gi"),
+            pod("api-1", "s-2", "1500m", "1Gi"),
+            pod("g-1", "s-2", "1000m", "1Gi", constraints=green),
+            pod("db-1", "f-1", "2500m", "1Gi", kind="StatefulSet"),
+            pod("tool-1", "f-1", "1000m", "1Gi"),
+        ],
+    )
+    off = _settings()  # the default
+    assert _analyse(c, off).replacement is None
+    s = replace(off, analyse=replace(off.analyse, make_room=True))
+    found = _analyse(c, s).replacement
+    assert found is not None and found.drained == ("s-1", "s-2")
+    assert sorted((m.pod.name, m.node) for m in found.moves) == [
+        ("api-1", "big+1"),
+        ("g-1", "f-1"),  # after tool-1 left it
+        ("tool-1", "big+1"),
+        ("web-1", "big+1"),
+    ]
+    replay(c, plan(c, found.change))

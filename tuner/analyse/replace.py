@@ -11,8 +11,9 @@ consolidation the Cluster Autoscaler cannot do and Karpenter's multi-node consol
    instance type none of the drained nodes has (new nodes of a drained node's own type would
    be a removal in disguise: removal finds those, after its candidate delay): the drained
    nodes' movable pods are re-placed, largest first, by best fit on the other open nodes and on
-   new nodes of the pool's type, a new node opened only when a pod fits nowhere else, and no
-   more new nodes than cost 99 % of the drained nodes (nor than the pool's maximum allows).
+   new nodes of the pool's type, a new node opened only when a pod fits nowhere else (and
+   when none may open, room made for it by one smaller pod's move, :mod:`~tuner.analyse.search`),
+   and no more new nodes than cost 99 % of the drained nodes (nor than the pool's maximum allows).
    Every fit rule is the scheduling simulation's (:class:`~tuner.model.snapshot.Snapshot`); a
    new node starts with the requests of the DaemonSets whose pods would run on it.
 3. The result must keep requests over allocatable and over usable capacity under the

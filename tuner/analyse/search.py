@@ -2,6 +2,16 @@
 movable pods re-placed largest first by best fit with every fit rule, and the totals the
 thresholds compare kept current (cf. the Cluster Autoscaler's scale-down simulation).
 
+A pod that fits on no node may take the place of one other pod (the make-room move): on one of
+the :data:`MAKE_ROOM_HOSTS` nodes closest to having room for it among those whose every other
+rule admits it, one of its :data:`MAKE_ROOM_PODS` smallest movable pods that are no larger than
+it (CPU and memory) yet free enough moves, by best fit, to another open node, if the pod then
+fits there (``analyse.make_room``, off by default). One level only (the pod moved is placed
+without making room in turn), so a drain stays a handful of vector questions per pod. It
+reaches what a drain onto the nodes as they are cannot: a pod bound to a zone by its topology
+spread, or to a node type by its affinity, whose only admissible nodes are full of pods that
+could run anywhere.
+
 A :class:`Search` lives inside one fork of :attr:`Context.snapshot
 <tuner.analyse.context.Context.snapshot>` with the protected nodes closed; :meth:`Search.drain`
 tries a set of nodes in a nested fork, :meth:`Search.commit` keeps a drain (removal takes several
@@ -26,6 +36,10 @@ from tuner.model.resources import Resources
 
 NONE = Resources()
 """Nothing added."""
+MAKE_ROOM_HOSTS = 8
+"""How many nodes (those short of the least room) a make-room move is looked for on."""
+MAKE_ROOM_PODS = 3
+"""How many pods (the smallest that free enough) are tried on each of them."""
 
 
 @dataclass(frozen=True)
@@ -116,7 +130,14 @@ class Search:
                 if allowed is not None:
                     mask &= allowed
             if not mask.any():
-                return f"pod {pod.key} {nowhere}: {snap.refusal(pod, allowed, leaving=source)}"
+                room = self.context.settings.analyse.make_room
+                made = self._make_room(pod, source, allowed, before, moves) if room else None
+                if made is None:
+                    why = snap.refusal(pod, allowed, leaving=source)
+                    return f"pod {pod.key} {nowhere}: {why}"
+                moves.append(made)
+                sources.append(made.pod.node or "")
+                mask = snap.mask_of([made.pod.node or ""])
             target = snap.best_fit(pod, mask, leaving=source)
             if target not in before:
                 before[target] = self.usable_of(target)
@@ -129,6 +150,65 @@ class Search:
             usable = usable + (after - was)
         gone = Resources.total([vanishing(self.residents[n]) for n in nodes])
         return DrainOutcome(tuple(nodes), tuple(moves), tuple(sources), gone, usable)
+
+    def _make_room(
+        self,
+        pod: Pod,
+        source: str,
+        allowed: Mask | None,
+        before: dict[str, Resources],
+        moves: Sequence[Relocation],
+    ) -> Relocation | None:
+        """Room for a pod that fits nowhere: on a node whose every rule but free room admits
+        it, one movable pod no larger than it that frees enough moves to another node (the
+        one make-room move, see the module). Returns that move, made in the snapshot (the pod
+        then fits on the node it left), or None. ``before`` gets the usable capacity of the
+        nodes it touches; ``moves`` are the drain's so far (their pods stay put)."""
+        snap = self.snapshot
+        hosts = snap.fit_mask(pod, leaving=source, room=False)
+        if allowed is not None:
+            hosts &= allowed
+        moved = {m.pod.key for m in moves}
+        need = pod.requests
+        tried: list[tuple[float, str, Resources]] = []
+        for host in snap.names_of(hosts):
+            alloc = snap.node(host).allocatable
+            free = alloc - snap.requested(host)
+            short = Resources(max(need.cpu - free.cpu, 0), max(need.memory - free.memory, 0))
+            gap = short.cpu / max(alloc.cpu, 1) + short.memory / max(alloc.memory, 1)
+            tried.append((gap, host, short))
+        tried.sort(key=lambda item: (item[0], item[1]))
+        for _, host, short in tried[:MAKE_ROOM_HOSTS]:
+            others = sorted(
+                (
+                    p
+                    for p in self.movers(host)
+                    if p.node == host
+                    and p.key not in moved
+                    and self.context.movability.movable(p)
+                    and short.cpu <= p.requests.cpu <= need.cpu
+                    and short.memory <= p.requests.memory <= need.memory
+                ),
+                key=_size,
+            )
+            for other in others[:MAKE_ROOM_PODS]:
+                mask = snap.fit_mask(other, leaving=host)
+                mask &= ~snap.mask_of([host])
+                if allowed is not None:
+                    mask &= allowed
+                if not mask.any():
+                    continue
+                dest = snap.best_fit(other, mask, leaving=host)
+                for name in (host, dest):
+                    if name not in before:
+                        before[name] = self.usable_of(name)
+                with snap.forked() as fork:
+                    snap.move(other, host, dest)
+                    if snap.why_not(pod, host, leaving=source) is not None:
+                        continue
+                    fork.commit()
+                return Relocation(other, dest)
+        return None
 
     def short(
         self,
@@ -173,6 +253,8 @@ class Search:
         for move, source in zip(drain.moves, drain.sources, strict=True):
             snap.move(move.pod, source, move.node)
             self.residents[move.node].append(move.pod)
+            if source not in drain.nodes:  # a make-room move
+                self.residents[source].remove(move.pod)
         lost = Resources.total([snap.node(n).allocatable for n in drain.nodes])
         for name in drain.nodes:
             self.residents[name] = []

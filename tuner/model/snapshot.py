@@ -144,16 +144,25 @@ class Snapshot:
             self._static[constraints] = mask
         return mask
 
-    def fit_mask(self, pod: Pod, leaving: str | None = None, reopened: Mask | None = None) -> Mask:
+    def fit_mask(
+        self,
+        pod: Pod,
+        leaving: str | None = None,
+        reopened: Mask | None = None,
+        room: bool = True,
+    ) -> Mask:
         """Open nodes the pod fits on right now (every rule; resources and slots are
         :func:`~tuner.model.scheduling.resource_room` over all nodes at once). ``leaving``: the
         node the pod runs on and is about to leave (it no longer counts there, as an evicted
         pod does not for the scheduler; that node's own answer is as if it had left).
         ``reopened``: closed nodes that count as open for this question (nodes a plan keeps
-        out of but the scheduler still places new pods on)."""
+        out of but the scheduler still places new pods on). ``room`` False: free CPU, memory
+        and pod slots are not asked (where the pod would fit were room made there)."""
         with self._gone(pod, leaving):
             usable = self._open if reopened is None else self._open | reopened
-            mask = self.static_mask(pod.constraints) & usable & self._room(pod)
+            mask = self.static_mask(pod.constraints) & usable
+            if room:
+                mask &= self._room(pod)
             for _, rule in self._components(pod):
                 if not mask.any():
                     break
