@@ -48,7 +48,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
 from knowledge.base import KnowledgeBase
-from tuner.analyse.decision import analyse
+from tuner.analyse.decision import Analysis, analyse
 from tuner.analyse.removal import CandidateTimers
 from tuner.errors import ServiceError
 from tuner.holds import (
@@ -171,6 +171,9 @@ class CycleState:
     timers: CandidateTimers = field(default_factory=CandidateTimers)
     awaiting: str | None = None
     """Id of the previous deployment chosen last cycle, until a stable window re-adds it."""
+    recorded_to: float = -math.inf
+    """The end of the last window recorded: a window overlapping it is not recorded again (the
+    cycle may look again before a whole window passed, during a decline)."""
     kept: tuple[tuple[str, float], ...] = ()
     """Nodes taken back from an autoscaler that did not remove them, and when: the analysis
     does not remove them for :data:`KEEP_S` (removing them again would only repeat that)."""
@@ -306,10 +309,10 @@ def _cycle(
         forecast=forecast,
     )
     recorded = None
-    if not dry_run and acting.records:
+    if not dry_run and acting.records and start >= state.recorded_to:
         execution = execution_of(cluster, analysis.movability, settings.pricing, load, start, now)
         recorded = record(ports.knowledge, execution, state.awaiting)
-        state = replace(state, awaiting=None)
+        state = replace(state, awaiting=None, recorded_to=now)
     state = replace(state, timers=analysis.timers or state.timers)
     plan = build_report(cluster, settings, analysis)
     # After staying on a window that was not stable as a whole, slide on as after an unstable
@@ -319,7 +322,7 @@ def _cycle(
         start,
         now,
         analysis.reason,
-        windows.measure_s if window.whole_stable else windows.retry_s,
+        _next_after_staying(settings, acting, analysis, now),
         window,
         load,
         plan,
@@ -357,6 +360,22 @@ def _cycle(
     if acting.released and report.result is not None:  # a decline: look again sooner
         report = replace(report, next_in=windows.warmup_s + decline_settle_s(settings))
     return report, state
+
+
+def _next_after_staying(
+    settings: Settings, acting: Acting, analysis: Analysis, now: float
+) -> float:
+    """When to look again after staying: a whole window later after a window stable as a
+    whole (the next one a deployment is recorded after) but not released (during a released
+    decline the HPAs are about to shrink the workloads), else the retry window later — but no
+    later than the first removal candidate still waiting passes its delay (at least the retry
+    window later)."""
+    windows = settings.windows
+    wait = windows.measure_s if acting.records and not acting.released else windows.retry_s
+    delay = acting.settled(settings).analyse.candidate_delay_s
+    since = analysis.timers.since if analysis.timers else ()
+    ripening = [t + delay - now for _, t in since if t + delay > now]
+    return min(wait, max(min(ripening), windows.retry_s)) if ripening else wait
 
 
 def _transition(

@@ -61,7 +61,7 @@ def window(unsettled: Unsettled = SHRUNK, scope: Scope = Scope.TOUCHED) -> Windo
 
 def test_a_load_falls_when_it_ends_lower_and_never_rises_past_the_tolerance() -> None:
     assert falling(FALLING)
-    assert not falling((200.0, 190.0, 215.0, 150.0))  # 215 > 190 x 1.05
+    assert not falling((200.0, 190.0, 215.0, 225.0, 150.0, 170.0))  # 170 > 150 x 1.05
     assert not falling((150.0, 150.0))
     assert not falling((150.0,))
 

@@ -223,16 +223,27 @@ class Release:
 
 
 def falling(loads: Sequence[float], tolerance: float = DECLINE_TOLERANCE) -> bool:
-    """Whether ``loads`` (oldest first) fell: the last below the first, and none more than
-    ``tolerance`` above the lowest before it (monotone within the tolerance)."""
-    if len(loads) < 2 or not loads[-1] < loads[0]:
+    """Whether ``loads`` (oldest first) fell since their highest: the last below the highest,
+    and since it none more than ``tolerance`` above the lowest before it (monotone within the
+    tolerance). A load that rose and then fell is falling from its peak on."""
+    if len(loads) < 2:
         return False
-    lowest = loads[0]
-    for value in loads[1:]:
+    top = max(range(len(loads)), key=loads.__getitem__)
+    since = loads[top:]
+    if not since[-1] < since[0]:
+        return False
+    lowest = since[0]
+    for value in since[1:]:
         if value > lowest * (1 + tolerance):
             return False
         lowest = min(lowest, value)
     return True
+
+
+def no_rise(forecast: Forecast | None) -> bool:
+    """Whether the forecast expects no rise: its expected peak over the horizon is not above
+    the load now (False without a forecast)."""
+    return forecast is not None and forecast.peak.expected <= forecast.last
 
 
 def decline_release(window: WindowReport, forecast: Forecast | None) -> Release:
@@ -260,7 +271,7 @@ def decline_release(window: WindowReport, forecast: Forecast | None) -> Release:
         shown = " → ".join(f"{v:.4g}" for v in loads[-4:])
         return Release(
             False,
-            f"the load did not fall over the last {len(loads)} steps ({shown})",
+            f"the load did not fall over the last {len(loads)} steps since their highest ({shown})",
             "not-falling",
         )
     if unsettled.blockers and not unsettled.only_leaving:
@@ -270,7 +281,7 @@ def decline_release(window: WindowReport, forecast: Forecast | None) -> Release:
         return Release(
             False, f"no workload only lost pods; changed otherwise: {_listed(grown)}", "grown"
         )
-    if forecast.peak.expected > forecast.last:
+    if not no_rise(forecast):
         return Release(
             False,
             f"the forecast disagrees: its peak {forecast.peak} is above the load now "
@@ -309,12 +320,7 @@ def window_start(
     if start >= stable_since:
         return start, True
     settle = decline_settle_s(settings)
-    if (
-        settings.windows.release_on_decline
-        and forecast is not None
-        and forecast.peak.expected <= forecast.last
-        and now - settle >= stable_since
-    ):
+    if settings.windows.release_on_decline and no_rise(forecast) and now - settle >= stable_since:
         return now - settle, False
     return None
 
@@ -328,13 +334,14 @@ class Acting:
     whole: bool
     """The window is a whole ``windows.measure_s`` (not a decline's shorter settle window)."""
     release: Release | None = None
-    """The decline rule's answer (None: not asked: the rule is off, or the window whole-stable)."""
+    """The decline rule's answer (None: not asked: the rule is off)."""
 
     @staticmethod
     def of(window: WindowReport, forecast: Forecast | None, whole: bool, decline: bool) -> Acting:
-        """The window judged, with the decline rule when ``decline`` (and it could matter)."""
-        asked = decline and not (whole and window.whole_stable)
-        return Acting(window, whole, decline_release(window, forecast) if asked else None)
+        """The window judged, with the decline rule when ``decline`` — asked of a window stable
+        as a whole too: during a falling load the forecast agrees with, a removal candidate need
+        stay one only the settle time there as well (:meth:`settled`)."""
+        return Acting(window, whole, decline_release(window, forecast) if decline else None)
 
     @property
     def released(self) -> bool:
