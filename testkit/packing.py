@@ -86,13 +86,14 @@ class Comparison:
     cost_exact: float
 
 
-def compare(seed: int) -> Comparison:
-    """Compare heuristic and exact answers on one random cluster."""
+def compare(seed: int, make_room: bool = True) -> Comparison:
+    """Compare heuristic and exact answers on one random cluster (the heuristic with or
+    without ``analyse.make_room``)."""
     c = small_cluster(seed)
     policy = Policy(frozenset())
     movability = assess(c, policy)
     one = Settings(
-        pricing=PRICING, analyse=Analyse(excluded_namespaces=frozenset(), make_room=True)
+        pricing=PRICING, analyse=Analyse(excluded_namespaces=frozenset(), make_room=make_room)
     )
     agree = missed = wrong = 0
     for n in c.nodes:
@@ -105,7 +106,9 @@ def compare(seed: int) -> Comparison:
     many = Settings(
         pricing=PRICING,
         analyse=Analyse(
-            max_parallel_removals=len(c.nodes), excluded_namespaces=frozenset(), make_room=True
+            max_parallel_removals=len(c.nodes),
+            excluded_namespaces=frozenset(),
+            make_room=make_room,
         ),
     )
     removal = find_removal(c, many, movability).removal

@@ -77,6 +77,19 @@ def test_a_decline_settles_the_shrinking_workloads_and_emptied_nodes() -> None:
     assert not acting.records  # a deployment is recorded only after a whole-stable window
 
 
+def test_the_release_names_the_fall_from_the_peak_not_from_the_first_load() -> None:
+    rose_then_fell = (150.0, 180.0, 215.0, 190.0, 160.0)
+    release = decline_release(window(), forecast(rose_then_fell)).scaled_by({WEB})
+    assert release.holds and "the load fell 215 → 160" in release.reason
+
+
+def test_a_window_stable_as_a_whole_is_released_for_its_settle_time_only() -> None:
+    stable = window(Unsettled(frozenset(), frozenset(), (), frozenset(), frozenset()))
+    release = decline_release(stable, forecast())
+    assert release.holds and "waits only the settle time" in release.reason
+    assert "0 workloads" not in release.reason
+
+
 def test_a_rise_pending_joining_grown_no_hpa_and_a_disagreeing_forecast_each_refuse() -> None:
     pending = replace(SHRUNK, blockers=("pending pods: default/web-9",))
     joining = replace(SHRUNK, blockers=("nodes joining or leaving: c",))

@@ -29,6 +29,9 @@ def test_a_load_that_rose_and_then_fell_is_falling_from_its_peak_on() -> None:
     assert not falling((150.0, 180.0, 215.0))  # still at its highest
     assert not falling((150.0, 215.0, 160.0, 190.0))  # rose again after the peak
     assert not falling((150.0, 150.0))
+    assert not falling((100.0, 120.0, 140.0, 160.0, 180.0, 200.0, 199.9))  # a dip, no decline
+    assert not falling((200.0, 202.0, 199.0, 201.0, 198.0))  # a flat load's noise after a rise
+    assert falling((200.0, 199.5, 199.0, 198.6))  # highest at the start: a slow decline
 
 
 class Stable:

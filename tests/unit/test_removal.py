@@ -8,6 +8,7 @@ from tuner.analyse.options import Refusal
 from tuner.analyse.removal import CandidateTimers, find_removal
 from tuner.model.cluster import Cluster
 from tuner.model.constraints import Constraints, Requirement, Taint
+from tuner.model.limits import Budget, EvictionLimit, Limits
 from tuner.model.movability import Policy, assess
 from tuner.plan.planner import plan
 from tuner.plan.replay import replay
@@ -275,6 +276,19 @@ def test_a_smaller_movable_pod_makes_room_for_a_pod_that_fits_nowhere() -> None:
         ("RemoveNode", None),
     ]
     replay(c, actions)
+
+
+def test_the_eviction_budget_counts_the_pod_moved_to_make_room() -> None:
+    c = _make_room()
+    s = settings(make_room=True)
+    movability = assess(c, Policy(s.analyse.excluded_namespaces))
+    one = Budget(Limits(cluster=EvictionLimit(per_hour=1)), {}, {})
+    refused = find_removal(c, s, movability, None, 0.0, None, one)
+    assert refused.removal is None and refused.refusal is Refusal.BUDGET
+    assert refused.limited is not None and refused.limited.startswith("n3: ")
+    two = Budget(Limits(cluster=EvictionLimit(per_hour=2)), {}, {})
+    taken = find_removal(c, s, movability, None, 0.0, None, two)
+    assert taken.removal is not None and len(taken.removal.moves) == 2
 
 
 def test_room_is_made_only_by_a_movable_pod_no_larger_than_the_one_placed() -> None:

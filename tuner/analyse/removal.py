@@ -28,7 +28,7 @@ from tuner.analyse.context import Context
 from tuner.analyse.options import Choice, Proposal, Refusal
 from tuner.analyse.search import DrainOutcome, Search, proposal_of
 from tuner.model.change import DesiredChange, Relocation
-from tuner.model.cluster import Cluster
+from tuner.model.cluster import Cluster, Pod
 from tuner.model.limits import Budget, Evictions, added, pod_evictions
 from tuner.model.movability import Movability
 from tuner.model.pools import Pools
@@ -102,17 +102,17 @@ class _Greedy:
         self.last_reason = Refusal.NO_CANDIDATE.value
         """The same in prose."""
 
-    def over_budget(self, name: str) -> str | None:
-        """Why moving the node's pods too would exceed the eviction budget, or None; the first
-        such reason (the best node the budget passed over) stays in :attr:`limited`."""
+    def over_budget(self, name: str, pods: Iterable[Pod]) -> str | None:
+        """Why evicting ``pods`` too (the node's, or every pod its drain moves: a move that
+        makes room evicts one more) would exceed the eviction budget, or None; the first such
+        reason (the best node the budget passed over) stays in :attr:`limited`."""
         if self.budget is None:
             return None
-        refused = self.budget.refusal(added(self.evicted, pod_evictions(self.search.movers(name))))
+        refused = self.budget.refusal(added(self.evicted, pod_evictions(pods)))
         if refused is None:
             return None
-        why = f"{name}: {refused}"
-        self.limited = self.limited or why
-        return why
+        self.limited = self.limited or f"{name}: {refused}"
+        return refused
 
     def removable(self, removal: Removal) -> str:
         """Why ``removal`` was chosen, and where the eviction budget cut it."""
@@ -137,8 +137,12 @@ class _Greedy:
             short = search.short(drain)
             if short is not None:
                 return short
+            moved = [m.pod for m in drain.moves]
+            refused = self.over_budget(name, moved) if len(moved) > len(pods) else None
+            if refused is not None:
+                return Refusal.BUDGET, refused
             spread = search.snapshot.max_cpu_share({m.node for m in drain.moves})
-            return (-price, len(pods), spread), drain
+            return (-price, len(moved), spread), drain
 
     def best(
         self, order: list[str], rank: Callable[[str], tuple[float, int]], prices: dict[str, float]
@@ -152,9 +156,9 @@ class _Greedy:
         for name in order:
             if best is not None and (ties >= TIE_LIMIT or rank(name) != best[0][:2]):
                 break
-            refused = self.over_budget(name)
+            refused = self.over_budget(name, self.search.movers(name))
             if refused is not None:
-                self.refusal, self.last_reason = Refusal.BUDGET, refused
+                self.refusal, self.last_reason = Refusal.BUDGET, f"{name}: {refused}"
                 continue
             outcome = self.try_node(name, prices[name])
             if isinstance(outcome[0], Refusal):
@@ -168,7 +172,7 @@ class _Greedy:
 
     def commit(self, drain: DrainOutcome) -> None:
         """Keep a chosen removal in the snapshot."""
-        self.evicted = added(self.evicted, pod_evictions(self.search.movers(drain.nodes[0])))
+        self.evicted = added(self.evicted, pod_evictions(m.pod for m in drain.moves))
         self.search.commit(drain)
 
 

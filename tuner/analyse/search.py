@@ -7,7 +7,9 @@ the :data:`MAKE_ROOM_HOSTS` nodes closest to having room for it among those whos
 rule admits it, one of its :data:`MAKE_ROOM_PODS` smallest movable pods that are no larger than
 it (CPU and memory) yet free enough moves, by best fit, to another open node, if the pod then
 fits there (``analyse.make_room``, off by default). One level only (the pod moved is placed
-without making room in turn), so a drain stays a handful of vector questions per pod. It
+without making room in turn); finding the hosts closest to having room reads every admissible
+node's free room once per such pod, so the option costs more than a plain drain on large
+clusters (measured in docs/performance.md only with it on, on small ones). It
 reaches what a drain onto the nodes as they are cannot: a pod bound to a zone by its topology
 spread, or to a node type by its affinity, whose only admissible nodes are full of pods that
 could run anywhere.

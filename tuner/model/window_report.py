@@ -192,7 +192,8 @@ class WindowReport:
 
 DECLINE_TOLERANCE = 0.05
 """A falling load may rise this share above the lowest it was before (noise) and still count as
-falling."""
+falling; a load that rose within the horizon counts as falling only once it is more than this
+share below its highest (a dip after a rise is no decline)."""
 
 
 @dataclass(frozen=True)
@@ -225,12 +226,15 @@ class Release:
 def falling(loads: Sequence[float], tolerance: float = DECLINE_TOLERANCE) -> bool:
     """Whether ``loads`` (oldest first) fell since their highest: the last below the highest,
     and since it none more than ``tolerance`` above the lowest before it (monotone within the
-    tolerance). A load that rose and then fell is falling from its peak on."""
+    tolerance). A load that rose within the horizon and then fell is falling from its peak on
+    once the last is more than ``tolerance`` below the peak; one that was highest at the
+    horizon's start may fall slowly (a day's decline)."""
     if len(loads) < 2:
         return False
     top = max(range(len(loads)), key=loads.__getitem__)
     since = loads[top:]
-    if not since[-1] < since[0]:
+    fell_enough = top == 0 or since[-1] < since[0] * (1 - tolerance)
+    if not (since[-1] < since[0] and fell_enough):
         return False
     lowest = since[0]
     for value in since[1:]:
@@ -288,10 +292,14 @@ def decline_release(window: WindowReport, forecast: Forecast | None) -> Release:
             f"{forecast.last:.6g}",
             "disagrees",
         )
-    shrinking = _counted(len(unsettled.shrinking), "workload")
+    settled = (
+        f"{_counted(len(unsettled.shrinking), 'workload')} scaling down count as settled"
+        if unsettled.shrinking
+        else "a window stable as a whole waits only the settle time"
+    )
     reason = (
-        f"the load fell {loads[0]:.6g} → {loads[-1]:.6g} and the forecast peak "
-        f"{forecast.peak.expected:.6g} stays under it: {shrinking} scaling down count as settled"
+        f"the load fell {max(loads):.6g} → {loads[-1]:.6g} and the forecast peak "
+        f"{forecast.peak.expected:.6g} stays under it: {settled}"
         + (f" ({_counted(len(grown), 'workload')} that grew kept out)" if grown else "")
     )
     return Release(True, reason, "released", unsettled.shrinking, unsettled.emptied)

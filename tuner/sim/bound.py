@@ -35,11 +35,14 @@ the anti-affinities hold by definition. So ``x`` is feasible for ``S``'s program
 least its optimum. The pods are the CA-alone run's at the tick, pending ones included (as the
 run had asked for them), and the spread is taken as the scheduler leaves it when it places pods:
 a ReplicaSet's scale-down deletes pods without regard to zones, so a run can hold a skew the
-scheduler would not create; such a placement is not covered. The pool minimum is the Cluster
-Autoscaler's node-group limit, which every row but Karpenter's keeps; the simulated Karpenter
-consolidates regardless of it. A tick whose pods no placement can hold under the rules and
-within the pools' maximums (more pods of a per-zone anti-affinity than zones, more pods than the
-largest pools hold: some stay pending in any run) is bounded by the whole-node bound.
+scheduler would not create, and a zone that gets its first ready node starts with none of a
+spread service's pods (the pods already placed stay where they are) while one that loses its
+last node has its pods placed again elsewhere; such placements are not covered. The pool
+minimum is the Cluster Autoscaler's node-group limit, which every row but Karpenter's keeps;
+the simulated Karpenter consolidates regardless of it. A tick whose pods no placement can hold
+under the rules and within the pools' maximums (more pods of a per-zone anti-affinity than
+zones, more pods than the largest pools hold: some stay pending in any run) is bounded by the
+whole-node bound.
 
 **What it ignores**: how pods split across nodes (each pool's room is pooled), spread and
 anti-affinity over hostnames beyond the counts above, preferred rules, provisioning time, and

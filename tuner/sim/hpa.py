@@ -2,12 +2,13 @@
 
 - usage ratio = (CPU usage of the pods with a usable metric / their requests) / target;
 - pods without a usable metric are of two kinds (kube-controller-manager v1.33
-  ``pkg/controller/podautoscaler/replica_calculator.go`` ``groupPods``): *unready* ones (Pending,
-  or started too recently for a sample taken a whole window after they became Ready) and
-  *missing* ones (running, but metrics-server has no rate for them yet). Scaling up, both count
-  as using nothing; scaling down, missing pods count as using their whole request (or the
-  target, if above 100 %) and unready ones are left out; if that flips the direction (or lands
-  in the tolerance) nothing changes;
+  ``pkg/controller/podautoscaler/replica_calculator.go`` ``groupPods``): *unready* ones (Pending
+  or starting) and *missing* ones (Ready, but without a usable sample yet: in this model, Ready
+  for less than :data:`METRIC_DELAY`, which covers metrics-server's first rate and the
+  controller's rule that a sample be taken a whole window after the pod became Ready). Scaling
+  up, both count as using nothing; scaling down, missing pods count as using their whole
+  request (or the target, if above 100 %) and unready ones are left out; if that flips the
+  direction (or lands in the tolerance) nothing changes;
 - within the tolerance (``|ratio - 1| <= 0.1``) nothing changes;
 - desired = ceil(ratio * pods counted);
 - scale-up is limited per 15 s period to max(+100 %, +4 pods); scale-down is stabilised over
