@@ -22,6 +22,7 @@ nodes one after another, each accepted drain committed before the next is tried)
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -179,8 +180,7 @@ class Search:
             short = Resources(max(need.cpu - free.cpu, 0), max(need.memory - free.memory, 0))
             gap = short.cpu / max(alloc.cpu, 1) + short.memory / max(alloc.memory, 1)
             tried.append((gap, host, short))
-        tried.sort(key=lambda item: (item[0], item[1]))
-        for _, host, short in tried[:MAKE_ROOM_HOSTS]:
+        for _, host, short in heapq.nsmallest(MAKE_ROOM_HOSTS, tried, key=lambda t: t[:2]):
             others = sorted(
                 (
                     p
