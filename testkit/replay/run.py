@@ -58,6 +58,8 @@ from tuner.sim.strategies.tuner import simulation_settings
 
 COMPARISONS = ("hpa", "karpenter", "karpenter-tuner")
 TICK = 5.0
+TICKS_PER_MINUTE = round(60 / TICK)
+"""The daemon's memory curve in a report keeps one sample a minute."""
 LOAD_METRIC = "replay_requests_total"
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,6 +101,7 @@ class DaemonReport:
         return {
             "peak_rss_mb": round(max(rss), 1) if rss else None,
             "rss_mb_first_last": [round(rss[0], 1), round(rss[-1], 1)] if rss else None,
+            "rss_mb_per_minute": [round(mb, 1) for mb in rss[::TICKS_PER_MINUTE]],
             "actions": self.actions,
             "cycles": self.cycles,
             "events": self.events,
