@@ -10,9 +10,9 @@ import pytest
 
 from tuner.model.constraints import Constraints, Taint
 from tuner.sim.prices import NODE_TYPES
-from tuner.sim.scheduler import MOST_ALLOCATED, Scheduler, spread_scores
+from tuner.sim.scheduler import MOST_ALLOCATED, Scheduler
 from tuner.sim.state import SimCluster, SimPod, affinity_label
-from tuner.sim.workloads import Service, Spread
+from tuner.sim.workloads import Service
 
 E2 = NODE_TYPES["e2-standard-4"]  # allocatable 3920m
 WEB = Service("web", 500, 2**28, namespace="shop")
@@ -70,43 +70,6 @@ def test_cordoned_and_not_ready_nodes_are_filtered() -> None:
 def test_a_pod_that_fits_nowhere_stays_pending() -> None:
     cluster = cluster_of(1000, 1000)
     assert place(cluster, BIG) is None
-
-
-def test_the_default_topology_spread_keeps_a_workloads_pods_apart() -> None:
-    # n-0001 holds a web pod (1000m with the new one), n-0002 600m of another workload (1100m):
-    # the resource scores favour n-0001 by about 3 points; kube-scheduler's default
-    # PodTopologySpread (weight 2) favours n-0002 by 68 (100 against 66, below)
-    cluster = cluster_of(0, 600)
-    cluster.bind(cluster.create_pod(WEB, 0), cluster.nodes["n-0001"], 0)
-    assert place(cluster, WEB) == "n-0002"
-
-
-def test_topology_spread_scores_by_hand() -> None:
-    # v1.33 podtopologyspread/scoring.go with the system defaults (hostname maxSkew 3, zone
-    # maxSkew 5): raw = count * log(domains + 2) + maxSkew - 1 per key, rounded.
-    # n1 (zone a, 2 web pods): 2 ln 5 + 2 + 2 ln 4 + 4 = 11.99 -> 12; n2 (zone a, none):
-    # 0 + 2 + 2 ln 4 + 4 = 8.77 -> 9; n3 (zone b, 1): ln 5 + 2 + ln 4 + 4 = 9.00 -> 9.
-    # Normalised 100 * (max + min - raw) // max: 75, 100, 100
-    cluster = SimCluster()
-    nodes = [cluster.add_node(E2, 0, 0, "n", "", zone) for zone in ("a", "a", "b")]
-    for node, count in zip(nodes, (2, 0, 1), strict=True):
-        for _ in range(count):
-            cluster.bind(cluster.create_pod(WEB, 0), node, 0)
-    pod = cluster.create_pod(WEB, 0)
-    assert spread_scores(cluster, pod, nodes) == [75.0, 100.0, 100.0]
-    alone = cluster_of(0, 0)  # no zone label: the hostname constraint only; none placed yet
-    assert spread_scores(alone, alone.create_pod(WEB, 0), list(alone.nodes.values())) == [
-        100.0,
-        100.0,
-    ]
-
-
-def test_a_pod_with_spread_constraints_of_its_own_gets_no_default_ones() -> None:
-    own = Service("own", 500, 2**28, namespace="shop", spread=(Spread("kubernetes.io/hostname"),))
-    cluster = cluster_of(0, 0)
-    cluster.bind(cluster.create_pod(own, 0), cluster.nodes["n-0001"], 0)
-    pod = cluster.create_pod(own, 0)
-    assert spread_scores(cluster, pod, list(cluster.nodes.values())) == [0.0, 0.0]
 
 
 def test_scores_match_kube_schedulers_formulas_by_hand() -> None:

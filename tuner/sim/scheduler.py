@@ -23,15 +23,6 @@ with kube-scheduler's default plugin weights:
   how the simulated executor steers a pod, as the real one does (docs/operating.md).
 - TaintToleration (weight 3): fewer untolerated ``PreferNoSchedule`` taints (the Cluster
   Autoscaler's ``DeletionCandidateOfClusterAutoscaler``) score higher.
-- PodTopologySpread (weight 2), with the system default constraints a pod gets when it has
-  none of its own and a ReplicaSet or StatefulSet owns it (v1.33
-  ``pkg/scheduler/framework/plugins/podtopologyspread``: ``plugin.go``
-  ``systemDefaultConstraints``, ``scoring.go``): ``ScheduleAnyway`` by hostname (maxSkew 3) and
-  by zone (maxSkew 5), the pods counted those of the same workload. A node's raw score is, per
-  constraint whose key it carries, ``count * log(domains + 2) + maxSkew - 1`` (count: the
-  workload's pods on the node, or in its zone; domains: the feasible nodes, or their zones),
-  rounded; normalised as ``100 * (max + min - score) // max``, so the node with the fewest of
-  the workload's pods scores highest: a workload's pods spread over the nodes.
 
 Ties are broken at random with the simulation's seeded generator, as kube-scheduler does.
 
@@ -52,37 +43,23 @@ earliest start. A victim's grace period is 0: it is deleted at once (not an evic
 workload's pod) and the preemptor is bound in the same pass, where kube-scheduler nominates the
 node and binds on its next attempt.
 
-Not modelled: the scores of a pod's own ``ScheduleAnyway`` spread constraints (a pod with
-constraints of its own gets no default ones; its ``DoNotSchedule`` ones are filters) and of
-preferred inter-pod affinity, image locality.
+Not modelled: the scores of topology spreading (the system default and ``ScheduleAnyway``
+constraints) and of preferred inter-pod affinity, image locality.
 """
 
 from __future__ import annotations
 
-import math
 import random
-from collections import Counter
 
 from tuner.model.census import Census
-from tuner.model.constraints import ZONE_KEY
 from tuner.model.resources import Resources
 from tuner.model.scheduling import resource_fit, static_fit
-from tuner.sim.state import (
-    HOSTNAME,
-    SimCluster,
-    SimNode,
-    SimPod,
-    affinity_label,
-    scored_requests,
-)
+from tuner.sim.state import SimCluster, SimNode, SimPod, affinity_label, scored_requests
 
 WEIGHT_FIT = 1
 WEIGHT_BALANCED = 1
 WEIGHT_AFFINITY = 2
 WEIGHT_TAINT = 3
-WEIGHT_SPREAD = 2
-DEFAULT_SPREAD = ((HOSTNAME, 3), (ZONE_KEY, 5))
-"""The system default topology spread constraints: (topology key, maxSkew), ScheduleAnyway."""
 
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"
@@ -118,19 +95,15 @@ class Scheduler:
             and (census is None or census.why_not(pod, node.name) is None)
         ]
 
-    def scores(
-        self, pod: SimPod, nodes: list[SimNode], cluster: SimCluster | None = None
-    ) -> list[float]:
-        """The weighted score of each feasible node (with ``cluster``, topology spreading's
-        too: it counts the pods already placed)."""
-        spread = spread_scores(cluster, pod, nodes) if cluster is not None else None
+    def scores(self, pod: SimPod, nodes: list[SimNode]) -> list[float]:
+        """The weighted score of each feasible node."""
         label = affinity_label(pod.service)
         cpu, memory = scored_requests(pod.service)
         affinity = [100.0 if label in n.labels else 0.0 for n in nodes]
         soft_taints = [sum(1 for t in n.taints if t.effect == "PreferNoSchedule") for n in nodes]
         most_taints = max(soft_taints, default=0)
         out = []
-        for i, (node, prefer, taints) in enumerate(zip(nodes, affinity, soft_taints, strict=True)):
+        for node, prefer, taints in zip(nodes, affinity, soft_taints, strict=True):
             alloc = node.allocatable
             cpu_share = min((node.scored_cpu + cpu) / alloc.cpu, 1.0)
             mem_share = min((node.scored_memory + memory) / alloc.memory, 1.0)
@@ -145,7 +118,6 @@ class Scheduler:
                 + WEIGHT_BALANCED * balanced
                 + WEIGHT_AFFINITY * prefer
                 + WEIGHT_TAINT * taint
-                + (WEIGHT_SPREAD * spread[i] if spread is not None else 0.0)
             )
         return out
 
@@ -156,7 +128,7 @@ class Scheduler:
         nodes = self.feasible(cluster, pod, now, census)
         if not nodes:
             return None
-        scores = self.scores(pod, nodes, cluster)
+        scores = self.scores(pod, nodes)
         best = max(scores)
         top = [n for n, s in zip(nodes, scores, strict=True) if s >= best - 1e-9]
         return top[0] if len(top) == 1 else self.rng.choice(top)
@@ -248,37 +220,3 @@ class Scheduler:
             else:
                 victims.append(placeholder)
         return victims
-
-
-def spread_scores(cluster: SimCluster, pod: SimPod, nodes: list[SimNode]) -> list[float]:
-    """PodTopologySpread's normalised score of each feasible node under the system default
-    constraints (see the module's docstring); 0 everywhere for a pod they do not apply to (a
-    placeholder or DaemonSet pod: no ReplicaSet or StatefulSet owns it; a pod with spread
-    constraints of its own), as the plugin skips it."""
-    if pod.placeholder or pod.daemon or pod.constraints.spread or not nodes:
-        return [0.0] * len(nodes)
-    placed: Counter[str] = Counter()
-    for uid in cluster.by_service.get(pod.service, ()):
-        other = cluster.pods[uid]
-        if other.node is not None and not other.placeholder:
-            placed[other.node] += 1
-    zones = {n.labels.get(ZONE_KEY, "") for n in nodes}
-    in_zone: Counter[str] = Counter()
-    for node in cluster.nodes.values():
-        zone = node.labels.get(ZONE_KEY, "")
-        if zone in zones:
-            in_zone[zone] += placed[node.name]
-    sizes = {HOSTNAME: len(nodes), ZONE_KEY: len(zones)}
-    raw = []
-    for node in nodes:
-        score = 0.0
-        for key, skew in DEFAULT_SPREAD:
-            if key not in node.labels:
-                continue
-            count = placed[node.name] if key == HOSTNAME else in_zone[node.labels[key]]
-            score += count * math.log(sizes[key] + 2) + skew - 1
-        raw.append(math.floor(score + 0.5))  # Go's math.Round (half away from zero)
-    high, low = max(raw), min(raw)
-    if high == 0:
-        return [100.0] * len(nodes)
-    return [float(100 * (high + low - s) // high) for s in raw]
