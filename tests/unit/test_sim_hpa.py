@@ -84,6 +84,26 @@ def test_unready_pods_count_as_idle_when_scaling_up() -> None:
     assert recommend(PHP, current=5, ready=4, missing=0, usage=1000, request=200, unready=1) == 7
 
 
+FRONTEND = HpaSpec(1, 10, 0.5)
+"""A shop's front end: 100m pods at a 50 % target."""
+
+
+def test_a_ratio_of_exactly_the_tolerance_is_within_it() -> None:
+    # 165m on 3 pods of 100m: 55 % against 50 % is 1.1; v1.33's isWithin (1 - 0.1 <= r <= 1 + 0.1)
+    # keeps 3 where |1.1 - 1| (0.10000000000000009 in floating point) > 0.1 would ask 4
+    assert recommend(FRONTEND, current=3, ready=3, missing=0, usage=165, request=100) == 3
+
+
+def test_the_utilisation_is_a_truncated_whole_percentage() -> None:
+    # 333m on 3 pods of 200m: int32(33300 / 600) = 55 %, 1.1: within (55.5 % would be 1.11: 4)
+    assert recommend(FRONTEND, current=3, ready=3, missing=0, usage=333, request=200) == 3
+
+
+def test_each_pods_sample_is_rounded_up_to_a_whole_millicore() -> None:
+    # 442m on 10 pods: 44.2m each, MilliValue() 45m, 45 %: 0.9, within (44.2 % would be 9 pods)
+    assert recommend(FRONTEND, current=10, ready=10, missing=0, usage=442, request=100) == 10
+
+
 SHOP = Service(
     "api", 100, 2**27, replicas=2, hpa=HpaSpec(1, 20, 0.5), cpu_per_load=10.0, namespace="shop"
 )

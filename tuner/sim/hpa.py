@@ -9,7 +9,10 @@
   up, both count as using nothing; scaling down, missing pods count as using their whole
   request (or the target, if above 100 %) and unready ones are left out; if that flips the
   direction (or lands in the tolerance) nothing changes;
-- within the tolerance (``|ratio - 1| <= 0.1``) nothing changes;
+- the ratio is taken as the controller takes it (:func:`usage_ratio`): each pod's usage in
+  whole millicores, rounded up, and the utilisation as a whole percentage, truncated;
+- within the tolerance (``0.9 <= ratio <= 1.1``, ``Tolerances.isWithin``: a ratio of exactly
+  1.1 is within it) nothing changes;
 - desired = ceil(ratio * pods counted);
 - scale-up is limited per 15 s period to max(+100 %, +4 pods); scale-down is stabilised over
   the last 300 s (the highest recommendation in the window wins) and limited to -100 %;
@@ -66,6 +69,27 @@ reads it on average half a resolution after the scrape (+7.5 s). Until then the 
 pod as missing."""
 
 
+def samples(usage: float, pods: int) -> int:
+    """The total of ``pods`` pods' samples sharing ``usage`` millicores evenly, as the HPA
+    reads them: each pod's ``MilliValue()``, rounded up to a whole millicore
+    (kube-controller-manager v1.33 ``pkg/controller/podautoscaler/metrics/client.go``)."""
+    return pods * math.ceil(usage / pods - 1e-9) if pods and usage > 0 else 0
+
+
+def usage_ratio(total: int, pods: int, request: int, target: float) -> float:
+    """The HPA's usage ratio for ``pods`` pods of ``request`` millicores whose samples total
+    ``total`` millicores: the utilisation as a whole percentage, truncated, over the target
+    percentage (v1.33 ``metrics/utilization.go`` ``GetResourceUtilizationRatio``:
+    ``int32(total * 100 / requests)``)."""
+    return (total * 100 // (pods * request)) / round(target * 100)
+
+
+def within_tolerance(ratio: float) -> bool:
+    """``Tolerances.isWithin`` (v1.33 ``replica_calculator.go``): ``1 - 0.1 <= ratio <= 1 + 0.1``
+    in floating point, so that 55 % against a 50 % target (1.1) is within it."""
+    return 1.0 - TOLERANCE <= ratio <= 1.0 + TOLERANCE
+
+
 def recommend(
     spec: HpaSpec,
     current: int,
@@ -84,19 +108,20 @@ def recommend(
     """
     if ready == 0 or request <= 0:
         return current
-    ratio = usage / (ready * request) / spec.target
+    total = samples(usage, ready)
+    ratio = usage_ratio(total, ready, request, spec.target)
     up_with_unready = unready > 0 and ratio > 1.0
     if not up_with_unready and missing == 0:
-        return current if abs(ratio - 1.0) <= TOLERANCE else math.ceil(ratio * ready)
+        return current if within_tolerance(ratio) else math.ceil(ratio * ready)
     counted = ready
     if ratio > 1.0:  # scaling up: missing and unready pods use nothing
         counted += missing + unready
     elif ratio < 1.0:  # scaling down: missing pods use their request (or the target, if
         # above 100 %); unready ones are left out
-        usage += missing * request * max(1.0, spec.target)
+        total += missing * (request * max(100, round(spec.target * 100)) // 100)
         counted += missing
-    adjusted = usage / (counted * request) / spec.target
-    if abs(adjusted - 1.0) <= TOLERANCE or (ratio - 1.0) * (adjusted - 1.0) < 0:
+    adjusted = usage_ratio(total, counted, request, spec.target)
+    if within_tolerance(adjusted) or (ratio - 1.0) * (adjusted - 1.0) < 0:
         return current  # too small a change, or the missing pods flip the direction
     wanted = math.ceil(adjusted * counted)
     if (adjusted < 1.0 and wanted > current) or (adjusted > 1.0 and wanted < current):
