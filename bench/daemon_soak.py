@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -47,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.daemon_soak_child import MEMORY
 from testkit.cluster_fixture import ClusterHarness
 from testkit.exporter import TestExporter
 from testkit.prometheus_fixture import PrometheusHarness
@@ -160,8 +162,11 @@ def settings_doc(kube: ClusterHarness, prometheus: PrometheusHarness, tmp: Path,
     }
 
 
-def soak(cycles: int, window: float, run: int, trace: int | None = None) -> Soak:
-    """One run on a fresh control plane; everything it started is stopped and removed."""
+def soak(
+    cycles: int, window: float, run: int, trace: int | None = None, log: Path | None = None
+) -> Soak:
+    """One run on a fresh control plane; everything it started is stopped and removed (the
+    daemon's log copied to ``log`` first)."""
     with tempfile.TemporaryDirectory(prefix="tuner-soak-") as name:
         tmp = Path(name)
         kube = ClusterHarness(tmp / "cluster", f"soak-{os.getpid()}-{run}")
@@ -183,6 +188,8 @@ def soak(cycles: int, window: float, run: int, trace: int | None = None) -> Soak
                 port = doc["daemon"]["metrics_port"]
                 return _drive(kube, settings, port, cycles, tmp, trace)
             finally:
+                if log is not None and (tmp / "tuner.log").exists():
+                    shutil.copy2(tmp / "tuner.log", log)
                 prometheus.stop_prometheus(keep_data=False)
                 exporter.stop()
         finally:
@@ -336,6 +343,9 @@ def print_growth(prefix: Path, first: int, last: int, top: int = 15) -> None:
     counts = [
         json.loads(prefix.with_name(f"{prefix.name}.{n}.types.json").read_text()) for n in (1, 2)
     ]
+    where = [c.pop(MEMORY) for c in counts]
+    for key in where[0]:
+        print(f"  {key}: {where[0][key]:.2f} -> {where[1][key]:.2f} MB")
     grown = sorted(
         ((counts[1].get(t, 0) - counts[0].get(t, 0), t) for t in counts[1]), reverse=True
     )
@@ -374,6 +384,7 @@ def main() -> int:
     parser.add_argument("--window", type=float, default=2.0, help="windows.measure_s")
     parser.add_argument("--limit", type=float, default=0.1, help="MB per 100 cycles")
     parser.add_argument("--output", type=Path, help="write every run's figures (JSON)")
+    parser.add_argument("--logs", type=Path, help="keep each run's daemon log in this directory")
     parser.add_argument(
         "--trace",
         action="store_true",
@@ -392,7 +403,11 @@ def main() -> int:
     runs = []
     for run in range(args.runs):
         trace = args.warmup if args.trace else None
-        result = soak(args.cycles, args.window, run, trace).summary(args.warmup)
+        log = None
+        if args.logs is not None:
+            args.logs.mkdir(parents=True, exist_ok=True)
+            log = args.logs / f"tuner-{run + 1}.log"
+        result = soak(args.cycles, args.window, run, trace, log).summary(args.warmup)
         runs.append(result)
         shown = {k: v for k, v in result.items() if k != "rss_mb_per_cycle"}
         print(f"run {run + 1}: {json.dumps(shown)}")
