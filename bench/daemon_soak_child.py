@@ -35,7 +35,8 @@ MEMORY = "(memory)"
 def memory(scratch: str) -> dict[str, float]:
     """Where the process's memory is, in MB: resident, glibc malloc's heap over every arena
     (``malloc_stats``' totals: obtained from the system, and in use), SQLite's own allocations
-    (``sqlite3_memory_used``, the library the ``sqlite3`` module links against)."""
+    (``sqlite3_memory_used``, the library the ``sqlite3`` module links against), and what
+    tracemalloc's own tables take (part of malloc's in-use figure while it traces)."""
     with open("/proc/self/status", encoding="ascii") as status:
         rss = next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmRSS:"))
     libc = ctypes.CDLL(None)
@@ -56,6 +57,7 @@ def memory(scratch: str) -> dict[str, float]:
         "malloc_system": system / 2**20,
         "malloc_in_use": in_use / 2**20,
         "sqlite": sqlite.sqlite3_memory_used() / 2**20,
+        "tracemalloc_itself": tracemalloc.get_tracemalloc_memory() / 2**20,
     }
 
 
