@@ -281,28 +281,11 @@ class Daemon:
         if self.process is not None and self.process.poll() is None:
             self.report.rss_mb.append(rss_mb(self.process.pid))
 
-    def metrics(self) -> dict[str, dict[str, float]]:
-        """The daemon's actions (op/result) and cycles (outcome) from its /metrics."""
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        with urllib.request.urlopen(url, timeout=5) as response:
-            text = response.read().decode()
-        found: dict[str, dict[str, float]] = {"actions": {}, "cycles": {}}
-        for line in text.splitlines():
-            for metric, key in (
-                ("tuner_actions_total{", "actions"),
-                ("tuner_cycles_total{", "cycles"),
-            ):
-                if line.startswith(metric):
-                    labels, value = line[len(metric) :].rsplit("} ", 1)
-                    name = "/".join(p.split("=", 1)[1].strip('"') for p in labels.split(","))
-                    found[key][name] = float(value)
-        return found
-
     def stop(self) -> None:
         """Read its metrics, SIGTERM it, then record what it left in the cluster."""
         if self.process is not None:
             with contextlib.suppress(OSError):
-                found = self.metrics()
+                found = daemon_metrics(self.metrics_port)
                 self.report.actions, self.report.cycles = found["actions"], found["cycles"]
             if self.process.poll() is None:
                 self.process.send_signal(signal.SIGTERM)
@@ -320,6 +303,24 @@ class Daemon:
         with contextlib.suppress(RuntimeError):
             self.prometheus.stop_prometheus(keep_data=False)
         self.exporter.stop()
+
+
+def daemon_metrics(port: int) -> dict[str, dict[str, float]]:
+    """A daemon's actions (op/result) and cycles (outcome) from its /metrics on ``port``."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    found: dict[str, dict[str, float]] = {"actions": {}, "cycles": {}}
+    for line in text.splitlines():
+        for metric, key in (
+            ("tuner_actions_total{", "actions"),
+            ("tuner_cycles_total{", "cycles"),
+        ):
+            if line.startswith(metric):
+                labels, value = line[len(metric) :].rsplit("} ", 1)
+                name = "/".join(p.split("=", 1)[1].strip('"') for p in labels.split(","))
+                found[key][name] = float(value)
+    return found
 
 
 def install_deploy_objects(kube: ClusterHarness) -> None:

@@ -1,0 +1,429 @@
+"""The daemon's memory over many cycles (issue 26 item 5): ``tuner run`` on the real control plane.
+
+    .venv/bin/python -m bench.daemon_soak [--cycles 240] [--warmup 50] [--runs 1] [--window 2]
+        [--limit 0.1] [--output soak.json]
+
+Each run starts a private control plane (``scripts/cluster.sh up``, as the cluster tests do:
+:class:`~testkit.cluster_fixture.ClusterHarness`), three KWOK nodes of 4 cores and an onboarded
+Deployment of three 1-core pods, a real Prometheus scraping a load exporter (as the end-to-end
+tests do) and ``tuner run`` — the installed CLI, as an operator runs it — with an embedded
+knowledge base, a short window (``--window`` s) and a 1 s snapshot interval, so that it runs a
+cycle every few seconds. The daemon removes one node (its pod migrated by eviction, each
+action verified) once a window is stable; a couple of cycles after it has stayed on two nodes,
+the bench brings the node back and deletes the pods so that the scheduler spreads them over the
+three again: the monitor, analyse, plan, execute and knowledge-base paths all run round after
+round, not only ``unstable``/``stayed``.
+
+The daemon's resident memory (``VmRSS`` from ``/proc``) is sampled as each cycle ends (the
+bench polls its ``/metrics`` for the cycle count every 0.2 s). Reported per run: the RSS at
+start-up (``/metrics`` up, no cycle yet), after the first cycle, after ``--warmup`` cycles, at
+the end and its peak; the growth after the warm-up as the median of the pairwise slopes
+(Theil–Sen: robust to the allocator's steps) in MB per 100 cycles; the outcomes and actions;
+what the daemon left behind; the load average. Also, once, the RSS of a bare interpreter
+after importing each heavy module ``tuner run`` loads (the one-off part of its memory).
+
+Pass (exit 0) when the median slope over the runs is at most ``--limit`` MB per 100 cycles
+(default 0.1). Why that bound: a daemon with the default windows runs at most one cycle a
+minute (``windows.retry_s`` 60 after every unstable window), 1,440 a day; 0.1 MB per 100
+cycles is then 1.4 MB a day, 43 MB a month, which stays inside the ~400 MB between the peak
+measured on the real replays (113-119 MB) and ``deploy/``'s 512 Mi request for more than
+nine months without a restart, while a real per-cycle leak of even one small object graph per
+cycle (a few kB) shows well above it over 200 cycles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.daemon_soak_child import MEMORY
+from testkit.cluster_fixture import ClusterHarness
+from testkit.exporter import TestExporter
+from testkit.prometheus_fixture import PrometheusHarness
+from testkit.replay.run import daemon_metrics, free_port, install_deploy_objects, rss_mb
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = "web"
+LOAD_METRIC = "http_requests_total"
+INSTANCE_TYPE = "e2-standard-4"
+NODES = ("soak-a", "soak-b", "soak-c")
+STAYED_BEFORE_RETURN = 2
+"""Cycles the daemon stays on two nodes before the bench brings the third back."""
+POLL_S = 0.2
+CYCLE_TIMEOUT_S = 180.0
+"""No cycle for this long: the run fails (the daemon's log tail is printed)."""
+HEAVY_MODULES = (
+    "numpy",
+    "urllib3",
+    "kubernetes.client",
+    "kubernetes.watch",
+    "apscheduler.schedulers.blocking",
+    "prometheus_client",
+    "jsonschema",
+    "sqlite3",
+    "tuner.cli",
+    "tuner.daemon.run",
+    "tuner.execute.actuator",
+    "tuner.execute.reserve",
+    "tuner.daemon.safeguards",
+    "knowledge.open",
+    "scipy.optimize",
+)
+"""Imported in this order by :func:`import_ladder`: the modules ``tuner run`` loads."""
+
+
+@dataclass
+class Soak:
+    """One run: the RSS after each cycle and what the daemon did."""
+
+    startup_mb: float = 0.0
+    """RSS once /metrics answered, before the first cycle."""
+    rss_mb: list[float] = field(default_factory=list)
+    """RSS after cycle 1, 2, ..."""
+    cycles: dict[str, float] = field(default_factory=dict)
+    actions: dict[str, float] = field(default_factory=dict)
+    returns: int = 0
+    """Times the bench brought the removed node back."""
+    leftovers: list[str] = field(default_factory=list)
+    exit_status: int | None = None
+    wall_s: float = 0.0
+    load: list[float] = field(default_factory=list)
+
+    def summary(self, warmup: int) -> dict[str, Any]:
+        """Start, after warm-up, end, peak, slope (MB per 100 cycles) and the rest."""
+        rss = self.rss_mb
+        after = rss[warmup - 1 :]
+        return {
+            "cycles_run": len(rss),
+            "startup_mb": round(self.startup_mb, 1),
+            "first_cycle_mb": round(rss[0], 1),
+            "after_warmup_mb": round(after[0], 1),
+            "end_mb": round(rss[-1], 1),
+            "peak_mb": round(max(rss), 1),
+            "slope_mb_per_100_cycles": round(100 * theil_sen(after), 3),
+            "end_minus_warmup_mb": round(rss[-1] - after[0], 2),
+            "cycles": self.cycles,
+            "actions": self.actions,
+            "node_returns": self.returns,
+            "leftovers": self.leftovers,
+            "exit_status": self.exit_status,
+            "wall_s": round(self.wall_s),
+            "load": [round(x, 2) for x in self.load],
+            "rss_mb_per_cycle": [round(x, 2) for x in rss],
+        }
+
+
+def theil_sen(values: list[float]) -> float:
+    """The median of the slopes between every pair of samples (per sample step)."""
+    slopes = [
+        (values[j] - values[i]) / (j - i)
+        for i in range(len(values))
+        for j in range(i + 1, len(values))
+    ]
+    return statistics.median(slopes) if slopes else 0.0
+
+
+def settings_doc(kube: ClusterHarness, prometheus: PrometheusHarness, tmp: Path, window: float):
+    """The daemon's settings: this cluster, Prometheus and an embedded knowledge base; windows
+    short enough for a cycle every few seconds; one node removable (3 of 8 cores under the
+    0.7 threshold, not 3 of 4)."""
+    return {
+        "pricing": {"price_per_core": 1.0, "price_per_gb": 0.0},
+        "analyse": {
+            "thresholds": {"cpu": 0.7},
+            "candidate_delay_s": 0,
+            "max_parallel_removals": 1,
+            "excluded_namespaces": ["kube-system", "tuner-system"],
+            "seed": 1,
+        },
+        "load": {"delta": 0.1, "query": f"sum(rate({LOAD_METRIC}[$window]))"},
+        "windows": {"measure_s": window, "retry_s": 1, "warmup_s": 0},
+        "knowledge": {"backend": "embedded", "path": str(tmp / "knowledge.sqlite")},
+        "prometheus": {"url": prometheus.url},
+        "kubernetes": {"kubeconfig": kube.kubeconfig},
+        "execute": {"node_removal": "delete-node", "verify_timeout_s": 60},
+        "daemon": {
+            "metrics_port": free_port(),
+            "metrics_host": "127.0.0.1",
+            "snapshot_interval_s": 1,
+        },
+    }
+
+
+def soak(
+    cycles: int, window: float, run: int, trace: int | None = None, log: Path | None = None
+) -> Soak:
+    """One run on a fresh control plane; everything it started is stopped and removed (the
+    daemon's log copied to ``log`` first)."""
+    with tempfile.TemporaryDirectory(prefix="tuner-soak-") as name:
+        tmp = Path(name)
+        kube = ClusterHarness(tmp / "cluster", f"soak-{os.getpid()}-{run}")
+        kube.start()
+        try:
+            install_deploy_objects(kube)
+            kube.new_namespace()
+            for node in NODES:
+                _add_node(kube, node)
+            kube.deployment(APP, 3, cpu="1", memory="1Gi")
+            exporter = TestExporter().start()
+            prometheus = PrometheusHarness(exporter, free_port(), tmp / "prometheus")
+            try:
+                prometheus.start_prometheus()
+                exporter.set_rate(LOAD_METRIC, {"service": APP}, 100.0)
+                doc = settings_doc(kube, prometheus, tmp, window)
+                settings = tmp / "settings.json"
+                settings.write_text(json.dumps(doc, indent=2))
+                port = doc["daemon"]["metrics_port"]
+                return _drive(kube, settings, port, cycles, tmp, trace)
+            finally:
+                if log is not None and (tmp / "tuner.log").exists():
+                    shutil.copy2(tmp / "tuner.log", log)
+                prometheus.stop_prometheus(keep_data=False)
+                exporter.stop()
+        finally:
+            kube.stop()
+
+
+def _add_node(kube: ClusterHarness, name: str) -> None:
+    kube.add_node(
+        name, cpu="4", memory="16Gi", labels={"node.kubernetes.io/instance-type": INSTANCE_TYPE}
+    )
+
+
+class Daemon:
+    """``tuner run`` (the installed CLI; ``trace``: under :mod:`bench.daemon_soak_child`) in a
+    subprocess, its output in ``tmp/tuner.log``."""
+
+    def __init__(self, settings: Path, port: int, tmp: Path, trace: bool) -> None:
+        self.port = port
+        self.log = tmp / "tuner.log"
+        self.dumps = tmp / "trace"
+        argv = [str(Path(sys.executable).with_name("tuner"))]
+        if trace:
+            argv = [sys.executable, "-m", "bench.daemon_soak_child", str(self.dumps)]
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [*argv, "run", "--settings", str(settings)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+            )
+
+    def cycles(self) -> dict[str, float] | None:
+        """Cycles by outcome so far (None while /metrics does not answer yet); RuntimeError
+        with the log's tail if the daemon exited."""
+        if self.process.poll() is not None:
+            raise RuntimeError(f"tuner run exited {self.process.returncode}:\n{self.tail()}")
+        try:
+            return daemon_metrics(self.port)["cycles"]
+        except OSError:
+            return None
+
+    def rss_mb(self) -> float:
+        return rss_mb(self.process.pid)
+
+    def dump(self, n: int) -> None:
+        """Ask the traced daemon for its ``n``-th snapshot and wait until it is written."""
+        self.process.send_signal(signal.SIGUSR1)
+        types = self.dumps.with_name(f"{self.dumps.name}.{n}.types.json")
+        deadline = time.monotonic() + CYCLE_TIMEOUT_S
+        while not types.exists():
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError(f"the traced daemon wrote no snapshot {n}")
+            time.sleep(POLL_S)
+
+    def stop(self) -> int:
+        """SIGTERM, then its exit status (killed after two minutes)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(120)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
+
+    def tail(self, lines: int = 30) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _drive(
+    kube: ClusterHarness, settings: Path, port: int, cycles: int, tmp: Path, trace: int | None
+) -> Soak:
+    """``tuner run`` until ``cycles`` cycles have ended, the RSS sampled after each; a node
+    brought back whenever the daemon has stayed on two for a while; SIGTERM at the end.
+    ``trace``: run it under tracemalloc, snapshots after that many cycles and at the end,
+    their difference printed."""
+    result = Soak(load=[os.getloadavg()[0]])
+    started = time.monotonic()
+    daemon = Daemon(settings, port, tmp, trace is not None)
+    try:
+        seen: dict[str, float] = {}
+        stayed_on_two = 0
+        last_cycle = time.monotonic()
+        while len(result.rss_mb) < cycles:
+            if time.monotonic() - last_cycle > CYCLE_TIMEOUT_S:
+                raise RuntimeError(f"no cycle for {CYCLE_TIMEOUT_S:.0f} s:\n{daemon.tail()}")
+            time.sleep(POLL_S)  # a bench's polling loop, not a test
+            found = daemon.cycles()
+            if found is None:
+                continue
+            result.startup_mb = result.startup_mb or daemon.rss_mb()
+            done = int(sum(found.values()) - sum(seen.values()))
+            if done <= 0:
+                continue
+            last_cycle = time.monotonic()
+            result.rss_mb += [daemon.rss_mb()] * done
+            stayed = found.get("stayed", 0) > seen.get("stayed", 0)
+            seen = found
+            if trace is not None and len(result.rss_mb) - done < trace <= len(result.rss_mb):
+                daemon.dump(1)
+            missing = _missing_nodes(kube)
+            stayed_on_two = stayed_on_two + 1 if missing and stayed else 0
+            if stayed_on_two >= STAYED_BEFORE_RETURN:
+                _bring_back(kube, missing)
+                result.returns += 1
+                stayed_on_two = 0
+            if len(result.rss_mb) % 25 < done:
+                print(f"  cycle {len(result.rss_mb)}: {result.rss_mb[-1]:.1f} MB, {found}")
+        metrics = daemon_metrics(port)
+        result.cycles, result.actions = metrics["cycles"], metrics["actions"]
+        if trace is not None:
+            daemon.dump(2)
+            print_growth(daemon.dumps, trace, len(result.rss_mb))
+    finally:
+        result.exit_status = daemon.stop()
+    result.wall_s = time.monotonic() - started
+    result.load.append(os.getloadavg()[0])
+    result.leftovers = kube.leftovers()
+    return result
+
+
+def _missing_nodes(kube: ClusterHarness) -> list[str]:
+    present = {n.metadata.name for n in kube.core.list_node().items}
+    return [n for n in NODES if n not in present]
+
+
+def _bring_back(kube: ClusterHarness, nodes: list[str]) -> None:
+    """The removed nodes back, and the app's pods deleted: the scheduler spreads the new ones
+    over every node, so that the next removal migrates a pod again."""
+    for node in nodes:
+        _add_node(kube, node)
+    kube.core.delete_collection_namespaced_pod(
+        kube.namespace, label_selector=f"app={APP}", grace_period_seconds=0
+    )
+
+
+def print_growth(prefix: Path, first: int, last: int, top: int = 15) -> None:
+    """What was allocated after cycle ``first`` and is still alive at ``last``, by allocation
+    site, and the object types whose count grew between the two."""
+    snapshot = tracemalloc.Snapshot.load(str(prefix.with_name(f"{prefix.name}.2.snapshot")))
+    stats = snapshot.statistics("traceback")
+    total = sum(s.size for s in stats)
+    print(
+        f"allocated after cycle {first}, alive at cycle {last}: {total / 2**20:.2f} MiB in "
+        f"{sum(s.count for s in stats)} blocks; the {top} largest sites:"
+    )
+    for stat in stats[:top]:
+        frames = " <- ".join(
+            f"{Path(f.filename).name}:{f.lineno}" for f in list(stat.traceback)[::-1][:4]
+        )
+        print(f"  {stat.size / 1024:9.1f} KiB {stat.count:7d} blocks  {frames}")
+    counts = [
+        json.loads(prefix.with_name(f"{prefix.name}.{n}.types.json").read_text()) for n in (1, 2)
+    ]
+    where = [c.pop(MEMORY) for c in counts]
+    for key in where[0]:
+        print(f"  {key}: {where[0][key]:.2f} -> {where[1][key]:.2f} MB")
+    grown = sorted(
+        ((counts[1].get(t, 0) - counts[0].get(t, 0), t) for t in counts[1]), reverse=True
+    )
+    shown = ", ".join(f"{t} {d:+d}" for d, t in grown[:top])
+    print(f"  gc-tracked objects that grew most: {shown}")
+
+
+def import_ladder() -> list[tuple[str, float]]:
+    """A fresh interpreter's RSS (MB) at start and after importing each of
+    :data:`HEAVY_MODULES` in turn."""
+    code = (  # nothing imported before the ladder but what reading /proc needs
+        "import importlib, sys\n"
+        "def rss():\n"
+        "    with open('/proc/self/status') as f:\n"
+        "        return next(int(l.split()[1]) / 1024 for l in f if l.startswith('VmRSS:'))\n"
+        "print('python', rss())\n"
+        "for name in sys.argv[1:]:\n"
+        "    importlib.import_module(name)\n"
+        "    print(name, rss())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, *HEAVY_MODULES],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
+    return [(name, float(mb)) for name, mb in (line.split() for line in out.splitlines())]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cycles", type=int, default=240)
+    parser.add_argument("--warmup", type=int, default=50, help="cycles before the slope")
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--window", type=float, default=2.0, help="windows.measure_s")
+    parser.add_argument("--limit", type=float, default=0.1, help="MB per 100 cycles")
+    parser.add_argument("--output", type=Path, help="write every run's figures (JSON)")
+    parser.add_argument("--logs", type=Path, help="keep each run's daemon log in this directory")
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="run the daemon under tracemalloc and print what grew after the warm-up (its RSS "
+        "is then inflated by the traces: the figures are not the plain daemon's)",
+    )
+    args = parser.parse_args()
+    if not 1 <= args.warmup < args.cycles:
+        parser.error("--warmup must be at least 1 and below --cycles")
+    ladder = import_ladder()
+    previous = ladder[0][1]
+    print("| after importing | RSS MB | + MB |")
+    for name, mb in ladder:
+        print(f"| {name} | {mb:.1f} | {mb - previous:+.1f} |")
+        previous = mb
+    runs = []
+    for run in range(args.runs):
+        trace = args.warmup if args.trace else None
+        log = None
+        if args.logs is not None:
+            args.logs.mkdir(parents=True, exist_ok=True)
+            log = args.logs / f"tuner-{run + 1}.log"
+        result = soak(args.cycles, args.window, run, trace, log).summary(args.warmup)
+        runs.append(result)
+        shown = {k: v for k, v in result.items() if k != "rss_mb_per_cycle"}
+        print(f"run {run + 1}: {json.dumps(shown)}")
+        curve = result["rss_mb_per_cycle"]
+        print("  RSS every 25 cycles: " + " ".join(f"{mb:.1f}" for mb in curve[::25]))
+    slope = statistics.median(r["slope_mb_per_100_cycles"] for r in runs)
+    verdict = "PASS" if slope <= args.limit else "FAIL"
+    print(
+        f"{verdict}: median slope after {args.warmup} cycles {slope:.3f} MB per 100 cycles "
+        f"(limit {args.limit}); peak {statistics.median(r['peak_mb'] for r in runs):.1f} MB; "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
+    if args.output is not None:
+        args.output.write_text(json.dumps({"imports": ladder, "runs": runs}, indent=2))
+    return 0 if verdict == "PASS" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
