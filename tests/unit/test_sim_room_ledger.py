@@ -8,6 +8,8 @@ import math
 
 import pytest
 
+from testkit.builders import cluster, node, pod
+from tuner.model.movability import Policy, assess
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.evaluate import simulate
 from tuner.sim.load import Phase, Phases
@@ -24,6 +26,7 @@ from tuner.sim.room_ledger import (
     RoomTrace,
     beyond_bound,
     room_ledger,
+    verdicts,
 )
 from tuner.sim.strategies.tuner import ProjectTuner
 from tuner.sim.workloads import Service
@@ -84,6 +87,28 @@ def test_the_recorder_keeps_the_tuners_verdict_on_every_node_and_one_entry_a_tic
     assert verdicts - {"pinned: StatefulSet pod"} <= {CANDIDATE, FAILS_CHECK}
     for segment in recorder.trace.segments:  # every billed node, at its price
         assert sum(count for *_, count in segment.nodes) >= 3
+
+
+def test_a_pinned_node_is_named_by_its_most_lasting_pin() -> None:
+    nodes = [node(f"n{i}") for i in range(4)]
+    pods = [
+        pod("db-0", "n0", kind="StatefulSet"),
+        pod("dns-1", "n0", namespace="kube-system"),
+        pod("dns-2", "n1", namespace="kube-system"),
+        pod("web-1", "n1", annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}),
+        pod("web-2", "n2"),
+    ]
+    seen = cluster(nodes, pods)
+    movability = assess(seen, Policy())
+
+    found = verdicts(seen, movability, frozenset({"n2"}), frozenset({"kube-system"}))
+
+    assert found == {
+        "n0": "pinned: StatefulSet pod",
+        "n1": "pinned: kube-system pod",
+        "n2": CANDIDATE,
+        "n3": FAILS_CHECK,
+    }
 
 
 def test_recording_the_ledger_changes_no_decision() -> None:

@@ -18,8 +18,9 @@ uncaptured room twice:
   analysed cycle (:func:`verdicts`): a removal ``candidate`` (``, hard spread`` when it holds a
   pod of a hard zone spread), ``fails the candidate check`` (the room left would not hold the
   forecast's demand, or the thresholds), ``pinned: <what>`` (it holds a pod the tuner may not
-  move: a StatefulSet's, a ``kube-system`` pod, one whose PodDisruptionBudget allows no
-  disruption, one annotated so, one of a workload that changed during the window), ``node: <why>``
+  move, the most lasting kind named: a StatefulSet's, a ``kube-system`` pod, one annotated so,
+  one whose PodDisruptionBudget allows no disruption, one of a workload that changed during
+  the window), ``node: <why>``
   (the node itself may not go: cordoned, taken back from the autoscaler, changed during the
   window), ``not judged yet`` (it joined, or became ready, after the tuner's last look).
 
@@ -67,18 +68,19 @@ def cause(report: CycleReport) -> str:
     return label
 
 
-def _pinned_by(pod: Pod, cluster: Cluster, excluded: frozenset[str]) -> str:
+def _pinned_by(pod: Pod, cluster: Cluster, excluded: frozenset[str]) -> tuple[int, str]:
     """What keeps an unmovable pod in place (:func:`tuner.model.movability.pod_blocker`'s
-    reasons, by kind)."""
+    reasons, by kind), the most lasting first: its owner, its namespace, an annotation, a
+    PodDisruptionBudget, a change during the window."""
     if pod.owner_kind not in MOVABLE_OWNERS:
-        return f"{pod.owner_kind or 'bare'} pod"
+        return 0, f"{pod.owner_kind or 'bare'} pod"
     if pod.namespace in excluded:
-        return f"{pod.namespace} pod"
+        return 1, f"{pod.namespace} pod"
     if pod.annotations.get(SAFE_TO_EVICT) == "false" or pod.annotations.get(DO_NOT_DISRUPT):
-        return "annotated pod"
+        return 2, "annotated pod"
     if any(p.disruptions_allowed < 1 and p.covers(pod) for p in cluster.pdbs):
-        return "PDB-blocked pod"
-    return "pod changed during the window"
+        return 3, "PDB-blocked pod"
+    return 4, "pod changed during the window"
 
 
 def _hard_spread(pod: Pod) -> bool:
@@ -94,11 +96,11 @@ def verdicts(
         pods = cluster.pods_by_node[node.name]
         reason = movability.node_reasons.get(node.name)
         if reason is not None:
-            kinds = sorted(
-                {_pinned_by(p, cluster, excluded) for p in pods if p.key in movability.pod_reasons}
-            )
+            pins = [
+                _pinned_by(p, cluster, excluded) for p in pods if p.key in movability.pod_reasons
+            ]
             node_why = reason.split(":")[0]
-            found[node.name] = f"pinned: {' + '.join(kinds)}" if kinds else f"node: {node_why}"
+            found[node.name] = f"pinned: {min(pins)[1]}" if pins else f"node: {node_why}"
         elif node.name not in candidates:
             found[node.name] = FAILS_CHECK
         elif any(_hard_spread(p) for p in pods if movability.movable(p)):
