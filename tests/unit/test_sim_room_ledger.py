@@ -21,6 +21,7 @@ from tuner.sim.room_ledger import (
     CANDIDATE,
     FAILS_CHECK,
     NO_CYCLE,
+    PAST_END,
     UNJUDGED,
     LedgerRecorder,
     RoomTrace,
@@ -145,15 +146,21 @@ def test_the_nodes_beyond_the_bound_are_those_the_tuner_had_the_best_chance_to_r
     assert math.isclose(sum(split.values()), row - bound)
 
 
-def test_a_trace_that_does_not_match_the_run_is_refused() -> None:
+def test_the_ticks_a_run_goes_on_past_the_end_count_whole_and_apart() -> None:
     trace = RoomTrace()
-    trace.add(NO_CYCLE, (("a", 1.0, UNJUDGED, 1),))
-    trace.add(NO_CYCLE, (("a", 1.0, UNJUDGED, 1),))
-    assert len(trace.segments) == 1 and trace.ticks == 2
-    bound = [(1.0, (1,))] * 3
+    for _ in range(3):
+        trace.add(NO_CYCLE, (("a", 1.0, UNJUDGED, 2),))
+    assert len(trace.segments) == 1 and trace.ticks == 3
+    bound = [(1.0, (1,))] * 2  # CA alone's run ended a tick earlier
+    pools = [("a", 1.0, "e2")]
 
-    with pytest.raises(ValueError, match="2 ticks, the run 3"):
-        room_ledger("tuner", trace, [1.0] * 3, 1.0, bound, [("a", 1.0, "e2")], 5.0)
+    ledger = room_ledger("tuner", trace, [2.0] * 3, 2.0, bound, pools, 3600.0)
+
+    assert ledger.by_cause == {NO_CYCLE: 2.0, PAST_END: 2.0}
+    assert ledger.by_node == {("a", UNJUDGED): 4.0}
+    assert math.isclose(ledger.uncaptured, 6.0 - 2.0)
+    with pytest.raises(ValueError, match="3 ticks, the run 2, the bound 2"):
+        room_ledger("tuner", trace, [2.0] * 2, 2.0, bound, pools, 3600.0)
 
 
 def test_simulate_prints_the_ledger_of_each_tuner_row(capsys: pytest.CaptureFixture[str]) -> None:

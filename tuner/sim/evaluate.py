@@ -268,8 +268,6 @@ def simulate(
         heading = f"### {sc.name}: {sc.title} ({sc.duration / 3600:g} h, seed {comparison.seed})"
         sections.append(f"{heading}\n\n{table(comparison)}\n")
     print("\n".join(sections))
-    if ledger:
-        print(ledgers(results))
     print(f"simulated in {elapsed:.1f} s", file=sys.stderr)
     if output is not None:
         try:
@@ -284,4 +282,6 @@ def simulate(
         )
         if readme is not None:
             update_readme(readme, results, output)
+    if ledger:
+        print(ledgers(results))
     return results

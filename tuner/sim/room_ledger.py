@@ -47,6 +47,10 @@ NO_CYCLE = "no cycle yet"
 CANDIDATE = "candidate"
 FAILS_CHECK = "fails the candidate check"
 UNJUDGED = "not judged yet"
+PAST_END = "past the run's end"
+"""The cause of the ticks a run goes on after the scenario's end while the tuner waits for a
+provisioned node (:meth:`~tuner.sim.engine.Simulation.advance`): its cost counts in the row's,
+no bound's beside it."""
 BEYOND = "the bound's nodes beyond the row's"
 """The verdict of a pool the bound holds more nodes of than the row (negative room)."""
 ACTED = frozenset({Outcome.ACTED, Outcome.FAILED, Outcome.HELD, Outcome.SKIPPED})
@@ -255,15 +259,21 @@ def room_ledger(
     by_node: dict[tuple[str, str], float] = defaultdict(float)
     by_cause_node: dict[tuple[str, str], float] = defaultdict(float)
     memo: dict[tuple[int, tuple[int, ...]], dict[tuple[str, str], float]] = {}
-    bounds = iter(bound)
+    bounds = list(bound)
+    if trace.ticks != len(row_costs) or len(row_costs) < len(bounds):
+        raise ValueError(
+            f"the trace has {trace.ticks} ticks, the run {len(row_costs)}, the bound {len(bounds)}"
+        )
+    past = (0.0, (0,) * len(order))
     bound_cost = 0.0
     at = 0
     for index, segment in enumerate(trace.segments):
         for _ in range(segment.ticks):
-            rate, counts = next(bounds)
+            rate, counts = bounds[at] if at < len(bounds) else past
+            name = segment.cause if at < len(bounds) else PAST_END
             bound_cost += rate * hour
-            by_cause[segment.cause] += (row_costs[at] - rate) * hour
-            hours[segment.cause] += hour
+            by_cause[name] += (row_costs[at] - rate) * hour
+            hours[name] += hour
             key = (index, counts)
             if key not in memo:
                 memo[key] = beyond_bound(
@@ -271,10 +281,8 @@ def room_ledger(
                 )
             for (pool, verdict), price in memo[key].items():
                 by_node[pool, verdict] += price * hour
-                by_cause_node[segment.cause, verdict] += price * hour
+                by_cause_node[name, verdict] += price * hour
             at += 1
-    if at != len(row_costs):
-        raise ValueError(f"the trace has {at} ticks, the run {len(row_costs)}")
     row_cost = sum(row_costs) * hour
     return Ledger(
         names[0],
