@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo example test bench bench-kb bench-live bench-replay bench-soak lint evaluate evaluate-heldout
+.PHONY: venv demo example test bench bench-kb bench-live bench-replay bench-soak lint evaluate evaluate-heldout ledger
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -73,4 +73,12 @@ evaluate: venv
 evaluate-heldout: venv
 	for f in bench/scenarios/heldout/*.json; do \
 		$(VENV)/bin/tuner simulate --scenario $$f --output docs/evaluation/heldout/$$(basename $$f .json) || exit 1; \
+	done
+
+# Where the headline row leaves the room (docs/evaluation.md, "Where the room goes"): its cost above
+# the lower bound by the tuner's last cycle outcome and by node, on every scenario and held-out file.
+ledger: venv
+	$(VENV)/bin/tuner simulate --scenario all --strategy tuner --ledger --jobs $(JOBS)
+	for f in bench/scenarios/heldout/*.json; do \
+		$(VENV)/bin/tuner simulate --scenario $$f --strategy tuner --ledger || exit 1; \
 	done

@@ -73,6 +73,8 @@ class Analysis:
     movability: Movability
     timers: CandidateTimers | None = None
     """The candidate-delay timers updated with this analysis (None when not tracked)."""
+    candidates: frozenset[str] = frozenset()
+    """The nodes that passed the linear candidate check (the context's, for reports)."""
 
     @property
     def limited(self) -> str | None:
@@ -174,4 +176,5 @@ def analyse(
         chosen=None if chosen is stay else chosen,
         movability=movability,
         timers=context.timers,
+        candidates=context.candidates,
     )

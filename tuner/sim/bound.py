@@ -72,10 +72,12 @@ from tuner.sim.workloads import Service
 
 @dataclass(frozen=True, slots=True)
 class Mix:
-    """A node mix: its price per hour and its node count."""
+    """A node mix: its price per hour, its node count and its nodes per pool (in the pools'
+    order)."""
 
     cost: float
     nodes: int
+    pools: tuple[int, ...] = ()
 
 
 def least_in(pods: int, skew: int, zones: int, inside: int) -> int:
@@ -183,7 +185,7 @@ class RuleBound:
             nodes = _cheapest(self.prices, self.room, demand, self.least, unlimited)
             if nodes is None:
                 raise ValueError(f"no mix of the pools' nodes holds requests {key}")
-            self._whole[key] = (Mix(float(self.prices @ nodes), int(nodes.sum())), nodes)
+            self._whole[key] = (_mix(self.prices, nodes), nodes)
         return self._whole[key]
 
     def _solve(self, demand: np.ndarray, counts: tuple[int, ...]) -> Mix:
@@ -199,7 +201,7 @@ class RuleBound:
                 continue
             found = _cheapest(self.prices, rows[0], rows[1], self.least, self.most)
             if found is not None and (best is None or self.prices @ found < best.cost):
-                best = Mix(float(self.prices @ found), int(found.sum()))
+                best = _mix(self.prices, found)
                 if best.cost <= mix.cost:
                     break  # nothing goes below the whole-node bound
         return mix if best is None else best
@@ -272,6 +274,10 @@ class RuleBound:
                     matrix.append(within[None, :].astype(np.int64))
                     bound.append(np.array([nodes]))
         return np.vstack(matrix), np.concatenate(bound)
+
+
+def _mix(prices: np.ndarray, nodes: np.ndarray) -> Mix:
+    return Mix(float(prices @ nodes), int(nodes.sum()), tuple(int(n) for n in nodes))
 
 
 def _cheapest(

@@ -60,6 +60,12 @@ def add_simulate_parser(commands: Any) -> None:
         type=Path,
         help="also put the tables and plots between this file's evaluation markers",
     )
+    simulate.add_argument(
+        "--ledger",
+        action="store_true",
+        help="also print, per scenario, where each tuner row leaves the room: its cost above "
+        "the lower bound by the tuner's last cycle outcome and by node",
+    )
     simulate.set_defaults(run=run_simulate)
 
 
@@ -83,5 +89,6 @@ def run_simulate(args: argparse.Namespace) -> int:
         args.output,
         args.readme,
         args.jobs,
+        args.ledger,
     )
     return 0

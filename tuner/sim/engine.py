@@ -13,7 +13,7 @@ run.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from tuner.model.cluster import Cluster, Hpa
@@ -116,6 +116,9 @@ class Simulation:
         """Nodes the tuner's executor left to the autoscaler (the tracker's)."""
         self.recorder = TickRecorder(self.clock, self.cluster_state, self.controllers)
         self.series = self.recorder.series
+        self.watchers: list[Callable[[], None]] = []
+        """Called after each tick past the warm-up is recorded, with the tick's state (the room
+        ledger's, :mod:`tuner.sim.room_ledger`)."""
         self.actions = ActionCounts()
         self.turns = Turns(self._strategy_turn)
         self.controls = ClusterControls(
@@ -196,6 +199,9 @@ class Simulation:
         load = sum(self.controllers.namespace_loads().values())
         self.tracker.observe(load)
         self.recorder.record(load)
+        if self.now >= 0:
+            for watch in self.watchers:
+                watch()
         self.clock.advance()
 
     def _wait(self) -> None:

@@ -47,7 +47,18 @@ from tuner.sim.report import (
     with_baseline,
 )
 from tuner.sim.report import comparison as compare_outcomes
+from tuner.sim.room_ledger import ledger_table
 from tuner.sim.scenarios import SCENARIOS, scenario
+
+
+def ledgers(results: Sequence[Comparison]) -> str:
+    """The room ledger of every tuner row run with it, scenario by scenario."""
+    return "\n\n".join(
+        ledger_table(comparison.ledger(o.strategy))
+        for comparison in results
+        for o in comparison.outcomes
+        if o.trace is not None
+    )
 
 
 def scenarios_for(name: str, hours: float | None) -> list[Scenario]:
@@ -181,14 +192,16 @@ def _run_parallel(
     progress: Progress,
     needed: Sequence[tuple[int, ForecastKey]],
     errors: Errors,
+    ledger: bool = False,
 ) -> None:
     """Every (scenario, strategy) run in ``jobs`` worker processes, the most work first (see
-    :func:`work`), then the ``needed`` forecast errors (into ``errors``)."""
+    :func:`work`), then the ``needed`` forecast errors (into ``errors``); ``ledger``: the
+    tuners' runs are recorded for the room ledger."""
     order = sorted(range(len(chosen)), key=lambda i: -work(chosen[i]))
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(jobs, mp_context=context) as pool:
         pending = {
-            pool.submit(run, chosen[i], strategy, seeds[i]): (i, strategy)
+            pool.submit(run, chosen[i], strategy, seeds[i], None, ledger): (i, strategy)
             for i in order
             for strategy in names
         }
@@ -210,11 +223,13 @@ def simulate(
     output: Path | None = None,
     readme: Path | None = None,
     jobs: int = 1,
+    ledger: bool = False,
 ) -> list[Comparison]:
     """Run, print and (with ``output``) write the comparison of every scenario; with
     ``readme`` (and ``output``) also fill the README's evaluation section. ``jobs`` > 1 runs
     that many (scenario, strategy) simulations at once in worker processes: each run is
-    seeded on its own, so the figures are the same."""
+    seeded on its own, so the figures are the same. With ``ledger``, each tuner row's room
+    ledger (:mod:`tuner.sim.room_ledger`) is printed after the tables."""
     chosen = scenarios_for(name, hours)
     check_outputs(output, readme, [item.name for item in chosen])  # before hours of simulation
     names = with_baseline(strategies)
@@ -227,13 +242,13 @@ def simulate(
     started = time.monotonic()
     with closing(Progress(total / 3600)) as progress:
         if jobs > 1:
-            _run_parallel(chosen, names, seeds, jobs, outcomes, progress, needed, errors)
+            _run_parallel(chosen, names, seeds, jobs, outcomes, progress, needed, errors, ledger)
         else:
             for i, item in enumerate(chosen):
                 for strategy in names:
                     progress.describe(f"{item.name} {strategy}")
                     outcomes[i, strategy] = run(
-                        item, strategy, seeds[i], lambda s: progress.update(s / 3600)
+                        item, strategy, seeds[i], lambda s: progress.update(s / 3600), ledger
                     )
             for i, key in needed:
                 errors[i, key] = keyed_error(chosen[i], key)
@@ -267,4 +282,6 @@ def simulate(
         )
         if readme is not None:
             update_readme(readme, results, output)
+    if ledger:
+        print(ledgers(results))
     return results

@@ -37,6 +37,7 @@ from tuner.sim.command import STRATEGY_NAMES
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.forecast_error import ForecastError, ForecastKey, forecast_key
 from tuner.sim.metrics import ActionCounts, TickSeries
+from tuner.sim.room_ledger import Ledger, LedgerRecorder, RoomTrace, room_ledger
 from tuner.sim.strategies import LABELS, STRATEGIES
 from tuner.sim.strategies.tuner import ProjectTuner
 from tuner.sim.strategy import Tally
@@ -60,6 +61,8 @@ class StrategyRun:
     decisions: dict[str, int]
     windows: tuple[int, int] = (0, 0)
     """(stable, checked) windows of a tuner; (0, 0) for the autoscaler alone."""
+    trace: RoomTrace | None = None
+    """What the room ledger recorded of a tuner's run (None: not asked for, or not a tuner)."""
 
     @property
     def node_hours(self) -> float:
@@ -103,6 +106,8 @@ class Comparison:
     """The error of the forecast each tuner's row makes (strategies that forecast only)."""
     whole_bound: tuple[float, ...] = ()
     """Cost per hour of the whole-node bound at each tick (the rules not counted)."""
+    lower_bound_pools: tuple[tuple[int, ...], ...] = ()
+    """Nodes of the lower bound per pool (in the scenario's order) at each tick."""
 
     @property
     def lower_bound_cost(self) -> float:
@@ -142,6 +147,22 @@ class Comparison:
         base = self.outcome(BASELINE).cost
         return (base - self.outcome(strategy).cost) / (base - self.lower_bound_cost)
 
+    def ledger(self, strategy: str) -> Ledger:
+        """The room ledger of a tuner's row run with ``ledger`` (:mod:`tuner.sim.room_ledger`)."""
+        outcome = self.outcome(strategy)
+        if outcome.trace is None:
+            raise ValueError(f"{strategy} was not run with the room ledger")
+        return room_ledger(
+            strategy,
+            outcome.trace,
+            outcome.series.cost,
+            self.outcome(BASELINE).cost,
+            zip(self.lower_bound, self.lower_bound_pools, strict=True),
+            ((p.name, p.node_type.price, p.node_type.name) for p in self.scenario.pools),
+            outcome.tick,
+            (self.scenario.name, self.scenario.currency),
+        )
+
     def gap(self, strategy: str) -> float:
         """Fraction above the lower bound."""
         bound = self.lower_bound_cost
@@ -164,9 +185,13 @@ def run(
     strategy: str,
     seed: int,
     progress: Callable[[float], object] | None = None,
+    ledger: bool = False,
 ) -> StrategyRun:
-    """Simulate the scenario with one strategy."""
+    """Simulate the scenario with one strategy; with ``ledger``, a tuner's run is recorded for
+    the room ledger (:mod:`tuner.sim.room_ledger`)."""
     sim = Simulation(scenario, seed, STRATEGIES[strategy](scenario, seed))
+    tuner = sim.strategy
+    recorder = LedgerRecorder(sim, tuner) if ledger and isinstance(tuner, ProjectTuner) else None
     total = scenario.warmup + scenario.duration
     step = 600.0
     done = 0.0
@@ -179,7 +204,8 @@ def run(
     tally = Tally() if sim.strategy is None else sim.strategy.tally()
     decisions = dict(tally.decisions)
     windows = (tally.stable_windows, tally.windows)
-    return StrategyRun(strategy, sim.series, sim.tick, sim.actions, decisions, windows)
+    trace = None if recorder is None else recorder.trace
+    return StrategyRun(strategy, sim.series, sim.tick, sim.actions, decisions, windows, trace)
 
 
 def with_baseline(strategies: Sequence[str]) -> list[str]:
@@ -217,6 +243,7 @@ def comparison(
         tuple(rule.nodes for rule, _ in bounds),
         dict(forecast_errors or {}),
         tuple(whole.cost for _, whole in bounds),
+        tuple(rule.pools for rule, _ in bounds),
     )
 
 

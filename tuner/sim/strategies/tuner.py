@@ -28,10 +28,11 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 
 from knowledge.memory import MemoryKnowledge
-from tuner.cycle import CycleState, Ports, run_cycle
+from tuner.cycle import CycleReport, CycleState, Ports, run_cycle
 from tuner.holds import MemorySafeguards
 from tuner.model.cluster import INSTANCE_TYPE_LABELS
 from tuner.model.constraints import ZONE_KEY
@@ -139,6 +140,9 @@ class ProjectTuner(Strategy):
         """The tuner's load source (once the simulation runs)."""
         self.forecasts = 0
         """Cycles that forecast the load."""
+        self.watchers: list[Callable[[float, CycleReport], None]] = []
+        """Called with each cycle's time and report (the room ledger's,
+        :mod:`tuner.sim.room_ledger`)."""
 
     def load_history(self, sim: Simulation) -> SimLoadHistory:
         """The tuner's load source: what the simulation served up to its now."""
@@ -171,6 +175,8 @@ class ProjectTuner(Strategy):
         if sim.now < self.next_check:
             return
         report, self.state = run_cycle(sim.now, self.state, self.settings, self._ports, self.rng)
+        for watch in self.watchers:
+            watch(sim.now, report)
         if report.window is not None:
             self.windows += 1
             self.stable_windows += report.window.actionable
