@@ -244,12 +244,16 @@ def run_cycle(
     dry_run: bool = False,
 ) -> tuple[CycleReport, CycleState]:
     """Run one cycle at time ``now``; its report carries the forecast made at ``now`` and the
-    reserve it asks for."""
+    reserve it asks for. While a keeper holds reserves, the next cycle comes within
+    ``windows.retry_s`` whatever the window (a reserve looks no further ahead than that plus a
+    node's start-up)."""
     forecast, why = forecast_at(ports.history, settings, now)
     actuator, keeper = ports.actuator, ports.reserve
     reserve, held = reserve_at(now, settings, forecast, actuator, keeper, dry_run=dry_run)
     report, state = _cycle(now, state, settings, ports, rng, forecast, dry_run=dry_run)
     report = replace(report, forecast=forecast, no_forecast=why, reserve=reserve, reserved=held)
+    if held is not None:  # the reserve looks one retry ahead (tuner.plan.reserve.lead_s)
+        report = replace(report, next_in=min(report.next_in, settings.windows.retry_s))
     return report, state
 
 

@@ -1,5 +1,6 @@
-"""Each cycle holds the room its forecast's rise asks for, whatever its window; a dry run only
-reports it (tuner.cycle)."""
+"""Each cycle holds the room its forecast's rise asks for, whatever its window, and comes again
+within the retry window while it holds; a rise due beyond a node's start-up and the next cycle
+is left to a later cycle; a dry run only reports it (tuner.cycle)."""
 
 from __future__ import annotations
 
@@ -25,12 +26,15 @@ NOW = 100_000.0
 
 
 class Rising:
-    """Two days of a load of 100 that rose to 150 for an hour from five minutes after now's
-    time of day: a seasonal forecast of a rise."""
+    """Two days of a load of 100 that rose to 150 for an hour from ``ahead_s`` (two minutes)
+    after now's time of day: a seasonal forecast of a rise."""
+
+    def __init__(self, ahead_s: float = 120.0) -> None:
+        self.ahead_s = ahead_s
 
     def series(self, end: float) -> LoadSeries:
         t = np.arange(end - 2 * DAY_S + 60, end + 1, 60.0)
-        rise = (NOW + 300) % DAY_S
+        rise = (NOW + self.ahead_s) % DAY_S
         load = np.where((t - rise) % DAY_S < 3600, 150.0, 100.0)
         return LoadSeries.of(t[0], 60.0, {SCALAR: load})
 
@@ -68,8 +72,11 @@ def _cycle(
     observer: object = None,
     state: State | None = None,
     dry_run: bool = False,
+    history: Rising | None = None,
 ) -> CycleReport:
-    ports = Ports(observer or Stable(), Full(), MemoryKnowledge(), history=Rising(), reserve=keeper)  # type: ignore[arg-type]
+    ports = Ports(
+        observer or Stable(), Full(), MemoryKnowledge(), history=history or Rising(), reserve=keeper
+    )  # type: ignore[arg-type]
     settings = Settings(
         windows=Windows(measure_s=600), forecast=ForecastSettings(reserve_max_nodes=3)
     )
@@ -89,13 +96,24 @@ def test_a_stable_cycle_holds_the_reserve_and_reports_it() -> None:
     assert report.reserved.created == ("p",)
 
 
-def test_waiting_and_unstable_cycles_hold_it_too() -> None:
+def test_waiting_and_unstable_cycles_hold_it_too_and_the_next_comes_within_the_retry() -> None:
     keeper = Keeper()
     waiting = _cycle(keeper, state=State(stable_since=NOW))
     unstable = _cycle(keeper, observer=Unstable())
     assert waiting.outcome is Outcome.WAITING and unstable.outcome is Outcome.UNSTABLE
     assert [len(r.nodes) for r in keeper.held] == [1, 1]
     assert waiting.reserved is not None and unstable.reserved is not None
+    assert waiting.next_in == 60.0  # not the 600 s to the window's end: the reserve looks 180 s
+    assert _cycle(None, state=State(stable_since=NOW)).next_in == 600.0  # no keeper: unchanged
+
+
+def test_a_rise_due_after_a_start_up_and_a_retry_is_left_to_a_later_cycle() -> None:
+    keeper = Keeper()
+    report = _cycle(keeper, history=Rising(ahead_s=300.0))  # due in 5 min, the lead is 3 min
+    assert report.reserve is not None and report.reserve.nodes == ()
+    assert "expected over the next 180 s" in report.reserve.reason
+    later = _cycle(keeper, history=Rising(ahead_s=180.0))
+    assert later.reserve is not None and len(later.reserve.nodes) == 1
 
 
 def test_a_dry_run_reports_the_reserve_and_holds_nothing() -> None:
