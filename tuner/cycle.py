@@ -9,7 +9,8 @@ ports so the same cycle runs against a real cluster, the simulator or a dry run:
 - optionally the load's history (:class:`LoadHistory`), from which each cycle forecasts the
   load of the next horizon (:func:`forecast_at`): the analysis leaves room for its upper band,
   and a :class:`ReserveKeeper` holds the room its rise asks for each cycle, whatever the window
-  (:func:`~tuner.reserving.reserve_at`).
+  (:func:`~tuner.reserving.reserve_at`), and every ``windows.retry_s`` between cycles
+  (:func:`hold_reserve`).
 
 Rules (thesis §3.2; concepts.md): act only on an actionable window — under ``windows.scope``
 ``cluster`` one stable as a whole, under ``touched`` one without a pod pending or a node joining
@@ -244,13 +245,27 @@ def run_cycle(
     dry_run: bool = False,
 ) -> tuple[CycleReport, CycleState]:
     """Run one cycle at time ``now``; its report carries the forecast made at ``now`` and the
-    reserve it asks for."""
+    reserve it asks for (held between cycles too: :func:`hold_reserve`)."""
     forecast, why = forecast_at(ports.history, settings, now)
     actuator, keeper = ports.actuator, ports.reserve
     reserve, held = reserve_at(now, settings, forecast, actuator, keeper, dry_run=dry_run)
     report, state = _cycle(now, state, settings, ports, rng, forecast, dry_run=dry_run)
     report = replace(report, forecast=forecast, no_forecast=why, reserve=reserve, reserved=held)
     return report, state
+
+
+def hold_reserve(
+    now: float, settings: Settings, ports: Ports
+) -> tuple[Reserve | None, ReserveOutcome | None]:
+    """Between cycles (every ``windows.retry_s``, as the moderator runs it): the reserve the
+    forecast made at ``now`` asks for, held by the keeper; (None, None) without a keeper or
+    with reserving off. A reserve looks a node's start-up plus one retry ahead
+    (:func:`~tuner.plan.reserve.lead_s`), so it is held that often whatever the cycle's own
+    cadence (a full window after a change)."""
+    if ports.reserve is None or settings.forecast.reserve_max_nodes <= 0:
+        return None, None
+    forecast, _ = forecast_at(ports.history, settings, now)
+    return reserve_at(now, settings, forecast, ports.actuator, ports.reserve, dry_run=False)
 
 
 def forecast_at(

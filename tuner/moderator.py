@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.blocking import BlockingScheduler
 
-from tuner.cycle import CycleReport, CycleState, Outcome, Ports, run_cycle
+from tuner.cycle import CycleReport, CycleState, Outcome, Ports, hold_reserve, run_cycle
 from tuner.errors import ServiceError
 from tuner.settings import Settings
 
@@ -90,13 +90,37 @@ class Moderator:
         with self._lock:
             return self.ports.actuator.take_back_needed(self.now())
 
+    def hold_reserve(self) -> None:
+        """Between cycles (never in a dry run): hold the reserve the forecast made now asks for
+        (:func:`~tuner.cycle.hold_reserve`); a line when it changed a placeholder or failed."""
+        if self.dry_run:
+            return
+        with self._lock:
+            reserve, held = hold_reserve(self.now(), self.settings, self.ports)
+        if (
+            reserve is not None
+            and held is not None
+            and (held.created or held.removed or held.failed)
+        ):
+            log.info(
+                "reserve between cycles: %d placeholder(s) created, %d removed, %d standing%s: %s",
+                len(held.created),
+                len(held.removed),
+                held.standing,
+                f" (failed: {held.failed})" if held.failed else "",
+                reserve.reason,
+            )
+
     def run_forever(self, max_cycles: int | None = None) -> None:
         """Block, running cycles until :meth:`stop` (or ``max_cycles`` cycles), and
-        :meth:`take_back` every ``windows.retry_s``."""
+        :meth:`take_back` and :meth:`hold_reserve` every ``windows.retry_s``."""
         if self._stopped.is_set():
             return
         if not self.dry_run:
             self.every(self.settings.windows.retry_s / self.speed, self.take_back, "take-back")
+            if self.ports.reserve is not None:
+                retry = self.settings.windows.retry_s / self.speed
+                self.every(retry, self.hold_reserve, "reserve")
         self._schedule(0.0, max_cycles)
         try:
             self._scheduler.start()

@@ -70,7 +70,13 @@ def _settings_doc(kube: ClusterHarness, prometheus: PrometheusHarness, **execute
         **kube.settings_doc(**execute),
         "prometheus": {"url": prometheus.url},
         "load": {"query": f"sum({METRIC})"},
-        "forecast": {"horizon_s": HORIZON_S, "lookback_s": 3 * DAY, "reserve_max_nodes": 3},
+        "forecast": {
+            "horizon_s": HORIZON_S,
+            "lookback_s": 3 * DAY,
+            "reserve_max_nodes": 3,
+            # the reserve looks a node's start-up plus one retry ahead: the rise is within it
+            "node_startup_s": RISE_IN_S,
+        },
         "windows": {"measure_s": 60, "retry_s": 30},
     }
 

@@ -158,3 +158,31 @@ def test_no_forecast_or_no_rise_reserves_nothing() -> None:
     assert none.nodes == () and none.until == 1000.0
     fall = plan_reserve(c, discover(c, s), _forecast(100, 80), s, 1000.0)
     assert fall.nodes == () and "no HPA adds a pod" in fall.reason
+
+
+def _path_forecast(last: float, path: tuple[float, ...], upper: float) -> Forecast:
+    """A forecast made at 1000 s with the expected load ``path`` minute by minute."""
+    band = Band(max(path), max(path), upper)
+    return Forecast(1000.0, 720.0, 60.0, 0.95, band, Basis.DAY, 100, 1e6, path, last)
+
+
+def test_a_rise_due_after_a_start_up_and_a_retry_reserves_nothing_yet() -> None:
+    c, s = _cluster(6), _settings()
+    late = _path_forecast(100, (100, 100, 100, 250, 250), 300)  # due at 4 min; the lead is 3
+
+    reserve = plan_reserve(c, discover(c, s), late, s, 1000.0)
+
+    assert reserve.nodes == ()
+    assert "expected over the next 180 s" in reserve.reason
+    assert "no HPA adds a pod" in reserve.reason  # at the lead's expected load (100)
+    due = _path_forecast(100, (100, 100, 250, 250, 250), 300)  # due at 3 min
+    assert len(plan_reserve(c, discover(c, s), due, s, 1000.0).nodes) == 2
+
+
+def test_the_reserve_asks_for_the_expected_load_not_the_upper_band_which_only_caps_it() -> None:
+    c, s = _cluster(6), _settings()
+    expected = _path_forecast(100, (150, 150, 150), 400)  # 9 pods, room for 10: fits
+
+    assert plan_reserve(c, discover(c, s), expected, s, 1000.0).nodes == ()
+    capped = _path_forecast(100, (400, 400, 400), 150)  # the band says at most 150
+    assert plan_reserve(c, discover(c, s), capped, s, 1000.0).nodes == ()

@@ -1,11 +1,13 @@
 """The simulator's reserve keeper: placeholders that make the right pool's autoscaler add a node
-ahead of a rise, never count as pending, stand until the reserve no longer asks for them or its
-end, are preempted by the real pods and not re-created for the same reserve, and keep the node
-they hold from the Cluster Autoscaler's scale-down while they stand."""
+ahead of a rise, never count as pending, stand until a hold's reserve no longer asks for them
+(an ended one included), are kept per pool whatever the requests asked, are preempted by the
+real pods and not re-created while the reserve that made them holds, and keep the node they
+hold from the Cluster Autoscaler's scale-down while they stand — as the daemon's keeper."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -22,7 +24,7 @@ from tuner.sim.reserve import SimReserveKeeper
 from tuner.sim.scenarios import scenario as scenario_named
 from tuner.sim.state import PLACEHOLDER_LABEL
 from tuner.sim.strategies.karpenter import KarpenterStrategy
-from tuner.sim.strategies.tuner import ProjectTuner, simulation_settings
+from tuner.sim.strategies.tuner import ProjectTuner, reserve_settings, simulation_settings
 from tuner.sim.strategy import Strategy
 from tuner.sim.workloads import Service
 
@@ -54,7 +56,7 @@ def keeper(strategy: Strategy | None = None, seed: int = 1) -> tuple[Simulation,
     sc = scenario()
     sim = Simulation(sc, seed=seed, strategy=strategy)
     sim.advance(30)
-    return sim, SimReserveKeeper(sim, simulation_settings(sc, 1))
+    return sim, SimReserveKeeper(sim, reserve_settings(sc, 1))
 
 
 def reserve(sim: Simulation, *nodes: ReservedNode, made_at: float | None = None) -> Reserve:
@@ -83,7 +85,7 @@ def test_a_reserved_node_makes_the_right_pool_grow_and_is_never_pending(seed: in
     assert len(outcome.created) == 1 and outcome.standing == 1 and outcome.failed is None
     (new,) = pool_nodes(sim, "big")
     assert pool_nodes(sim, "other") == []
-    (pod,) = keep.standing
+    (pod,) = [p for p in sim.cluster_state.pods.values() if p.placeholder]
     assert pod.node == new
     assert max(sim.series.pending) == 0  # no workload's pending pod
     window = sim.window(120.0)
@@ -101,7 +103,7 @@ def test_karpenter_launches_a_node_of_the_reserved_pool_too(pool: str) -> None:
     keep.hold(reserve(sim, ReservedNode(pool, ROOM)), sim.now)
     sim.advance(180)
 
-    (pod,) = keep.standing
+    (pod,) = [p for p in sim.cluster_state.pods.values() if p.placeholder]
     assert pod.node is not None and pool_nodes(sim, pool) == [pod.node]
     assert len(sim.cluster_state.nodes) == 2
 
@@ -113,7 +115,7 @@ def test_karpenter_does_not_consolidate_a_placeholder_onto_another_pools_node() 
     keep.hold(Reserve(sim.now, sim.now + 3600.0, (small,)), sim.now)
     sim.advance(900)
 
-    (pod,) = keep.standing
+    (pod,) = [p for p in sim.cluster_state.pods.values() if p.placeholder]
     assert pod.node is not None and pool_nodes(sim, "big") == [pod.node]
 
 
@@ -131,20 +133,35 @@ def test_placeholders_the_reserve_no_longer_asks_for_are_removed() -> None:
     assert sorted((*one.removed, *none.removed)) == sorted(two.created)
 
 
-def test_placeholders_go_at_the_reserves_end_without_another_cycle() -> None:
+def test_placeholders_of_an_ended_reserve_go_at_the_next_hold_not_before() -> None:
     sim, keep = keeper()
     held = Reserve(sim.now, sim.now + 300.0, (BIG_ROOM,), "a rise")
     keep.hold(held, sim.now)
-    sim.advance(290)
-    assert len(placeholders(sim)) == 1
+    sim.advance(310)
+    assert len(placeholders(sim)) == 1  # as in the daemon: nothing acts between two holds
 
-    sim.advance(15)
+    ended = keep.hold(held, sim.now)
 
-    assert placeholders(sim) == []
-    assert keep.hold(held, sim.now).created == ()  # an expired reserve holds nothing
+    assert placeholders(sim) == [] and len(ended.removed) == 1 and ended.created == ()
 
 
-def test_real_pods_preempt_the_placeholder_and_the_same_reserve_does_not_recreate_it() -> None:
+def test_a_placeholder_is_kept_per_pool_whatever_the_requests_a_newer_reserve_asks() -> None:
+    sim, keep = keeper()
+    first = keep.hold(reserve(sim, BIG_ROOM), sim.now)
+    sim.advance(60)
+
+    smaller = ReservedNode("big", Resources(3000, 2 << 30))
+    again = keep.hold(reserve(sim, smaller), sim.now)
+
+    assert again.created == () and again.removed == () and again.standing == 1
+    assert list(keep.standing) == list(first.created)
+    (held,) = keep.standing.values()
+    assert held.until == sim.now + 1800.0  # extended to the newer reserve's end
+
+
+def test_real_pods_preempt_the_placeholder_and_it_is_not_made_again_while_its_reserve_holds() -> (
+    None
+):
     sim, keep = keeper()
     held = reserve(sim, BIG_ROOM)
     keep.hold(held, sim.now)
@@ -162,8 +179,10 @@ def test_real_pods_preempt_the_placeholder_and_the_same_reserve_does_not_recreat
     again = keep.hold(held, sim.now)
     assert again.created == () and again.standing == 0
     assert keep.preempted == 1
-    newer = keep.hold(reserve(sim, BIG_ROOM), sim.now)  # a new forecast asks again
-    assert len(newer.created) == 1
+    newer = keep.hold(reserve(sim, BIG_ROOM), sim.now)  # a newer forecast, while it holds
+    assert newer.created == ()
+    after = keep.hold(reserve(sim, BIG_ROOM, made_at=held.until), held.until)
+    assert len(after.created) == 1  # the preempted one's reserve ended: asked again, made
 
 
 def test_a_held_node_is_not_scaled_down_until_its_placeholder_goes() -> None:
@@ -173,7 +192,8 @@ def test_a_held_node_is_not_scaled_down_until_its_placeholder_goes() -> None:
     sim.advance(config.provisioning_delay + config.delay_after_add + config.unneeded_time + 60)
     assert len(pool_nodes(sim, "big")) == 1  # under half used, yet its pod is no controller's
 
-    sim.advance(1800)
+    keep.hold(reserve(sim), sim.now)  # the next reserve asks nothing
+    sim.advance(config.unneeded_time + 60)
 
     assert placeholders(sim) == []
     assert pool_nodes(sim, "big") == []
@@ -208,7 +228,8 @@ class ForecastReserve(Strategy):
     name = "forecast-reserve"
 
     def __init__(self, sc: Scenario) -> None:
-        self.settings = simulation_settings(sc, 1)
+        settings = simulation_settings(sc, 1)
+        self.settings = replace(settings, forecast=replace(settings.forecast, reserve_max_nodes=99))
         self.keeper: SimReserveKeeper | None = None
         self.history: SimLoadHistory | None = None
         self.next = 0.0

@@ -33,7 +33,6 @@ import calendar
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from tuner.errors import ServiceError
@@ -51,8 +50,9 @@ from tuner.execute.retry import ActionFailed
 from tuner.execute.watch import Check, Verification
 from tuner.model.cluster import Cluster
 from tuner.model.pools import NodePool, Pools, discover
-from tuner.model.reserve import Reserve, ReservedNode, ReserveOutcome
+from tuner.model.reserve import Placeholder, Reserve, ReservedNode, ReserveOutcome
 from tuner.plan.actions import ProvisionNode
+from tuner.plan.reserve import matched, still_wanted
 from tuner.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -60,18 +60,7 @@ log = logging.getLogger(__name__)
 _ISO = "%Y-%m-%dT%H:%M:%SZ"
 
 
-@dataclass(frozen=True, slots=True)
-class Held:
-    """A reserve's placeholder pod standing in the cluster."""
-
-    name: str
-    pool: str
-    until: float
-    node: str | None
-    """The node it is bound to (None: pending)."""
-
-
-def held_of(pod: Any, reserve_label: str, until_annotation: str) -> Held:
+def held_of(pod: Any, reserve_label: str, until_annotation: str) -> Placeholder:
     """The placeholder a pod is (an unreadable end: ended)."""
     annotations = pod.metadata.annotations or {}
     try:
@@ -79,30 +68,12 @@ def held_of(pod: Any, reserve_label: str, until_annotation: str) -> Held:
     except ValueError:
         until = 0.0
     pool = (pod.metadata.labels or {}).get(reserve_label, "")
-    return Held(pod.metadata.name, pool, until, pod.spec.node_name or None)
+    return Placeholder(pod.metadata.name, pool, until, pod.spec.node_name or None)
 
 
 def iso(seconds: float) -> str:
     """Epoch seconds as the annotation writes them."""
     return time.strftime(_ISO, time.gmtime(seconds))
-
-
-def matched(
-    wanted: tuple[ReservedNode, ...], standing: list[Held]
-) -> tuple[list[Held], list[Held], list[ReservedNode]]:
-    """Per pool, the standing placeholders kept for the nodes asked (bound ones first, then the
-    oldest name), those no longer asked for, and the nodes no placeholder holds yet."""
-    keep: list[Held] = []
-    missing: list[ReservedNode] = []
-    free = sorted(standing, key=lambda h: (h.node is None, h.name))
-    for node in wanted:
-        found = next((h for h in free if h.pool == node.pool), None)
-        if found is None:
-            missing.append(node)
-        else:
-            free.remove(found)
-            keep.append(found)
-    return keep, free, missing
 
 
 def _exists(name: str) -> Check:
@@ -127,9 +98,9 @@ class KubeReserveKeeper:
         self.settings = settings
         self.journal = ReserveJournal(kube)
         self.namespace = kube.settings.journal_namespace
-        self.standing: dict[str, Held] = {}
+        self.standing: dict[str, Placeholder] = {}
         """The placeholders standing after the last hold."""
-        self.taken: list[Held] = []
+        self.taken: list[Placeholder] = []
         """Placeholders preempted while their reserve held (not made again until it ends)."""
         self.commanded: set[str] = set()
         """Placeholders the provision command ran for."""
@@ -145,7 +116,7 @@ class KubeReserveKeeper:
         removed: list[str] = []
         try:
             standing = self._read_standing(now)
-            wanted = self._wanted(reserve, now)
+            wanted = still_wanted(reserve, self.taken, now)
             keep, drop, missing = matched(wanted, standing)
             for held in drop:
                 self._remove(held)
@@ -171,7 +142,7 @@ class KubeReserveKeeper:
             return ReserveOutcome(tuple(created), tuple(removed), len(self.standing), str(err))
         return ReserveOutcome(tuple(created), tuple(removed), len(self.standing))
 
-    def _read_standing(self, now: float) -> list[Held]:
+    def _read_standing(self, now: float) -> list[Placeholder]:
         """The placeholders standing now; those of the last hold that are gone were preempted."""
         keys = self.kube.keys
         pods = self.kube.labelled_pods(keys.reserve)
@@ -195,20 +166,6 @@ class KubeReserveKeeper:
         self.taken = [h for h in self.taken if h.until > now]
         self.standing = dict(found)
         return list(found.values())
-
-    def _wanted(self, reserve: Reserve, now: float) -> tuple[ReservedNode, ...]:
-        """The reserve's nodes less, per pool, those whose placeholder was preempted while
-        their reserve holds (an ended reserve asks nothing)."""
-        if reserve.until <= now:
-            return ()
-        taken = [h.pool for h in self.taken]
-        wanted = []
-        for node in reserve.nodes:
-            if node.pool in taken:
-                taken.remove(node.pool)
-            else:
-                wanted.append(node)
-        return tuple(wanted)
 
     def _create(self, pools: Pools, cluster: Cluster, node: ReservedNode, until: float) -> str:
         """Create one placeholder for ``node``, journaled first, verified; its name."""
@@ -243,11 +200,11 @@ class KubeReserveKeeper:
         )
         if not verdict.ok:
             raise ActionFailed(verdict.reason)
-        self.standing[name] = Held(name, pool.name, until, None)
+        self.standing[name] = Placeholder(name, pool.name, until, None)
         log.info("placeholder pod %s holds a node of pool %s until %s", name, pool.name, iso(until))
         return name
 
-    def _remove(self, held: Held) -> None:
+    def _remove(self, held: Placeholder) -> None:
         """Delete a placeholder, verified gone, then drop its journal record."""
         outcome = delete_placeholder(self.kube, self.namespace, held.name)
         if not outcome.ok:
@@ -262,14 +219,14 @@ class KubeReserveKeeper:
             self.journal.released(name)
             self.journaled.discard(name)
 
-    def _extend(self, held: Held, until: float) -> None:
+    def _extend(self, held: Placeholder, until: float) -> None:
         """A newer reserve asks for the placeholder: it holds until that one ends."""
         annotation = {self.kube.keys.reserve_until: iso(until)}
         patched = self.kube.patch_pod(
             self.namespace, held.name, lambda _: {"metadata": {"annotations": annotation}}
         )
         if patched is not None:
-            self.standing[held.name] = Held(held.name, held.pool, until, held.node)
+            self.standing[held.name] = Placeholder(held.name, held.pool, until, held.node)
 
     def _provide(self, pools: Pools) -> None:
         """``node_provision: command``: run the provision command once per pending placeholder."""

@@ -36,6 +36,17 @@ class Reserve:
     """Why (the forecast peak against what the nodes hold), or why nothing is reserved."""
 
 
+@dataclass(frozen=True, slots=True)
+class Placeholder:
+    """A reserve's placeholder pod standing in the cluster: its name, the pool it asks a node
+    of, the end of the reserve it holds for, and the node it is bound to (None: pending)."""
+
+    name: str
+    pool: str
+    until: float
+    node: str | None
+
+
 @dataclass(frozen=True)
 class ReserveOutcome:
     """What holding a reserve did: the placeholder pods created and removed (each verified),

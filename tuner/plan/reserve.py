@@ -1,9 +1,14 @@
 """The room to hold ahead of a forecast rise: a pure decision, the same for the daemon's keeper
 and the simulator's.
 
-1. The demand at the upper edge of the forecast's peak (:func:`~tuner.model.demand.
-   forecast_demand`): the pods each HPA-scaled workload adds by then, each like one of its pods
-   now (its requests and scheduling rules).
+1. The demand the rise asks for *by the time a node started now could serve and the next cycle
+   could start another* (:func:`lead_edge`): the forecast's expected load over ``(now, now +
+   forecast.node_startup_s + windows.retry_s]`` (its path), never above the upper edge of its
+   band. A rise due later is the business of a later cycle (a cycle runs at least every
+   ``windows.retry_s`` while reserving is on: :func:`~tuner.cycle.run_cycle`); holding room for
+   it now only pays for a node before anything needs it. The pods each HPA-scaled workload
+   adds by then (:func:`~tuner.model.demand.demand_at`), each like one of its pods now (its
+   requests and scheduling rules).
 2. In a fork of the cluster's scheduling simulation (:class:`~tuner.model.snapshot.Snapshot`,
    every rule of the real scheduler), the pods pending now are placed first where they fit
    (they take room before the forecast's pods; those that fit nowhere are their autoscaler's
@@ -14,7 +19,8 @@ and the simulator's.
    that may still grow. One :class:`~tuner.model.reserve.ReservedNode` per new node, asking the
    requests of the pods packed there (never more than the template's allocatable).
 4. At most ``forecast.reserve_max_nodes`` nodes (0: nothing is ever reserved); the reserve holds
-   until the end of the forecast's horizon.
+   until the end of the forecast's horizon, and a keeper removes each placeholder the next
+   reserve no longer asks for (:func:`matched`).
 
 Only a forecast that foresees (:attr:`~tuner.model.forecast.Forecast.foresees`): one seasonal
 (by day or week) whose band was measured from at least
@@ -27,21 +33,28 @@ Placeholders standing (pods labelled ``<prefix>/placeholder``) are the reserve i
 demand: they are left out, and a node one is bound to counts as reserved (closed to the pods
 placed in step 2: it is there only because the reserve asked for it), so the same forecast asks
 for the same nodes again and the keeper keeps their placeholders until the real pods come.
+
+Both keepers (the daemon's :mod:`tuner.execute.reserve`, the simulator's
+:mod:`tuner.sim.reserve`) match the placeholders standing to a reserve the same way
+(:func:`matched`, :func:`still_wanted`): per pool, whatever their requests; one preempted by the
+real pods is not made again while the reserve that made it holds.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import replace
 
 from tuner.model.change import NewNode, daemon_pods, templates
 from tuner.model.cluster import Cluster, Pod
 from tuner.model.conventions import Keys
-from tuner.model.demand import forecast_demand
+from tuner.model.demand import band_scale, demand_at
 from tuner.model.forecast import Forecast
 from tuner.model.pools import NodePool, Pools
 from tuner.model.price import node_price
-from tuner.model.reserve import Reserve, ReservedNode
+from tuner.model.reserve import Placeholder, Reserve, ReservedNode
 from tuner.model.resources import Resources
 from tuner.model.snapshot import Snapshot
 from tuner.settings import Settings
@@ -59,12 +72,18 @@ def plan_reserve(
     if cap <= 0:
         return Reserve(forecast.at, until, reason="forecast.reserve_max_nodes is 0: off")
     placeholder = Keys(settings.execute.label_prefix).placeholder
-    demand, band = forecast_demand(cluster, forecast, placeholder)
-    peak = f"forecast peak {band.upper:.4g} (upper band) against {forecast.last:.4g} now"
+    lead = lead_s(settings)
+    edge = lead_edge(forecast, lead)
+    peak = (
+        f"forecast {edge:.4g} expected over the next {lead:.0f} s (upper band "
+        f"{forecast.peak.upper:.4g}) against {forecast.last:.4g} now"
+    )
     if not forecast.foresees:
         why = f"{peak}: nothing foreseen ({forecast.confidence})"
         return Reserve(forecast.at, until, reason=why)
-    added = demand.added
+    held = {p.node for p in cluster.pods if placeholder in p.labels and p.node is not None}
+    cluster = replace(cluster, pods=tuple(p for p in cluster.pods if placeholder not in p.labels))
+    added = demand_at(cluster, band_scale(forecast, edge)).added
     if not added:
         return Reserve(forecast.at, until, reason=f"{peak}: no HPA adds a pod")
     like = templates(cluster)
@@ -74,8 +93,6 @@ def plan_reserve(
         for i in range(1, count + 1)
     ]
     arriving.sort(key=lambda p: (-p.requests.cpu, -p.requests.memory, p.key))
-    held = {p.node for p in cluster.pods if placeholder in p.labels and p.node is not None}
-    cluster = replace(cluster, pods=tuple(p for p in cluster.pods if placeholder not in p.labels))
     snapshot = Snapshot(cluster, arriving)
     for node in sorted(held):
         snapshot.close(node)
@@ -101,6 +118,58 @@ def plan_reserve(
     if left:
         reason += f"; {left} pod(s) left out: {packing.why_not}"
     return replace(reserve, reason=reason)
+
+
+def lead_s(settings: Settings) -> float:
+    """How far ahead a reserve looks: a node's start-up plus the longest a cycle waits for the
+    next while reserving (``windows.retry_s``): room needed later can be asked for later."""
+    return settings.forecast.node_startup_s + settings.windows.retry_s
+
+
+def lead_edge(forecast: Forecast, lead: float) -> float:
+    """The load to hold room for: the highest the forecast expects over ``(at, at + lead]`` (its
+    path; its expected peak when it has none), never above its band's upper edge."""
+    steps = max(1, math.ceil(lead / forecast.step_s - 1e-9))
+    expected = max(forecast.path[:steps], default=forecast.peak.expected)
+    return min(expected, forecast.peak.upper)
+
+
+def still_wanted(
+    reserve: Reserve, taken: Sequence[Placeholder], now: float
+) -> tuple[ReservedNode, ...]:
+    """The reserve's nodes less, per pool, one for each placeholder ``taken`` (preempted by the
+    real pods it held room for) while the reserve that made it holds; nothing once ``reserve``
+    ended."""
+    if reserve.until <= now:
+        return ()
+    pools = [h.pool for h in taken if h.until > now]
+    wanted = []
+    for node in reserve.nodes:
+        if node.pool in pools:
+            pools.remove(node.pool)
+        else:
+            wanted.append(node)
+    return tuple(wanted)
+
+
+def matched(
+    wanted: Sequence[ReservedNode], standing: Sequence[Placeholder]
+) -> tuple[list[Placeholder], list[Placeholder], list[ReservedNode]]:
+    """Per pool, the standing placeholders kept for the nodes asked (bound ones first, then the
+    oldest name), those no longer asked for, and the nodes no placeholder holds yet. A
+    placeholder is kept whatever its requests: a new one would only ask the autoscaler for
+    another node."""
+    keep: list[Placeholder] = []
+    missing: list[ReservedNode] = []
+    free = sorted(standing, key=lambda h: (h.node is None, h.name))
+    for node in wanted:
+        found = next((h for h in free if h.pool == node.pool), None)
+        if found is None:
+            missing.append(node)
+        else:
+            free.remove(found)
+            keep.append(found)
+    return keep, free, missing
 
 
 def per_pool(reserve: Reserve) -> dict[str, int]:

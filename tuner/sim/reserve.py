@@ -1,60 +1,48 @@
 """The simulator's :class:`~tuner.cycle.ReserveKeeper`: the room a forecast rise asks for, held
-as placeholder pods in the simulated cluster.
+as placeholder pods in the simulated cluster, the way the daemon's keeper
+(:mod:`tuner.execute.reserve`) holds it through the Kubernetes API.
 
 Each :class:`~tuner.model.reserve.ReservedNode` is one placeholder pod (the one
 :meth:`~tuner.sim.controls.ClusterControls.create_placeholder` makes for a provision, priority
 -10 and ``preemptionPolicy: Never``) with the node's requests, capped to the pool template's
-allocatable, the pool's node selector and tolerations of its template's taints, and no other
-rule: it lands on a node of the pool with that much room, else the Cluster Autoscaler (or
-Karpenter) adds one for it. Being nobody's workload, it never counts as pending (neither in the
-recorded pending pod-seconds nor in the window's "nothing pending" rule); a real pod that fits
-nowhere else preempts it (:mod:`tuner.sim.scheduler`), and it is gone at once.
+allocatable, the pool's node selector, tolerations of its template's taints and, as the
+daemon's, a required affinity that keeps it off every node there is when it is made: only a
+new node (the Cluster Autoscaler's, or Karpenter's) takes it. Being nobody's workload, it never
+counts as pending (neither in the recorded pending pod-seconds nor in the window's "nothing
+pending" rule); a real pod that fits nowhere else preempts it (:mod:`tuner.sim.scheduler`),
+and it is gone at once.
 
-Holding a reserve makes the placeholders match it, per (pool, requests):
+Each :meth:`SimReserveKeeper.hold`, as the daemon's:
 
-- one standing already is kept (the reserve that keeps it is the one it now holds for);
-- one missing is created, unless this very reserve (the forecast made at
-  :attr:`~tuner.model.reserve.Reserve.made_at`) already had it and lost it to preemption: the
-  real pods it held the room for have taken it, and a newer forecast must ask again;
-- one the reserve no longer asks for is deleted, and so is every one at the reserve's
-  :attr:`~tuner.model.reserve.Reserve.until` (a timed event of the simulation, so a
-  placeholder never outlives the forecast that made it, whenever the next cycle runs).
+1. finds the placeholders it made that are gone without it removing them: preempted by the
+   real pods (what they were for); none is made again for as long as the reserve that made it
+   holds (:func:`~tuner.plan.reserve.still_wanted`);
+2. per pool, keeps as many standing placeholders as the reserve asks nodes of that pool,
+   whatever their requests (:func:`~tuner.plan.reserve.matched`), their end extended to the
+   reserve's; removes the others, those of an ended reserve included;
+3. creates the missing ones, never more than ``forecast.reserve_max_nodes`` standing, and stops
+   at the first that cannot be made.
 
+Nothing removes a placeholder between two holds, as in the daemon: a cycle runs at least every
+``windows.retry_s`` while reserving is on, and each reserve ends after the next cycle.
 Each creation and deletion is checked against the simulated cluster (the pod exists, is gone).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tuner.model.pools import Pools, discover
-from tuner.model.reserve import Reserve, ReserveOutcome
+from tuner.model.reserve import Placeholder, Reserve, ReservedNode, ReserveOutcome
 from tuner.model.resources import Resources
+from tuner.plan.reserve import matched, still_wanted
 from tuner.sim.executor import placeholder_constraints
 from tuner.sim.state import SimPod
 
 if TYPE_CHECKING:
     from tuner.settings import Settings
     from tuner.sim.engine import Simulation
-
-Slot = tuple[str, Resources]
-"""(pool, requests): placeholders of one slot are interchangeable."""
-
-
-@dataclass
-class _Held:
-    """The reserve the keeper holds for now and the placeholders it made for it."""
-
-    made_at: float = float("nan")
-    until: float = float("nan")
-    pods: dict[Slot, list[SimPod]] = field(default_factory=lambda: defaultdict(list))
-    """Standing placeholders per slot, oldest first."""
-    lost: dict[Slot, int] = field(default_factory=lambda: defaultdict(int))
-    """Placeholders of this reserve preempted (or deleted by others) per slot."""
-    expires_at: float = float("nan")
-    """When its end is scheduled (NaN: not yet)."""
 
 
 class SimReserveKeeper:
@@ -63,102 +51,75 @@ class SimReserveKeeper:
     def __init__(self, sim: Simulation, settings: Settings) -> None:
         self.sim = sim
         self.settings = settings
-        self._held = _Held()
+        self.standing: dict[str, Placeholder] = {}
+        """The placeholders standing after the last hold, by name."""
+        self._pods: dict[str, SimPod] = {}
+        self.taken: list[Placeholder] = []
+        """Placeholders preempted while their reserve held (not made again until it ends)."""
         self.created = 0
         """Placeholders created so far."""
         self.preempted = 0
         """Placeholders found gone that the keeper had not deleted (preempted)."""
 
-    @property
-    def standing(self) -> tuple[SimPod, ...]:
-        """The placeholders held now (not preempted), by slot then age."""
-        held, pods = self._held.pods, self.sim.cluster_state.pods
-        return tuple(
-            p for slot in sorted(held, key=_order) for p in held[slot] if pods.get(p.uid) is p
-        )
-
     def hold(self, reserve: Reserve, now: float) -> ReserveOutcome:
-        """Make the placeholders match ``reserve`` (nothing once its ``until`` passed)."""
-        held = self._account()
-        if reserve.made_at != held.made_at:
-            kept = held.pods
-            held = self._held = _Held(reserve.made_at, reserve.until, kept)
-        held.until = reserve.until
-        wanted: defaultdict[Slot, int] = defaultdict(int)
-        if now < reserve.until:
-            for node in reserve.nodes:
-                wanted[node.pool, node.requests] += 1
-        pools: Pools | None = None
+        """Make the placeholders standing match ``reserve`` (see the module)."""
+        standing = self._read_standing(now)
+        keep, drop, missing = matched(still_wanted(reserve, self.taken, now), standing)
+        removed = [self._delete(held) for held in drop]
+        for held in keep:
+            if held.until < reserve.until:
+                self.standing[held.name] = replace(held, until=reserve.until)
+        cap = self.settings.forecast.reserve_max_nodes
         created: list[str] = []
-        removed: list[str] = []
-        failed: list[str] = []
-        for slot in sorted(set(held.pods) | set(wanted), key=_order):
-            pods = held.pods[slot]
-            room = max(wanted[slot] - held.lost[slot], 0)
-            while len(pods) > room:
-                removed.append(self._delete(pods.pop()))
-            while len(pods) < room:
-                pools = pools or discover(self.sim.cluster(), self.settings)
-                pod, why = self._create(slot, pools)
-                if pod is None:
-                    failed.append(why)
-                    break
-                pods.append(pod)
-                created.append(pod.name)
-        held.pods = defaultdict(list, {s: p for s, p in held.pods.items() if p})
-        if held.pods and held.expires_at != held.until:
-            held.expires_at = held.until
-            made_at = held.made_at
-            self.sim.clock.schedule(reserve.until, lambda: self._expire(made_at))
-        return ReserveOutcome(
-            created=tuple(created),
-            removed=tuple(removed),
-            standing=len(self.standing),
-            failed="; ".join(failed) or None,
-        )
+        failed = None
+        pools: Pools | None = None
+        for node in missing[: max(cap - len(self.standing), 0)]:
+            pools = pools or discover(self.sim.cluster(), self.settings)
+            name, failed = self._create(node, pools, reserve.until)
+            if name is None:
+                break
+            created.append(name)
+        return ReserveOutcome(tuple(created), tuple(removed), len(self.standing), failed)
 
-    def _account(self) -> _Held:
-        """Forget the placeholders someone else deleted (preemption), counting them lost."""
-        held, pods = self._held, self.sim.cluster_state.pods
-        for slot, standing in held.pods.items():
-            alive = [p for p in standing if pods.get(p.uid) is p]
-            held.lost[slot] += len(standing) - len(alive)
-            self.preempted += len(standing) - len(alive)
-            standing[:] = alive
-        return held
+    def _read_standing(self, now: float) -> list[Placeholder]:
+        """The placeholders standing now; those of the last hold that are gone were preempted."""
+        pods = self.sim.cluster_state.pods
+        for name, pod in list(self._pods.items()):
+            if pods.get(pod.uid) is not pod:
+                self.taken.append(self.standing.pop(name))
+                del self._pods[name]
+                self.preempted += 1
+        self.taken = [h for h in self.taken if h.until > now]
+        self.standing = {
+            name: Placeholder(name, held.pool, held.until, self._pods[name].node)
+            for name, held in self.standing.items()
+        }
+        return list(self.standing.values())
 
-    def _create(self, slot: Slot, pools: Pools) -> tuple[SimPod | None, str]:
-        """A placeholder for ``slot``, verified to exist; else why not."""
-        name, requests = slot
-        pool = pools.by_name.get(name)
+    def _create(
+        self, node: ReservedNode, pools: Pools, until: float
+    ) -> tuple[str | None, str | None]:
+        """A placeholder for ``node``, verified to exist: its name; else None and why not."""
+        pool = pools.by_name.get(node.pool)
         if pool is None:
-            return None, f"pool {name} is unknown"
+            return None, f"pool {node.pool} is unknown"
         if not pool.selector:
-            return None, f"pool {name} has no node selector: a placeholder could grow any pool"
-        room = pool.template.allocatable
+            return None, f"pool {node.pool} has no node selector: a placeholder could grow any pool"
+        room, requests = pool.template.allocatable, node.requests
         capped = Resources(min(requests.cpu, room.cpu), min(requests.memory, room.memory))
-        pod = self.sim.controls.create_placeholder(capped, placeholder_constraints(pool))
+        existing = tuple(sorted(self.sim.cluster_state.nodes))
+        pod = self.sim.controls.create_placeholder(
+            capped, placeholder_constraints(pool, avoid=existing)
+        )
         self.created += 1
         if self.sim.cluster_state.pods.get(pod.uid) is not pod:
             return None, f"placeholder {pod.name} was not created"
-        return pod, ""
+        self._pods[pod.name] = pod
+        self.standing[pod.name] = Placeholder(pod.name, pool.name, until, pod.node)
+        return pod.name, None
 
-    def _delete(self, pod: SimPod) -> str:
+    def _delete(self, held: Placeholder) -> str:
         """Delete a standing placeholder; its name."""
-        self.sim.controls.delete_pod(pod)
-        return pod.name
-
-    def _expire(self, made_at: float) -> None:
-        """The reserve made at ``made_at`` ends: delete its placeholders (if it still holds)."""
-        held = self._account()
-        if held.made_at != made_at or self.sim.now < held.until:
-            return
-        for standing in held.pods.values():
-            while standing:
-                self._delete(standing.pop())
-        held.pods.clear()
-
-
-def _order(slot: Slot) -> tuple[str, int, int]:
-    name, requests = slot
-    return name, requests.cpu, requests.memory
+        self.sim.controls.delete_pod(self._pods.pop(held.name))
+        del self.standing[held.name]
+        return held.name

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from knowledge.memory import MemoryKnowledge
-from tuner.cycle import CycleReport, CycleState, Ports, run_cycle
+from tuner.cycle import CycleReport, CycleState, Ports, hold_reserve, run_cycle
 from tuner.holds import MemorySafeguards
 from tuner.model.cluster import INSTANCE_TYPE_LABELS
 from tuner.model.constraints import ZONE_KEY
@@ -154,8 +154,8 @@ class ProjectTuner(Strategy):
         return Tally(self.decisions, self.stable_windows, self.windows)
 
     def on_tick(self, sim: Simulation) -> None:
-        """Take back needed nodes every ``windows.retry_s`` (as the moderator does); run a
-        cycle when one is due."""
+        """Take back needed nodes and hold the reserve every ``windows.retry_s`` (as the
+        moderator does); run a cycle when one is due."""
         if self._ports is None:
             actuator = SimActuator(sim, self.settings.execute.node_removal)
             observer = SimObserver(sim, self.settings.windows)
@@ -169,9 +169,11 @@ class ProjectTuner(Strategy):
                 self.history,
                 SimReserveKeeper(sim, self.settings),
             )
-        if sim.now >= self.next_take_back:
+        if sim.now >= self.next_take_back:  # as the moderator's jobs between cycles
             self.next_take_back = sim.now + self.settings.windows.retry_s
             self._ports.actuator.take_back_needed(sim.now)
+            if sim.now < self.next_check:
+                hold_reserve(sim.now, self.settings, self._ports)
         if sim.now < self.next_check:
             return
         report, self.state = run_cycle(sim.now, self.state, self.settings, self._ports, self.rng)
