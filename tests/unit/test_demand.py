@@ -63,6 +63,10 @@ def test_within_the_hpas_tolerance_the_replicas_stay_as_they_are() -> None:
     assert demand_at(c, 0.92).workloads[WEB].then == 5
     assert demand_at(c, 1.15).workloads[WEB].then == 6
     assert demand_at(c, 0.85).workloads[WEB].then == 5  # ceil(4.25)
+    # the tolerance's edges are inside it, as kube-controller-manager's isWithin (1.1 - 1 is
+    # a little more than 0.1 in floating point)
+    assert demand_at(c, band_scale(_forecast(100.0, 110.0), 110.0)).workloads[WEB].then == 5
+    assert demand_at(c, 0.9).workloads[WEB].then == 5
 
 
 def test_the_reserves_placeholders_are_no_demand() -> None:

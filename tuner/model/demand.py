@@ -31,6 +31,13 @@ HPA_TOLERANCE = 0.1
 within it of the load now adds no pod."""
 
 
+def within_tolerance(ratio: float) -> bool:
+    """Whether an HPA leaves its replicas as they are at ``ratio`` of its target:
+    ``Tolerances.isWithin`` (v1.33 ``replica_calculator.go``), ``1 - 0.1 <= ratio <= 1 + 0.1``
+    in floating point, so that 55 % against a 50 % target (1.1) is within it."""
+    return 1.0 - HPA_TOLERANCE <= ratio <= 1.0 + HPA_TOLERANCE
+
+
 @dataclass(frozen=True, slots=True)
 class Replicas:
     """An HPA-scaled workload's pods now and at the forecast's band edge, and one pod's
@@ -83,7 +90,7 @@ def demand_at(cluster: Cluster, scale: float) -> Demand:
         now = counts.get(hpa.target, 0)
         if now == 0:
             continue
-        wanted = now if abs(scale - 1) <= HPA_TOLERANCE else math.ceil(now * scale - 1e-9)
+        wanted = now if within_tolerance(scale) else math.ceil(now * scale - 1e-9)
         then = min(max(wanted, hpa.min_replicas), hpa.max_replicas)
         workloads[hpa.target] = Replicas(now, max(then, 1), pods[hpa.target])
     total = Resources.total([p.requests for p in cluster.pods])

@@ -35,9 +35,9 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
+from tuner.model.demand import within_tolerance
 from tuner.sim.workloads import HpaSpec
 
-TOLERANCE = 0.1
 SYNC_PERIOD = 15.0
 DOWNSCALE_STABILIZATION = 300.0
 SCALE_UP_PERCENT = 100
@@ -82,12 +82,6 @@ def usage_ratio(total: int, pods: int, request: int, target: float) -> float:
     percentage (v1.33 ``metrics/utilization.go`` ``GetResourceUtilizationRatio``:
     ``int32(total * 100 / requests)``)."""
     return (total * 100 // (pods * request)) / round(target * 100)
-
-
-def within_tolerance(ratio: float) -> bool:
-    """``Tolerances.isWithin`` (v1.33 ``replica_calculator.go``): ``1 - 0.1 <= ratio <= 1 + 0.1``
-    in floating point, so that 55 % against a 50 % target (1.1) is within it."""
-    return 1.0 - TOLERANCE <= ratio <= 1.0 + TOLERANCE
 
 
 def recommend(
