@@ -5,6 +5,7 @@ to the row's cost minus the bound's, and recording it changes no decision."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -226,8 +227,10 @@ def test_a_summary_row_gives_the_room_left_its_causes_and_the_nodes_carrying_it(
 
 def test_a_row_that_leaves_no_room_names_no_cause_and_a_long_list_says_how_many_more() -> None:
     assert summary_row(written_ledger("thesis-wide", left=0.0)).endswith(
-        "| 0.000 of 4.00 USD (0 %) | — | — |"
+        "| 0 of 4.00 USD (0 %) | — | — |"
     )
+    at_bound = replace(written_ledger("robot-shop", left=-0.0001), ca_cost=6.0)
+    assert summary_row(at_bound).endswith("| 0 of 0 USD (CA alone is at the bound) | — | — |")
     assert summary_row(written_ledger("diurnal"), top=1).count("; 2 more") == 2
 
 

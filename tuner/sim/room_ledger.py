@@ -357,6 +357,8 @@ NEGLIGIBLE = 5e-4
 
 
 def _money(value: float) -> str:
+    if abs(value) < NEGLIGIBLE:
+        return "0"
     return f"{value:.3f}" if abs(value) < 1 else f"{value:.2f}"
 
 
@@ -372,10 +374,11 @@ def summary_row(ledger: Ledger, top: int = 4) -> str:
     the ``top`` causes and the ``top`` (pool, verdict) pairs carrying it, largest first."""
     room = ledger.ca_cost - ledger.bound_cost
     left = ledger.uncaptured
+    share = _share(left, room) if abs(room) > NEGLIGIBLE else "CA alone is at the bound"
     cells = [
         ledger.scenario,
         ledger.strategy,
-        f"{_money(left)} of {_money(room)} {ledger.currency} ({_share(left, room)})",
+        f"{_money(left)} of {_money(room)} {ledger.currency} ({share})",
         "—",
         "—",
     ]
