@@ -1,18 +1,19 @@
 """The daemon's memory over many cycles (issue 26 item 5): ``tuner run`` on the real control plane.
 
     .venv/bin/python -m bench.daemon_soak [--cycles 240] [--warmup 50] [--runs 1] [--window 2]
-        [--limit 0.1] [--output soak.json]
+        [--limit 0.1] [--output soak.json] [--prefill 4000] [--trace | --probe N]
 
 Each run starts a private control plane (``scripts/cluster.sh up``, as the cluster tests do:
 :class:`~testkit.cluster_fixture.ClusterHarness`), three KWOK nodes of 4 cores and an onboarded
 Deployment of three 1-core pods, a real Prometheus scraping a load exporter (as the end-to-end
 tests do) and ``tuner run`` — the installed CLI, as an operator runs it — with an embedded
-knowledge base, a short window (``--window`` s) and a 1 s snapshot interval, so that it runs a
-cycle every few seconds. The daemon removes one node (its pod migrated by eviction, each
-action verified) once a window is stable; a couple of cycles after it has stayed on two nodes,
-the bench brings the node back and deletes the pods so that the scheduler spreads them over the
-three again: the monitor, analyse, plan, execute and knowledge-base paths all run round after
-round, not only ``unstable``/``stayed``.
+knowledge base (holding :data:`PREFILL` executions of another load first), a short window
+(``--window`` s) and a 1 s snapshot interval, so that it runs a cycle every few seconds. The
+daemon removes one node (its pod migrated by eviction, each action verified) once a window is
+stable; a couple of cycles after it has stayed on two nodes, the bench brings the node back and
+deletes the pods so that the scheduler spreads them over the three again: the monitor, analyse,
+plan, execute and knowledge-base paths all run round after round, not only
+``unstable``/``stayed``.
 
 The daemon's resident memory (``VmRSS`` from ``/proc``) is sampled as each cycle ends (the
 bench polls its ``/metrics`` for the cycle count every 0.2 s). Reported per run: the RSS at
@@ -29,6 +30,12 @@ cycles is then 1.4 MB a day, 43 MB a month, which stays inside the ~400 MB betwe
 measured on the real replays (113-119 MB) and ``deploy/``'s 512 Mi request for more than
 nine months without a restart, while a real per-cycle leak of even one small object graph per
 cycle (a few kB) shows well above it over 200 cycles.
+
+Where the memory is: ``--trace`` (tracemalloc after the warm-up: what was allocated since and
+is still alive, by site) and ``--probe N`` (every N cycles, without tracemalloc: RSS by kind of
+mapping, glibc malloc's and pymalloc's heaps, SQLite's, threads, objects, dead weak references
+by holder, the cyclic garbage a full collection finds), both through
+:mod:`bench.daemon_soak_child`.
 """
 
 from __future__ import annotations
@@ -48,17 +55,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.daemon_soak_child import MEMORY
+from bench.daemon_soak_child import COUNTS, MEMORY
+from knowledge.embedded import EmbeddedKnowledgeBase
 from testkit.cluster_fixture import ClusterHarness
 from testkit.exporter import TestExporter
 from testkit.prometheus_fixture import PrometheusHarness
 from testkit.replay.run import daemon_metrics, free_port, install_deploy_objects, rss_mb
+from tuner.model.cluster import Workload
+from tuner.model.execution import Execution, NodeState, WorkloadType
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = "web"
 LOAD_METRIC = "http_requests_total"
 INSTANCE_TYPE = "e2-standard-4"
 NODES = ("soak-a", "soak-b", "soak-c")
+PREFILL = 4000
+"""Executions in the knowledge store before the daemon starts (``--prefill``): a 3 MB file,
+more than SQLite's page cache holds (``PRAGMA cache_size`` -2000, SQLite's default: 2,000 KiB
+per connection, and the daemon holds one), so the cache is at its bound from the first cycle
+(the daemon reads the whole store once when it connects, to count it), as in a daemon that has
+run for a while. With an empty store the cache fills as the daemon records a deployment every
+stable window, 0.7 kB a cycle here, up to that bound (2.05 MB measured by ``sqlite3_memory_used``
+once the file passes about 2 MB), which over 240 cycles looks like growth."""
+PREFILL_LOAD = 1e6
+"""Their load: far outside the bench's band, so no cycle ever chooses one."""
 STAYED_BEFORE_RETURN = 2
 """Cycles the daemon stays on two nodes before the bench brings the third back."""
 POLL_S = 0.2
@@ -97,6 +117,9 @@ class Soak:
     returns: int = 0
     """Times the bench brought the removed node back."""
     leftovers: list[str] = field(default_factory=list)
+    probes: list[dict[str, float]] = field(default_factory=list)
+    """``--probe``: where the memory was (:func:`bench.daemon_soak_child.memory`) every so many
+    cycles, each with its ``cycle``."""
     exit_status: int | None = None
     wall_s: float = 0.0
     load: list[float] = field(default_factory=list)
@@ -122,6 +145,7 @@ class Soak:
             "wall_s": round(self.wall_s),
             "load": [round(x, 2) for x in self.load],
             "rss_mb_per_cycle": [round(x, 2) for x in rss],
+            "probes": self.probes,
         }
 
 
@@ -162,13 +186,48 @@ def settings_doc(kube: ClusterHarness, prometheus: PrometheusHarness, tmp: Path,
     }
 
 
+def prefill(path: Path, count: int) -> None:
+    """``count`` executions of a three-node deployment at :data:`PREFILL_LOAD`, an hour apart,
+    into a new knowledge store at ``path``."""
+    app = Workload("default", "Deployment", APP)
+    nodes = tuple(
+        NodeState(name, 4000, 16 * 2**30, INSTANCE_TYPE, 4.0, ((app, 1),)) for name in NODES
+    )
+    executions = [
+        Execution(
+            id=f"prefill-{n}",
+            start=n * 3600.0,
+            end=n * 3600.0 + 600,
+            load=PREFILL_LOAD,
+            cost=12.0,
+            cpu_ratio=0.25,
+            nodes=nodes,
+            workloads=(WorkloadType(app, 1000, 2**30, True),),
+        )
+        for n in range(count)
+    ]
+    store = EmbeddedKnowledgeBase(path)
+    try:
+        store.record_many(executions)
+    finally:
+        store.close()
+
+
 def soak(
-    cycles: int, window: float, run: int, trace: int | None = None, log: Path | None = None
+    cycles: int,
+    window: float,
+    run: int,
+    trace: int | None = None,
+    log: Path | None = None,
+    probe: int | None = None,
+    prefilled: int = PREFILL,
 ) -> Soak:
-    """One run on a fresh control plane; everything it started is stopped and removed (the
-    daemon's log copied to ``log`` first)."""
+    """One run on a fresh control plane, the knowledge store ``prefilled`` (:func:`prefill`);
+    everything it started is stopped and removed (the daemon's log copied to ``log`` first)."""
     with tempfile.TemporaryDirectory(prefix="tuner-soak-") as name:
         tmp = Path(name)
+        if prefilled:
+            prefill(tmp / "knowledge.sqlite", prefilled)
         kube = ClusterHarness(tmp / "cluster", f"soak-{os.getpid()}-{run}")
         kube.start()
         try:
@@ -186,7 +245,7 @@ def soak(
                 settings = tmp / "settings.json"
                 settings.write_text(json.dumps(doc, indent=2))
                 port = doc["daemon"]["metrics_port"]
-                return _drive(kube, settings, port, cycles, tmp, trace)
+                return _drive(kube, settings, port, cycles, tmp, trace, probe)
             finally:
                 if log is not None and (tmp / "tuner.log").exists():
                     shutil.copy2(tmp / "tuner.log", log)
@@ -203,16 +262,16 @@ def _add_node(kube: ClusterHarness, name: str) -> None:
 
 
 class Daemon:
-    """``tuner run`` (the installed CLI; ``trace``: under :mod:`bench.daemon_soak_child`) in a
-    subprocess, its output in ``tmp/tuner.log``."""
+    """``tuner run`` (the installed CLI; with a ``child`` mode, ``trace`` or ``probe``: under
+    :mod:`bench.daemon_soak_child`) in a subprocess, its output in ``tmp/tuner.log``."""
 
-    def __init__(self, settings: Path, port: int, tmp: Path, trace: bool) -> None:
+    def __init__(self, settings: Path, port: int, tmp: Path, child: str | None) -> None:
         self.port = port
         self.log = tmp / "tuner.log"
         self.dumps = tmp / "trace"
         argv = [str(Path(sys.executable).with_name("tuner"))]
-        if trace:
-            argv = [sys.executable, "-m", "bench.daemon_soak_child", str(self.dumps)]
+        if child is not None:
+            argv = [sys.executable, "-m", "bench.daemon_soak_child", child, str(self.dumps)]
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(
                 [*argv, "run", "--settings", str(settings)],
@@ -244,6 +303,13 @@ class Daemon:
                 raise RuntimeError(f"the traced daemon wrote no snapshot {n}")
             time.sleep(POLL_S)
 
+    def probe(self, n: int, cycle: int) -> dict[str, float]:
+        """Where the probed daemon's memory is now (its ``n``-th dump), after ``cycle``."""
+        self.dump(n)
+        types = self.dumps.with_name(f"{self.dumps.name}.{n}.types.json")
+        found: dict[str, float] = json.loads(types.read_text())[MEMORY]
+        return {"cycle": cycle, **{key: round(value, 3) for key, value in found.items()}}
+
     def stop(self) -> int:
         """SIGTERM, then its exit status (killed after two minutes)."""
         if self.process.poll() is None:
@@ -259,15 +325,23 @@ class Daemon:
 
 
 def _drive(
-    kube: ClusterHarness, settings: Path, port: int, cycles: int, tmp: Path, trace: int | None
+    kube: ClusterHarness,
+    settings: Path,
+    port: int,
+    cycles: int,
+    tmp: Path,
+    trace: int | None,
+    probe: int | None = None,
 ) -> Soak:
     """``tuner run`` until ``cycles`` cycles have ended, the RSS sampled after each; a node
     brought back whenever the daemon has stayed on two for a while; SIGTERM at the end.
     ``trace``: run it under tracemalloc, snapshots after that many cycles and at the end,
-    their difference printed."""
+    their difference printed. ``probe``: where its memory is every that many cycles and at
+    the end (no tracemalloc)."""
     result = Soak(load=[os.getloadavg()[0]])
     started = time.monotonic()
-    daemon = Daemon(settings, port, tmp, trace is not None)
+    child = "trace" if trace is not None else "probe" if probe is not None else None
+    daemon = Daemon(settings, port, tmp, child)
     try:
         seen: dict[str, float] = {}
         stayed_on_two = 0
@@ -287,8 +361,7 @@ def _drive(
             result.rss_mb += [daemon.rss_mb()] * done
             stayed = found.get("stayed", 0) > seen.get("stayed", 0)
             seen = found
-            if trace is not None and len(result.rss_mb) - done < trace <= len(result.rss_mb):
-                daemon.dump(1)
+            _look_inside(daemon, result, done, trace, probe)
             missing = _missing_nodes(kube)
             stayed_on_two = stayed_on_two + 1 if missing and stayed else 0
             if stayed_on_two >= STAYED_BEFORE_RETURN:
@@ -302,12 +375,28 @@ def _drive(
         if trace is not None:
             daemon.dump(2)
             print_growth(daemon.dumps, trace, len(result.rss_mb))
+        if probe is not None:
+            if not result.probes or result.probes[-1]["cycle"] < len(result.rss_mb):
+                result.probes.append(daemon.probe(len(result.probes) + 1, len(result.rss_mb)))
+            print_probes(result.probes)
     finally:
         result.exit_status = daemon.stop()
     result.wall_s = time.monotonic() - started
     result.load.append(os.getloadavg()[0])
     result.leftovers = kube.leftovers()
     return result
+
+
+def _look_inside(
+    daemon: Daemon, result: Soak, done: int, trace: int | None, probe: int | None
+) -> None:
+    """After ``done`` more cycles: start tracing when the warm-up (``trace`` cycles) has just
+    ended; probe when a multiple of ``probe`` cycles has just passed."""
+    ran = len(result.rss_mb)
+    if trace is not None and ran - done < trace <= ran:
+        daemon.dump(1)
+    if probe is not None and ran % probe < done:
+        result.probes.append(daemon.probe(len(result.probes) + 1, ran))
 
 
 def _missing_nodes(kube: ClusterHarness) -> list[str]:
@@ -345,12 +434,21 @@ def print_growth(prefix: Path, first: int, last: int, top: int = 15) -> None:
     ]
     where = [c.pop(MEMORY) for c in counts]
     for key in where[0]:
-        print(f"  {key}: {where[0][key]:.2f} -> {where[1][key]:.2f} MB")
+        unit = "" if key in COUNTS else " MB"
+        print(f"  {key}: {where[0][key]:.2f} -> {where[1][key]:.2f}{unit}")
     grown = sorted(
         ((counts[1].get(t, 0) - counts[0].get(t, 0), t) for t in counts[1]), reverse=True
     )
     shown = ", ".join(f"{t} {d:+d}" for d, t in grown[:top])
     print(f"  gc-tracked objects that grew most: {shown}")
+
+
+def print_probes(probes: list[dict[str, float]]) -> None:
+    """The ``--probe`` figures as a table, one row per dump."""
+    keys = list(probes[0])
+    print("| " + " | ".join(keys) + " |")
+    for row in probes:
+        print("| " + " | ".join(f"{row[k]:g}" for k in keys) + " |")
 
 
 def import_ladder() -> list[tuple[str, float]]:
@@ -391,7 +489,25 @@ def main() -> int:
         help="run the daemon under tracemalloc and print what grew after the warm-up (its RSS "
         "is then inflated by the traces: the figures are not the plain daemon's)",
     )
+    parser.add_argument(
+        "--prefill",
+        type=int,
+        default=PREFILL,
+        metavar="N",
+        help="executions in the knowledge store before the daemon starts (default %(default)s: "
+        "more than SQLite's page cache holds; 0: an empty store, whose cache then fills as the "
+        "store grows)",
+    )
+    parser.add_argument(
+        "--probe",
+        type=int,
+        metavar="N",
+        help="every N cycles and at the end, record where the daemon's memory is (RSS by kind "
+        "of mapping, glibc malloc, pymalloc, SQLite, threads, objects; no tracemalloc)",
+    )
     args = parser.parse_args()
+    if args.trace and args.probe:
+        parser.error("--trace and --probe exclude each other")
     if not 1 <= args.warmup < args.cycles:
         parser.error("--warmup must be at least 1 and below --cycles")
     ladder = import_ladder()
@@ -407,7 +523,9 @@ def main() -> int:
         if args.logs is not None:
             args.logs.mkdir(parents=True, exist_ok=True)
             log = args.logs / f"tuner-{run + 1}.log"
-        result = soak(args.cycles, args.window, run, trace, log).summary(args.warmup)
+        result = soak(args.cycles, args.window, run, trace, log, args.probe, args.prefill).summary(
+            args.warmup
+        )
         runs.append(result)
         shown = {k: v for k, v in result.items() if k != "rss_mb_per_cycle"}
         print(f"run {run + 1}: {json.dumps(shown)}")

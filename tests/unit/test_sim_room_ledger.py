@@ -5,10 +5,13 @@ to the row's cost minus the bound's, and recording it changes no decision."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from testkit.builders import cluster, node, pod
+from tuner.errors import InputError
 from tuner.model.movability import Policy, assess
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.evaluate import simulate
@@ -22,11 +25,17 @@ from tuner.sim.room_ledger import (
     FAILS_CHECK,
     NO_CYCLE,
     PAST_END,
+    SUMMARY_BEGIN,
+    SUMMARY_END,
+    SUMMARY_HEADER,
     UNJUDGED,
+    Ledger,
     LedgerRecorder,
     RoomTrace,
     beyond_bound,
+    merged_summary,
     room_ledger,
+    summary_row,
     verdicts,
 )
 from tuner.sim.strategies.tuner import ProjectTuner
@@ -169,3 +178,90 @@ def test_simulate_prints_the_ledger_of_each_tuner_row(capsys: pytest.CaptureFixt
     out = capsys.readouterr().out
     assert "#### thesis-wide, tuner: " in out
     assert "| the tuner's last cycle | hours | room left | share |" in out
+
+
+def written_ledger(scenario: str, left: float = 3.0) -> Ledger:
+    """A ledger whose row leaves ``left`` of the 4.0 of room CA alone leaves (bound 6.0)."""
+    return Ledger(
+        scenario=scenario,
+        strategy="tuner",
+        currency="USD",
+        ca_cost=10.0,
+        row_cost=6.0 + left,
+        bound_cost=6.0,
+        by_cause={
+            "removal refused: forecast": 0.6 * left,
+            "window: unstable, decline not-falling": 0.3 * left,
+            "acted: remove_nodes": 0.1 * left,
+            "window: waiting": 0.0001,
+        },
+        hours={
+            "removal refused: forecast": 12.7,
+            "window: unstable, decline not-falling": 3.0,
+            "acted: remove_nodes": 1.04,
+            "window: waiting": 0.5,
+        },
+        by_node={
+            ("a", FAILS_CHECK): 1.2 * left,
+            ("a", "pinned: StatefulSet pod"): 0.05 * left,
+            ("b", BEYOND): -0.25 * left,
+        },
+        by_cause_node={},
+        pool_types={"a": "e2-standard-2", "b": "e2-standard-8"},
+    )
+
+
+def test_a_summary_row_gives_the_room_left_its_causes_and_the_nodes_carrying_it() -> None:
+    row = summary_row(written_ledger("diurnal"))
+
+    assert row == (
+        "| diurnal | tuner | 3.00 of 4.00 USD (75 %) "
+        "| `removal refused: forecast` 60 % (12.7 h); "
+        "`window: unstable, decline not-falling` 30 % (3.0 h); `acted: remove_nodes` 10 % (1.0 h) "
+        f"| a (e2-standard-2) `{FAILS_CHECK}` 3.60; b (e2-standard-8) `{BEYOND}` -0.750; "
+        "a (e2-standard-2) `pinned: StatefulSet pod` 0.150 |"
+    )
+    assert row.count("|") == SUMMARY_HEADER[0].count("|")
+    assert "|" + " |".join("---" for _ in range(5)).replace(" ", "") in SUMMARY_HEADER[1]
+
+
+def test_a_row_that_leaves_no_room_names_no_cause_and_a_long_list_says_how_many_more() -> None:
+    assert summary_row(written_ledger("thesis-wide", left=0.0)).endswith(
+        "| 0 of 4.00 USD (0 %) | — | — |"
+    )
+    at_bound = replace(written_ledger("robot-shop", left=-0.0001), ca_cost=6.0)
+    assert summary_row(at_bound).endswith("| 0 of 0 USD (CA alone is at the bound) | — | — |")
+    assert summary_row(written_ledger("diurnal"), top=1).count("; 2 more") == 2
+
+
+def test_the_summary_keeps_other_scenarios_rows_and_replaces_those_run_again() -> None:
+    first = merged_summary("", [summary_row(written_ledger("a")), summary_row(written_ledger("b"))])
+    assert first.splitlines()[:2] == list(SUMMARY_HEADER)
+
+    again = merged_summary(
+        first, [summary_row(written_ledger("b", 1.0)), summary_row(written_ledger("c"))]
+    )
+
+    rows = again.splitlines()[2:]
+    assert [r.split("|")[1].strip() for r in rows] == ["a", "b", "c"]
+    assert rows[0] == summary_row(written_ledger("a"))
+    assert rows[1] == summary_row(written_ledger("b", 1.0))
+    assert merged_summary("a hand-written table\n| x | y |", []) == "\n".join(SUMMARY_HEADER)
+
+
+def test_simulate_fills_the_ledger_table_between_the_documents_markers(tmp_path: Path) -> None:
+    doc = tmp_path / "evaluation.md"
+    doc.write_text(f"# Prose\n\n{SUMMARY_BEGIN}\nold hand copy\n{SUMMARY_END}\n\nMore prose.\n")
+
+    simulate("thesis-wide", ("tuner",), hours=0.25, ledger_doc=doc)
+
+    text = doc.read_text()
+    assert text.startswith(f"# Prose\n\n{SUMMARY_BEGIN}\n{SUMMARY_HEADER[0]}\n")
+    assert "old hand copy" not in text
+    assert "\n| thesis-wide | tuner | " in text
+    assert text.endswith(f" |\n{SUMMARY_END}\n\nMore prose.\n")
+    unmarked = tmp_path / "unmarked.md"
+    unmarked.write_text("# Prose only\n")
+    with pytest.raises(InputError, match="has no <!-- ledger:begin -->"):
+        simulate("thesis-wide", ("tuner",), hours=0.25, ledger_doc=unmarked)
+    assert unmarked.read_text() == "# Prose only\n"

@@ -66,6 +66,12 @@ def add_simulate_parser(commands: Any) -> None:
         help="also print, per scenario, where each tuner row leaves the room: its cost above "
         "the lower bound by the tuner's last cycle outcome and by node",
     )
+    simulate.add_argument(
+        "--ledger-doc",
+        type=Path,
+        help="also put each tuner row's room ledger, one summary row per scenario, between this "
+        "file's ledger markers, the rows of other scenarios kept (implies --ledger)",
+    )
     simulate.set_defaults(run=run_simulate)
 
 
@@ -90,5 +96,6 @@ def run_simulate(args: argparse.Namespace) -> int:
         args.readme,
         args.jobs,
         args.ledger,
+        args.ledger_doc,
     )
     return 0

@@ -3,15 +3,17 @@
 Output directory (``--output``): one ``<scenario>.png`` per scenario, ``results.md`` (every
 table) and ``results.json`` (every figure, for scripts). With ``--readme``, the tables and plots
 also replace what stands between the README's ``<!-- evaluation:begin -->`` and
-``<!-- evaluation:end -->`` markers. Progress goes to stderr (:mod:`tuner.sim.progress`: a
-bar on a terminal, else a line every 5 %). ``--jobs N`` runs N simulations at once in worker
-processes (the figures do not change).
+``<!-- evaluation:end -->`` markers; with ``--ledger-doc``, the room ledger's summary table
+(one row per scenario and tuner row) replaces what stands between that file's
+``<!-- ledger:begin -->`` and ``<!-- ledger:end -->``, the rows of other scenarios kept.
+Progress goes to stderr (:mod:`tuner.sim.progress`: a bar on a terminal, else a line every
+5 %). ``--jobs N`` runs N simulations at once in worker processes (the figures do not change).
 
 Everything is checked before the first simulated second: the scenarios (files against their
 schema), ``--output`` (a directory or nothing yet, under a directory, not a dangling link; its
-files regular files or missing, never links; writable with room for the outputs) and
-``--readme`` (a regular file with the markers, in a writable directory). File names come from
-scenario names (a schema pattern; sanitised again here), so nothing is written outside
+files regular files or missing, never links; writable with room for the outputs), ``--readme``
+and ``--ledger-doc`` (regular files with their markers, in a writable directory). File names
+come from scenario names (a schema pattern; sanitised again here), so nothing is written outside
 ``--output``; every file is written to a temporary name beside its target and renamed, keeping
 the mode of the file it replaces (:mod:`tuner.output_files`).
 """
@@ -47,7 +49,13 @@ from tuner.sim.report import (
     with_baseline,
 )
 from tuner.sim.report import comparison as compare_outcomes
-from tuner.sim.room_ledger import ledger_table
+from tuner.sim.room_ledger import (
+    SUMMARY_BEGIN,
+    SUMMARY_END,
+    ledger_table,
+    merged_summary,
+    summary_row,
+)
 from tuner.sim.scenarios import SCENARIOS, scenario
 
 
@@ -59,6 +67,20 @@ def ledgers(results: Sequence[Comparison]) -> str:
         for o in comparison.outcomes
         if o.trace is not None
     )
+
+
+def update_ledger_doc(doc: Path, results: Sequence[Comparison]) -> None:
+    """Put the summary row of every tuner row run with the ledger into ``doc``'s ledger table
+    (between its markers), the rows of other scenarios kept."""
+    head, old, tail = marked_parts(doc, "--ledger-doc", SUMMARY_BEGIN, SUMMARY_END)
+    rows = [
+        summary_row(comparison.ledger(o.strategy))
+        for comparison in results
+        for o in comparison.outcomes
+        if o.trace is not None
+    ]
+    table = merged_summary(old.strip("\n"), rows)
+    write_atomic(doc, f"{head}{SUMMARY_BEGIN}\n{table}\n{SUMMARY_END}{tail}")
 
 
 def scenarios_for(name: str, hours: float | None) -> list[Scenario]:
@@ -127,9 +149,14 @@ OUTPUT_ROOM = 2**20
 RESULTS = ("results.md", "results.json")
 
 
-def check_outputs(output: Path | None, readme: Path | None, names: Sequence[str]) -> None:
-    """Refuse, before simulating, an ``--output`` or ``--readme`` the results could not be
-    written to (see the module's docstring)."""
+def check_outputs(
+    output: Path | None,
+    readme: Path | None,
+    names: Sequence[str],
+    ledger_doc: Path | None = None,
+) -> None:
+    """Refuse, before simulating, an ``--output``, ``--readme`` or ``--ledger-doc`` the results
+    could not be written to (see the module's docstring)."""
     if readme is not None and output is None:
         raise InputError("--readme needs --output (where the plots go)")
     if output is not None:
@@ -141,19 +168,30 @@ def check_outputs(output: Path | None, readme: Path | None, names: Sequence[str]
         head, tail = readme_parts(readme)
         size = len(head.encode("utf-8")) + len(tail.encode("utf-8"))
         check_file(readme, "--readme", size + OUTPUT_ROOM * len(names))
+    if ledger_doc is not None:
+        check_file(ledger_doc, "--ledger-doc", 0)
+        head, old, tail = marked_parts(ledger_doc, "--ledger-doc", SUMMARY_BEGIN, SUMMARY_END)
+        size = len(f"{head}{old}{tail}".encode())
+        check_file(ledger_doc, "--ledger-doc", size + OUTPUT_ROOM)
 
 
 BEGIN = "<!-- evaluation:begin -->"
 END = "<!-- evaluation:end -->"
 
 
+def marked_parts(path: Path, flag: str, begin: str, end: str) -> tuple[str, str, str]:
+    """A file's text before the ``begin`` marker, between the markers, and after ``end``."""
+    text = read_bounded(path, flag, MAX_BYTES).decode("utf-8")
+    head, found_begin, rest = text.partition(begin)
+    inside, found_end, tail = rest.partition(end)
+    if not found_begin or not found_end:
+        raise InputError(f"{path} has no {begin} ... {end} section to fill")
+    return head, inside, tail
+
+
 def readme_parts(readme: Path) -> tuple[str, str]:
     """The README's text before its evaluation section and after it."""
-    text = read_bounded(readme, "--readme", MAX_BYTES).decode("utf-8")
-    head, begin, rest = text.partition(BEGIN)
-    _old, end, tail = rest.partition(END)
-    if not begin or not end:
-        raise InputError(f"{readme} has no {BEGIN} ... {END} section to fill")
+    head, _old, tail = marked_parts(readme, "--readme", BEGIN, END)
     return head, tail
 
 
@@ -224,14 +262,18 @@ def simulate(
     readme: Path | None = None,
     jobs: int = 1,
     ledger: bool = False,
+    ledger_doc: Path | None = None,
 ) -> list[Comparison]:
     """Run, print and (with ``output``) write the comparison of every scenario; with
     ``readme`` (and ``output``) also fill the README's evaluation section. ``jobs`` > 1 runs
     that many (scenario, strategy) simulations at once in worker processes: each run is
     seeded on its own, so the figures are the same. With ``ledger``, each tuner row's room
-    ledger (:mod:`tuner.sim.room_ledger`) is printed after the tables."""
+    ledger (:mod:`tuner.sim.room_ledger`) is printed after the tables; with ``ledger_doc``
+    (which implies ``ledger``), its summary row also goes into that file's ledger table."""
     chosen = scenarios_for(name, hours)
-    check_outputs(output, readme, [item.name for item in chosen])  # before hours of simulation
+    ledger = ledger or ledger_doc is not None
+    # before hours of simulation:
+    check_outputs(output, readme, [item.name for item in chosen], ledger_doc)
     names = with_baseline(strategies)
     seeds = [seed if seed is not None else (item.seed or DEFAULT_SEED) for item in chosen]
     total = sum((s.warmup + s.duration) * len(names) for s in chosen)
@@ -284,4 +326,6 @@ def simulate(
             update_readme(readme, results, output)
     if ledger:
         print(ledgers(results))
+    if ledger_doc is not None:
+        update_ledger_doc(ledger_doc, results)
     return results

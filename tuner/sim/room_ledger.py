@@ -33,7 +33,7 @@ only reads what the cycle reported: nothing it records changes a decision.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tuner.cycle import CycleReport, Outcome
@@ -303,6 +303,12 @@ def _share(part: float, whole: float) -> str:
     return f"{part / whole * 100:.0f} %" if whole else "—"
 
 
+def _pool_name(ledger: Ledger, pool: str) -> str:
+    """A pool as the tables name it: with its node type when that is not its name."""
+    kind = ledger.pool_types.get(pool, "")
+    return f"{pool} ({kind})" if kind and kind != pool else pool
+
+
 def ledger_table(ledger: Ledger, top: int = 3) -> str:
     """The ledger as Markdown: by cause (with the verdicts on the nodes carrying it), then by
     pool and verdict."""
@@ -332,7 +338,82 @@ def ledger_table(ledger: Ledger, top: int = 3) -> str:
     lines += ["", "| pool | the tuner's verdict | room left | share |", "|---|---|---:|---:|"]
     for (pool, verdict), cost in sorted(ledger.by_node.items(), key=lambda c: -abs(c[1])):
         if abs(cost) > 5e-4:
-            kind = ledger.pool_types.get(pool, "")
-            named = f"{pool} ({kind})" if kind and kind != pool else pool
-            lines.append(f"| {named} | {verdict} | {cost:.3f} | {_share(cost, left)} |")
+            lines.append(
+                f"| {_pool_name(ledger, pool)} | {verdict} | {cost:.3f} | {_share(cost, left)} |"
+            )
     return "\n".join(lines)
+
+
+SUMMARY_BEGIN = "<!-- ledger:begin -->"
+SUMMARY_END = "<!-- ledger:end -->"
+"""The markers of the summary table in a document (``tuner simulate --ledger-doc``)."""
+SUMMARY_HEADER = (
+    "| scenario | row | room left (share of the room CA alone leaves) | by cause (share of "
+    "what is left, hours) | carried by (the row's nodes beyond the bound, cost) |",
+    "|---|---|---|---|---|",
+)
+NEGLIGIBLE = 5e-4
+"""Costs below this (in the scenario's currency) are not shown."""
+
+
+def _money(value: float) -> str:
+    if abs(value) < NEGLIGIBLE:
+        return "0"
+    return f"{value:.3f}" if abs(value) < 1 else f"{value:.2f}"
+
+
+def _largest(items: Iterable[tuple[str, float]], top: int) -> str:
+    """The ``top`` items of largest magnitude, then how many more."""
+    shown = sorted((i for i in items if abs(i[1]) > NEGLIGIBLE), key=lambda i: -abs(i[1]))
+    more = f"; {len(shown) - top} more" if len(shown) > top else ""
+    return "; ".join(text for text, _ in shown[:top]) + more or "—"
+
+
+def summary_row(ledger: Ledger, top: int = 4) -> str:
+    """The ledger as one row of the summary table (:data:`SUMMARY_HEADER`): the room left,
+    the ``top`` causes and the ``top`` (pool, verdict) pairs carrying it, largest first."""
+    room = ledger.ca_cost - ledger.bound_cost
+    left = ledger.uncaptured
+    share = _share(left, room) if abs(room) > NEGLIGIBLE else "CA alone is at the bound"
+    cells = [
+        ledger.scenario,
+        ledger.strategy,
+        f"{_money(left)} of {_money(room)} {ledger.currency} ({share})",
+        "—",
+        "—",
+    ]
+    if abs(left) > NEGLIGIBLE:
+        cells[3] = _largest(
+            (
+                (f"`{name}` {_share(cost, left)} ({ledger.hours[name]:.1f} h)", cost)
+                for name, cost in ledger.by_cause.items()
+            ),
+            top,
+        )
+        cells[4] = _largest(
+            (
+                (f"{_pool_name(ledger, pool)} `{verdict}` {_money(cost)}", cost)
+                for (pool, verdict), cost in ledger.by_node.items()
+            ),
+            top,
+        )
+    return "| " + " | ".join(cells) + " |"
+
+
+def merged_summary(old: str, rows: Sequence[str]) -> str:
+    """The summary table (header and rows) of ``old``'s rows (the text between the markers:
+    another run's table, or anything else, which is dropped) with ``rows`` in place of those
+    of the same scenario and row, new ones appended: runs over different scenario files fill
+    one table."""
+    table: dict[tuple[str, ...], str] = {}
+    lines = old.splitlines()
+    if tuple(lines[: len(SUMMARY_HEADER)]) == SUMMARY_HEADER:
+        table = {_row_key(line): line for line in lines[len(SUMMARY_HEADER) :] if line.strip()}
+    for row in rows:
+        table[_row_key(row)] = row
+    return "\n".join((*SUMMARY_HEADER, *table.values()))
+
+
+def _row_key(row: str) -> tuple[str, ...]:
+    """A summary row's scenario and row."""
+    return tuple(cell.strip() for cell in row.strip().strip("|").split("|")[:2])
