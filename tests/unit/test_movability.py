@@ -64,6 +64,29 @@ def test_exhausted_pdb_pins_its_pods_only() -> None:
     assert assess(cluster([node("n1")], [web], (roomy,)), POLICY).movable(web)
 
 
+def test_a_kube_system_pod_a_pdb_covers_moves_as_the_cluster_autoscaler_lets_it() -> None:
+    dns = pod("coredns-1", "n1", namespace="kube-system", labels={"app": "coredns"})
+    heapster = pod("heapster-1", "n1", namespace="kube-system", labels={"app": "heapster"})
+    select = LabelSelector((("app", "coredns"),))
+    allows = Pdb("kube-system", "coredns", select, disruptions_allowed=1)
+    result = assess(cluster([node("n1")], [dns, heapster], (allows,)), POLICY)
+    assert result.movable(dns)
+    assert "namespace kube-system is excluded" in result.pod_reasons[heapster.key]
+    assert "holds unmovable pod kube-system/heapster-1" in result.node_reasons["n1"]
+    assert "n1" not in assess(cluster([node("n1")], [dns], (allows,)), POLICY).node_reasons
+    spent = replace(allows, disruptions_allowed=0)
+    pinned = assess(cluster([node("n1")], [dns], (spent,)), POLICY)
+    assert "PodDisruptionBudget kube-system/coredns" in pinned.pod_reasons[dns.key]
+
+
+def test_a_pdb_frees_no_pod_of_another_excluded_namespace() -> None:
+    tuner = pod("tuner-1", "n1", namespace="tuner", labels={"app": "tuner"})
+    pdb = Pdb("tuner", "tuner", LabelSelector((("app", "tuner"),)), disruptions_allowed=1)
+    policy = Policy(excluded_namespaces=frozenset({"kube-system", "tuner"}))
+    result = assess(cluster([node("n1")], [tuner], (pdb,)), policy)
+    assert "namespace tuner is excluded" in result.pod_reasons[tuner.key]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "reason"),
     [

@@ -3,7 +3,10 @@ executor (actions land where planned or are reported unverified)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tuner.model.cluster import Pod
+from tuner.model.movability import Policy, assess
 from tuner.plan.actions import Migrate, RemoveNode
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.load import Phase, Phases
@@ -161,3 +164,14 @@ def test_running_totals_and_ready_counts_match_a_recount() -> None:
                 ready[p.service] = ready.get(p.service, 0) + 1
         counted = sim.controllers.ready_counts()
         assert {s: n for s, n in counted.items() if n} == ready
+
+
+def test_the_tuner_sees_the_pdbs_of_the_simulated_services() -> None:
+    dns = Service("coredns", 100, 2**26, replicas=2, namespace="kube-system", pdb_max_unavailable=1)
+    sim = Simulation(replace(small(), services=(WEB, API, dns)), 1)
+    sim.advance(60)
+    (pdb,) = sim.cluster().pdbs
+    assert (pdb.namespace, pdb.name, pdb.disruptions_allowed) == ("kube-system", "coredns", 1)
+    pods = [p for p in sim.cluster().pods if p.workload.name == "coredns"]
+    assert len(pods) == 2 and all(pdb.covers(p) for p in pods)
+    assert assess(sim.cluster(), Policy()).movable(pods[0])

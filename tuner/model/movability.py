@@ -17,6 +17,11 @@ DELETING_TAINTS = frozenset({"ToBeDeletedByClusterAutoscaler", "karpenter.sh/dis
 OTHER_AUTOSCALER_TAINTS = DELETING_TAINTS | {"DeletionCandidateOfClusterAutoscaler"}
 """Every taint an autoscaler marks a node with: deleting it, or a candidate for deletion."""
 MOVABLE_OWNERS = ("Deployment", "ReplicaSet")
+SYSTEM_NAMESPACE = "kube-system"
+"""Excluded by default; a pod of it that a PodDisruptionBudget covers is movable all the same, as
+the Cluster Autoscaler removes a node running such pods under its default
+``--skip-nodes-with-system-pods=true`` (its FAQ, "What types of pods can prevent CA from
+removing a node?": kube-system pods without a PDB, or whose PDB is too restrictive)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,15 +44,20 @@ class Policy:
 
 
 def pod_blocker(
-    pod: Pod, exhausted_pdbs: Mapping[str, Sequence[Pdb]], policy: Policy
+    pod: Pod,
+    exhausted_pdbs: Mapping[str, Sequence[Pdb]],
+    policy: Policy,
+    pdbs: Mapping[str, Sequence[Pdb]] | None = None,
 ) -> str | None:
     """Why the pod must not be moved, or None when it is movable.
 
-    ``exhausted_pdbs`` holds, by namespace, the budgets that allow no disruption now.
+    ``exhausted_pdbs`` holds, by namespace, the budgets that allow no disruption now; ``pdbs``
+    every budget by namespace (None: none known): a :data:`SYSTEM_NAMESPACE` pod one of them
+    covers is not held by its namespace's exclusion (the budget decides, as for any pod).
     """
     if pod.owner_kind not in MOVABLE_OWNERS:
         return f"owned by {pod.owner_kind or 'nothing (bare pod)'}"
-    if pod.namespace in policy.excluded_namespaces:
+    if pod.namespace in policy.excluded_namespaces and not _budgeted_system_pod(pod, pdbs):
         return f"namespace {pod.namespace} is excluded"
     if pod.workload in policy.unsettled_workloads:
         return f"workload {pod.workload} changed during the window"
@@ -61,6 +71,13 @@ def pod_blocker(
         if pdb.covers(pod):
             return f"PodDisruptionBudget {pdb.namespace}/{pdb.name} allows no disruption now"
     return None
+
+
+def _budgeted_system_pod(pod: Pod, pdbs: Mapping[str, Sequence[Pdb]] | None) -> bool:
+    """A :data:`SYSTEM_NAMESPACE` pod that a PodDisruptionBudget covers."""
+    if pod.namespace != SYSTEM_NAMESPACE or not pdbs:
+        return False
+    return any(pdb.covers(pod) for pdb in pdbs.get(pod.namespace, ()))
 
 
 def node_blocker(node: Node) -> str | None:
@@ -119,14 +136,16 @@ class Movability:
 def assess(cluster: Cluster, policy: Policy) -> Movability:
     """Classify every pod and node of the cluster."""
     exhausted: dict[str, list[Pdb]] = defaultdict(list)
+    pdbs: dict[str, list[Pdb]] = defaultdict(list)
     for pdb in cluster.pdbs:
+        pdbs[pdb.namespace].append(pdb)
         if pdb.disruptions_allowed < 1:
             exhausted[pdb.namespace].append(pdb)
     pod_reasons: dict[str, str] = {}
     for pod in cluster.pods:
         if pod.follows_node:
             continue
-        reason = pod_blocker(pod, exhausted, policy)
+        reason = pod_blocker(pod, exhausted, policy, pdbs)
         if reason is not None:
             pod_reasons[pod.key] = reason
     node_reasons: dict[str, str] = {}

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from tuner.model.census import Census
-from tuner.model.cluster import Cluster, Hpa, Node, Pod
-from tuner.model.constraints import ZONE_KEY, Constraints, Taint
+from tuner.model.cluster import Cluster, Hpa, Node, Pdb, Pod
+from tuner.model.constraints import ZONE_KEY, Constraints, LabelSelector, Taint
 from tuner.model.conventions import DEFAULT_PREFIX, Keys, workload_label
 from tuner.model.resources import Resources
 from tuner.sim.prices import NodeType
@@ -371,7 +371,8 @@ class SimCluster:
     # -- the tuner's view ----------------------------------------------------------------------
 
     def view(self, now: float, hpas: Iterable[Hpa] = ()) -> Cluster:
-        """The cluster as the tuner sees it: registered, ready nodes and their pods."""
+        """The cluster as the tuner sees it: registered, ready nodes and their pods, and the
+        services' PodDisruptionBudgets with the disruptions they allow now."""
         if self._view is not None and self._view[0] == self.version:
             return self._view[1]
         nodes = tuple(
@@ -385,7 +386,17 @@ class SimCluster:
             for p in sorted(self.pods.values(), key=lambda p: p.uid)
             if p.node is None or p.node in names
         )
-        cluster = Cluster(nodes=nodes, pods=pods, hpas=tuple(hpas))
+        pdbs = tuple(
+            Pdb(
+                service.namespace,
+                service.name,
+                LabelSelector(tuple(sorted(service.labels.items()))),
+                self.disruptions_allowed(service) or 0,
+            )
+            for service in sorted(self.by_service, key=lambda s: (s.namespace, s.name))
+            if service.pdb_max_unavailable is not None
+        )
+        cluster = Cluster(nodes=nodes, pods=pods, hpas=tuple(hpas), pdbs=pdbs)
         self._view = (self.version, cluster)
         return cluster
 
