@@ -43,10 +43,11 @@ def with_hpa(c: Cluster, low: int = 1, high: int = 100) -> Cluster:
 
 
 def four_web_pods_on_three_nodes() -> Cluster:
-    """Three 4-core nodes, four 1-core pods of an HPA-scaled web: two nodes can go today."""
+    """Three 5-core nodes, four 1-core pods of an HPA-scaled web: two nodes can go today (the
+    one left holds the four and the HPA's next step, a fifth)."""
     pods = [pod("web-1", "a", "1"), pod("web-2", "a", "1"), pod("web-3", "b", "1")]
     pods.append(pod("web-4", "c", "1"))
-    c = cluster([node("a", "4", "16Gi"), node("b", "4", "16Gi"), node("c", "4", "16Gi")], pods)
+    c = cluster([node("a", "5", "16Gi"), node("b", "5", "16Gi"), node("c", "5", "16Gi")], pods)
     return with_hpa(c)
 
 
@@ -61,13 +62,13 @@ def test_without_a_forecast_two_nodes_go_with_a_rising_one_only_what_its_peak_le
     # 1.5 x the load now: the HPA runs 6 pods, 6 cores: two nodes must stay
     rising = decide(c, settings(), forecast(100.0, 150.0))
     assert rising.decision is Choice.REMOVE_NODES and len(removal(rising)) == 1
-    # 2.5 x: 10 pods, 10 cores: all three must stay, and the refusal says why
-    steep = decide(c, settings(), forecast(100.0, 250.0))
+    # 3 x: 12 pods, 12 cores: all three must stay, and the refusal says why
+    steep = decide(c, settings(), forecast(100.0, 300.0))
     assert steep.decision is Choice.STAY
     refused = steep.proposals[0]
     assert refused.refusal is Refusal.FORECAST
-    assert "the forecast peak 250 (expected 250, now 100) needs it" in refused.reason
-    assert "the forecast peak 250" in steep.reason
+    assert "the forecast peak 300 (expected 300, now 100) needs it" in refused.reason
+    assert "the forecast peak 300" in steep.reason
 
 
 def test_a_falling_forecast_asks_no_more_than_the_pods_there_are() -> None:
@@ -76,18 +77,19 @@ def test_a_falling_forecast_asks_no_more_than_the_pods_there_are() -> None:
 
 
 def test_the_added_pods_must_fit_one_by_one_not_only_in_total() -> None:
-    # a and b each keep 0.9 core free after c's small pod moved: 1.7 cores in total, enough for
-    # the one 1.5-core web pod the peak adds, but in no single node
+    # after c's small pod moved to b, a keeps 2 cores free and b 1.1: 3.1 in total, enough for
+    # the two 1.5-core web pods the peak adds (and for the one of the HPA's next step), but the
+    # second fits in no single node
     pods = [
         pod("web-1", "a", "1500m"),
-        pod("db-1", "a", "1600m", workload="db"),
+        pod("db-1", "a", "500m", workload="db"),
         pod("web-2", "b", "1500m"),
-        pod("db-2", "b", "1600m", workload="db"),
+        pod("db-2", "b", "1300m", workload="db"),
         pod("x-1", "c", "100m", workload="x"),
     ]
     c = with_hpa(cluster([node("a", "4", "16Gi"), node("b", "4", "16Gi"), node("c")], pods))
     assert removal(decide(c, settings(), None)) == ("c",)
-    refused = decide(c, settings(), forecast(100.0, 150.0))
+    refused = decide(c, settings(), forecast(100.0, 200.0))
     assert refused.decision is Choice.STAY
     assert refused.proposals[0].refusal is Refusal.FORECAST
     assert "a new pod of default/Deployment/web fits nowhere" in refused.proposals[0].reason
@@ -95,7 +97,7 @@ def test_the_added_pods_must_fit_one_by_one_not_only_in_total() -> None:
 
 def test_the_forecast_replaces_the_thresholds_which_apply_without_one() -> None:
     c = four_web_pods_on_three_nodes()
-    strict = Thresholds(cpu=Fraction(4, 10))  # 4 of 8 cores is 50 %: no node may go
+    strict = Thresholds(cpu=Fraction(3, 10))  # 4 of 10 cores is 40 %: no node may go
     flat = forecast(100.0, 100.0)
     without = decide(c, settings(thresholds=strict), None)
     assert without.decision is Choice.STAY
@@ -122,5 +124,5 @@ def test_a_forecast_on_the_recent_level_only_or_too_few_errors_leaves_the_room_t
     assert len(removal(decide(c, settings(), level))) == 2
     unmeasured = replace(forecast(100.0, 250.0), errors=59)
     assert len(removal(decide(c, settings(), unmeasured))) == 2
-    strict = Thresholds(cpu=Fraction(4, 10))
+    strict = Thresholds(cpu=Fraction(3, 10))
     assert decide(c, settings(thresholds=strict), level).decision is Choice.STAY

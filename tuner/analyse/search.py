@@ -231,20 +231,37 @@ class Search:
         lost = Resources.total([self.snapshot.node(n).allocatable for n in drain.nodes])
         capacities = (totals.allocatable - lost + allocatable, totals.usable + drain.usable)
         fits = headroom.holds(totals.requested, requested - drain.vanishing, capacities)
-        if headroom.demand is None:
-            return None if fits else (Refusal.THRESHOLDS, Refusal.THRESHOLDS.value)
+        if headroom.demand is None and not fits:
+            return Refusal.THRESHOLDS, Refusal.THRESHOLDS.value
         if not fits:
             return Refusal.FORECAST, headroom.why("the nodes left cannot hold its pods")
         snap = self.snapshot
         kept_out = snap.mask_of(self.context.movability.closed - set(drain.nodes))
+        for pod, count in headroom.next_steps(self.context.cluster):
+            with snap.forked():  # each workload's step on its own
+                if not self._place(pod, count, kept_out, allowed):
+                    return Refusal.NEXT_STEP, (
+                        f"{Refusal.NEXT_STEP.value}: {count} more pod(s) of {pod.workload} would "
+                        "fit on no node left"
+                    )
         for pod in headroom.added_pods(self.context.cluster) or ():
-            mask = snap.fit_mask(pod, reopened=kept_out)  # the scheduler uses those nodes too
+            if not self._place(pod, 1, kept_out, allowed):
+                return Refusal.FORECAST, headroom.why(f"a new pod of {pod.workload} fits nowhere")
+        return None
+
+    def _place(self, pod: Pod, count: int, kept_out: Mask, allowed: Mask | None) -> bool:
+        """Place ``count`` new pods like ``pod`` one by one where the scheduler would (on the
+        ``allowed`` open nodes, None: every open one, and on the ``kept_out`` nodes the plan
+        keeps out of but the scheduler still places new pods on); False when one fits none."""
+        snap = self.snapshot
+        for _ in range(count):
+            mask = snap.fit_mask(pod, reopened=kept_out)
             if allowed is not None:
                 mask &= allowed | kept_out
             if not mask.any():
-                return Refusal.FORECAST, headroom.why(f"a new pod of {pod.workload} fits nowhere")
+                return False
             snap.place(pod, snap.best_fit(pod, mask))
-        return None
+        return True
 
     def commit(self, drain: DrainOutcome) -> None:
         """Keep a drain: its nodes closed and its moves made in the snapshot, the totals

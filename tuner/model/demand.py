@@ -16,9 +16,10 @@ import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from types import MappingProxyType
 
-from tuner.model.cluster import Cluster, Workload
+from tuner.model.cluster import Cluster, Pod, Workload
 from tuner.model.forecast import Band, Forecast
 from tuner.model.load import Load
 from tuner.model.resources import Resources
@@ -91,6 +92,35 @@ def demand_at(cluster: Cluster, scale: float) -> Demand:
         grown, shrunk = _times(r.pod, max(r.then - r.now, 0)), _times(r.pod, max(r.now - r.then, 0))
         total = total + grown - shrunk
     return Demand(scale, MappingProxyType(dict(sorted(workloads.items()))), total)
+
+
+def next_step(replicas: int, most: int) -> int:
+    """The pods an HPA running ``replicas`` adds at its smallest step up (its metric just past
+    the tolerance: ``ceil(replicas × (1 + tolerance))`` with the ratio just above it), within
+    its maximum ``most``; at least one pod below the maximum."""
+    above = math.floor(replicas * (1 + Fraction(str(HPA_TOLERANCE)))) + 1
+    return max(min(above, most) - replicas, 0)
+
+
+def next_steps(cluster: Cluster) -> tuple[tuple[Pod, int], ...]:
+    """For every HPA-scaled workload below its maximum, one of its pods and the pods its next
+    step up adds (:func:`next_step`); workloads whose pods ask the same and are placed by the
+    same rules are one entry (their steps fit alike)."""
+    counts = Counter(p.workload for p in cluster.pods)
+    first: dict[Workload, Pod] = {}
+    for pod in cluster.pods:
+        first.setdefault(pod.workload, pod)
+    steps: dict[object, tuple[Pod, int]] = {}
+    for hpa in cluster.hpas:
+        one = first.get(hpa.target)
+        added = next_step(counts[hpa.target], hpa.max_replicas)
+        if one is None or added == 0:
+            continue
+        rules = one.constraints
+        by_labels = bool(rules.anti_affinity or rules.affinity or rules.spread)
+        labels = (one.namespace, tuple(sorted(one.labels.items()))) if by_labels else None
+        steps.setdefault((one.requests, rules, labels, added), (one, added))
+    return tuple(steps.values())
 
 
 def _times(pod: Resources, count: int) -> Resources:
