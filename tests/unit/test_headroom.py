@@ -12,7 +12,7 @@ from testkit.builders import cluster, node, pod
 from tuner.analyse.decision import Analysis, analyse
 from tuner.analyse.options import Choice, Refusal
 from tuner.model.cluster import Cluster, Hpa, Workload
-from tuner.model.demand import expected_load
+from tuner.model.demand import expected_load, next_step
 from tuner.model.forecast import Band, Basis, Forecast
 from tuner.model.load import Load
 from tuner.settings import Analyse, Pricing, Settings, Thresholds
@@ -126,3 +126,54 @@ def test_a_forecast_on_the_recent_level_only_or_too_few_errors_leaves_the_room_t
     assert len(removal(decide(c, settings(), unmeasured))) == 2
     strict = Thresholds(cpu=Fraction(3, 10))
     assert decide(c, settings(thresholds=strict), level).decision is Choice.STAY
+
+
+def test_an_hpas_next_step_is_the_fewest_pods_past_its_tolerance_within_its_maximum() -> None:
+    # the HPA scales up once its metric is more than 10 % above target: ceil(n x ratio) with the
+    # ratio just above 1.1
+    assert [next_step(n, 100) for n in (1, 2, 9, 10, 20)] == [1, 1, 1, 2, 3]
+    assert next_step(20, 21) == 1
+    assert next_step(20, 20) == 0
+
+
+def slivers() -> Cluster:
+    """Three 2-core nodes; a and b each keep 150m free, c holds one 100m pod of no HPA: when c
+    goes, 200m stay free in total, but no node has the 200m of web's next pod."""
+    pods = [
+        pod("fill-1", "a", "1650m", workload="fill"),
+        pod("web-1", "a", "200m"),
+        pod("fill-2", "b", "1650m", workload="fill"),
+        pod("web-2", "b", "200m"),
+        pod("x-1", "c", "100m", workload="x"),
+    ]
+    return cluster([node("a", "2", "16Gi"), node("b", "2", "16Gi"), node("c", "2", "16Gi")], pods)
+
+
+def test_a_removal_that_leaves_no_node_room_for_an_hpas_next_pod_is_refused() -> None:
+    c = with_hpa(slivers())
+    refused = decide(c, settings(), None)
+    assert refused.decision is Choice.STAY
+    assert refused.proposals[0].refusal is Refusal.NEXT_STEP
+    assert "1 more pod(s) of default/Deployment/web would fit on no node left" in refused.reason
+    # with the forecast's headroom too: the next step is checked whatever the forecast says
+    assert decide(c, settings(), forecast(100.0, 100.0)).proposals[0].refusal is Refusal.NEXT_STEP
+    # no HPA, an HPA at its maximum, or headroom "none": c goes
+    assert removal(decide(slivers(), settings(), None)) == ("c",)
+    assert removal(decide(with_hpa(slivers(), high=2), settings(), None)) == ("c",)
+    assert removal(decide(c, settings(headroom="none"), None)) == ("c",)
+
+
+def test_each_workloads_next_step_must_fit_on_its_own_not_all_at_once() -> None:
+    # a second HPA-scaled workload whose next pod asks 200m too: b keeps 250m free after c's
+    # pod moved there, room for either next pod, not for both at once
+    pods = [
+        pod("fill-1", "a", "1800m", workload="fill"),
+        pod("web-1", "a", "200m"),
+        pod("fill-2", "b", "1450m", workload="fill"),
+        pod("api-1", "b", "200m", workload="api"),
+        pod("x-1", "c", "100m", workload="x"),
+    ]
+    c = cluster([node("a", "2", "16Gi"), node("b", "2", "16Gi"), node("c", "2", "16Gi")], pods)
+    api = Workload("default", "Deployment", "api")
+    both = replace(with_hpa(c), hpas=(*with_hpa(c).hpas, Hpa("default", "api", api, 1, 100)))
+    assert removal(decide(both, settings(), None)) == ("c",)
