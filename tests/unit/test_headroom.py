@@ -12,9 +12,10 @@ from testkit.builders import cluster, node, pod
 from tuner.analyse.decision import Analysis, analyse
 from tuner.analyse.options import Choice, Refusal
 from tuner.model.cluster import Cluster, Hpa, Workload
-from tuner.model.demand import expected_load, next_step
+from tuner.model.demand import expected_load, next_step, next_steps
 from tuner.model.forecast import Band, Basis, Forecast
 from tuner.model.load import Load
+from tuner.model.snapshot import Snapshot
 from tuner.settings import Analyse, Pricing, Settings, Thresholds
 
 WEB = Workload("default", "Deployment", "web")
@@ -177,3 +178,31 @@ def test_each_workloads_next_step_must_fit_on_its_own_not_all_at_once() -> None:
     api = Workload("default", "Deployment", "api")
     both = replace(with_hpa(c), hpas=(*with_hpa(c).hpas, Hpa("default", "api", api, 1, 100)))
     assert removal(decide(both, settings(), None)) == ("c",)
+
+
+def test_of_the_steps_placed_alike_only_those_no_bigger_step_covers_are_checked() -> None:
+    pods = [pod("web-1", "a", "200m"), pod("api-1", "a", "100m", workload="api")]
+    pods += [pod(f"big-{i}", "a", "300m", workload="big") for i in range(10)]
+    api = Workload("default", "Deployment", "api")
+    big = Workload("default", "Deployment", "big")
+    c = replace(
+        cluster([node("a", "8", "16Gi")], pods),
+        hpas=(
+            Hpa("default", "web", WEB, 1, 100),
+            Hpa("default", "api", api, 1, 100),
+            Hpa("default", "big", big, 1, 100),
+        ),
+    )
+    # big's step (2 pods of 300m) covers web's and api's (1 pod of 200m, of 100m)
+    assert [(p.workload, n) for p, n in next_steps(c)] == [(big, 2)]
+    # two 2-core nodes with 450m and 250m free hold two more 200m pods, one 300m pod
+    snap = Snapshot(
+        cluster(
+            [node("x", "2", "16Gi"), node("y", "2", "16Gi")],
+            [pod("f-1", "x", "1550m", workload="f"), pod("f-2", "y", "1750m", workload="f")],
+        )
+    )
+    both = snap.mask_of(["x", "y"])
+    assert snap.count_fitting(pod("web-9", None, "200m"), both) == 3
+    assert snap.count_fitting(pod("big-9", None, "300m", workload="big"), both) == 1
+    assert snap.count_fitting(pod("web-9", None, "200m"), snap.mask_of(["y"])) == 1

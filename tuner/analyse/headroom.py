@@ -56,20 +56,22 @@ class Headroom:
     """The forecast peak the demand comes from."""
     last: float = 0.0
     """The load now the peak was scaled from."""
-    steps: bool = True
-    """Whether each HPA's next step must fit (not under ``none``)."""
+    steps: tuple[tuple[Pod, int], ...] = ()
+    """One pod of each HPA-scaled workload and the pods its next step adds, to fit each on its
+    own (:func:`~tuner.model.demand.next_steps`; none under ``none``)."""
 
     @staticmethod
     def of(cluster: Cluster, settings: Settings, forecast: Forecast | None) -> Headroom:
         """The headroom the settings ask for, with the cycle's forecast (None: none)."""
         mode = settings.analyse.headroom
         if mode == "none":
-            return Headroom(Thresholds(), steps=False)
+            return Headroom(Thresholds())
+        steps = next_steps(cluster)
         if mode == "forecast" and forecast is not None and forecast.foresees:
             placeholder = Keys(settings.execute.label_prefix).placeholder
             demand, band = forecast_demand(cluster, forecast, placeholder)
-            return Headroom(Thresholds(), demand, band, forecast.last)
-        return Headroom(settings.analyse.thresholds)
+            return Headroom(Thresholds(), demand, band, forecast.last, steps)
+        return Headroom(settings.analyse.thresholds, steps=steps)
 
     def why(self, detail: str = "") -> str:
         """Why a change leaves too little room for the forecast, in the user's words."""
@@ -105,11 +107,6 @@ class Headroom:
             return all(under_thresholds(after, c, self.thresholds) for c in capacities)
         needed = self.demand.requests + change
         return all(needed.fits_in(c) for c in capacities)
-
-    def next_steps(self, cluster: Cluster) -> tuple[tuple[Pod, int], ...]:
-        """One pod of each HPA-scaled workload and the pods its next step adds, to fit each on
-        its own (none under ``none``)."""
-        return next_steps(cluster) if self.steps else ()
 
     def added_pods(self, cluster: Cluster) -> tuple[Pod, ...] | None:
         """One pod per pod each workload adds at the forecast's peak, as its pods are now (to fit

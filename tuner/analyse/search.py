@@ -237,13 +237,12 @@ class Search:
             return Refusal.FORECAST, headroom.why("the nodes left cannot hold its pods")
         snap = self.snapshot
         kept_out = snap.mask_of(self.context.movability.closed - set(drain.nodes))
-        for pod, count in headroom.next_steps(self.context.cluster):
-            with snap.forked():  # each workload's step on its own
-                if not self._place(pod, count, kept_out, allowed):
-                    return Refusal.NEXT_STEP, (
-                        f"{Refusal.NEXT_STEP.value}: {count} more pod(s) of {pod.workload} would "
-                        "fit on no node left"
-                    )
+        for pod, count in headroom.steps:  # each workload's step on its own
+            if not self._step_fits(pod, count, kept_out, allowed):
+                return Refusal.NEXT_STEP, (
+                    f"{Refusal.NEXT_STEP.value}: {count} more pod(s) of {pod.workload} would "
+                    "fit on no node left"
+                )
         for pod in headroom.added_pods(self.context.cluster) or ():
             if not self._place(pod, 1, kept_out, allowed):
                 return Refusal.FORECAST, headroom.why(f"a new pod of {pod.workload} fits nowhere")
@@ -255,13 +254,24 @@ class Search:
         keeps out of but the scheduler still places new pods on); False when one fits none."""
         snap = self.snapshot
         for _ in range(count):
-            mask = snap.fit_mask(pod, reopened=kept_out)
-            if allowed is not None:
-                mask &= allowed | kept_out
+            mask = self._admits(pod, kept_out, allowed)
             if not mask.any():
                 return False
             snap.place(pod, snap.best_fit(pod, mask))
         return True
+
+    def _step_fits(self, pod: Pod, count: int, kept_out: Mask, allowed: Mask | None) -> bool:
+        """Whether ``count`` new pods like ``pod`` fit on the nodes that admit the first of
+        them, counted by their requests (exact when their requests alone decide,
+        :func:`~tuner.model.demand.counted_alike`, and for one pod; for more pods of a rule that
+        counts pods, such as a spread, the rule is judged for the first only)."""
+        return self.snapshot.count_fitting(pod, self._admits(pod, kept_out, allowed)) >= count
+
+    def _admits(self, pod: Pod, kept_out: Mask, allowed: Mask | None) -> Mask:
+        """The nodes a new pod may go to now: open ones it fits (the ``allowed`` ones, None:
+        every one) and the ``kept_out`` ones the scheduler still places new pods on."""
+        mask = self.snapshot.fit_mask(pod, reopened=kept_out)
+        return mask if allowed is None else mask & (allowed | kept_out)
 
     def commit(self, drain: DrainOutcome) -> None:
         """Keep a drain: its nodes closed and its moves made in the snapshot, the totals
