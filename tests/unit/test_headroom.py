@@ -12,9 +12,10 @@ from testkit.builders import cluster, node, pod
 from tuner.analyse.decision import Analysis, analyse
 from tuner.analyse.options import Choice, Refusal
 from tuner.model.cluster import Cluster, Hpa, Workload
-from tuner.model.demand import expected_load
+from tuner.model.demand import expected_load, next_step, next_steps
 from tuner.model.forecast import Band, Basis, Forecast
 from tuner.model.load import Load
+from tuner.model.snapshot import Snapshot
 from tuner.settings import Analyse, Pricing, Settings, Thresholds
 
 WEB = Workload("default", "Deployment", "web")
@@ -43,10 +44,11 @@ def with_hpa(c: Cluster, low: int = 1, high: int = 100) -> Cluster:
 
 
 def four_web_pods_on_three_nodes() -> Cluster:
-    """Three 4-core nodes, four 1-core pods of an HPA-scaled web: two nodes can go today."""
+    """Three 5-core nodes, four 1-core pods of an HPA-scaled web: two nodes can go today (the
+    one left holds the four and the HPA's next step, a fifth)."""
     pods = [pod("web-1", "a", "1"), pod("web-2", "a", "1"), pod("web-3", "b", "1")]
     pods.append(pod("web-4", "c", "1"))
-    c = cluster([node("a", "4", "16Gi"), node("b", "4", "16Gi"), node("c", "4", "16Gi")], pods)
+    c = cluster([node("a", "5", "16Gi"), node("b", "5", "16Gi"), node("c", "5", "16Gi")], pods)
     return with_hpa(c)
 
 
@@ -61,13 +63,13 @@ def test_without_a_forecast_two_nodes_go_with_a_rising_one_only_what_its_peak_le
     # 1.5 x the load now: the HPA runs 6 pods, 6 cores: two nodes must stay
     rising = decide(c, settings(), forecast(100.0, 150.0))
     assert rising.decision is Choice.REMOVE_NODES and len(removal(rising)) == 1
-    # 2.5 x: 10 pods, 10 cores: all three must stay, and the refusal says why
-    steep = decide(c, settings(), forecast(100.0, 250.0))
+    # 3 x: 12 pods, 12 cores: all three must stay, and the refusal says why
+    steep = decide(c, settings(), forecast(100.0, 300.0))
     assert steep.decision is Choice.STAY
     refused = steep.proposals[0]
     assert refused.refusal is Refusal.FORECAST
-    assert "the forecast peak 250 (expected 250, now 100) needs it" in refused.reason
-    assert "the forecast peak 250" in steep.reason
+    assert "the forecast peak 300 (expected 300, now 100) needs it" in refused.reason
+    assert "the forecast peak 300" in steep.reason
 
 
 def test_a_falling_forecast_asks_no_more_than_the_pods_there_are() -> None:
@@ -76,18 +78,19 @@ def test_a_falling_forecast_asks_no_more_than_the_pods_there_are() -> None:
 
 
 def test_the_added_pods_must_fit_one_by_one_not_only_in_total() -> None:
-    # a and b each keep 0.9 core free after c's small pod moved: 1.7 cores in total, enough for
-    # the one 1.5-core web pod the peak adds, but in no single node
+    # after c's small pod moved to b, a keeps 2 cores free and b 1.1: 3.1 in total, enough for
+    # the two 1.5-core web pods the peak adds (and for the one of the HPA's next step), but the
+    # second fits in no single node
     pods = [
         pod("web-1", "a", "1500m"),
-        pod("db-1", "a", "1600m", workload="db"),
+        pod("db-1", "a", "500m", workload="db"),
         pod("web-2", "b", "1500m"),
-        pod("db-2", "b", "1600m", workload="db"),
+        pod("db-2", "b", "1300m", workload="db"),
         pod("x-1", "c", "100m", workload="x"),
     ]
     c = with_hpa(cluster([node("a", "4", "16Gi"), node("b", "4", "16Gi"), node("c")], pods))
     assert removal(decide(c, settings(), None)) == ("c",)
-    refused = decide(c, settings(), forecast(100.0, 150.0))
+    refused = decide(c, settings(), forecast(100.0, 200.0))
     assert refused.decision is Choice.STAY
     assert refused.proposals[0].refusal is Refusal.FORECAST
     assert "a new pod of default/Deployment/web fits nowhere" in refused.proposals[0].reason
@@ -95,7 +98,7 @@ def test_the_added_pods_must_fit_one_by_one_not_only_in_total() -> None:
 
 def test_the_forecast_replaces_the_thresholds_which_apply_without_one() -> None:
     c = four_web_pods_on_three_nodes()
-    strict = Thresholds(cpu=Fraction(4, 10))  # 4 of 8 cores is 50 %: no node may go
+    strict = Thresholds(cpu=Fraction(3, 10))  # 4 of 10 cores is 40 %: no node may go
     flat = forecast(100.0, 100.0)
     without = decide(c, settings(thresholds=strict), None)
     assert without.decision is Choice.STAY
@@ -122,5 +125,84 @@ def test_a_forecast_on_the_recent_level_only_or_too_few_errors_leaves_the_room_t
     assert len(removal(decide(c, settings(), level))) == 2
     unmeasured = replace(forecast(100.0, 250.0), errors=59)
     assert len(removal(decide(c, settings(), unmeasured))) == 2
-    strict = Thresholds(cpu=Fraction(4, 10))
+    strict = Thresholds(cpu=Fraction(3, 10))
     assert decide(c, settings(thresholds=strict), level).decision is Choice.STAY
+
+
+def test_an_hpas_next_step_is_the_fewest_pods_past_its_tolerance_within_its_maximum() -> None:
+    # the HPA scales up once its metric is more than 10 % above target: ceil(n x ratio) with the
+    # ratio just above 1.1
+    assert [next_step(n, 100) for n in (1, 2, 9, 10, 20)] == [1, 1, 1, 2, 3]
+    assert next_step(20, 21) == 1
+    assert next_step(20, 20) == 0
+
+
+def slivers() -> Cluster:
+    """Three 2-core nodes; a and b each keep 150m free, c holds one 100m pod of no HPA: when c
+    goes, 200m stay free in total, but no node has the 200m of web's next pod."""
+    pods = [
+        pod("fill-1", "a", "1650m", workload="fill"),
+        pod("web-1", "a", "200m"),
+        pod("fill-2", "b", "1650m", workload="fill"),
+        pod("web-2", "b", "200m"),
+        pod("x-1", "c", "100m", workload="x"),
+    ]
+    return cluster([node("a", "2", "16Gi"), node("b", "2", "16Gi"), node("c", "2", "16Gi")], pods)
+
+
+def test_a_removal_that_leaves_no_node_room_for_an_hpas_next_pod_is_refused() -> None:
+    c = with_hpa(slivers())
+    refused = decide(c, settings(), None)
+    assert refused.decision is Choice.STAY
+    assert refused.proposals[0].refusal is Refusal.NEXT_STEP
+    assert "1 more pod(s) of default/Deployment/web would fit on no node left" in refused.reason
+    # with the forecast's headroom too: the next step is checked whatever the forecast says
+    assert decide(c, settings(), forecast(100.0, 100.0)).proposals[0].refusal is Refusal.NEXT_STEP
+    # no HPA, an HPA at its maximum, or headroom "none": c goes
+    assert removal(decide(slivers(), settings(), None)) == ("c",)
+    assert removal(decide(with_hpa(slivers(), high=2), settings(), None)) == ("c",)
+    assert removal(decide(c, settings(headroom="none"), None)) == ("c",)
+
+
+def test_each_workloads_next_step_must_fit_on_its_own_not_all_at_once() -> None:
+    # a second HPA-scaled workload whose next pod asks 200m too: b keeps 250m free after c's
+    # pod moved there, room for either next pod, not for both at once
+    pods = [
+        pod("fill-1", "a", "1800m", workload="fill"),
+        pod("web-1", "a", "200m"),
+        pod("fill-2", "b", "1450m", workload="fill"),
+        pod("api-1", "b", "200m", workload="api"),
+        pod("x-1", "c", "100m", workload="x"),
+    ]
+    c = cluster([node("a", "2", "16Gi"), node("b", "2", "16Gi"), node("c", "2", "16Gi")], pods)
+    api = Workload("default", "Deployment", "api")
+    both = replace(with_hpa(c), hpas=(*with_hpa(c).hpas, Hpa("default", "api", api, 1, 100)))
+    assert removal(decide(both, settings(), None)) == ("c",)
+
+
+def test_of_the_steps_placed_alike_only_those_no_bigger_step_covers_are_checked() -> None:
+    pods = [pod("web-1", "a", "200m"), pod("api-1", "a", "100m", workload="api")]
+    pods += [pod(f"big-{i}", "a", "300m", workload="big") for i in range(10)]
+    api = Workload("default", "Deployment", "api")
+    big = Workload("default", "Deployment", "big")
+    c = replace(
+        cluster([node("a", "8", "16Gi")], pods),
+        hpas=(
+            Hpa("default", "web", WEB, 1, 100),
+            Hpa("default", "api", api, 1, 100),
+            Hpa("default", "big", big, 1, 100),
+        ),
+    )
+    # big's step (2 pods of 300m) covers web's and api's (1 pod of 200m, of 100m)
+    assert [(p.workload, n) for p, n in next_steps(c)] == [(big, 2)]
+    # two 2-core nodes with 450m and 250m free hold two more 200m pods, one 300m pod
+    snap = Snapshot(
+        cluster(
+            [node("x", "2", "16Gi"), node("y", "2", "16Gi")],
+            [pod("f-1", "x", "1550m", workload="f"), pod("f-2", "y", "1750m", workload="f")],
+        )
+    )
+    both = snap.mask_of(["x", "y"])
+    assert snap.count_fitting(pod("web-9", None, "200m"), both) == 3
+    assert snap.count_fitting(pod("big-9", None, "300m", workload="big"), both) == 1
+    assert snap.count_fitting(pod("web-9", None, "200m"), snap.mask_of(["y"])) == 1

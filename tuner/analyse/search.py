@@ -231,20 +231,47 @@ class Search:
         lost = Resources.total([self.snapshot.node(n).allocatable for n in drain.nodes])
         capacities = (totals.allocatable - lost + allocatable, totals.usable + drain.usable)
         fits = headroom.holds(totals.requested, requested - drain.vanishing, capacities)
-        if headroom.demand is None:
-            return None if fits else (Refusal.THRESHOLDS, Refusal.THRESHOLDS.value)
+        if headroom.demand is None and not fits:
+            return Refusal.THRESHOLDS, Refusal.THRESHOLDS.value
         if not fits:
             return Refusal.FORECAST, headroom.why("the nodes left cannot hold its pods")
         snap = self.snapshot
         kept_out = snap.mask_of(self.context.movability.closed - set(drain.nodes))
+        for pod, count in headroom.steps:  # each workload's step on its own
+            if not self._step_fits(pod, count, kept_out, allowed):
+                return Refusal.NEXT_STEP, (
+                    f"{Refusal.NEXT_STEP.value}: {count} more pod(s) of {pod.workload} would "
+                    "fit on no node left"
+                )
         for pod in headroom.added_pods(self.context.cluster) or ():
-            mask = snap.fit_mask(pod, reopened=kept_out)  # the scheduler uses those nodes too
-            if allowed is not None:
-                mask &= allowed | kept_out
-            if not mask.any():
+            if not self._place(pod, 1, kept_out, allowed):
                 return Refusal.FORECAST, headroom.why(f"a new pod of {pod.workload} fits nowhere")
-            snap.place(pod, snap.best_fit(pod, mask))
         return None
+
+    def _place(self, pod: Pod, count: int, kept_out: Mask, allowed: Mask | None) -> bool:
+        """Place ``count`` new pods like ``pod`` one by one where the scheduler would (on the
+        ``allowed`` open nodes, None: every open one, and on the ``kept_out`` nodes the plan
+        keeps out of but the scheduler still places new pods on); False when one fits none."""
+        snap = self.snapshot
+        for _ in range(count):
+            mask = self._admits(pod, kept_out, allowed)
+            if not mask.any():
+                return False
+            snap.place(pod, snap.best_fit(pod, mask))
+        return True
+
+    def _step_fits(self, pod: Pod, count: int, kept_out: Mask, allowed: Mask | None) -> bool:
+        """Whether ``count`` new pods like ``pod`` fit on the nodes that admit the first of
+        them, counted by their requests (exact when their requests alone decide,
+        :func:`~tuner.model.demand.counted_alike`, and for one pod; for more pods of a rule that
+        counts pods, such as a spread, the rule is judged for the first only)."""
+        return self.snapshot.count_fitting(pod, self._admits(pod, kept_out, allowed)) >= count
+
+    def _admits(self, pod: Pod, kept_out: Mask, allowed: Mask | None) -> Mask:
+        """The nodes a new pod may go to now: open ones it fits (the ``allowed`` ones, None:
+        every one) and the ``kept_out`` ones the scheduler still places new pods on."""
+        mask = self.snapshot.fit_mask(pod, reopened=kept_out)
+        return mask if allowed is None else mask & (allowed | kept_out)
 
     def commit(self, drain: DrainOutcome) -> None:
         """Keep a drain: its nodes closed and its moves made in the snapshot, the totals

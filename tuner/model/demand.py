@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from types import MappingProxyType
 
-from tuner.model.cluster import Cluster, Workload
+from tuner.model.cluster import Cluster, Pod, Workload
+from tuner.model.constraints import Constraints
 from tuner.model.forecast import Band, Forecast
 from tuner.model.load import Load
 from tuner.model.resources import Resources
@@ -98,6 +100,64 @@ def demand_at(cluster: Cluster, scale: float) -> Demand:
         grown, shrunk = _times(r.pod, max(r.then - r.now, 0)), _times(r.pod, max(r.now - r.then, 0))
         total = total + grown - shrunk
     return Demand(scale, MappingProxyType(dict(sorted(workloads.items()))), total)
+
+
+def next_step(replicas: int, most: int) -> int:
+    """The pods an HPA running ``replicas`` adds at its smallest step up (its metric just past
+    the tolerance: ``ceil(replicas × (1 + tolerance))`` with the ratio just above it), within
+    its maximum ``most``; at least one pod below the maximum."""
+    above = math.floor(replicas * (1 + Fraction(str(HPA_TOLERANCE)))) + 1
+    return max(min(above, most) - replicas, 0)
+
+
+def counted_alike(rules: Constraints) -> bool:
+    """Whether pods placed by ``rules`` fit by their requests alone on the nodes their rules
+    admit: no rule that counts other pods, ports, volumes or extended resources."""
+    return not (
+        rules.anti_affinity
+        or rules.affinity
+        or rules.spread
+        or rules.host_ports
+        or rules.volumes
+        or rules.extended
+    )
+
+
+def next_steps(cluster: Cluster) -> tuple[tuple[Pod, int], ...]:
+    """For every HPA-scaled workload below its maximum, one of its pods and the pods its next
+    step up adds (:func:`next_step`), less the steps that fit whenever another does: of the
+    workloads placed by the same rules that fit by their requests alone
+    (:func:`counted_alike`), a step is left out when another asks at least as much CPU and
+    memory for at least as many pods."""
+    counts = Counter(p.workload for p in cluster.pods)
+    first: dict[Workload, Pod] = {}
+    for pod in cluster.pods:
+        first.setdefault(pod.workload, pod)
+    steps: dict[object, tuple[Pod, int]] = {}
+    for hpa in cluster.hpas:
+        one = first.get(hpa.target)
+        added = next_step(counts[hpa.target], hpa.max_replicas)
+        if one is None or added == 0:
+            continue
+        alike = counted_alike(one.constraints)
+        labels = None if alike else (one.namespace, tuple(sorted(one.labels.items())))
+        steps.setdefault((one.requests, one.constraints, labels, added), (one, added))
+    return tuple(s for s in steps.values() if not _dominated(s, steps.values()))
+
+
+def _dominated(step: tuple[Pod, int], steps: Iterable[tuple[Pod, int]]) -> bool:
+    pod, count = step
+    if not counted_alike(pod.constraints):
+        return False
+    ask = pod.requests
+    return any(
+        other.constraints == pod.constraints
+        and other.requests.cpu >= ask.cpu
+        and other.requests.memory >= ask.memory
+        and n >= count
+        and (other.requests, n) != (ask, count)
+        for other, n in steps
+    )
 
 
 def _times(pod: Resources, count: int) -> Resources:

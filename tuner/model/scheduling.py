@@ -181,6 +181,23 @@ def resource_room(requests: Resources, cpu: Any, memory: Any, slots: Any) -> tup
     return cpu >= requests.cpu, memory >= requests.memory, slots >= 1
 
 
+def pods_room(
+    requests: Resources,
+    mask: npt.NDArray[np.bool_],
+    cpu: npt.NDArray[np.int64],
+    memory: npt.NDArray[np.int64],
+    slots: npt.NDArray[np.int64],
+) -> int:
+    """How many pods asking ``requests`` the ``mask``'s nodes, with these free ``cpu``,
+    ``memory`` and pod ``slots`` per node, hold placed one by one in any order (identical pods
+    on independent nodes)."""
+    most = slots[mask]
+    for free, asked in ((cpu, requests.cpu), (memory, requests.memory)):
+        if asked > 0:
+            most = most.clip(max=free[mask] // asked)
+    return int(most.clip(min=0).sum())
+
+
 def resource_fit(requests: Resources, free: Resources, free_slots: int) -> str | None:
     """Why ``requests`` do not fit in ``free`` CPU, memory and pod slots now, or None."""
     cpu, memory, slot = resource_room(requests, free.cpu, free.memory, free_slots)

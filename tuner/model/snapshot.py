@@ -34,7 +34,7 @@ from tuner.model.cluster import Cluster, Node, Pod
 from tuner.model.constraints import Constraints, HostPort, NodeSelectorTerms, selects_node
 from tuner.model.pod_counting import Counts, Mask, PodCounting
 from tuner.model.resources import Resources
-from tuner.model.scheduling import port_fit, resource_fit, resource_room, static_fit
+from tuner.model.scheduling import pods_room, port_fit, resource_fit, resource_room, static_fit
 
 _T = TypeVar("_T", bound=np.generic)
 Component = tuple[str, Callable[[], Mask]]
@@ -120,8 +120,7 @@ class Snapshot:
 
     def names_of(self, mask: Mask) -> list[str]:
         """The names of the nodes a mask holds, in node order."""
-        nodes = self._nodes
-        return [nodes[i].name for i in np.flatnonzero(mask).tolist()]
+        return [self._nodes[i].name for i in np.flatnonzero(mask).tolist()]
 
     def is_open(self, name: str) -> bool:
         """Whether the node may receive pods (it is not being removed)."""
@@ -131,13 +130,11 @@ class Snapshot:
 
     @property
     def counting(self) -> bool:
-        """Whether some pod has a rule that counts other pods (then any move may change where
-        another pod fits)."""
+        """Whether some pod has a rule that counts pods (a move may change where others fit)."""
         return self._counts is not None
 
     def static_mask(self, constraints: Constraints) -> Mask:
-        """Nodes whose cordon, taints, selectors, node and volume affinity admit the pod
-        (cached)."""
+        """Nodes whose cordon, taints, selectors, node and volume affinity admit it (cached)."""
         mask = self._static.get(constraints)
         if mask is None:
             mask = np.array([static_fit(constraints, n) is None for n in self._nodes], dtype=bool)
@@ -170,8 +167,7 @@ class Snapshot:
             return mask
 
     def why_not(self, pod: Pod, node: str, leaving: str | None = None) -> str | None:
-        """Why the pod cannot be placed on the node right now, or None when it fits
-        (``leaving``: as for :meth:`fit_mask`)."""
+        """Why the pod cannot go on the node now, or None (``leaving``: as for :meth:`fit_mask`)."""
         with self._gone(pod, leaving):
             at = self._index[node]
             if not self._open[at]:
@@ -358,6 +354,10 @@ class Snapshot:
                 (f"{spread} would be broken", partial(counts.spread_mask, pod, position, spread))
             )
         return out
+
+    def count_fitting(self, pod: Pod, mask: Mask) -> int:
+        """How many pods like ``pod`` the ``mask``'s nodes hold by requests (:func:`pods_room`)."""
+        return pods_room(pod.requests, mask, self._free_cpu, self._free_mem, self._free_pods)
 
     def _room(self, pod: Pod) -> Mask:
         """Nodes with the CPU, memory and a pod slot free for the pod."""

@@ -41,6 +41,7 @@ class Refusal(StrEnum):
     NO_ROOM = "the pods fit on no other node"
     THRESHOLDS = "usable utilization would exceed the thresholds"
     FORECAST = "the forecast peak needs the room"
+    NEXT_STEP = "an HPA's next step up would wait for a new node"
     BUDGET = "the eviction budget is spent"
     NO_POOL_CAN_GROW = "no node pool can grow"
     NOTHING_DRAINABLE = "no node can be drained"
