@@ -34,7 +34,7 @@ def random_migration(context: Context, rng: random.Random) -> Relocation | None:
     weights: list[int] = []
     with snapshot.forked():
         for name in sorted(context.protected):
-            snapshot.close(name)
+            snapshot.close(name, removed=False)
         for pods in groups.values():
             source = pods[0].node or ""
             destinations = [

@@ -68,7 +68,7 @@ class Search:
         self.context = context
         self.snapshot = snapshot = context.snapshot
         for name in sorted(context.protected):
-            snapshot.close(name)
+            snapshot.close(name, removed=False)
         self.residents: dict[str, list[Pod]] = {
             name: list(pods) for name, pods in context.cluster.pods_by_node.items()
         }

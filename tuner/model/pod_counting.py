@@ -51,9 +51,9 @@ class PodCounting:
     def __init__(
         self, cluster: Cluster, nodes: tuple[Node, ...], open_: Mask, everyone: Iterable[Pod]
     ) -> None:
-        """``nodes`` are the snapshot's (the cluster's first), ``open_`` its open-node mask
-        (shared, changed in place by the snapshot), ``everyone`` the placed and arriving pods
-        (the soft spread constraints among them get their baseline now)."""
+        """``nodes`` are the snapshot's (the cluster's first), ``open_`` its mask of the nodes
+        not being removed (shared, changed in place by the snapshot), ``everyone`` the placed
+        and arriving pods (the soft spread constraints among them get their baseline now)."""
         self.cluster = cluster
         self.nodes = nodes
         self.open = open_

@@ -1,9 +1,8 @@
 """The scheduling simulation: fit, placement and "what if these pods move" (cf. the Cluster
-Autoscaler's ClusterSnapshot): place and unplace pods, close nodes, fork and revert.
-
-It is private, mutable working state inside pure functions: callers pass an immutable
-:class:`~tuner.model.cluster.Cluster` and get immutable results back. Nodes are named at its
-boundary; its per-node arrays are its own. Every fit rule comes from
+Autoscaler's ClusterSnapshot): place and unplace pods, close nodes, fork and revert. Private,
+mutable working state inside pure functions: callers pass an immutable
+:class:`~tuner.model.cluster.Cluster` and get immutable results back; nodes are named at its
+boundary, its per-node arrays are its own. Every fit rule comes from
 :mod:`tuner.model.scheduling`; :meth:`Snapshot.fit_mask` asks them for all nodes at once (the
 static rules cached per constraints, resources, pod slots and extended resources as numpy
 vectors, host ports per node that holds any, and the rules that count pods — inter-pod affinity
@@ -82,17 +81,14 @@ class Snapshot:
         ):
             np.subtract.at(free, where, np.fromiter(amount, np.int64, len(placed)))
         np.subtract.at(self._free_pods, where, 1)
-        self._open = np.ones(size, dtype=np.bool_)
-        """False for nodes excluded as destinations (being removed: cordoned, then drained)."""
+        self._open = np.ones(size, dtype=np.bool_)  # False: no destination (:meth:`close`)
+        self._staying = np.ones(size, dtype=np.bool_)  # False: being removed, cordoned
         self._static: dict[Constraints, Mask] = {}
         self._journal: list[Callable[[], None]] = []
-        self._free_ext: dict[str, Counts] = {}
-        """Free amount of each extended resource some pod requests, per node."""
-        self._ports: dict[int, Counter[HostPort]] = {}
-        """Host ports in use on the nodes that have any."""
+        self._free_ext: dict[str, Counts] = {}  # per extended resource a pod requests
+        self._ports: dict[int, Counter[HostPort]] = {}  # on the nodes that hold any
         everyone = (*placed, *arriving)
-        kinds = {id(c): c for c in [p.constraints for p in everyone]}.values()
-        """Each distinct constraints object once (parsed pods share them)."""
+        kinds = {id(c): c for c in [p.constraints for p in everyone]}.values()  # each once
         for constraints in kinds:
             self._track_extended(constraints)
         if any(c.extended or c.host_ports for c in kinds):
@@ -100,7 +96,7 @@ class Snapshot:
                 if pod.constraints.extended or pod.constraints.host_ports:
                     self._use_node_resources(pod, node, +1)
         self._counts = (
-            PodCounting(cluster, self._nodes, self._open, everyone)
+            PodCounting(cluster, self._nodes, self._staying, everyone)
             if any(c.counts_pods for c in kinds)
             else None
         )
@@ -298,11 +294,14 @@ class Snapshot:
         self._resize((*self._nodes, *added))
         self._journal.append(lambda: self._resize(self._nodes[:size]))
 
-    def close(self, node: str) -> None:
-        """Exclude a node as a destination (it is being removed)."""
+    def close(self, node: str, removed: bool = True) -> None:
+        """No destination: being removed (cordoned, then drained), or not (kept out of)."""
         at = self._index[node]
         self._open[at] = False
         self._journal.append(lambda: self._open.__setitem__(at, True))
+        if removed:
+            self._staying[at] = False
+            self._journal.append(lambda: self._staying.__setitem__(at, True))
 
     @contextmanager
     def forked(self) -> Iterator[Fork]:
@@ -397,6 +396,7 @@ class Snapshot:
         self._free_mem = grown(self._free_mem, (n.allocatable.memory for n in added))
         self._free_pods = grown(self._free_pods, (n.max_pods for n in added))
         self._open = grown(self._open, (True for _ in added))
+        self._staying = grown(self._staying, (True for _ in added))
         self._free_ext = {
             name: grown(free, (n.extended.get(name, 0) for n in added))
             for name, free in self._free_ext.items()
@@ -409,7 +409,7 @@ class Snapshot:
         self._nodes = nodes
         self._index = {n.name: i for i, n in enumerate(nodes)}
         if self._counts is not None:
-            self._counts.resize(nodes, self._open)
+            self._counts.resize(nodes, self._staying)
 
     def _track_extended(self, constraints: Constraints) -> None:
         for name, _ in constraints.extended:

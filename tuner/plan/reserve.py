@@ -95,7 +95,7 @@ def plan_reserve(
     arriving.sort(key=lambda p: (-p.requests.cpu, -p.requests.memory, p.key))
     snapshot = Snapshot(cluster, arriving)
     for node in sorted(held):
-        snapshot.close(node)
+        snapshot.close(node, removed=False)
     for pod in cluster.pods:
         if pod.node is None:
             _place_where_it_fits(snapshot, pod)
