@@ -10,8 +10,9 @@ controller's default behaviour) where the service has one, a PodDisruptionBudget
 Fixed node pools become KWOK nodes with the simulator's capacity and allocatable and its pool
 and instance-type labels. For Karpenter, the pools' node types become its KWOK provider's
 instance types (allocatable matched to the simulator's, one zone, on-demand at the scenario's
-price), one NodePool offering them all (``WhenEmptyOrUnderutilized``, ``consolidateAfter:
-0s``, the default 10 % budget, as the simulator models it), a KWOKNodeClass whose
+price), one NodePool offering them all (the scenario's ``karpenter`` consolidation policy and
+``consolidateAfter``, by default ``WhenEmptyOrUnderutilized`` and ``0s``; the default 10 %
+budget; as the simulator models it), a KWOKNodeClass whose
 ``nodeRegistrationDelay`` is the simulator's node start-up, and one NodeClaim per initial node
 (so that Karpenter owns the nodes a run starts with, as the simulated Karpenter does).
 """
@@ -285,9 +286,10 @@ def _requirements(types: list[str]) -> list[dict[str, Any]]:
 
 
 def node_pool(scenario: Scenario) -> dict[str, Any]:
-    """One NodePool offering every pool's node type, Karpenter's default disruption settings
-    spelled out, no limits (the KWOK provider bills a node's capacity as its claim's requests,
-    so a CPU limit would not count nodes; the scenarios' pool maximums are not reached)."""
+    """One NodePool offering every pool's node type, the scenario's disruption settings
+    (Karpenter's defaults unless its ``karpenter`` says otherwise) spelled out, no limits (the
+    KWOK provider bills a node's capacity as its claim's requests, so a CPU limit would not count
+    nodes; the scenarios' pool maximums are not reached)."""
     types = sorted({p.node_type.name for p in scenario.pools})
     return {
         "apiVersion": KARPENTER_API,
@@ -306,8 +308,8 @@ def node_pool(scenario: Scenario) -> dict[str, Any]:
                 }
             },
             "disruption": {
-                "consolidationPolicy": "WhenEmptyOrUnderutilized",
-                "consolidateAfter": "0s",
+                "consolidationPolicy": scenario.karpenter.consolidation_policy,
+                "consolidateAfter": f"{scenario.karpenter.consolidate_after:g}s",
                 "budgets": [{"nodes": "10%"}],
             },
         },

@@ -24,6 +24,7 @@ from testkit.replay.drive import (
 )
 from tuner.model.conventions import Keys
 from tuner.model.quantity import cpu_millis, memory_bytes
+from tuner.sim.karpenter_disruption import WHEN_EMPTY, KarpenterConfig
 from tuner.sim.load import Phase, Phases
 from tuner.sim.scenario_file import build
 from tuner.sim.workloads import MIB, HpaSpec, Service
@@ -123,10 +124,23 @@ def test_karpenter_instance_types_leave_the_simulators_allocatable() -> None:
         assert memory_bytes(entry["resources"]["memory"]) - 10 * MIB == kind.allocatable.memory
         assert entry["offerings"][0]["Price"] == kind.price
     pool = objects.node_pool(SCENARIO)
-    assert pool["spec"]["disruption"]["consolidateAfter"] == "0s"
+    assert pool["spec"]["disruption"] == {
+        "consolidationPolicy": "WhenEmptyOrUnderutilized",
+        "consolidateAfter": "0s",
+        "budgets": [{"nodes": "10%"}],
+    }
     claims = objects.node_claims(SCENARIO)
     assert len(claims) == 3
     assert objects.node_class(120.0)["spec"]["nodeRegistrationDelay"] == "120s"
+
+
+def test_the_node_pool_takes_the_scenarios_consolidation_policy_and_consolidate_after() -> None:
+    when_empty = replace(
+        SCENARIO, karpenter=KarpenterConfig(consolidation_policy=WHEN_EMPTY, consolidate_after=90)
+    )
+    disruption = objects.node_pool(when_empty)["spec"]["disruption"]
+    assert disruption["consolidationPolicy"] == "WhenEmpty"
+    assert disruption["consolidateAfter"] == "90s"
 
 
 def test_evictions_are_counted_by_actor_from_the_audit_log(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from dataclasses import replace
 from tuner.model.resources import Resources
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.karpenter import Karpenter
-from tuner.sim.karpenter_disruption import Command, KarpenterConfig
+from tuner.sim.karpenter_disruption import WHEN_EMPTY, Command, KarpenterConfig
 from tuner.sim.karpenter_packing import Offering, pack_claims
 from tuner.sim.pools import NodeGroup
 from tuner.sim.prices import NODE_TYPES
@@ -24,7 +24,7 @@ OFFERINGS = (SMALL, MEDIUM, LARGE)
 NONE = Resources(0, 0)
 
 
-def karpenter(**config: float) -> Karpenter:
+def karpenter(**config: float | str) -> Karpenter:
     return Karpenter(OFFERINGS, (), KarpenterConfig(**config))
 
 
@@ -179,6 +179,39 @@ def test_consolidate_after_waits_for_the_nodes_pods_to_settle() -> None:
     assert len(karpenter().candidates(cluster, 0)) == 2  # the default, 0 s
 
 
+def test_when_empty_deletes_an_empty_node_once_empty_for_consolidate_after() -> None:
+    cluster = SimCluster()
+    for _ in range(3):
+        node_with(cluster, MEDIUM, 3000)
+    empty = node_with(cluster, MEDIUM, 500)
+    k = karpenter(consolidation_policy=WHEN_EMPTY, consolidate_after=60.0)
+    k.step(cluster, [], 0)
+    (pod,) = cluster.pods_on(empty)
+    cluster.delete_pod(pod)
+    k.step(cluster, [], 10)  # empty since 10 s
+    k.step(cluster, [], 60)
+    assert empty.name in cluster.nodes
+    k.step(cluster, [], 70)
+    assert empty.name not in cluster.nodes and k.commands == {"empty": 1}
+
+
+def test_when_empty_leaves_underused_nodes_that_the_default_consolidates() -> None:
+    def three_nodes() -> SimCluster:
+        cluster = SimCluster()
+        for _ in range(3):
+            node_with(cluster, MEDIUM, 1200)
+        return cluster
+
+    cluster = three_nodes()
+    k = karpenter(consolidation_policy=WHEN_EMPTY)
+    for now in range(0, 100, 10):
+        assert k.step(cluster, [], now) == []
+    assert len(cluster.nodes) == 3 and k.pending_command is None and k.commands == {}
+    default = karpenter()
+    default.step(three_nodes(), [], 0)  # the same nodes: multi-node consolidation
+    assert default.pending_command is not None
+
+
 def test_a_pod_its_budget_protects_keeps_its_node() -> None:
     cluster = SimCluster()
     guarded = replace(svc("guarded", 500), pdb_max_unavailable=0)
@@ -213,6 +246,25 @@ def test_no_consolidation_while_a_pending_pod_waits_for_a_starting_node() -> Non
     cluster.add_node(E4, 0, 120, "medium")
     pending(cluster, 1000)  # fits on neither ready node: it waits for the starting one
     assert karpenter().evaluate(cluster, [a], cluster.pending(), 0) is None
+
+
+def test_the_strategy_takes_the_scenarios_node_pool_settings() -> None:
+    scenario = Scenario(
+        name="when-empty",
+        title="when-empty",
+        services=(),
+        daemonsets=(),
+        loads={},
+        pools=(NodeGroup("general-2", E2),),
+        duration=600,
+        karpenter=KarpenterConfig(consolidation_policy=WHEN_EMPTY, consolidate_after=60.0),
+    )
+    config = KarpenterStrategy().autoscaler(scenario).config
+    assert config == KarpenterConfig(
+        provisioning_delay=scenario.autoscaler.provisioning_delay,
+        consolidate_after=60.0,
+        consolidation_policy=WHEN_EMPTY,
+    )
 
 
 def test_the_strategy_replaces_the_cluster_autoscaler_over_the_scenarios_pools() -> None:

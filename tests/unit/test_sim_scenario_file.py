@@ -16,6 +16,7 @@ from tuner.cli import main
 from tuner.errors import InputError
 from tuner.model.constraints import HOSTNAME_KEY
 from tuner.sim.engine import Scenario
+from tuner.sim.karpenter_disruption import WHEN_EMPTY, KarpenterConfig
 from tuner.sim.load import TRACES, TraceReplay, trace_series
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.scenario_file import PATTERNS, build
@@ -136,6 +137,16 @@ INVALID = [
     # issue 27: an HPA cannot compute utilisation of a 0-CPU request
     ("HPA on no CPU request", with_change("services.1.cpu", "0"), "services[1].hpa: an HPA on"),
     ("HPA on a 0 CPU number", with_change("services.1.cpu", 0), "cpu is 0 (the HPA controller"),
+    (
+        "unknown consolidation policy",
+        with_change("karpenter", {"consolidation_policy": "Never"}),
+        "karpenter.consolidation_policy: 'Never'",
+    ),
+    (
+        "negative consolidateAfter",
+        with_change("karpenter", {"consolidate_after_s": -1}),
+        "karpenter.consolidate_after_s: -1",
+    ),
 ]
 
 
@@ -299,6 +310,17 @@ def test_the_file_builds_pools_pdbs_daemonsets_and_loads() -> None:
     assert {"shop", "php-apache-1"} <= set(built.loads)
     assert any(s.name == "coredns" for s in built.services)  # EKS system pods
     assert not any(s.name == "coredns" for s in build({**VALID, "system_pods": False}).services)
+
+
+def test_the_karpenter_key_sets_the_node_pools_disruption_and_defaults_to_karpenters() -> None:
+    assert build(VALID).karpenter == KarpenterConfig()
+    when_empty = {"consolidation_policy": "WhenEmpty", "consolidate_after_s": 60}
+    built = build({**VALID, "karpenter": when_empty})
+    assert (built.karpenter.consolidation_policy, built.karpenter.consolidate_after) == (
+        WHEN_EMPTY,
+        60.0,
+    )
+    assert built.compressed(4).karpenter == built.karpenter  # a controller's clock
 
 
 def test_the_schema_lists_exactly_what_the_simulator_knows() -> None:

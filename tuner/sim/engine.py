@@ -25,6 +25,7 @@ from tuner.sim.clock import Clock
 from tuner.sim.controllers import Controllers
 from tuner.sim.controls import ClusterControls
 from tuner.sim.executor import SimulatedExecutor
+from tuner.sim.karpenter_disruption import KarpenterConfig
 from tuner.sim.load import Compressed, LoadPattern
 from tuner.sim.metrics import ActionCounts, ActionResult
 from tuner.sim.pools import NodeGroup
@@ -50,6 +51,9 @@ class Scenario:
     pools: tuple[NodeGroup, ...]
     duration: float
     autoscaler: AutoscalerConfig = field(default_factory=AutoscalerConfig)
+    karpenter: KarpenterConfig = field(default_factory=KarpenterConfig)
+    """Karpenter's NodePool disruption settings (a scenario file's ``karpenter``); its
+    start-up delay is the autoscaler's."""
     system: str = "gke"
     """``gke`` or ``eks``: which provider's node-pool label the nodes carry."""
     warmup: float = 1800.0

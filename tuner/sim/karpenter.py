@@ -20,6 +20,10 @@ Defaults read from ``kubernetes-sigs/karpenter`` (numbers and rules only):
   have not changed for that long), one budget of ``nodes: 10%``, rounded up, minus the nodes
   already being disrupted (``helpers.go`` ``BuildDisruptionBudgetMapping``: initialized nodes
   only).
+  A scenario's ``karpenter`` may set ``consolidationPolicy: WhenEmpty`` (only the emptiness
+  method runs: ``consolidation.go`` ``ShouldDisrupt`` refuses a WhenEmpty pool's non-empty
+  node) and ``consolidateAfter`` (measured from the node's last pod change,
+  ``IsUnderConsolidateAfter``: for an empty node, how long it has been empty).
 - Methods, in Karpenter's order, one command per poll: *emptiness* (delete candidates without
   reschedulable pods, up to the budget); *multi-node* consolidation (candidates sorted by savings
   ratio, price over 1 + pod eviction costs, at most 100; the largest prefix of two or more, found

@@ -22,15 +22,25 @@ MULTI_NODE_MAX = 100
 CONSOLIDATED_FOR = 300.0
 PER_NODE_BASE_COST = 1.0
 DISRUPTED_TAINT = Taint("karpenter.sh/disrupted", "", "NoSchedule")
+WHEN_EMPTY = "WhenEmpty"
+WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
 
 
 @dataclass(frozen=True, slots=True)
 class KarpenterConfig:
-    """The NodePool's disruption settings (Karpenter's defaults) and the start-up delay."""
+    """The NodePool's disruption settings (Karpenter's defaults) and the start-up delay.
+
+    ``consolidation_policy``: ``WhenEmptyOrUnderutilized`` (the default) runs emptiness,
+    multi-node and single-node consolidation; ``WhenEmpty`` only emptiness
+    (``consolidation.go`` ``ShouldDisrupt``: a WhenEmpty pool's non-empty node is no
+    candidate). ``consolidate_after``: seconds a node's pods must have been unchanged before it
+    is a candidate (``IsUnderConsolidateAfter``, from the NodeClaim's last pod event); for an
+    empty node, how long it has been empty."""
 
     provisioning_delay: float = 120.0
     consolidate_after: float = 0.0
     budget: float = BUDGET_SHARE
+    consolidation_policy: str = WHEN_EMPTY_OR_UNDERUTILIZED
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +162,8 @@ class DisruptionController:
         if empty:
             self.commands["empty"] = self.commands.get("empty", 0) + 1
             return self._delete(cluster, [n.name for n in empty])
+        if self.config.consolidation_policy == WHEN_EMPTY:
+            return []  # a node emptied for consolidateAfter is a change Karpenter acts on
         command = self.consolidation(
             cluster, candidates[: min(budget, MULTI_NODE_MAX)], pending, now, cluster.census(now)
         )

@@ -20,6 +20,7 @@ from tuner.model.constraints import HOSTNAME_KEY, ZONE_KEY
 from tuner.model.quantity import cpu_millis, memory_bytes
 from tuner.sim.autoscaler import AutoscalerConfig
 from tuner.sim.engine import Scenario
+from tuner.sim.karpenter_disruption import KarpenterConfig
 from tuner.sim.load import (
     HIGH_FREQUENCY,
     NARROW_PEAKS,
@@ -201,10 +202,20 @@ def build(doc: dict[str, Any], hours: float | None = None) -> Scenario:
         pools=pools,
         duration=duration,
         autoscaler=AutoscalerConfig(expander=doc.get("expander", "random")),
+        karpenter=_karpenter(doc.get("karpenter", {})),
         system=system,
         sources=tuple(dict.fromkeys(s["source"] for s in doc.get("services", ()) if "source" in s)),
         seed=doc.get("seed"),
     ).compressed(float(doc.get("speedup", 1)))
+
+
+def _karpenter(doc: dict[str, Any]) -> KarpenterConfig:
+    """A scenario's ``karpenter`` NodePool disruption settings over Karpenter's defaults."""
+    default = KarpenterConfig()
+    return KarpenterConfig(
+        consolidation_policy=doc.get("consolidation_policy", default.consolidation_policy),
+        consolidate_after=float(doc.get("consolidate_after_s", default.consolidate_after)),
+    )
 
 
 def read(path: Path, hours: float | None = None) -> Scenario:

@@ -3,10 +3,11 @@ kube-scheduler's default scoring; it may launch any instance type of the scenari
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tuner.model.conventions import POOL_LABEL_BY_SYSTEM
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.karpenter import Karpenter
-from tuner.sim.karpenter_disruption import KarpenterConfig
 from tuner.sim.karpenter_packing import Offering
 from tuner.sim.strategy import Strategy, Tally
 
@@ -20,11 +21,12 @@ class KarpenterStrategy(Strategy):
         self.karpenter: Karpenter | None = None
 
     def autoscaler(self, scenario: Scenario) -> Karpenter:
-        """Karpenter over the scenario's pools, starting nodes as fast as the CA model's."""
+        """Karpenter over the scenario's pools with its NodePool settings, starting nodes as
+        fast as the CA model's."""
         self.karpenter = Karpenter(
             tuple(Offering(p.name, p.node_type, p.max_nodes, p.zone) for p in scenario.pools),
             scenario.daemonsets,
-            KarpenterConfig(provisioning_delay=scenario.autoscaler.provisioning_delay),
+            replace(scenario.karpenter, provisioning_delay=scenario.autoscaler.provisioning_delay),
             POOL_LABEL_BY_SYSTEM.get(scenario.system, ""),
         )
         return self.karpenter
