@@ -79,7 +79,7 @@ def test_scores_match_kube_schedulers_formulas_by_hand() -> None:
     cluster = cluster_of(2000, 0)  # the filler of n-0001 sets no memory request
     pod = cluster.create_pod(WEB, 0)  # 500m, 256 MiB
     nodes = [cluster.nodes["n-0001"], cluster.nodes["n-0002"]]
-    scores = Scheduler(random.Random(0)).scores(cluster, pod, nodes)
+    scores = Scheduler(random.Random(0)).scores(pod, nodes)
     expected = []
     for used, unset in ((2000, 200 * 2**20), (0, 0)):
         # NodeResourcesFit, LeastAllocated: a pod without a memory request counts 200 MiB
@@ -88,8 +88,7 @@ def test_scores_match_kube_schedulers_formulas_by_hand() -> None:
         # BalancedAllocation: 1 - std of the 2 shares of the requests as they are
         mem = 2**28 / alloc_mem
         balanced = (1 - abs(cpu - mem) / 2) * 100
-        # no affinity, no taints; PodTopologySpread: no pod of web anywhere, 100 everywhere
-        expected.append(1 * least + 1 * balanced + 2 * 0 + 3 * 100 + 2 * 100)
+        expected.append(1 * least + 1 * balanced + 2 * 0 + 3 * 100)  # no affinity, no taints
     assert scores == pytest.approx(expected)
     # 2000m more is 51 % of the node's CPU; each of the two scores loses half of that, and
     # the fit score half of the filler's 200 MiB share
@@ -132,7 +131,7 @@ def test_most_allocated_scores_by_hand() -> None:
     cluster = filled((2000, 2**30), (0, 0))
     pod = cluster.create_pod(WEB, 0)  # 500m, 256 MiB
     nodes = [cluster.nodes["n-0001"], cluster.nodes["n-0002"]]
-    scores = Scheduler(random.Random(0), MOST_ALLOCATED).scores(cluster, pod, nodes)
+    scores = Scheduler(random.Random(0), MOST_ALLOCATED).scores(pod, nodes)
     expected = []
     for cpu_used, mem_used in ((2000, 2**30), (0, 0)):
         # the second node's filler sets no requests: 100m / 200 MiB in the fit score
@@ -141,7 +140,7 @@ def test_most_allocated_scores_by_hand() -> None:
         most = (cpu + mem) / 2 * 100  # NodeResourcesFit, MostAllocated, weights 1:1
         cpu, mem = (cpu_used + 500) / alloc_cpu, (mem_used + 2**28) / alloc_mem
         balanced = (1 - abs(cpu - mem) / 2) * 100
-        expected.append(1 * most + 1 * balanced + 3 * 100 + 2 * 100)  # spread: no pod of web
+        expected.append(1 * most + 1 * balanced + 3 * 100)
     assert scores == pytest.approx(expected)
 
 

@@ -23,10 +23,6 @@ with kube-scheduler's default plugin weights:
   how the simulated executor steers a pod, as the real one does (docs/operating.md).
 - TaintToleration (weight 3): fewer untolerated ``PreferNoSchedule`` taints (the Cluster
   Autoscaler's ``DeletionCandidateOfClusterAutoscaler``) score higher.
-- PodTopologySpread (weight 2): the system default constraints (hostname maxSkew 3, zone
-  maxSkew 5, ``ScheduleAnyway``) of a workload's pod without constraints of its own, its own
-  ``ScheduleAnyway`` ones otherwise: fewer pods of the workload on the node and in its zone
-  score higher (:mod:`tuner.sim.spread_score`).
 
 Ties are broken at random with the simulation's seeded generator, as kube-scheduler does.
 
@@ -47,7 +43,8 @@ earliest start. A victim's grace period is 0: it is deleted at once (not an evic
 workload's pod) and the preemptor is bound in the same pass, where kube-scheduler nominates the
 node and binds on its next attempt.
 
-Not modelled: the scores of preferred inter-pod affinity and image locality.
+Not modelled: the scores of topology spreading (the system default and ``ScheduleAnyway``
+constraints) and of preferred inter-pod affinity, image locality.
 """
 
 from __future__ import annotations
@@ -57,14 +54,12 @@ import random
 from tuner.model.census import Census
 from tuner.model.resources import Resources
 from tuner.model.scheduling import resource_fit, static_fit
-from tuner.sim.spread_score import spread_scores
 from tuner.sim.state import SimCluster, SimNode, SimPod, affinity_label, scored_requests
 
 WEIGHT_FIT = 1
 WEIGHT_BALANCED = 1
 WEIGHT_AFFINITY = 2
 WEIGHT_TAINT = 3
-WEIGHT_SPREAD = 2
 
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"
@@ -100,18 +95,15 @@ class Scheduler:
             and (census is None or census.why_not(pod, node.name) is None)
         ]
 
-    def scores(self, cluster: SimCluster, pod: SimPod, nodes: list[SimNode]) -> list[float]:
+    def scores(self, pod: SimPod, nodes: list[SimNode]) -> list[float]:
         """The weighted score of each feasible node."""
         label = affinity_label(pod.service)
         cpu, memory = scored_requests(pod.service)
         affinity = [100.0 if label in n.labels else 0.0 for n in nodes]
         soft_taints = [sum(1 for t in n.taints if t.effect == "PreferNoSchedule") for n in nodes]
         most_taints = max(soft_taints, default=0)
-        spread = spread_scores(cluster, pod, nodes)
         out = []
-        for node, prefer, taints, spreading in zip(
-            nodes, affinity, soft_taints, spread, strict=True
-        ):
+        for node, prefer, taints in zip(nodes, affinity, soft_taints, strict=True):
             alloc = node.allocatable
             cpu_share = min((node.scored_cpu + cpu) / alloc.cpu, 1.0)
             mem_share = min((node.scored_memory + memory) / alloc.memory, 1.0)
@@ -126,7 +118,6 @@ class Scheduler:
                 + WEIGHT_BALANCED * balanced
                 + WEIGHT_AFFINITY * prefer
                 + WEIGHT_TAINT * taint
-                + WEIGHT_SPREAD * spreading
             )
         return out
 
@@ -137,7 +128,7 @@ class Scheduler:
         nodes = self.feasible(cluster, pod, now, census)
         if not nodes:
             return None
-        scores = self.scores(cluster, pod, nodes)
+        scores = self.scores(pod, nodes)
         best = max(scores)
         top = [n for n, s in zip(nodes, scores, strict=True) if s >= best - 1e-9]
         return top[0] if len(top) == 1 else self.rng.choice(top)
