@@ -5,7 +5,8 @@ actions, rollbacks and journal against an API server. It models just enough of t
 controllers for the actions' verifications: scaling a Deployment up creates pods of its one
 ReplicaSet, scaling down deletes the pod with the lowest pod-deletion-cost (the newest on a
 tie), an eviction deletes the pod and creates its replacement; a new pod of an onboarded
-workload lands on a node that carries the workload's label, else where
+workload lands on a node that carries the workload's label (unless
+:attr:`FakeKube.preference_outscored`), else where
 :attr:`FakeKube.default_node` says the scheduler puts it (never on a cordoned or NoSchedule
 tainted node, unless the pod tolerates every taint), and is Ready when :attr:`FakeKube.ready`
 says so. A wait decides on the state at once: a check that would keep
@@ -79,6 +80,9 @@ class FakeKube:
         """The scheduler's favourite node for a new pod no label steers (None: no node fits, the
         pod stays Pending); when the pod may not go there, the next node (in the order added)
         it may go to."""
+        self.preference_outscored = False
+        """The scheduler's other scores outweigh an onboarded pod's preference for its workload's
+        label (it is only a score): the pod goes where :attr:`default_node` says."""
         self.newest_goes = False
         """Scale-down ignores pod-deletion-cost and deletes the newest pod (a misbehaving
         controller: the remove must notice and roll back)."""
@@ -188,7 +192,7 @@ class FakeKube:
             return tolerant or not closed
 
         label = self.keys.workload_label(namespace, workload)
-        if label in preferred_labels(spec.get("affinity")):
+        if not self.preference_outscored and label in preferred_labels(spec.get("affinity")):
             steered = [n for n, d in self.nodes.items() if label in _labels(d) and fits(n)]
             if steered:
                 return steered[0]

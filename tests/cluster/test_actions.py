@@ -9,6 +9,7 @@ from kubernetes import client
 from testkit.cluster_fixture import ClusterHarness, eventually
 from tests.cluster.conftest import make_actuator, model_pod
 from tuner.execute.actuator import KubeActuator
+from tuner.execute.affinity import with_preference
 from tuner.model.cluster import Workload
 from tuner.model.conventions import Keys
 from tuner.model.resources import Resources
@@ -88,6 +89,37 @@ def test_remove_node_empties_and_deletes_it(kube: ClusterHarness, actuator: Kube
     kube.wait_available("web", 3)
     assert victim not in kube.placement("app=web").values()
     assert set(kube.placement("app=web").values()) <= set(nodes) - {victim}
+    assert kube.leftovers() == []
+
+
+def test_an_onboarded_replacement_the_scheduler_would_send_back_lands_on_the_destination(
+    kube: ClusterHarness, actuator: KubeActuator
+) -> None:
+    """The pods of ``web`` prefer (their own terms, weight 100 each) two labels the source
+    carries: with the destination labelled for the move, kube-scheduler's NodeAffinity score
+    still ranks the source first (200 against 100), so only the source's cordon keeps the
+    replacement off it."""
+    source = kube.add_node(f"{kube.namespace}-n1", labels={"disk": "ssd", "tier": "fast"})
+    target, _ = (kube.add_node(f"{kube.namespace}-n{i}") for i in (2, 3))
+    prefer = [
+        {"weight": 100, "preference": {"matchExpressions": [{"key": k, "operator": "Exists"}]}}
+        for k in ("disk", "tier")
+    ]
+    own = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": prefer}}
+    label = KEYS.workload_label(kube.namespace, "web")
+    kube.deployment("web", 1, pod_spec={"affinity": with_preference(own, label)})
+    ((name, where),) = kube.placement("app=web").items()
+    assert where == source
+    dry: list[str] = []
+    KubeActuator(kube.api, settings_from_dict(kube.settings_doc()), echo=dry.append).check(
+        [Migrate(model_pod(kube, name), target)]
+    )
+
+    result = actuator.carry_out([Migrate(model_pod(kube, name), target)])
+
+    assert f"cordon and taint node {source} for the move" in dry[0]
+    assert result.completed, result.reason
+    assert list(kube.placement("app=web").values()) == [target]
     assert kube.leftovers() == []
 
 

@@ -129,7 +129,8 @@ def test_replacement_on_the_wrong_node_stops_the_transition(
 def test_sigkill_mid_action_then_recover_undoes_the_leftovers(
     kube: ClusterHarness, tmp_path: Path, op: str
 ) -> None:
-    """The child blocks on a PDB (label / cordon and taint applied), is SIGKILLed, and a new
+    """The child blocks on a PDB (a migrate: its destination labelled, its source cordoned
+    and tainted; a remove_node: the node cordoned and tainted), is SIGKILLed, and a new
     actuator's recover() undoes what it left."""
     nodes = _nodes(kube)
     kube.deployment("web", 2)
@@ -137,18 +138,22 @@ def test_sigkill_mid_action_then_recover_undoes_the_leftovers(
     name, source = next(iter(kube.placement("app=web").items()))
     target = next(n for n in nodes if n != source)
     args = [name, target] if op == "migrate" else [source]
-    marked = target if op == "migrate" else source
+    marked = [target, source] if op == "migrate" else [source]
+
+    def all_marked() -> bool:
+        return all(KEYS.managed in (kube.core.read_node(n).metadata.labels or {}) for n in marked)
+
     _kill_child_when(
-        lambda: KEYS.managed in (kube.core.read_node(marked).metadata.labels or {}),
-        f"the child to mark {marked}",
+        all_marked,
+        f"the child to mark {', '.join(marked)}",
         _transition_child(kube, tmp_path, op, *args, eviction_retries=1000, eviction_backoff_s=0.5),
     )
-    assert kube.leftovers() != []
+    assert f"{source} cordoned" in kube.leftovers()
 
     undone = make_actuator(kube).recover()
 
     assert any("interrupted at action 1" in line for line in undone)
-    assert any(f"node {marked}" in line for line in undone)
+    assert all(any(f"node {n}" in line for line in undone) for n in marked), undone
     assert kube.leftovers() == []
     assert make_actuator(kube).recover() == []
 

@@ -148,6 +148,40 @@ def test_a_single_move_of_a_workload_not_onboarded_cordons_its_source_for_the_mo
     assert marks_left(kube) == []
 
 
+def test_an_onboarded_move_cordons_its_source_so_an_outscored_preference_cannot_send_it_back() -> (
+    None
+):
+    """The destination's label is only a preferred affinity: here the scheduler's other scores
+    outweigh it and favour the source. The source, cordoned and tainted for the move, is not
+    open to the replacement, which the label then steers to the destination."""
+    kube = shop(onboarded=True)
+    kube.preference_outscored = True
+    (pod, *_) = pods_on(kube, SOURCE)
+
+    result, events = run(kube, [Migrate(pod, TARGET)])
+
+    assert result.completed, result.reason  # type: ignore[attr-defined]
+    writes = [what for call, what in kube.mutations() if call in ("patch_node", "evict")]
+    # label the destination, cordon the source, evict, unlabel, uncordon
+    assert writes == [TARGET, SOURCE, f"{NS}/{pod.name}", TARGET, SOURCE]
+    (migrated,) = events
+    assert migrated.reason == "Migrated" and f"Ready on {TARGET}" in migrated.note
+    assert marks_left(kube) == []
+    assert not kube.nodes[SOURCE]["spec"].get("unschedulable")
+
+
+def test_an_onboarded_move_off_a_node_the_transition_empties_cordons_nothing_more() -> None:
+    """The drain has cordoned the source already: the migration only labels its destination."""
+    kube = shop(onboarded=True)
+    kube.preference_outscored = True
+
+    result, _ = run(kube, empty_source(kube))
+
+    assert result.completed, result.reason  # type: ignore[attr-defined]
+    patched = [what for call, what in kube.mutations() if call == "patch_node"]
+    assert patched.count(SOURCE) == 2  # the drain's cordon, the hand-over to the autoscaler
+
+
 def test_a_failed_transition_uncordons_every_node_it_marked() -> None:
     kube = shop()
     kube.add_node("node-4")
@@ -236,6 +270,24 @@ def test_a_deleted_node_is_removed() -> None:
 
     assert result.completed, result.reason  # type: ignore[attr-defined]
     assert events[-1].reason == "NodeRemoved" and SOURCE not in kube.nodes
+
+
+def test_the_dry_run_of_an_onboarded_move_says_it_labels_and_cordons() -> None:
+    kube = shop(onboarded=True)
+    (pod, *_) = pods_on(kube, SOURCE)
+    lines: list[str] = []
+
+    result = check_transition(kube, [Migrate(pod, TARGET)], lines.append)
+
+    assert result.completed, lines
+    (line,) = lines
+    label = kube.keys.workload_label(NS, "api")
+    assert (
+        f"would label node {TARGET} {label}, cordon and taint node {SOURCE} for the move, "
+        f"evict pod {NS}/{pod.name}, wait for its replacement to be Ready on {TARGET}, unlabel, "
+        "undo the cordon"
+    ) in line
+    assert kube.mutations() == []
 
 
 def test_the_dry_run_prints_the_drain_and_the_uncontrolled_placement_and_changes_nothing() -> None:

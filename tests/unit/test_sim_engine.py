@@ -8,6 +8,7 @@ from dataclasses import replace
 from tuner.model.cluster import Pod
 from tuner.model.movability import Policy, assess
 from tuner.plan.actions import Migrate, RemoveNode
+from tuner.sim.autoscaler import CANDIDATE_TAINT
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.load import Phase, Phases
 from tuner.sim.metrics import ActionResult
@@ -71,6 +72,26 @@ def test_migration_lands_on_the_labelled_node_and_is_verified() -> None:
     assert moved.key != pod.key
     assert moved.node == target
     assert all(not k.startswith("tuner.dev/") for n in sim.cluster().nodes for k in n.labels)
+
+
+def test_a_migrated_pod_the_scheduler_would_score_back_onto_its_source_lands_on_the_target() -> (
+    None
+):
+    """Every node but the api pod's carries the Cluster Autoscaler's ``PreferNoSchedule``
+    candidate taint: TaintToleration (weight 3) ranks the source above the labelled target
+    (NodeAffinity, weight 2), so only the source's cordon for the move keeps the replacement
+    off it; the cordon is undone."""
+    sim = Simulation(small(), 1)
+    sim.advance(120)
+    source = next(p.node for p in sim.cluster().pods if p.workload.name == "api")
+    for node in sim.cluster_state.nodes.values():
+        if node.name != source:
+            node.taints = (CANDIDATE_TAINT,)
+    _, target, result = migrate_api(sim)
+    assert result.verified, result.detail
+    (moved,) = [p for p in sim.cluster().pods if p.workload.name == "api"]
+    assert moved.node == target
+    assert not any(n.unschedulable for n in sim.cluster().nodes)
 
 
 def test_migration_to_a_full_node_fails_and_stops_the_transition() -> None:

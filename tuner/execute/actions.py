@@ -243,7 +243,7 @@ def check_migrate(kube: KubePort, action: Migrate, draining: frozenset[str]) -> 
         onboarded,
         _avoided(draining, source),
     )
-    cordon = None if onboarded or source in draining else source
+    cordon = None if source in draining else source
     return Migration(pod, landing, f"{namespace}/{workload}", cordon)
 
 
@@ -251,26 +251,34 @@ def check_migrate(kube: KubePort, action: Migrate, draining: frozenset[str]) -> 
 class Migration:
     """Evict the pod and verify its replacement is Ready where it must be: on the labelled
     destination (onboarded workloads), else anywhere but its source and the nodes the
-    transition empties, the source cordoned for the move unless the transition already did."""
+    transition empties. Either way the source is cordoned and tainted for the move unless the
+    transition already did: the destination's label is a preferred affinity, only a score,
+    which the scheduler's other scores (spreading, resource fit, the pod's own preferences)
+    can outweigh, sending the replacement back to its source."""
 
     pod: Any
     landing: _Landing
     workload: str
     cordon: str | None
-    """The source, when the move must cordon it (a workload that is not onboarded)."""
+    """The source, when the move must cordon it (None: a node the transition empties, cordoned
+    already)."""
 
     def would(self) -> str:
         """What :meth:`apply` would do."""
         namespace, name = self.pod.metadata.namespace, self.pod.metadata.name
         landing = self.landing
-        first = last = ""
+        first: list[str] = []
+        last: list[str] = []
         if landing.onboarded:
-            first, last = f"label node {landing.target} {landing.label}, ", ", unlabel"
-        elif self.cordon is not None:
-            first, last = f"cordon and taint node {self.cordon} for the move, ", ", undo that"
+            first.append(f"label node {landing.target} {landing.label}")
+            last.append("unlabel")
+        if self.cordon is not None:
+            first.append(f"cordon and taint node {self.cordon} for the move")
+            last.append("undo the cordon")
         return (
-            f"would {first}evict pod {namespace}/{name}, wait for its replacement to be "
-            f"{landing.wait()}{last}{_not_onboarded(landing.onboarded, self.workload)}"
+            f"would {''.join(f'{step}, ' for step in first)}evict pod {namespace}/{name}, wait "
+            f"for its replacement to be {landing.wait()}{''.join(f', {step}' for step in last)}"
+            f"{_not_onboarded(landing.onboarded, self.workload)}"
         )
 
     def apply(self, kube: KubePort, events: Sink) -> Done:

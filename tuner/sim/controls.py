@@ -72,6 +72,24 @@ class ClusterControls:
             labels[key] = value
         self.state.changed()
 
+    def cordon(self, name: str) -> bool:
+        """Cordon a node for a move (the real executor also taints it; no simulated pod
+        tolerates the taint but not the cordon); whether this cordoned it (False: it was
+        cordoned already, or is gone)."""
+        node = self.state.nodes.get(name)
+        if node is None or node.unschedulable:
+            return False
+        node.unschedulable = True
+        self.state.changed()
+        return True
+
+    def uncordon(self, name: str) -> None:
+        """Undo :meth:`cordon` (nothing when the node is gone)."""
+        node = self.state.nodes.get(name)
+        if node is not None:
+            node.unschedulable = False
+            self.state.changed()
+
     def scale(self, service: Service, delta: int) -> None:
         """Change the workload's replicas (never below 0); its ReplicaSet follows."""
         replicas = self.controllers.replicas

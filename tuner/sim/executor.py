@@ -1,8 +1,9 @@
 """The simulated executor: actions carried out as the real one does (docs/operating.md), verified.
 
-- migrate: label the target node ``tuner.dev/<namespace>.<name>``, evict the pod, let the
-  ReplicaSet's replacement be scheduled (its weight-100 preferred affinity to the label), verify
-  it landed on the target, remove the label;
+- migrate: label the target node ``tuner.dev/<namespace>.<name>`` and cordon the pod's source
+  (unless it is cordoned already), evict the pod, let the ReplicaSet's replacement be scheduled
+  (its weight-100 preferred affinity to the label: a score the scheduler's others can outweigh,
+  hence the cordon), verify it landed on the target, remove the label and the cordon;
 - add: label, one replica more, verify, unlabel;
 - remove: one replica fewer, that very pod deleted;
 - remove_node: cordon and evict what is left, then by ``execute.node_removal``: ``autoscaler``
@@ -51,6 +52,13 @@ class Controls(Protocol):
 
     def label_node(self, name: str, key: str, value: str | None) -> None:
         """Set a node label (remove it with None)."""
+
+    def cordon(self, name: str) -> bool:
+        """Cordon (and taint) a node for a move; whether this cordoned it (False: it was
+        cordoned already, or is gone)."""
+
+    def uncordon(self, name: str) -> None:
+        """Undo :meth:`cordon`."""
 
     def scale(self, service: Service, delta: int) -> None:
         """Change the workload's replicas through its scale subresource (never below 0)."""
@@ -117,7 +125,7 @@ class SimulatedExecutor:
                 if sim_pod is None:
                     return ActionResult(action, False, f"pod {pod.key} is gone")
                 cluster.evict(sim_pod)
-                return self._steer(action, sim_pod.service, target)
+                return self._steer(action, sim_pod.service, target, source=pod.node)
             case Add(workload=workload, target=target):
                 added = cluster.service_of(workload)
                 if added is None:
@@ -157,17 +165,23 @@ class SimulatedExecutor:
         bindings[action.node] = node
         return ActionResult(action, True)
 
-    def _steer(self, action: Action, service: Service, target: str) -> ActionResult:
-        """Label the target, let the scheduler place the new pod, verify, unlabel."""
+    def _steer(
+        self, action: Action, service: Service, target: str, source: str | None = None
+    ) -> ActionResult:
+        """Label the target and cordon the ``source`` (a migration's, unless cordoned already),
+        let the scheduler place the new pod, verify, undo both."""
         cluster = self.cluster
         if not cluster.node_ready(target):
             return ActionResult(action, False, f"node {target} is not there")
         label = affinity_label(service)
         cluster.label_node(target, label, "true")
+        cordoned = source if source is not None and cluster.cordon(source) else None
         try:
             landed = cluster.start_replica(service)
         finally:
             cluster.label_node(target, label, None)
+            if cordoned is not None:
+                cluster.uncordon(cordoned)
         if landed != target:
             where = landed or "nowhere (pending)"
             return ActionResult(action, False, f"landed on {where}, not {target}")
