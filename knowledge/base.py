@@ -104,6 +104,9 @@ class KnowledgeBase(Protocol):
     def list(self, limit: int | None = None) -> list[Execution]:
         """Executions, newest (by end of window) first."""
 
+    def count(self) -> int:
+        """How many executions are stored (none of them read)."""
+
     def prune(self, *, older_than: float | None = None, keep: int | None = None) -> int:
         """Delete executions whose window ended before ``older_than`` and all but the newest
         ``keep``; returns how many were deleted."""

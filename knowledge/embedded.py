@@ -257,6 +257,14 @@ class EmbeddedKnowledgeBase(Closing):
             (row_limit(limit),),
         )
 
+    def count(self) -> int:
+        """One aggregate, no row decoded."""
+        try:
+            with self._lock:
+                return int(self._query("SELECT COUNT(*) FROM executions").fetchone()[0])
+        except sqlite3.Error as err:
+            raise KnowledgeError(f"knowledge store read failed: {err}") from err
+
     def prune(self, *, older_than: float | None = None, keep: int | None = None) -> int:
         """Delete old executions and all but the newest ``keep``."""
         removed = 0

@@ -4,7 +4,8 @@
 backend at the first call and again after a failed open; every failure is a
 :class:`~knowledge.base.KnowledgeError`, which the cycle turns into "previous-deployment option
 skipped for this window". It also keeps the number of stored executions for the metrics,
-counted once per connection and then followed through this daemon's own writes.
+counted once per connection (one aggregate, no execution read) and then followed through this
+daemon's own writes.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class LazyKnowledge(Closing):
         """How many executions are stored, or None when the store cannot be reached."""
         if self._size is None:
             try:
-                self._size = len(self._call(lambda kb: kb.list()))
+                self._size = self.count()
             except KnowledgeError as err:
                 log.debug("knowledge-base size unknown: %s", err)
         return self._size
@@ -68,6 +69,9 @@ class LazyKnowledge(Closing):
 
     def list(self, limit: int | None = None) -> list[Execution]:
         return self._call(lambda kb: kb.list(limit))
+
+    def count(self) -> int:
+        return self._call(lambda kb: kb.count())
 
     def prune(self, *, older_than: float | None = None, keep: int | None = None) -> int:
         pruned = self._call(lambda kb: kb.prune(older_than=older_than, keep=keep))

@@ -62,6 +62,10 @@ class MemoryKnowledge(Closing):
         newest = sorted(self.entries.values(), key=lambda e: (-e.end, e.id))
         return newest[: row_limit(limit)]
 
+    def count(self) -> int:
+        """How many entries there are."""
+        return len(self.entries)
+
     def prune(self, *, older_than: float | None = None, keep: int | None = None) -> int:
         """Delete entries older than ``older_than`` and all but the newest ``keep``."""
         doomed: set[str] = set()

@@ -221,6 +221,8 @@ STORED = "MATCH (e:Execution) WHERE e.id IN $ids" + _DEPLOYMENT
 
 LIST = "MATCH (e:Execution) WITH e ORDER BY e.end DESC, e.id LIMIT $limit" + _DEPLOYMENT
 
+COUNT = "MATCH (e:Execution) RETURN count(e) AS n"
+
 PODS = """
 MATCH (p:Pod) WHERE elementId(p) IN $refs
 RETURN elementId(p) AS ref, properties(p) AS pod

@@ -176,6 +176,15 @@ class Neo4jKnowledgeBase(Closing):
         """Executions, newest (by end of window) first."""
         return self._read("list", cypher.LIST, limit=row_limit(limit))
 
+    def count(self) -> int:
+        """One aggregate over the Execution label's count store."""
+
+        def read(tx: ManagedTransaction) -> int:
+            return int(tx.run(cypher.COUNT).single(strict=True)["n"])
+
+        with translated(self.server, "count"), self._session() as session:
+            return int(session.execute_read(neo4j.unit_of_work(timeout=self._timeout)(read)))
+
     def prune(self, *, older_than: float | None = None, keep: int | None = None) -> int:
         """Delete executions that ended before ``older_than``, then all but the newest
         ``keep``, in transactions of :data:`PRUNE_BATCH` executions."""

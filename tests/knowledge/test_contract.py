@@ -232,6 +232,16 @@ def test_list_is_newest_first_and_limited(kb: KnowledgeBase) -> None:
     assert [e.id for e in kb.list(limit=3)] == ["e4", "e3", "e2"]
 
 
+def test_count_follows_records_deletes_and_prunes(kb: KnowledgeBase) -> None:
+    assert kb.count() == 0
+    for i in range(4):
+        kb.record(execution(f"e{i}", 100.0, 1.0, end=1000.0 + i))
+    kb.record(execution("e0", 100.0, 1.0, end=1000.0))  # the same again: no new execution
+    assert kb.count() == 4
+    assert kb.delete("e1") and kb.count() == 3
+    assert kb.prune(keep=1) == 2 and kb.count() == 1
+
+
 def test_prune_by_age_and_count(kb: KnowledgeBase) -> None:
     for i in range(6):
         kb.record(execution(f"e{i}", 100.0, 1.0, end=1000.0 + i))

@@ -15,6 +15,7 @@ from apscheduler.jobstores.base import JobLookupError
 from knowledge.base import KnowledgeError
 from knowledge.embedded import EmbeddedKnowledgeBase
 from knowledge.lazy import LazyKnowledge
+from knowledge.memory import MemoryKnowledge
 from testkit.builders import cluster, node, pod
 from tuner.analyse.decision import analyse
 from tuner.cli import main
@@ -22,7 +23,7 @@ from tuner.cycle import CycleReport, Outcome, Ports, TransitionResult
 from tuner.daemon.cycle_log import log_cycle
 from tuner.daemon.run import ONCE_EXIT
 from tuner.errors import ServiceError
-from tuner.model.execution import execution_of
+from tuner.model.execution import Execution, execution_of
 from tuner.model.load import Load
 from tuner.model.movability import Policy, assess
 from tuner.model.onboarding import Placement
@@ -65,6 +66,20 @@ def test_an_unreachable_knowledge_base_is_retried_on_the_next_call(tmp_path: Pat
     assert kb.delete(execution.id)
     assert kb.size() == 0
     kb.close()
+
+
+class Unlistable(MemoryKnowledge):
+    """A store whose executions must not be read to be counted."""
+
+    def list(self, limit: int | None = None) -> list[Execution]:
+        raise AssertionError("the size must not read every execution")
+
+
+def test_the_knowledge_base_size_reads_no_execution() -> None:
+    store = Unlistable()
+    c = cluster([node("a")], [pod("w-1", "a")])
+    store.record(execution_of(c, assess(c, Policy(frozenset())), Pricing(), 100.0, 0, 600))
+    assert LazyKnowledge(lambda: store).size() == 1
 
 
 @dataclass
