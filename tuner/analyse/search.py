@@ -244,21 +244,11 @@ class Search:
                     "fit on no node left"
                 )
         for pod in headroom.added_pods(self.context.cluster) or ():
-            if not self._place(pod, 1, kept_out, allowed):
-                return Refusal.FORECAST, headroom.why(f"a new pod of {pod.workload} fits nowhere")
-        return None
-
-    def _place(self, pod: Pod, count: int, kept_out: Mask, allowed: Mask | None) -> bool:
-        """Place ``count`` new pods like ``pod`` one by one where the scheduler would (on the
-        ``allowed`` open nodes, None: every open one, and on the ``kept_out`` nodes the plan
-        keeps out of but the scheduler still places new pods on); False when one fits none."""
-        snap = self.snapshot
-        for _ in range(count):
             mask = self._admits(pod, kept_out, allowed)
             if not mask.any():
-                return False
+                return Refusal.FORECAST, headroom.why(f"a new pod of {pod.workload} fits nowhere")
             snap.place(pod, snap.best_fit(pod, mask))
-        return True
+        return None
 
     def _step_fits(self, pod: Pod, count: int, kept_out: Mask, allowed: Mask | None) -> bool:
         """Whether ``count`` new pods like ``pod`` fit on the nodes that admit the first of
