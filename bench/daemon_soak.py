@@ -51,6 +51,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,8 @@ class Soak:
     probes: list[dict[str, float]] = field(default_factory=list)
     """``--probe``: where the memory was (:func:`bench.daemon_soak_child.memory`) every so many
     cycles, each with its ``cycle``."""
+    cycle_s: float = 0.0
+    """The daemon's mean cycle duration (``tuner_cycle_duration_seconds``' sum over count)."""
     exit_status: int | None = None
     wall_s: float = 0.0
     load: list[float] = field(default_factory=list)
@@ -141,6 +144,7 @@ class Soak:
             "actions": self.actions,
             "node_returns": self.returns,
             "leftovers": self.leftovers,
+            "mean_cycle_s": round(self.cycle_s, 4),
             "exit_status": self.exit_status,
             "wall_s": round(self.wall_s),
             "load": [round(x, 2) for x in self.load],
@@ -221,9 +225,11 @@ def soak(
     log: Path | None = None,
     probe: int | None = None,
     prefilled: int = PREFILL,
+    leak: int = 0,
 ) -> Soak:
     """One run on a fresh control plane, the knowledge store ``prefilled`` (:func:`prefill`);
-    everything it started is stopped and removed (the daemon's log copied to ``log`` first)."""
+    everything it started is stopped and removed (the daemon's log copied to ``log`` first).
+    ``leak``: bytes the daemon is made to keep after every cycle (``--leak``)."""
     with tempfile.TemporaryDirectory(prefix="tuner-soak-") as name:
         tmp = Path(name)
         if prefilled:
@@ -245,7 +251,7 @@ def soak(
                 settings = tmp / "settings.json"
                 settings.write_text(json.dumps(doc, indent=2))
                 port = doc["daemon"]["metrics_port"]
-                return _drive(kube, settings, port, cycles, tmp, trace, probe)
+                return _drive(kube, settings, port, cycles, tmp, trace, probe, leak)
             finally:
                 if log is not None and (tmp / "tuner.log").exists():
                     shutil.copy2(tmp / "tuner.log", log)
@@ -332,16 +338,16 @@ def _drive(
     tmp: Path,
     trace: int | None,
     probe: int | None = None,
+    leak: int = 0,
 ) -> Soak:
     """``tuner run`` until ``cycles`` cycles have ended, the RSS sampled after each; a node
     brought back whenever the daemon has stayed on two for a while; SIGTERM at the end.
     ``trace``: run it under tracemalloc, snapshots after that many cycles and at the end,
     their difference printed. ``probe``: where its memory is every that many cycles and at
-    the end (no tracemalloc)."""
+    the end (no tracemalloc). ``leak``: bytes it keeps after every cycle."""
     result = Soak(load=[os.getloadavg()[0]])
     started = time.monotonic()
-    child = "trace" if trace is not None else "probe" if probe is not None else None
-    daemon = Daemon(settings, port, tmp, child)
+    daemon = Daemon(settings, port, tmp, _child_mode(trace, probe, leak))
     try:
         seen: dict[str, float] = {}
         stayed_on_two = 0
@@ -372,6 +378,7 @@ def _drive(
                 print(f"  cycle {len(result.rss_mb)}: {result.rss_mb[-1]:.1f} MB, {found}")
         metrics = daemon_metrics(port)
         result.cycles, result.actions = metrics["cycles"], metrics["actions"]
+        result.cycle_s = mean_cycle_s(port)
         if trace is not None:
             daemon.dump(2)
             print_growth(daemon.dumps, trace, len(result.rss_mb))
@@ -385,6 +392,29 @@ def _drive(
     result.load.append(os.getloadavg()[0])
     result.leftovers = kube.leftovers()
     return result
+
+
+def _child_mode(trace: int | None, probe: int | None, leak: int) -> str | None:
+    """How :mod:`bench.daemon_soak_child` runs the daemon (None: the plain CLI)."""
+    if trace is not None:
+        return "trace"
+    if probe is not None:
+        return "probe"
+    return f"leak={leak}" if leak else None
+
+
+def mean_cycle_s(port: int) -> float:
+    """The daemon's mean cycle duration so far, from its ``/metrics`` on ``port``."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        lines = response.read().decode().splitlines()
+    found = {
+        name: float(value)
+        for name, value in (line.rsplit(" ", 1) for line in lines if not line.startswith("#"))
+        if name in ("tuner_cycle_duration_seconds_sum", "tuner_cycle_duration_seconds_count")
+    }
+    count = found.get("tuner_cycle_duration_seconds_count", 0.0)
+    return found.get("tuner_cycle_duration_seconds_sum", 0.0) / count if count else 0.0
 
 
 def _look_inside(
@@ -505,9 +535,17 @@ def main() -> int:
         help="every N cycles and at the end, record where the daemon's memory is (RSS by kind "
         "of mapping, glibc malloc, pymalloc, SQLite, threads, objects; no tracemalloc)",
     )
+    parser.add_argument(
+        "--leak",
+        type=int,
+        default=0,
+        metavar="BYTES",
+        help="make the daemon keep BYTES more after every cycle: a leak put there to see the "
+        "judgement catch it",
+    )
     args = parser.parse_args()
-    if args.trace and args.probe:
-        parser.error("--trace and --probe exclude each other")
+    if sum(map(bool, (args.trace, args.probe, args.leak))) > 1:
+        parser.error("--trace, --probe and --leak exclude each other")
     if not 1 <= args.warmup < args.cycles:
         parser.error("--warmup must be at least 1 and below --cycles")
     ladder = import_ladder()
@@ -523,9 +561,9 @@ def main() -> int:
         if args.logs is not None:
             args.logs.mkdir(parents=True, exist_ok=True)
             log = args.logs / f"tuner-{run + 1}.log"
-        result = soak(args.cycles, args.window, run, trace, log, args.probe, args.prefill).summary(
-            args.warmup
-        )
+        result = soak(
+            args.cycles, args.window, run, trace, log, args.probe, args.prefill, args.leak
+        ).summary(args.warmup)
         runs.append(result)
         shown = {k: v for k, v in result.items() if k != "rss_mb_per_cycle"}
         print(f"run {run + 1}: {json.dumps(shown)}")

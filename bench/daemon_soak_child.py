@@ -1,7 +1,7 @@
 """``tuner run`` whose memory can be looked into, for :mod:`bench.daemon_soak` (``--trace``,
 ``--probe``).
 
-    python -m bench.daemon_soak_child trace|probe DUMP_PREFIX run --settings SETTINGS
+    python -m bench.daemon_soak_child trace|probe|leak=BYTES DUMP_PREFIX run --settings SETTINGS
 
 Runs the CLI's ``main`` with the arguments after ``DUMP_PREFIX``. Every SIGUSR1 runs a full
 collection and writes ``DUMP_PREFIX.N.types.json``: live objects the garbage collector tracks,
@@ -15,6 +15,8 @@ every one after the first writes ``DUMP_PREFIX.N.snapshot`` too: what was alloca
 first and is still alive. ``probe``: no tracemalloc (whose own tables grow with every new
 traceback), so the figures are the daemon's, but for what the dumps themselves allocate (the
 list of every object: a few MB of heap the first time, reused by the later ones).
+``leak=BYTES``: the daemon keeps a block of ``BYTES`` more at the end of every cycle, a leak
+put there to show that the bench's judgement catches one.
 """
 
 from __future__ import annotations
@@ -136,6 +138,20 @@ def holder(ref: object, ignore: tuple[object, ...]) -> str:
     return ", ".join(sorted(found)) or "nothing tracked"
 
 
+def leak(size: int) -> None:
+    """Make the daemon keep ``size`` bytes more (a block of glibc's heap) after every cycle."""
+    from tuner.daemon.run import Daemon
+
+    kept: list[bytearray] = []
+    on_cycle = Daemon._on_cycle
+
+    def leaking(self: Daemon, report: Any, seconds: float) -> None:
+        kept.append(bytearray(size))
+        on_cycle(self, report, seconds)
+
+    Daemon._on_cycle = leaking  # type: ignore[method-assign]
+
+
 def main() -> int:
     mode, prefix = sys.argv[1:3]
     dumps = itertools.count(1)
@@ -170,6 +186,8 @@ def main() -> int:
         partial.replace(written)  # last, at once: the bench waits for this file
 
     signal.signal(signal.SIGUSR1, dump)
+    if mode.startswith("leak="):
+        leak(int(mode.removeprefix("leak=")))
     from tuner.cli import main as cli
 
     return cli(sys.argv[3:])
