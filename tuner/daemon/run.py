@@ -61,7 +61,6 @@ from tuner.daemon import logs
 from tuner.daemon.cycle_events import cycle_event
 from tuner.daemon.cycle_log import log_cycle
 from tuner.daemon.first_hour import first_hour, once_lacks, startup_lines
-from tuner.daemon.heap import process_trim, trim_heap
 from tuner.daemon.leader import LeaderElection
 from tuner.daemon.metrics import Metrics
 from tuner.daemon.shadow import ShadowAccount
@@ -349,7 +348,6 @@ class Daemon:
         size = self.kb.size()
         if size is not None:
             self.metrics.knowledge.set(size)
-        trim_heap(process_trim())  # what the cycle freed, back to the system (tuner.daemon.heap)
 
     def _log_pause(self, report: CycleReport) -> None:
         """Say when the pause switch was flipped (an ERROR cycle does not know)."""
