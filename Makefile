@@ -46,7 +46,7 @@ bench-live: venv
 # The daemon's memory over many cycles: `tuner run` on a private control plane with Prometheus,
 # removing a node that the bench brings back, RSS after each of 600 cycles (about 25 minutes on
 # 2 cores); fails when its growth less SQLite's page cache over the last 200 cycles exceeds
-# 0.05 MB per 100 (a leak of 1 kB a cycle fails it).
+# 0.07 MB per 100 (a leak of 1 kB a cycle fails it).
 bench-soak: venv
 	bash scripts/cluster.sh build
 	bash scripts/prometheus.sh install

@@ -1,7 +1,7 @@
 """The daemon's memory over many cycles (issue 26 item 5): ``tuner run`` on the real control plane.
 
     .venv/bin/python -m bench.daemon_soak [--cycles 600] [--warmup 50] [--runs 1] [--window 2]
-        [--limit 0.05] [--output soak.json] [--prefill 4000] [--trace | --probe N | --leak B]
+        [--limit 0.07] [--output soak.json] [--prefill 4000] [--trace | --probe N | --leak B]
 
 Each run starts a private control plane (``scripts/cluster.sh up``, as the cluster tests do:
 :class:`~testkit.cluster_fixture.ClusterHarness`), three KWOK nodes of 4 cores and an onboarded
@@ -27,16 +27,17 @@ Also, once, the RSS of a bare interpreter after importing each heavy module ``tu
 loads (the one-off part of its memory).
 
 Pass (exit 0) when the median growth over the last third of the runs is at most ``--limit`` MB
-per 100 cycles (default 0.05). Why the last third and not everything after the warm-up: over
+per 100 cycles (default 0.07). Why the last third and not everything after the warm-up: over
 600 cycles (docs/performance.md) glibc's heap settles for about 300 cycles after the start-up
 (0.19 MB per 100 cycles in the middle third) and then levels off; what still rises after that
 is SQLite's page cache, filling at 0.7 kB a cycle towards its bound of 1.95 MB
 (:data:`SQLITE_CACHE_MB`), which is why SQLite's share is taken out. Why that bound: a daemon
 with the default windows runs at most one cycle a minute (``windows.retry_s`` 60 after every
-unstable window), 1,440 a day; 0.05 MB per 100 cycles is then 0.7 MB a day, 22 MB a month,
+unstable window), 1,440 a day; 0.07 MB per 100 cycles is then 1 MB a day, 30 MB a month,
 inside the ~400 MB between the peak measured on the real replays (113-119 MB) and
-``deploy/``'s 512 Mi request for a year and a half without a restart; and a leak of 1 kB a
-cycle (``--leak 1024``: 0.1 MB per 100 cycles) fails it.
+``deploy/``'s 512 Mi request for more than a year without a restart. Measured over the last
+third of 600 cycles: -0.01 and 0.04 without a leak, 0.14 with a leak of 1 kB a cycle
+(``--leak 1024``), which fails it.
 
 Where the memory is: ``--trace`` (tracemalloc after the warm-up: what was allocated since and
 is still alive, by site) and ``--probe N`` (every N cycles, without tracemalloc: RSS by kind of
@@ -546,7 +547,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--window", type=float, default=2.0, help="windows.measure_s")
     parser.add_argument(
-        "--limit", type=float, default=0.05, help="MB per 100 cycles over the last third"
+        "--limit", type=float, default=0.07, help="MB per 100 cycles over the last third"
     )
     parser.add_argument("--output", type=Path, help="write every run's figures (JSON)")
     parser.add_argument("--logs", type=Path, help="keep each run's daemon log in this directory")
