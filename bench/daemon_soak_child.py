@@ -1,9 +1,12 @@
 """``tuner run`` whose memory can be looked into, for :mod:`bench.daemon_soak` (``--trace``,
 ``--probe``).
 
-    python -m bench.daemon_soak_child trace|probe DUMP_PREFIX run --settings SETTINGS
+    python -m bench.daemon_soak_child plain|trace|probe|leak=BYTES DUMP_PREFIX run --settings S
 
-Runs the CLI's ``main`` with the arguments after ``DUMP_PREFIX``. Every SIGUSR1 runs a full
+Runs the CLI's ``main`` with the arguments after ``DUMP_PREFIX``. As each cycle ends (before
+the daemon counts it in its metrics) it writes SQLite's own allocations, in bytes, to
+``DUMP_PREFIX.sqlite``: the page cache of the knowledge base, which grows with the store up to
+its bound (:data:`bench.daemon_soak.SQLITE_CACHE_MB`). Every SIGUSR1 runs a full
 collection and writes ``DUMP_PREFIX.N.types.json``: live objects the garbage collector tracks,
 counted by type (and weak references by what they point to, the dead ones by who holds them),
 where the memory is (:func:`memory`), how many full collections the daemon had run before and
@@ -15,6 +18,8 @@ every one after the first writes ``DUMP_PREFIX.N.snapshot`` too: what was alloca
 first and is still alive. ``probe``: no tracemalloc (whose own tables grow with every new
 traceback), so the figures are the daemon's, but for what the dumps themselves allocate (the
 list of every object: a few MB of heap the first time, reused by the later ones).
+``leak=BYTES``: the daemon keeps a block of ``BYTES`` more at the end of every cycle, a leak
+put there to show that the bench's judgement catches one.
 """
 
 from __future__ import annotations
@@ -102,8 +107,6 @@ def memory(scratch: str) -> dict[str, float]:
     totals = stats.split("Total (incl. mmap):")[-1]
     system, in_use = (int(line.split("=")[1]) for line in totals.strip().splitlines()[:2])
     pymalloc = _stderr_of(sys._debugmallocstats, scratch)
-    sqlite = ctypes.CDLL(ctypes.util.find_library("sqlite3") or "libsqlite3.so.0")
-    sqlite.sqlite3_memory_used.restype = ctypes.c_int64
     return {
         "rss": rss,
         **_mappings(),
@@ -112,7 +115,7 @@ def memory(scratch: str) -> dict[str, float]:
         "malloc_arenas": stats.count("Arena "),
         "pymalloc_arenas": _figure(pymalloc, "# arenas allocated current"),
         "pymalloc_in_use": _figure(pymalloc, "# bytes in allocated blocks") / 2**20,
-        "sqlite": sqlite.sqlite3_memory_used() / 2**20,
+        "sqlite": sqlite_bytes() / 2**20,
         "tracemalloc_itself": tracemalloc.get_tracemalloc_memory() / 2**20,
         "threads": threading.active_count(),
         "gc_objects": len(gc.get_objects()),
@@ -134,6 +137,42 @@ def holder(ref: object, ignore: tuple[object, ...]) -> str:
             name += f" in {'/'.join(sorted(set(outer))[:3])}"
         found.append(name)
     return ", ".join(sorted(found)) or "nothing tracked"
+
+
+def sqlite_bytes() -> int:
+    """``sqlite3_memory_used()`` of the SQLite library the ``sqlite3`` module links against."""
+    sqlite = ctypes.CDLL(ctypes.util.find_library("sqlite3") or "libsqlite3.so.0")
+    sqlite.sqlite3_memory_used.restype = ctypes.c_int64
+    return int(sqlite.sqlite3_memory_used())
+
+
+def count_sqlite(path: Path) -> None:
+    """Make the daemon write :func:`sqlite_bytes` to ``path`` as each cycle ends."""
+    from tuner.daemon.run import Daemon
+
+    on_cycle = Daemon._on_cycle
+    partial = path.with_suffix(".partial")
+
+    def counting(self: Daemon, report: Any, seconds: float) -> None:
+        partial.write_text(str(sqlite_bytes()), encoding="ascii")
+        partial.replace(path)
+        on_cycle(self, report, seconds)
+
+    Daemon._on_cycle = counting  # type: ignore[method-assign]
+
+
+def leak(size: int) -> None:
+    """Make the daemon keep ``size`` bytes more (a block of glibc's heap) after every cycle."""
+    from tuner.daemon.run import Daemon
+
+    kept: list[bytearray] = []
+    on_cycle = Daemon._on_cycle
+
+    def leaking(self: Daemon, report: Any, seconds: float) -> None:
+        kept.append(bytearray(size))
+        on_cycle(self, report, seconds)
+
+    Daemon._on_cycle = leaking  # type: ignore[method-assign]
 
 
 def main() -> int:
@@ -170,6 +209,9 @@ def main() -> int:
         partial.replace(written)  # last, at once: the bench waits for this file
 
     signal.signal(signal.SIGUSR1, dump)
+    count_sqlite(Path(f"{prefix}.sqlite"))
+    if mode.startswith("leak="):
+        leak(int(mode.removeprefix("leak=")))
     from tuner.cli import main as cli
 
     return cli(sys.argv[3:])
