@@ -35,6 +35,7 @@ from tuner.sim.metrics import ActionCounts, TickSeries
 from tuner.sim.report import StrategyRun
 from tuner.sim.state import SimCluster, SimPod
 from tuner.sim.strategies import STRATEGIES
+from tuner.sim.strategies.tuner import KarpenterTuner
 from tuner.sim.strategy import Strategy
 
 FIGURES = ("cost", "pending_pod_seconds", "evictions_per_hour", "seconds_over_cpu")
@@ -73,14 +74,24 @@ def played(scenario: Scenario, comparison: str) -> Scenario:
     return pinned(scenario) if comparison == "hpa" else scenario
 
 
-def simulate(scenario: Scenario, comparison: str, seed: int, tick: float = 5.0) -> Recording:
-    """The simulator's run of the matching strategy, recorded as a replay records."""
+def simulate(
+    scenario: Scenario,
+    comparison: str,
+    seed: int,
+    tick: float = 5.0,
+    node_removal: str | None = None,
+) -> Recording:
+    """The simulator's run of the matching strategy, recorded as a replay records;
+    ``node_removal`` is the daemon's ``execute.node_removal`` for ``karpenter-tuner`` (None:
+    its default, ``autoscaler``)."""
     scenario = played(scenario, comparison)
-    strategy: Strategy = (
-        FixedNodes()
-        if comparison == "hpa"
-        else STRATEGIES[SIM_STRATEGY[comparison]](scenario, seed)
-    )
+    strategy: Strategy
+    if comparison == "hpa":
+        strategy = FixedNodes()
+    elif node_removal is not None:
+        strategy = KarpenterTuner(scenario, seed, node_removal)
+    else:
+        strategy = STRATEGIES[SIM_STRATEGY[comparison]](scenario, seed)
     sim = Simulation(scenario, seed, strategy, tick)
     hpa_services = [s for s in scenario.services if s.hpa is not None]
     recording = Recording(series=sim.series, replicas={service_key(s): [] for s in hpa_services})
@@ -173,16 +184,28 @@ class Key:
     warmup: float | None = None
     """Seconds of warm-up played before the scenario's start when shorter than its own
     (``--warmup``); None: the scenario's own (30 minutes over the speedup)."""
+    node_removal: str | None = None
+    """The daemon's ``execute.node_removal`` for ``karpenter-tuner`` when not its default
+    (``--node-removal``); None: ``autoscaler``, as every entry recorded without the key."""
 
     @property
     def stem(self) -> str:
         """The file name stem of its plot and its runs' curves."""
         stem = f"{self.comparison}-{self.scenario}-x{self.speedup:g}-{self.hours:g}h"
-        return stem if self.warmup is None else f"{stem}-w{self.warmup:g}s"
+        stem = stem if self.warmup is None else f"{stem}-w{self.warmup:g}s"
+        return stem if self.node_removal is None else f"{stem}-{self.node_removal}"
 
     def matches(self, entry: dict[str, Any]) -> bool:
         """Whether ``entry`` is this comparison's."""
-        ours = (self.comparison, self.scenario, self.speedup, self.hours, self.seed, self.warmup)
+        ours = (
+            self.comparison,
+            self.scenario,
+            self.speedup,
+            self.hours,
+            self.seed,
+            self.warmup,
+            self.node_removal,
+        )
         return ours == (
             entry["comparison"],
             entry["scenario"],
@@ -190,6 +213,7 @@ class Key:
             entry["hours"],
             entry["seed"],
             entry.get("warmup"),
+            entry.get("node_removal"),
         )
 
     @staticmethod
@@ -203,6 +227,7 @@ class Key:
             entry["seed"],
             entry["source"],
             entry.get("warmup"),
+            entry.get("node_removal"),
         )
 
 
@@ -248,6 +273,7 @@ def add_run(
                 "hours": key.hours,
                 "seed": key.seed,
                 **({} if key.warmup is None else {"warmup": key.warmup}),
+                **({} if key.node_removal is None else {"node_removal": key.node_removal}),
                 "real": [],
             }
             entries.append(entry)
