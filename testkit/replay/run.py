@@ -8,8 +8,9 @@ KWOKNodeClass, a NodePool and the initial NodeClaims for Karpenter) and the work
 plays the scenario in real time, tick by tick (5 s): from ``-warmup`` to its duration it drives
 the load and records (:mod:`testkit.replay.drive`). For ``karpenter-tuner`` it also runs
 ``tuner run`` for real beside Karpenter, as a Karpenter user would set it up (an embedded
-knowledge base; emptied nodes left cordoned for Karpenter to delete; new nodes through a
-placeholder pod Karpenter provisions for; the simulator's tuner settings otherwise), with a real
+knowledge base; emptied nodes left cordoned for Karpenter to delete, or their Node deleted at
+once (``node_removal``); new nodes through a placeholder pod Karpenter provisions for; the
+simulator's tuner settings otherwise), with a real
 Prometheus scraping the load (an exporter whose request counter advances at the scenario's
 load), and records its memory, its actions and their verifications, and what it left behind.
 Everything is stopped and removed at the end, whatever happened.
