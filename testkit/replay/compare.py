@@ -351,7 +351,8 @@ def _cell(sim: float, real: Sequence[float], difference: float | None, digits: i
 
 def table(entries: Sequence[dict[str, Any]]) -> str:
     """The results file as a Markdown table: per comparison, the simulator's figure, each real
-    run's, and the simulator's difference to the real runs' median."""
+    run's, and the simulator's difference to the real runs' median (the daemon's node removal
+    beside the comparison where it is not the default)."""
     rows = [
         "| comparison | scenario | speedup | hours | cost: sim · real (diff) "
         "| pending pod-s | evictions/h | s over 100 % CPU | replica curves | load |",
@@ -378,8 +379,10 @@ def table(entries: Sequence[dict[str, Any]]) -> str:
             )
         ]
         curve = e["replica_curve_difference"]
+        removal = e.get("node_removal")
+        name = f"{e['comparison']} ({removal})" if removal else e["comparison"]
         rows.append(
-            f"| {e['comparison']} | {e['scenario']} | {e['speedup']:g} | {e['hours']:g} | "
+            f"| {name} | {e['scenario']} | {e['speedup']:g} | {e['hours']:g} | "
             + " | ".join(cells)
             + f" | {'—' if curve is None else f'{curve * 100:.1f} %'}"
             + f" | {e['load_average_median']:.1f} |"

@@ -322,6 +322,15 @@ def test_a_run_with_another_node_removal_is_its_own_comparison_with_its_own_file
     assert compare.Key.of(tagged) == deleted
     assert deleted.stem == "karpenter-tuner-pools-x2-1.25h-delete-node"
     assert left.stem == "karpenter-tuner-pools-x2-1.25h"
+    run = dict.fromkeys(compare.FIGURES, 1.0) | {"replica_curve_difference": None}
+    entries = [e | {"real": [run | {"load_average_median": 2.0}]} for e in (entry, tagged)]
+    for e in entries:
+        compare.summarise(e, dict.fromkeys(compare.FIGURES, 1.0))
+    rows = compare.table(entries).splitlines()[2:]
+    assert [r.split(" | ")[0] for r in rows] == [
+        "| karpenter-tuner",
+        "| karpenter-tuner (delete-node)",
+    ]
 
 
 def test_the_simulated_karpenter_tuner_deleting_the_node_removes_it_at_once() -> None:
