@@ -102,9 +102,8 @@ def main() -> int:
     sim = compare.simulate(scenario, args.comparison, seed, node_removal=removal)
     (runs_dir / f"{key.stem}-sim.json").write_text(json.dumps(compare.series_doc(sim)) + "\n")
     print(f"simulator: {compare.figures(sim.series, 5.0)}", file=sys.stderr)
-    for _ in range(args.runs):
-        number = len(sorted(runs_dir.glob(f"{key.stem}-real-*.json"))) + 1
-        logs = Path(tempfile.gettempdir()) / "replay-logs" / f"{key.stem}-{number}-{os.getpid()}"
+    for number in range(1, args.runs + 1):
+        logs = Path(tempfile.gettempdir()) / "replay-logs" / f"{key.stem}-{os.getpid()}-{number}"
         with tempfile.TemporaryDirectory(prefix="replay-") as work:
             result = replay(
                 played,
@@ -117,10 +116,7 @@ def main() -> int:
             )
         print(f"logs kept in {logs}", file=sys.stderr)
         real = compare.run_entry(result, sim)
-        (runs_dir / f"{key.stem}-real-{number}.json").write_text(
-            json.dumps(compare.series_doc(result.recording)) + "\n"
-        )
-        entry = compare.add_run(args.results, key, sim, result.tick, real)
+        entry = compare.add_run(args.results, key, sim, result.tick, real, result.recording)
         print(json.dumps(entry, indent=2))
         _redraw(args.results.parent, entry, scenario.title)
         with compare.locked(args.results):

@@ -257,10 +257,12 @@ def summarise(entry: dict[str, Any], sim: dict[str, float]) -> None:
 
 
 def add_run(
-    results: Path, key: Key, sim: Recording, tick: float, real: dict[str, Any]
+    results: Path, key: Key, sim: Recording, tick: float, real: dict[str, Any], curves: Recording
 ) -> dict[str, Any]:
-    """Add one real run to the comparison's entry in ``results`` (created as needed); the
-    entry, with the differences against the median of its real runs."""
+    """Add one real run to the comparison's entry in ``results`` (created as needed) and its
+    ``curves`` beside it as ``runs/<stem>-real-<n>.json``, ``n`` its place in the entry, both
+    under the lock (two replays of one comparison may finish at once); the entry, with the
+    differences against the median of its real runs."""
     with locked(results):
         entries: list[dict[str, Any]] = json.loads(results.read_text()) if results.exists() else []
         entry = next((e for e in entries if key.matches(e)), None)
@@ -278,6 +280,10 @@ def add_run(
             }
             entries.append(entry)
         entry["real"].append(real)
+        runs = results.parent / "runs"
+        runs.mkdir(parents=True, exist_ok=True)
+        curve_file = runs / f"{key.stem}-real-{len(entry['real'])}.json"
+        curve_file.write_text(json.dumps(series_doc(curves)) + "\n")
         summarise(entry, figures(sim.series, tick))
         results.write_text(json.dumps(entries, indent=2) + "\n")
     return entry

@@ -29,6 +29,7 @@ from tuner.model.quantity import cpu_millis, memory_bytes
 from tuner.sim.controls import REREGISTER_DELAY
 from tuner.sim.karpenter_disruption import WHEN_EMPTY, KarpenterConfig
 from tuner.sim.load import Phase, Phases
+from tuner.sim.metrics import TickSeries
 from tuner.sim.scenario_file import build, read
 from tuner.sim.workloads import MIB, HpaSpec, Service
 
@@ -369,3 +370,27 @@ def test_the_bench_refuses_a_node_removal_where_no_daemon_runs() -> None:
     assert done.stderr.splitlines()[-1].endswith(
         "--node-removal delete-node: only with --comparison karpenter-tuner"
     )
+
+
+def test_each_real_runs_curves_are_numbered_by_its_place_in_the_entry(tmp_path: Path) -> None:
+    """Two replays of one comparison (say, started side by side) each keep their own curves:
+    run ``n`` of the entry is ``runs/<stem>-real-<n>.json``, numbered when it is added."""
+    key = compare.Key("karpenter-tuner", "pools", 2.0, 1.25, 1, "pools.json", None, "delete-node")
+    results = tmp_path / "results.json"
+
+    def recording(cost: float) -> Recording:
+        series = TickSeries(time=[0.0], load=[1.0], cost=[cost], nodes=[1], pending=[0])
+        return Recording(series=replace(series, short=[0], evictions=[0]))
+
+    sim = recording(0.5)
+    for cost in (0.43, 0.44):
+        curves = recording(cost)
+        real = dict.fromkeys(compare.FIGURES, cost) | {
+            "replica_curve_difference": None,
+            "load_average_median": 2.0,
+        }
+        entry = compare.add_run(results, key, sim, 5.0, real, curves)
+    assert [r["cost"] for r in entry["real"]] == [0.43, 0.44]
+    for n, cost in enumerate((0.43, 0.44), 1):
+        saved = json.loads((tmp_path / "runs" / f"{key.stem}-real-{n}.json").read_text())
+        assert saved["cost"] == [cost]
