@@ -141,6 +141,8 @@ def resimulate(results: Path, page: Path) -> None:
                 json.dumps(compare.series_doc(sim)) + "\n"
             )
             for n, run in enumerate(entry["real"], 1):
+                if run.get(compare.CURVES_LOST):
+                    continue
                 path = runs_dir / f"{key.stem}-real-{n}.json"
                 recorded = Recording(replicas=json.loads(path.read_text())["replicas"])
                 run["replica_curve_difference"] = compare.replica_curve_difference(sim, recorded)
@@ -152,16 +154,13 @@ def resimulate(results: Path, page: Path) -> None:
 
 
 def _redraw(folder: Path, entry: dict[str, Any], title: str) -> None:
-    """The entry's plot: the simulator's run against the real runs that count (run ``n`` of
-    the entry is ``…-real-<n>.json``)."""
+    """The entry's plot: the simulator's run against the real runs that count and kept their
+    curves (run ``n`` of the entry is ``…-real-<n>.json``)."""
     stem = compare.Key.of(entry).stem
     sim = json.loads((folder / "runs" / f"{stem}-sim.json").read_text())
-    real = [
-        json.loads((folder / "runs" / f"{stem}-real-{n}.json").read_text())
-        for n, run in enumerate(entry["real"], 1)
-        if not run.get(compare.WITHDRAWN)
-    ]
-    png = compare.plot(f"{entry['comparison']}: {title}", sim, real)
+    numbers = compare.drawn(entry)
+    real = [json.loads((folder / "runs" / f"{stem}-real-{n}.json").read_text()) for n in numbers]
+    png = compare.plot(f"{entry['comparison']}: {title}", sim, real, numbers)
     (folder / f"{stem}.png").write_bytes(png)
 
 

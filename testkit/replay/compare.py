@@ -236,6 +236,21 @@ WITHDRAWN = "withdrawn"
 it stays in the results file and is listed under the table, but no median counts it."""
 
 
+CURVES_LOST = "curves_lost"
+"""A real run's key saying why its curves file is missing: its figures (computed from its own
+recording when it ended) still count, but no plot draws it and ``--resimulate`` keeps its
+recorded replica curve difference."""
+
+
+def drawn(entry: dict[str, Any]) -> list[int]:
+    """The numbers (from 1) of the entry's real runs a plot draws: counted, curves kept."""
+    return [
+        n
+        for n, run in enumerate(entry["real"], 1)
+        if not run.get(WITHDRAWN) and not run.get(CURVES_LOST)
+    ]
+
+
 def counted(entry: dict[str, Any]) -> list[dict[str, Any]]:
     """The entry's real runs that count (not withdrawn)."""
     return [r for r in entry["real"] if not r.get(WITHDRAWN)]
@@ -303,9 +318,16 @@ def series_doc(recording: Recording) -> dict[str, Any]:
     }
 
 
-def plot(title: str, sim: dict[str, Any], real: Sequence[dict[str, Any]]) -> bytes:
+def plot(
+    title: str,
+    sim: dict[str, Any],
+    real: Sequence[dict[str, Any]],
+    numbers: Sequence[int] | None = None,
+) -> bytes:
     """Simulator against every real run over time: billed nodes, pending pods, the replicas of
-    the HPA-scaled services (summed), and the load; PNG."""
+    the HPA-scaled services (summed), and the load; PNG. ``numbers`` are the runs' numbers in
+    their entry (default 1, 2, ...)."""
+    numbers = numbers or range(1, len(real) + 1)
     figure, axes = plt.subplots(4, 1, figsize=(10, 9), sharex=True)
     panels = (
         ("billed nodes", lambda d: d["nodes"]),
@@ -328,13 +350,13 @@ def plot(title: str, sim: dict[str, Any], real: Sequence[dict[str, Any]]) -> byt
             linewidth=2.5,
             alpha=0.5,
         )
-        for i, run in enumerate(real):
+        for number, run in zip(numbers, real, strict=True):
             values = pick(run)
             axis.step(
                 [t / 60 for t in run["time"]][: len(values)],
                 values,
                 where="post",
-                label=f"real run {i + 1}",
+                label=f"real run {number}",
                 linewidth=1.0,
             )
         axis.set_ylabel(label)

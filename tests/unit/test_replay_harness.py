@@ -394,3 +394,18 @@ def test_each_real_runs_curves_are_numbered_by_its_place_in_the_entry(tmp_path: 
     for n, cost in enumerate((0.43, 0.44), 1):
         saved = json.loads((tmp_path / "runs" / f"{key.stem}-real-{n}.json").read_text())
         assert saved["cost"] == [cost]
+
+
+def test_a_run_whose_curves_were_lost_still_counts_but_is_not_drawn() -> None:
+    """A real run whose curves file is missing keeps its figures in the medians; the plot draws
+    the others (withdrawn runs neither)."""
+    run = dict.fromkeys(compare.FIGURES, 1.0) | {
+        "replica_curve_difference": 0.05,
+        "load_average_median": 2.0,
+    }
+    entry: dict[str, Any] = {
+        "real": [run | {compare.CURVES_LOST: "overwritten"}, run, run | {"withdrawn": "fault"}]
+    }
+    compare.summarise(entry, dict.fromkeys(compare.FIGURES, 1.0))
+    assert len(compare.counted(entry)) == 2
+    assert compare.drawn(entry) == [2]
