@@ -62,7 +62,7 @@ bench-replay: venv
 	bash scripts/cluster.sh build
 	$(VENV)/bin/python -m bench.replay --scenario $(SCENARIO) --comparison $(COMPARISON) \
 		--runs $(RUNS) $(if $(HOURS),--hours $(HOURS)) $(if $(SPEEDUP),--speedup $(SPEEDUP)) \
-		$(if $(WARMUP),--warmup $(WARMUP))
+		$(if $(WARMUP),--warmup $(WARMUP)) $(if $(NODE_REMOVAL),--node-removal $(NODE_REMOVAL))
 
 # Every scenario with every strategy; README tables and plots regenerated (JOBS simulations at once).
 JOBS ?= 3

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.replay --scenario NAME|FILE --comparison hpa|karpenter|karpenter-tuner
         [--hours H] [--speedup K] [--warmup S] [--seed S] [--runs N]
-        [--results docs/fidelity/results.json]
+        [--node-removal autoscaler|delete-node] [--results docs/fidelity/results.json]
 
 Runs the simulator's matching strategy once and the real replay ``--runs`` times (one after
 the other, each on a fresh private control plane; see :mod:`testkit.replay.run`), adds every
@@ -15,6 +15,10 @@ top of a scenario file's own ``speedup``; both sides play the same compressed sc
 ``--warmup`` shortens the warm-up played before the scenario's start (its own is 30 minutes over
 the speedup; a two-hour run at speedup 1 would otherwise take two and a half), on both sides;
 the entry records it.
+``--node-removal`` (``karpenter-tuner`` only) is the daemon's ``execute.node_removal`` on both
+sides: ``autoscaler`` (the default; emptied nodes left for Karpenter) or ``delete-node`` (the
+Node deleted at once; Karpenter's termination finalizer deletes its NodeClaim and instance);
+an entry not at the default records it and keeps its own runs, plot and curves.
 Progress (replay time, billed nodes, pending pods) goes to stderr once a minute.
 """
 
@@ -38,6 +42,10 @@ from testkit.replay.run import COMPARISONS, replay
 from tuner.sim.scenarios import scenario as named_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
+NODE_REMOVALS = ("autoscaler", "delete-node")
+"""The daemon's ``execute.node_removal`` a replay beside Karpenter may run: a Karpenter user
+leaves emptied nodes to its consolidation or deletes the Node (its documented manual removal);
+``command`` would need a provider program, which the replay has none of."""
 
 
 def main() -> int:
@@ -51,6 +59,7 @@ def main() -> int:
     )
     parser.add_argument("--seed", type=int)
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--node-removal", choices=NODE_REMOVALS, default="autoscaler")
     parser.add_argument("--results", type=Path, default=ROOT / "docs/fidelity/results.json")
     parser.add_argument("--page", type=Path, default=ROOT / "docs/fidelity.md")
     parser.add_argument(
@@ -65,6 +74,9 @@ def main() -> int:
         return 0
     if args.scenario is None or args.comparison is None:
         parser.error("--scenario and --comparison are required (or --resimulate)")
+    if args.node_removal != "autoscaler" and args.comparison != "karpenter-tuner":
+        parser.error(f"--node-removal {args.node_removal}: only with --comparison karpenter-tuner")
+    removal = None if args.node_removal == "autoscaler" else args.node_removal
     # SIGTERM (nohup, a job control stop) unwinds like Ctrl-C: the control plane is stopped.
     signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
     scenario = named_scenario(args.scenario, args.hours).compressed(args.speedup)
@@ -76,26 +88,35 @@ def main() -> int:
     played = compare.played(scenario, args.comparison)
     hours = round(scenario.duration * scenario.speedup / 3600, 4)
     key = compare.Key(
-        args.comparison, scenario.name, scenario.speedup, hours, seed, args.scenario, args.warmup
+        args.comparison,
+        scenario.name,
+        scenario.speedup,
+        hours,
+        seed,
+        args.scenario,
+        args.warmup,
+        removal,
     )
     runs_dir = args.results.parent / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
-    sim = compare.simulate(scenario, args.comparison, seed)
+    sim = compare.simulate(scenario, args.comparison, seed, node_removal=removal)
     (runs_dir / f"{key.stem}-sim.json").write_text(json.dumps(compare.series_doc(sim)) + "\n")
     print(f"simulator: {compare.figures(sim.series, 5.0)}", file=sys.stderr)
-    for _ in range(args.runs):
-        number = len(sorted(runs_dir.glob(f"{key.stem}-real-*.json"))) + 1
-        logs = Path(tempfile.gettempdir()) / "replay-logs" / f"{key.stem}-{number}-{os.getpid()}"
+    for number in range(1, args.runs + 1):
+        logs = Path(tempfile.gettempdir()) / "replay-logs" / f"{key.stem}-{os.getpid()}-{number}"
         with tempfile.TemporaryDirectory(prefix="replay-") as work:
             result = replay(
-                played, args.comparison, Path(work), seed, progress=_progress(), logs=logs
+                played,
+                args.comparison,
+                Path(work),
+                seed,
+                progress=_progress(),
+                logs=logs,
+                node_removal=args.node_removal,
             )
         print(f"logs kept in {logs}", file=sys.stderr)
         real = compare.run_entry(result, sim)
-        (runs_dir / f"{key.stem}-real-{number}.json").write_text(
-            json.dumps(compare.series_doc(result.recording)) + "\n"
-        )
-        entry = compare.add_run(args.results, key, sim, result.tick, real)
+        entry = compare.add_run(args.results, key, sim, result.tick, real, result.recording)
         print(json.dumps(entry, indent=2))
         _redraw(args.results.parent, entry, scenario.title)
         with compare.locked(args.results):
@@ -112,12 +133,16 @@ def resimulate(results: Path, page: Path) -> None:
             scenario = named_scenario(key.source, key.hours).compressed(key.speedup)
             if key.warmup is not None:
                 scenario = replace(scenario, warmup=key.warmup)
-            sim = compare.simulate(scenario, key.comparison, key.seed)
+            sim = compare.simulate(
+                scenario, key.comparison, key.seed, node_removal=key.node_removal
+            )
             runs_dir = results.parent / "runs"
             (runs_dir / f"{key.stem}-sim.json").write_text(
                 json.dumps(compare.series_doc(sim)) + "\n"
             )
             for n, run in enumerate(entry["real"], 1):
+                if run.get(compare.CURVES_LOST):
+                    continue
                 path = runs_dir / f"{key.stem}-real-{n}.json"
                 recorded = Recording(replicas=json.loads(path.read_text())["replicas"])
                 run["replica_curve_difference"] = compare.replica_curve_difference(sim, recorded)
@@ -129,16 +154,13 @@ def resimulate(results: Path, page: Path) -> None:
 
 
 def _redraw(folder: Path, entry: dict[str, Any], title: str) -> None:
-    """The entry's plot: the simulator's run against the real runs that count (run ``n`` of
-    the entry is ``…-real-<n>.json``)."""
+    """The entry's plot: the simulator's run against the real runs that count and kept their
+    curves (run ``n`` of the entry is ``…-real-<n>.json``)."""
     stem = compare.Key.of(entry).stem
     sim = json.loads((folder / "runs" / f"{stem}-sim.json").read_text())
-    real = [
-        json.loads((folder / "runs" / f"{stem}-real-{n}.json").read_text())
-        for n, run in enumerate(entry["real"], 1)
-        if not run.get(compare.WITHDRAWN)
-    ]
-    png = compare.plot(f"{entry['comparison']}: {title}", sim, real)
+    numbers = compare.drawn(entry)
+    real = [json.loads((folder / "runs" / f"{stem}-real-{n}.json").read_text()) for n in numbers]
+    png = compare.plot(f"{entry['comparison']}: {title}", sim, real, numbers)
     (folder / f"{stem}.png").write_bytes(png)
 
 

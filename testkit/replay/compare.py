@@ -35,6 +35,7 @@ from tuner.sim.metrics import ActionCounts, TickSeries
 from tuner.sim.report import StrategyRun
 from tuner.sim.state import SimCluster, SimPod
 from tuner.sim.strategies import STRATEGIES
+from tuner.sim.strategies.tuner import KarpenterTuner
 from tuner.sim.strategy import Strategy
 
 FIGURES = ("cost", "pending_pod_seconds", "evictions_per_hour", "seconds_over_cpu")
@@ -73,14 +74,24 @@ def played(scenario: Scenario, comparison: str) -> Scenario:
     return pinned(scenario) if comparison == "hpa" else scenario
 
 
-def simulate(scenario: Scenario, comparison: str, seed: int, tick: float = 5.0) -> Recording:
-    """The simulator's run of the matching strategy, recorded as a replay records."""
+def simulate(
+    scenario: Scenario,
+    comparison: str,
+    seed: int,
+    tick: float = 5.0,
+    node_removal: str | None = None,
+) -> Recording:
+    """The simulator's run of the matching strategy, recorded as a replay records;
+    ``node_removal`` is the daemon's ``execute.node_removal`` for ``karpenter-tuner`` (None:
+    its default, ``autoscaler``)."""
     scenario = played(scenario, comparison)
-    strategy: Strategy = (
-        FixedNodes()
-        if comparison == "hpa"
-        else STRATEGIES[SIM_STRATEGY[comparison]](scenario, seed)
-    )
+    strategy: Strategy
+    if comparison == "hpa":
+        strategy = FixedNodes()
+    elif node_removal is not None:
+        strategy = KarpenterTuner(scenario, seed, node_removal)
+    else:
+        strategy = STRATEGIES[SIM_STRATEGY[comparison]](scenario, seed)
     sim = Simulation(scenario, seed, strategy, tick)
     hpa_services = [s for s in scenario.services if s.hpa is not None]
     recording = Recording(series=sim.series, replicas={service_key(s): [] for s in hpa_services})
@@ -173,16 +184,28 @@ class Key:
     warmup: float | None = None
     """Seconds of warm-up played before the scenario's start when shorter than its own
     (``--warmup``); None: the scenario's own (30 minutes over the speedup)."""
+    node_removal: str | None = None
+    """The daemon's ``execute.node_removal`` for ``karpenter-tuner`` when not its default
+    (``--node-removal``); None: ``autoscaler``, as every entry recorded without the key."""
 
     @property
     def stem(self) -> str:
         """The file name stem of its plot and its runs' curves."""
         stem = f"{self.comparison}-{self.scenario}-x{self.speedup:g}-{self.hours:g}h"
-        return stem if self.warmup is None else f"{stem}-w{self.warmup:g}s"
+        stem = stem if self.warmup is None else f"{stem}-w{self.warmup:g}s"
+        return stem if self.node_removal is None else f"{stem}-{self.node_removal}"
 
     def matches(self, entry: dict[str, Any]) -> bool:
         """Whether ``entry`` is this comparison's."""
-        ours = (self.comparison, self.scenario, self.speedup, self.hours, self.seed, self.warmup)
+        ours = (
+            self.comparison,
+            self.scenario,
+            self.speedup,
+            self.hours,
+            self.seed,
+            self.warmup,
+            self.node_removal,
+        )
         return ours == (
             entry["comparison"],
             entry["scenario"],
@@ -190,6 +213,7 @@ class Key:
             entry["hours"],
             entry["seed"],
             entry.get("warmup"),
+            entry.get("node_removal"),
         )
 
     @staticmethod
@@ -203,12 +227,28 @@ class Key:
             entry["seed"],
             entry["source"],
             entry.get("warmup"),
+            entry.get("node_removal"),
         )
 
 
 WITHDRAWN = "withdrawn"
 """A real run's key saying why it no longer counts (recorded with a harness fault since fixed):
 it stays in the results file and is listed under the table, but no median counts it."""
+
+
+CURVES_LOST = "curves_lost"
+"""A real run's key saying why its curves file is missing: its figures (computed from its own
+recording when it ended) still count, but no plot draws it and ``--resimulate`` keeps its
+recorded replica curve difference."""
+
+
+def drawn(entry: dict[str, Any]) -> list[int]:
+    """The numbers (from 1) of the entry's real runs a plot draws: counted, curves kept."""
+    return [
+        n
+        for n, run in enumerate(entry["real"], 1)
+        if not run.get(WITHDRAWN) and not run.get(CURVES_LOST)
+    ]
 
 
 def counted(entry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -232,10 +272,12 @@ def summarise(entry: dict[str, Any], sim: dict[str, float]) -> None:
 
 
 def add_run(
-    results: Path, key: Key, sim: Recording, tick: float, real: dict[str, Any]
+    results: Path, key: Key, sim: Recording, tick: float, real: dict[str, Any], curves: Recording
 ) -> dict[str, Any]:
-    """Add one real run to the comparison's entry in ``results`` (created as needed); the
-    entry, with the differences against the median of its real runs."""
+    """Add one real run to the comparison's entry in ``results`` (created as needed) and its
+    ``curves`` beside it as ``runs/<stem>-real-<n>.json``, ``n`` its place in the entry, both
+    under the lock (two replays of one comparison may finish at once); the entry, with the
+    differences against the median of its real runs."""
     with locked(results):
         entries: list[dict[str, Any]] = json.loads(results.read_text()) if results.exists() else []
         entry = next((e for e in entries if key.matches(e)), None)
@@ -248,10 +290,15 @@ def add_run(
                 "hours": key.hours,
                 "seed": key.seed,
                 **({} if key.warmup is None else {"warmup": key.warmup}),
+                **({} if key.node_removal is None else {"node_removal": key.node_removal}),
                 "real": [],
             }
             entries.append(entry)
         entry["real"].append(real)
+        runs = results.parent / "runs"
+        runs.mkdir(parents=True, exist_ok=True)
+        curve_file = runs / f"{key.stem}-real-{len(entry['real'])}.json"
+        curve_file.write_text(json.dumps(series_doc(curves)) + "\n")
         summarise(entry, figures(sim.series, tick))
         results.write_text(json.dumps(entries, indent=2) + "\n")
     return entry
@@ -271,9 +318,16 @@ def series_doc(recording: Recording) -> dict[str, Any]:
     }
 
 
-def plot(title: str, sim: dict[str, Any], real: Sequence[dict[str, Any]]) -> bytes:
+def plot(
+    title: str,
+    sim: dict[str, Any],
+    real: Sequence[dict[str, Any]],
+    numbers: Sequence[int] | None = None,
+) -> bytes:
     """Simulator against every real run over time: billed nodes, pending pods, the replicas of
-    the HPA-scaled services (summed), and the load; PNG."""
+    the HPA-scaled services (summed), and the load; PNG. ``numbers`` are the runs' numbers in
+    their entry (default 1, 2, ...)."""
+    numbers = numbers or range(1, len(real) + 1)
     figure, axes = plt.subplots(4, 1, figsize=(10, 9), sharex=True)
     panels = (
         ("billed nodes", lambda d: d["nodes"]),
@@ -296,13 +350,13 @@ def plot(title: str, sim: dict[str, Any], real: Sequence[dict[str, Any]]) -> byt
             linewidth=2.5,
             alpha=0.5,
         )
-        for i, run in enumerate(real):
+        for number, run in zip(numbers, real, strict=True):
             values = pick(run)
             axis.step(
                 [t / 60 for t in run["time"]][: len(values)],
                 values,
                 where="post",
-                label=f"real run {i + 1}",
+                label=f"real run {number}",
                 linewidth=1.0,
             )
         axis.set_ylabel(label)
@@ -325,7 +379,8 @@ def _cell(sim: float, real: Sequence[float], difference: float | None, digits: i
 
 def table(entries: Sequence[dict[str, Any]]) -> str:
     """The results file as a Markdown table: per comparison, the simulator's figure, each real
-    run's, and the simulator's difference to the real runs' median."""
+    run's, and the simulator's difference to the real runs' median (the daemon's node removal
+    beside the comparison where it is not the default)."""
     rows = [
         "| comparison | scenario | speedup | hours | cost: sim · real (diff) "
         "| pending pod-s | evictions/h | s over 100 % CPU | replica curves | load |",
@@ -352,8 +407,10 @@ def table(entries: Sequence[dict[str, Any]]) -> str:
             )
         ]
         curve = e["replica_curve_difference"]
+        removal = e.get("node_removal")
+        name = f"{e['comparison']} ({removal})" if removal else e["comparison"]
         rows.append(
-            f"| {e['comparison']} | {e['scenario']} | {e['speedup']:g} | {e['hours']:g} | "
+            f"| {name} | {e['scenario']} | {e['speedup']:g} | {e['hours']:g} | "
             + " | ".join(cells)
             + f" | {'—' if curve is None else f'{curve * 100:.1f} %'}"
             + f" | {e['load_average_median']:.1f} |"

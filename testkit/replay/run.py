@@ -8,8 +8,9 @@ KWOKNodeClass, a NodePool and the initial NodeClaims for Karpenter) and the work
 plays the scenario in real time, tick by tick (5 s): from ``-warmup`` to its duration it drives
 the load and records (:mod:`testkit.replay.drive`). For ``karpenter-tuner`` it also runs
 ``tuner run`` for real beside Karpenter, as a Karpenter user would set it up (an embedded
-knowledge base; emptied nodes left cordoned for Karpenter to delete; new nodes through a
-placeholder pod Karpenter provisions for; the simulator's tuner settings otherwise), with a real
+knowledge base; emptied nodes left cordoned for Karpenter to delete, or their Node deleted at
+once (``node_removal``); new nodes through a placeholder pod Karpenter provisions for; the
+simulator's tuner settings otherwise), with a real
 Prometheus scraping the load (an exporter whose request counter advances at the scenario's
 load), and records its memory, its actions and their verifications, and what it left behind.
 Everything is stopped and removed at the end, whatever happened.
@@ -205,8 +206,16 @@ def _ready_nodes(kube: ClusterHarness) -> set[str]:
 class Daemon:
     """``tuner run`` for real beside Karpenter, with its Prometheus and load exporter."""
 
-    def __init__(self, kube: ClusterHarness, scenario: Scenario, workdir: Path, seed: int):
+    def __init__(
+        self,
+        kube: ClusterHarness,
+        scenario: Scenario,
+        workdir: Path,
+        seed: int,
+        node_removal: str = "autoscaler",
+    ):
         self.kube = kube
+        self.node_removal = node_removal
         self.scenario = scenario
         self.workdir = workdir
         self.exporter = TestExporter().start()
@@ -220,7 +229,8 @@ class Daemon:
     def settings_doc(self, seed: int) -> dict[str, Any]:
         """The simulator's tuner settings (no thresholds, the daemon's default), as a
         Karpenter user writes them: pools by instance type, Karpenter deletes emptied nodes
-        and provisions for placeholders."""
+        and provisions for placeholders (``execute.node_removal`` as given: ``autoscaler``,
+        or ``delete-node``, Karpenter's documented manual removal of one node)."""
         sim = simulation_settings(self.scenario, seed)
         pools = {}
         for pool in self.scenario.pools:
@@ -253,7 +263,7 @@ class Daemon:
             "knowledge": {"backend": "embedded", "path": str(self.workdir / "knowledge.sqlite")},
             "prometheus": {"url": self.prometheus.url},
             "kubernetes": {"kubeconfig": self.kube.kubeconfig},
-            "execute": {"node_removal": "autoscaler", "node_provision": "autoscaler"},
+            "execute": {"node_removal": self.node_removal, "node_provision": "autoscaler"},
             "pools": pools,
             "daemon": {
                 "metrics_port": self.metrics_port,
@@ -408,12 +418,14 @@ def replay(
     stop: threading.Event | None = None,
     downscale_s: float | None = None,
     logs: Path | None = None,
+    node_removal: str = "autoscaler",
 ) -> RunResult:
     """Replay ``scenario`` for ``comparison`` on a fresh private control plane; the recording.
 
     ``progress(t, recording)`` is called after each tick; ``stop`` ends the replay early (the
     recording then covers what was played); ``downscale_s`` shortens the HPAs' scale-down
-    stabilisation (tests only); ``logs`` keeps the components' and the daemon's logs."""
+    stabilisation (tests only); ``logs`` keeps the components' and the daemon's logs;
+    ``node_removal`` is the daemon's ``execute.node_removal`` (``karpenter-tuner``)."""
     if comparison not in COMPARISONS:
         raise ValueError(f"comparison must be one of {COMPARISONS}, not {comparison!r}")
     played = pinned(scenario) if comparison == "hpa" else scenario
@@ -423,7 +435,11 @@ def replay(
         create(kube, objects.workload_objects(played, downscale_s))
         expose_metrics(kube.core, kube.core.list_node().items)
         wait_until("metrics-server's node metrics", lambda: metrics_api_ready(kube), 180)
-        daemon = Daemon(kube, played, workdir, seed) if comparison == "karpenter-tuner" else None
+        daemon = (
+            Daemon(kube, played, workdir, seed, node_removal)
+            if comparison == "karpenter-tuner"
+            else None
+        )
         try:
             if daemon is not None:
                 daemon.start()

@@ -6,6 +6,8 @@ tests/cluster/test_replay.py."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,9 +26,11 @@ from testkit.replay.drive import (
 )
 from tuner.model.conventions import Keys
 from tuner.model.quantity import cpu_millis, memory_bytes
+from tuner.sim.controls import REREGISTER_DELAY
 from tuner.sim.karpenter_disruption import WHEN_EMPTY, KarpenterConfig
 from tuner.sim.load import Phase, Phases
-from tuner.sim.scenario_file import build
+from tuner.sim.metrics import TickSeries
+from tuner.sim.scenario_file import build, read
 from tuner.sim.workloads import MIB, HpaSpec, Service
 
 SCENARIO = build(
@@ -295,3 +299,113 @@ def test_a_withdrawn_real_run_counts_in_no_median_and_is_listed_under_the_table(
     compare.summarise(entry, sim)
     assert set(entry["difference"].values()) == {None}
     assert "| hpa |" not in compare.table([entry])
+
+
+def test_a_run_with_another_node_removal_is_its_own_comparison_with_its_own_files() -> None:
+    """Runs of the daemon at ``execute.node_removal: delete-node`` never join the entry of the
+    default (``autoscaler``, recorded without the key), and the entry gives the setting back to
+    --resimulate."""
+    left = compare.Key("karpenter-tuner", "pools", 2.0, 1.25, 1, "pools.json")
+    deleted = compare.Key(
+        "karpenter-tuner", "pools", 2.0, 1.25, 1, "pools.json", None, "delete-node"
+    )
+    entry = {
+        "comparison": "karpenter-tuner",
+        "scenario": "pools",
+        "source": "pools.json",
+        "speedup": 2.0,
+        "hours": 1.25,
+        "seed": 1,
+    }
+    assert left.matches(entry) and not deleted.matches(entry)
+    tagged = entry | {"node_removal": "delete-node"}
+    assert deleted.matches(tagged) and not left.matches(tagged)
+    assert compare.Key.of(tagged) == deleted
+    assert deleted.stem == "karpenter-tuner-pools-x2-1.25h-delete-node"
+    assert left.stem == "karpenter-tuner-pools-x2-1.25h"
+    run = dict.fromkeys(compare.FIGURES, 1.0) | {"replica_curve_difference": None}
+    entries = [e | {"real": [run | {"load_average_median": 2.0}]} for e in (entry, tagged)]
+    for e in entries:
+        compare.summarise(e, dict.fromkeys(compare.FIGURES, 1.0))
+    rows = compare.table(entries).splitlines()[2:]
+    assert [r.split(" | ")[0] for r in rows] == [
+        "| karpenter-tuner",
+        "| karpenter-tuner (delete-node)",
+    ]
+
+
+def test_the_simulated_karpenter_tuner_deleting_the_node_removes_it_at_once() -> None:
+    """``delete-node`` beside Karpenter: the Node's termination finalizer deletes its NodeClaim
+    and instance, so the drained node goes when the daemon removes it (not after Karpenter's
+    consolidateAfter, as a node left for it does) and no kubelet registers it again."""
+    root = Path(__file__).resolve().parents[2]
+    scenario = read(root / "bench/scenarios/fidelity-pools-whenempty.json").compressed(2)
+    left = compare.simulate(scenario, "karpenter-tuner", 1).series
+    deleted = compare.simulate(scenario, "karpenter-tuner", 1, node_removal="delete-node").series
+
+    def first_drop(series: Any) -> int:
+        return next(k for k, n in enumerate(series.nodes) if n < series.nodes[0])
+
+    k = first_drop(deleted)
+    assert deleted.time[k] < left.time[first_drop(left)]
+    after = [n for t, n in zip(deleted.time, deleted.nodes, strict=True) if t >= deleted.time[k]]
+    assert max(after[: round(2 * REREGISTER_DELAY / 5)]) == deleted.nodes[k]
+    assert compare.figures(deleted, 5.0)["node_hours"] < compare.figures(left, 5.0)["node_hours"]
+
+
+def test_the_bench_refuses_a_node_removal_where_no_daemon_runs() -> None:
+    """``--node-removal`` is the daemon's setting: with another comparison it is a usage error
+    (exit 2, one line naming it), before any cluster starts."""
+    root = Path(__file__).resolve().parents[2]
+    argv = ["--scenario", "shops", "--comparison", "karpenter", "--node-removal", "delete-node"]
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.replay", *argv],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1].endswith(
+        "--node-removal delete-node: only with --comparison karpenter-tuner"
+    )
+
+
+def test_each_real_runs_curves_are_numbered_by_its_place_in_the_entry(tmp_path: Path) -> None:
+    """Two replays of one comparison (say, started side by side) each keep their own curves:
+    run ``n`` of the entry is ``runs/<stem>-real-<n>.json``, numbered when it is added."""
+    key = compare.Key("karpenter-tuner", "pools", 2.0, 1.25, 1, "pools.json", None, "delete-node")
+    results = tmp_path / "results.json"
+
+    def recording(cost: float) -> Recording:
+        series = TickSeries(time=[0.0], load=[1.0], cost=[cost], nodes=[1], pending=[0])
+        return Recording(series=replace(series, short=[0], evictions=[0]))
+
+    sim = recording(0.5)
+    for cost in (0.43, 0.44):
+        curves = recording(cost)
+        real = dict.fromkeys(compare.FIGURES, cost) | {
+            "replica_curve_difference": None,
+            "load_average_median": 2.0,
+        }
+        entry = compare.add_run(results, key, sim, 5.0, real, curves)
+    assert [r["cost"] for r in entry["real"]] == [0.43, 0.44]
+    for n, cost in enumerate((0.43, 0.44), 1):
+        saved = json.loads((tmp_path / "runs" / f"{key.stem}-real-{n}.json").read_text())
+        assert saved["cost"] == [cost]
+
+
+def test_a_run_whose_curves_were_lost_still_counts_but_is_not_drawn() -> None:
+    """A real run whose curves file is missing keeps its figures in the medians; the plot draws
+    the others (withdrawn runs neither)."""
+    run = dict.fromkeys(compare.FIGURES, 1.0) | {
+        "replica_curve_difference": 0.05,
+        "load_average_median": 2.0,
+    }
+    entry: dict[str, Any] = {
+        "real": [run | {compare.CURVES_LOST: "overwritten"}, run, run | {"withdrawn": "fault"}]
+    }
+    compare.summarise(entry, dict.fromkeys(compare.FIGURES, 1.0))
+    assert len(compare.counted(entry)) == 2
+    assert compare.drawn(entry) == [2]

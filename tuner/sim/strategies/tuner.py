@@ -144,6 +144,11 @@ class ProjectTuner(Strategy):
         """Called with each cycle's time and report (the room ledger's,
         :mod:`tuner.sim.room_ledger`)."""
 
+    def removal(self) -> str:
+        """How the simulation removes a node the daemon drained (``drain_node``'s mode):
+        ``execute.node_removal`` as it is."""
+        return self.settings.execute.node_removal
+
     def load_history(self, sim: Simulation) -> SimLoadHistory:
         """The tuner's load source: what the simulation served up to its now."""
         options = self.settings.forecast
@@ -157,7 +162,7 @@ class ProjectTuner(Strategy):
         """Take back needed nodes and hold the reserve every ``windows.retry_s`` (as the
         moderator does); run a cycle when one is due."""
         if self._ports is None:
-            actuator = SimActuator(sim, self.settings.execute.node_removal)
+            actuator = SimActuator(sim, self.removal())
             observer = SimObserver(sim, self.settings.windows)
             self.safeguards.clock = lambda: sim.now
             self.history = self.load_history(sim)
@@ -212,13 +217,28 @@ class KarpenterTuner(ProjectTuner):
     """The tuner with the daemon's default settings (no thresholds) beside Karpenter instead of
     the Cluster Autoscaler, as a Karpenter user runs it: emptied nodes are left cordoned for
     Karpenter's consolidation to delete, and a replace's new node comes from Karpenter
-    provisioning for the placeholder pod (both ``autoscaler``, the defaults)."""
+    provisioning for the placeholder pod (both ``autoscaler``, the defaults).
+
+    ``node_removal="delete-node"`` is the other way a Karpenter user releases a node at once:
+    the daemon deletes the drained Node object, and Karpenter's termination finalizer on it
+    (karpenter.sh/docs/concepts/disruption, "Control Flow" and "Manual Methods") deletes its
+    NodeClaim and the instance, then lets the Node go. In the simulation that is the instance
+    gone at once (``drain_node``'s ``command``), not a bare ``delete-node`` after which the VM's
+    kubelet registers the Node again: nothing re-registers a node Karpenter terminated."""
 
     name = "karpenter-tuner"
 
-    def __init__(self, scenario: Scenario, seed: int) -> None:
-        super().__init__(scenario, seed, unlimited_settings(scenario, seed))
+    def __init__(self, scenario: Scenario, seed: int, node_removal: str = "autoscaler") -> None:
+        settings = unlimited_settings(scenario, seed)
+        settings = replace(settings, execute=replace(settings.execute, node_removal=node_removal))
+        super().__init__(scenario, seed, settings)
         self.karpenter = KarpenterStrategy()
+
+    def removal(self) -> str:
+        """``delete-node`` deletes a Karpenter node's NodeClaim and instance (its finalizer):
+        the simulation's ``command``; ``autoscaler`` as it is."""
+        mode = self.settings.execute.node_removal
+        return "command" if mode == "delete-node" else mode
 
     def autoscaler(self, scenario: Scenario) -> Karpenter:
         """Karpenter over the scenario's pools (:class:`KarpenterStrategy`)."""
