@@ -74,6 +74,26 @@ FLOOR_SHARE = 0.05
 """Relative errors are taken against at least this share of the load's 95th percentile (so a
 near-zero night does not make every error huge)."""
 DEFAULT_QUANTILE = 0.95
+PERIOD_WINDOW_S = 8 * 3600.0
+"""The recent span the period detector looks at; the longest period it finds is half of it."""
+PERIOD_MIN_S = 600.0
+"""The shortest period it looks for (ten minutes: shorter, a cycle is a few steps)."""
+PERIOD_STEP_S = 60.0
+"""The detector works on the load averaged to this step at least (a 15 s series is read in
+minutes: the same periods, a sixteenth of the work)."""
+PERIOD_OVERLAP_S = 1800.0
+"""The last cycle is compared with the one before over at least this span (half an hour of
+minutes: a correlation over fewer points is noise)."""
+PERIOD_CORRELATION = 0.8
+"""A period is accepted when the load's last cycle correlates with the cycle before it at least
+this much (its shifted copy explains two thirds of its variance; over the 30 points of the
+shortest overlap, white noise reaches it at more than five standard errors)."""
+PERIOD_DIP = 0.5
+"""... and the correlation at some shorter lag was at least this much lower (a smooth trend
+correlates with itself at every lag: that is no period)."""
+PERIOD_HARMONIC = 0.05
+"""Of the lags that pass, the shortest whose correlation is within this of the best is the
+period (a load that repeats every 30 minutes repeats every 60 too)."""
 
 
 class Basis(StrEnum):
@@ -83,6 +103,8 @@ class Basis(StrEnum):
     """The same time of the last weeks, blended with the same time of the last days."""
     DAY = "day"
     """The same time of the last days."""
+    PERIOD = "period"
+    """The same phase of the last cycles of the load's own period (:func:`detect_period`)."""
     LEVEL = "level"
     """The recent level only (less than a day of history)."""
 
@@ -182,6 +204,8 @@ class Forecast:
     """What made it less sure than its basis says (no recent load, a wide band)."""
     recent: tuple[float, ...] = ()
     """The known total at each step of the last horizon up to ``at``, oldest first (no gaps)."""
+    period_s: float = 0.0
+    """The load's own period the forecast rests on (:attr:`Basis.PERIOD`; 0 otherwise)."""
 
     @property
     def foresees(self) -> bool:
@@ -196,6 +220,7 @@ class Forecast:
         basis = {
             Basis.WEEK: "seasonal by week and day",
             Basis.DAY: "seasonal by day",
+            Basis.PERIOD: f"seasonal by its own period of {self.period_s / 60:g} min",
             Basis.LEVEL: "the recent level only",
         }[self.basis]
         band = (
@@ -221,6 +246,8 @@ class Forecast:
             "path": list(self.path),
             "last": self.last,
         }
+        if self.basis is Basis.PERIOD:
+            out["period_s"] = self.period_s
         if self.dimensions:
             out["dimensions"] = {k: b.to_json() for k, b in self.dimensions.items()}
         return out
@@ -239,6 +266,7 @@ class _Peak:
     errors: int
     path: Vector
     notes: tuple[str, ...]
+    period: int
 
 
 def forecast_load(
@@ -264,13 +292,14 @@ def forecast_load(
     if origin < 0 or known.size == 0:
         raise NoHistory("no load in the history")
     history_s = now - (series.start + known[0] * step)
-    peak = _peak(total, origin, ahead, step, quantile)
+    period = detect_period(total[: origin + 1], step)
+    peak = _peak(total, origin, ahead, step, quantile, period)
     dimensions: dict[str, Band] = {}
     if not series.is_scalar:
         for key, values in series.values.items():
             if np.isnan(values).all():
                 continue
-            dimensions[key] = _peak(values, origin, ahead, step, quantile).band
+            dimensions[key] = _peak(values, origin, ahead, step, quantile, period).band
     return Forecast(
         at=now,
         horizon_s=horizon_s,
@@ -285,6 +314,7 @@ def forecast_load(
         dimensions=MappingProxyType(dimensions),
         notes=peak.notes,
         recent=_recent(total, origin, ahead),
+        period_s=peak.period * step,
     )
 
 
@@ -304,7 +334,120 @@ def forecast_from(
         return None, str(err)
 
 
-def _peak(values: Vector, origin: int, ahead: int, step: float, quantile: float) -> _Peak:
+@dataclass(frozen=True, slots=True)
+class Period:
+    """A period the load repeats with: ``steps`` long, holding over the last ``held`` steps."""
+
+    steps: int
+    held: int
+    """How far back (in steps, to now) the load repeats itself one period earlier: the span
+    whose forecast errors make the band."""
+
+
+def detect_period(history: Vector, step: float) -> Period | None:
+    """The load's own period, from ``history`` (the load at each step of ``step`` up to now, NaN
+    in a gap; nothing after now is passed, so nothing after now is read), or None.
+
+    Over the last :data:`PERIOD_WINDOW_S` (on a grid of :data:`PERIOD_STEP_S` at least), for
+    each lag from :data:`PERIOD_MIN_S` to half the known span: the Pearson correlation of the
+    last ``max(lag, PERIOD_OVERLAP_S)`` of the load with the same span one lag earlier (the
+    last cycle against the one before: the period must have repeated at least twice). A lag
+    is a period when its correlation is a local maximum, at least :data:`PERIOD_CORRELATION`,
+    and some shorter lag's was :data:`PERIOD_DIP` lower; of those, the shortest within
+    :data:`PERIOD_HARMONIC` of the best. It holds over that span and, one period at a time
+    further back, over each cycle that still correlates with the one before it at least
+    :data:`PERIOD_CORRELATION` (within the window)."""
+    factor = max(1, round(PERIOD_STEP_S / step))
+    width = round(PERIOD_WINDOW_S / (step * factor))
+    grid = step * factor
+    x = _block_means(history[-width * factor :], factor)
+    known = np.flatnonzero(~np.isnan(x))
+    if known.size == 0:
+        return None
+    x = x[known[0] :]
+    shortest = max(2, math.ceil(PERIOD_MIN_S / grid - 1e-9))
+    overlap = max(2, round(PERIOD_OVERLAP_S / grid))
+    r = _lag_correlations(x, overlap)
+    if len(r) <= shortest:
+        return None
+    known_r = np.where(np.isnan(r), -np.inf, r)
+    padded = np.concatenate((np.full(2, -np.inf), known_r, np.full(2, -np.inf)))
+    local = known_r >= np.lib.stride_tricks.sliding_window_view(padded, 5).max(axis=1)
+    lowest = np.minimum.accumulate(np.where(np.isnan(r), np.inf, r))
+    before = np.concatenate(([np.inf], lowest[:-1]))  # the lowest at a shorter lag (from 1)
+    before[1] = np.inf
+    lags = np.arange(len(r))
+    passing = (
+        (lags >= shortest)
+        & local
+        & (known_r >= PERIOD_CORRELATION)
+        & (before <= known_r - PERIOD_DIP)
+    )
+    if not passing.any():
+        return None
+    best = float(known_r[passing].max())
+    lag = int(np.flatnonzero(passing & (known_r >= best - PERIOD_HARMONIC))[0])
+    held, n = max(lag, overlap), len(x)
+    while held + 2 * lag <= n and (
+        _correlation(x[n - held - lag : n - held], x[n - held - 2 * lag : n - held - lag])
+        >= PERIOD_CORRELATION
+    ):
+        held += lag
+    return Period(lag * factor, held * factor)
+
+
+def _correlation(later: Vector, earlier: Vector) -> float:
+    """The correlation of two spans of the load (NaN when either is flat or unknown)."""
+    both = ~(np.isnan(later) | np.isnan(earlier))
+    if both.sum() < 2:
+        return math.nan
+    a, b = later[both] - later[both].mean(), earlier[both] - earlier[both].mean()
+    scale = math.sqrt(float((a * a).sum() * (b * b).sum()))
+    return float((a * b).sum()) / scale if scale > 0 else math.nan
+
+
+def _block_means(x: Vector, factor: int) -> Vector:
+    """The mean of each ``factor`` consecutive points, aligned on the last one (NaN where none
+    of a block is known)."""
+    if factor == 1:
+        return x
+    whole = len(x) // factor * factor
+    blocks = x[len(x) - whole :].reshape(-1, factor)
+    known = ~np.isnan(blocks)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means: Vector = np.where(known, blocks, 0.0).sum(axis=1) / known.sum(axis=1)
+    return means
+
+
+def _lag_correlations(x: Vector, overlap: int) -> Vector:
+    """Per lag ``L`` from 0 (its entry 1) to ``len(x) // 2``: the correlation of the last
+    ``max(L, overlap)`` points of ``x`` with the same span ``L`` earlier; NaN where the history
+    is too short, fewer than 80 % of the pairs are known, or either side is flat."""
+    n = len(x)
+    longest = n // 2
+    lags = np.arange(1, longest + 1)[:, None]
+    span = np.maximum(lags, overlap)
+    k = np.arange(max(longest, overlap))[None, :]
+    used = (k < span) & (span + lags <= n)
+    later = np.where(used, x[np.clip(n - 1 - k, 0, n - 1)], np.nan)
+    earlier = np.where(used, x[np.clip(n - 1 - k - lags, 0, n - 1)], np.nan)
+    both = ~(np.isnan(later) | np.isnan(earlier))
+    count = both.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        a = np.where(both, later - (np.where(both, later, 0.0).sum(axis=1) / count)[:, None], 0.0)
+        b = np.where(
+            both, earlier - (np.where(both, earlier, 0.0).sum(axis=1) / count)[:, None], 0.0
+        )
+        saa, sbb = (a * a).sum(axis=1), (b * b).sum(axis=1)
+        r = (a * b).sum(axis=1) / np.sqrt(saa * sbb)
+    flat = (saa <= 1e-12 * np.maximum(1.0, count)) | (sbb <= 1e-12 * np.maximum(1.0, count))
+    r[(count < 0.8 * span[:, 0]) | flat] = np.nan
+    return np.concatenate(([1.0], r))
+
+
+def _peak(
+    values: Vector, origin: int, ahead: int, step: float, quantile: float, period: Period | None
+) -> _Peak:
     """The peak of one series over the ``ahead`` steps after ``origin``, with its band."""
     y = np.full(origin + 1 + ahead, np.nan)
     have = min(len(values), origin + 1)
@@ -314,6 +457,25 @@ def _peak(values: Vector, origin: int, ahead: int, step: float, quantile: float)
     if np.isnan(y[origin]):
         notes.append(f"no load at the last step (the last known is {_age(y, origin, step)})")
     baseline, basis = _baseline(y, origin, max(1, round(DAY_S / step)))
+    actual = _ahead_max(y, ahead)[: origin + 1]
+    floor = FLOOR_SHARE * _scale(y)
+    level = peaks = np.empty(0)
+    if basis is not Basis.LEVEL:
+        level, peaks = _corrected(y, baseline, origin, ahead, span)
+    chosen = 0
+    past = slice(max(0, origin - round(ERRORS_S / step)), origin + 1 - ahead)  # outcome known
+    if period is not None:
+        cyclic = _lagged_mean(y, period.steps, DAY_LAGS)
+        if not np.isnan(cyclic[origin + 1 :]).all():
+            cyclic_level, cyclic_peaks = _corrected(y, cyclic, origin, ahead, span)
+            held = slice(origin + 1 - period.held, past.stop)
+            if basis is Basis.LEVEL or _closer(
+                _relative(actual[held], cyclic_peaks[held], floor),
+                _relative(actual[held], peaks[held], floor),
+            ):
+                baseline, basis, chosen = cyclic, Basis.PERIOD, period.steps
+                level, peaks = cyclic_level, cyclic_peaks
+                past = held
     if basis is Basis.LEVEL:
         levels = y[: origin + 1].copy()
         if np.isnan(levels[origin]):
@@ -321,17 +483,11 @@ def _peak(values: Vector, origin: int, ahead: int, step: float, quantile: float)
         path = np.full(ahead, levels[origin])
         peaks = levels  # a level forecast's peak is the level itself
     else:
-        level = _level(y, baseline, span)
         path = level[origin] * baseline[origin + 1 :]
         if np.isnan(path).all():
             path = np.full(ahead, _last_known(y, origin))
         path = np.where(np.isnan(path), np.nanmax(path), path)
-        peaks = (level * _ahead_max(baseline, ahead))[: origin + 1]
-    actual = _ahead_max(y, ahead)[: origin + 1]
-    floor = FLOOR_SHARE * _scale(y)
-    past = slice(max(0, origin - round(ERRORS_S / step)), origin + 1 - ahead)  # outcome known
-    with np.errstate(invalid="ignore", divide="ignore"):  # 0/0 on a load of zero: dropped below
-        errors = (actual[past] - peaks[past]) / np.maximum(peaks[past], floor)
+    errors = _relative(actual[past], peaks[past], floor)
     errors = errors[~np.isnan(errors)]
     low, middle, high = (
         np.quantile(errors, (1 - quantile, 0.5, quantile)) if errors.size else (0.0, 0.0, 0.0)
@@ -346,7 +502,32 @@ def _peak(values: Vector, origin: int, ahead: int, step: float, quantile: float)
         lower = min(lower, expected * (1 - WIDE))
         upper = max(upper, expected * (1 + WIDE), floor)
     band = Band(expected, min(lower, expected), max(upper, expected))
-    return _Peak(band, basis, int(errors.size), path, tuple(notes))
+    return _Peak(band, basis, int(errors.size), path, tuple(notes), chosen)
+
+
+def _corrected(
+    y: Vector, baseline: Vector, origin: int, ahead: int, span: int
+) -> tuple[Vector, Vector]:
+    """The level correction at each point and the forecast peak it makes from each past point
+    to ``origin``."""
+    level = _level(y, baseline, span)
+    return level, (level * _ahead_max(baseline, ahead))[: origin + 1]
+
+
+def _relative(actual: Vector, peaks: Vector, floor: float) -> Vector:
+    """The relative errors of forecast peaks (NaN where either is unknown)."""
+    with np.errstate(invalid="ignore", divide="ignore"):  # 0/0 on a load of zero: NaN
+        errors: Vector = (actual - peaks) / np.maximum(peaks, floor)
+    return errors
+
+
+def _closer(candidate: Vector, incumbent: Vector, /) -> bool:
+    """Whether ``candidate``'s errors were smaller in mean absolute value than ``incumbent``'s
+    where both were measured."""
+    both = ~(np.isnan(candidate) | np.isnan(incumbent))
+    if not both.any():
+        return False
+    return float(np.mean(np.abs(candidate[both]))) < float(np.mean(np.abs(incumbent[both])))
 
 
 def _baseline(y: Vector, origin: int, per_day: int) -> tuple[Vector, Basis]:
