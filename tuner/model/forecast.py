@@ -45,6 +45,8 @@ import numpy.typing as npt
 
 from tuner.errors import InputError, ServiceError
 from tuner.model.load import SCALAR
+from tuner.model.period import Period, detect_period
+from tuner.model.seasonal import ahead_max, lagged_mean, level_ratio
 from tuner.settings import Settings
 
 Vector = npt.NDArray[np.float64]
@@ -52,16 +54,14 @@ Vector = npt.NDArray[np.float64]
 DAY_S = 86400.0
 WEEK_S = 7 * DAY_S
 DAY_LAGS = 3
-"""Days the daily baseline averages, each older one weighing :data:`LAG_DECAY` times less."""
+"""Days the daily baseline averages, each older one weighing
+:data:`~tuner.model.seasonal.LAG_DECAY` times less."""
 WEEK_LAGS = 1
 """Weeks the weekly baseline looks back: the same time last week (two weeks averaged did worse
 on the shipped traces: see docs/concepts.md#forecast)."""
-LAG_DECAY = 0.2
 LEVEL_S = 120.0
 """The recent span whose load, against the baseline, sets the level correction: the last two
 minutes (longer spans did worse at a 12-minute horizon on every shipped trace)."""
-LEVEL_CLAMP = 4.0
-"""The level correction is at most this factor either way (a near-empty baseline hour)."""
 BLEND_S = 3 * DAY_S
 """The recent span over which the daily and the weekly baselines' errors are compared."""
 ERRORS_S = 7 * DAY_S
@@ -74,26 +74,6 @@ FLOOR_SHARE = 0.05
 """Relative errors are taken against at least this share of the load's 95th percentile (so a
 near-zero night does not make every error huge)."""
 DEFAULT_QUANTILE = 0.95
-PERIOD_WINDOW_S = 8 * 3600.0
-"""The recent span the period detector looks at; the longest period it finds is half of it."""
-PERIOD_MIN_S = 600.0
-"""The shortest period it looks for (ten minutes: shorter, a cycle is a few steps)."""
-PERIOD_STEP_S = 60.0
-"""The detector works on the load averaged to this step at least (a 15 s series is read in
-minutes: the same periods, a sixteenth of the work)."""
-PERIOD_OVERLAP_S = 1800.0
-"""The last cycle is compared with the one before over at least this span (half an hour of
-minutes: a correlation over fewer points is noise)."""
-PERIOD_CORRELATION = 0.8
-"""A period is accepted when the load's last cycle correlates with the cycle before it at least
-this much (its shifted copy explains two thirds of its variance; over the 30 points of the
-shortest overlap, white noise reaches it at more than five standard errors)."""
-PERIOD_DIP = 0.5
-"""... and the correlation at some shorter lag was at least this much lower (a smooth trend
-correlates with itself at every lag: that is no period)."""
-PERIOD_HARMONIC = 0.05
-"""Of the lags that pass, the shortest whose correlation is within this of the best is the
-period (a load that repeats every 30 minutes repeats every 60 too)."""
 
 
 class Basis(StrEnum):
@@ -292,7 +272,7 @@ def forecast_load(
     if origin < 0 or known.size == 0:
         raise NoHistory("no load in the history")
     history_s = now - (series.start + known[0] * step)
-    period = detect_period(total[: origin + 1], step)
+    period = detect_period(total, step, origin)
     peak = _peak(total, origin, ahead, step, quantile, period)
     dimensions: dict[str, Band] = {}
     if not series.is_scalar:
@@ -334,117 +314,6 @@ def forecast_from(
         return None, str(err)
 
 
-@dataclass(frozen=True, slots=True)
-class Period:
-    """A period the load repeats with: ``steps`` long, holding over the last ``held`` steps."""
-
-    steps: int
-    held: int
-    """How far back (in steps, to now) the load repeats itself one period earlier: the span
-    whose forecast errors make the band."""
-
-
-def detect_period(history: Vector, step: float) -> Period | None:
-    """The load's own period, from ``history`` (the load at each step of ``step`` up to now, NaN
-    in a gap; nothing after now is passed, so nothing after now is read), or None.
-
-    Over the last :data:`PERIOD_WINDOW_S` (on a grid of :data:`PERIOD_STEP_S` at least), for
-    each lag from :data:`PERIOD_MIN_S` to half the known span: the Pearson correlation of the
-    last ``max(lag, PERIOD_OVERLAP_S)`` of the load with the same span one lag earlier (the
-    last cycle against the one before: the period must have repeated at least twice). A lag
-    is a period when its correlation is a local maximum, at least :data:`PERIOD_CORRELATION`,
-    and some shorter lag's was :data:`PERIOD_DIP` lower; of those, the shortest within
-    :data:`PERIOD_HARMONIC` of the best. It holds over that span and, one period at a time
-    further back, over each cycle that still correlates with the one before it at least
-    :data:`PERIOD_CORRELATION` (within the window)."""
-    factor = max(1, round(PERIOD_STEP_S / step))
-    width = round(PERIOD_WINDOW_S / (step * factor))
-    grid = step * factor
-    x = _block_means(history[-width * factor :], factor)
-    known = np.flatnonzero(~np.isnan(x))
-    if known.size == 0:
-        return None
-    x = x[known[0] :]
-    shortest = max(2, math.ceil(PERIOD_MIN_S / grid - 1e-9))
-    overlap = max(2, round(PERIOD_OVERLAP_S / grid))
-    r = _lag_correlations(x, overlap)
-    if len(r) <= shortest:
-        return None
-    known_r = np.where(np.isnan(r), -np.inf, r)
-    padded = np.concatenate((np.full(2, -np.inf), known_r, np.full(2, -np.inf)))
-    local = known_r >= np.lib.stride_tricks.sliding_window_view(padded, 5).max(axis=1)
-    lowest = np.minimum.accumulate(np.where(np.isnan(r), np.inf, r))
-    before = np.concatenate(([np.inf], lowest[:-1]))  # the lowest at a shorter lag (from 1)
-    before[1] = np.inf
-    lags = np.arange(len(r))
-    passing = (
-        (lags >= shortest)
-        & local
-        & (known_r >= PERIOD_CORRELATION)
-        & (before <= known_r - PERIOD_DIP)
-    )
-    if not passing.any():
-        return None
-    best = float(known_r[passing].max())
-    lag = int(np.flatnonzero(passing & (known_r >= best - PERIOD_HARMONIC))[0])
-    held, n = max(lag, overlap), len(x)
-    while held + 2 * lag <= n and (
-        _correlation(x[n - held - lag : n - held], x[n - held - 2 * lag : n - held - lag])
-        >= PERIOD_CORRELATION
-    ):
-        held += lag
-    return Period(lag * factor, held * factor)
-
-
-def _correlation(later: Vector, earlier: Vector) -> float:
-    """The correlation of two spans of the load (NaN when either is flat or unknown)."""
-    both = ~(np.isnan(later) | np.isnan(earlier))
-    if both.sum() < 2:
-        return math.nan
-    a, b = later[both] - later[both].mean(), earlier[both] - earlier[both].mean()
-    scale = math.sqrt(float((a * a).sum() * (b * b).sum()))
-    return float((a * b).sum()) / scale if scale > 0 else math.nan
-
-
-def _block_means(x: Vector, factor: int) -> Vector:
-    """The mean of each ``factor`` consecutive points, aligned on the last one (NaN where none
-    of a block is known)."""
-    if factor == 1:
-        return x
-    whole = len(x) // factor * factor
-    blocks = x[len(x) - whole :].reshape(-1, factor)
-    known = ~np.isnan(blocks)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        means: Vector = np.where(known, blocks, 0.0).sum(axis=1) / known.sum(axis=1)
-    return means
-
-
-def _lag_correlations(x: Vector, overlap: int) -> Vector:
-    """Per lag ``L`` from 0 (its entry 1) to ``len(x) // 2``: the correlation of the last
-    ``max(L, overlap)`` points of ``x`` with the same span ``L`` earlier; NaN where the history
-    is too short, fewer than 80 % of the pairs are known, or either side is flat."""
-    n = len(x)
-    longest = n // 2
-    lags = np.arange(1, longest + 1)[:, None]
-    span = np.maximum(lags, overlap)
-    k = np.arange(max(longest, overlap))[None, :]
-    used = (k < span) & (span + lags <= n)
-    later = np.where(used, x[np.clip(n - 1 - k, 0, n - 1)], np.nan)
-    earlier = np.where(used, x[np.clip(n - 1 - k - lags, 0, n - 1)], np.nan)
-    both = ~(np.isnan(later) | np.isnan(earlier))
-    count = both.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        a = np.where(both, later - (np.where(both, later, 0.0).sum(axis=1) / count)[:, None], 0.0)
-        b = np.where(
-            both, earlier - (np.where(both, earlier, 0.0).sum(axis=1) / count)[:, None], 0.0
-        )
-        saa, sbb = (a * a).sum(axis=1), (b * b).sum(axis=1)
-        r = (a * b).sum(axis=1) / np.sqrt(saa * sbb)
-    flat = (saa <= 1e-12 * np.maximum(1.0, count)) | (sbb <= 1e-12 * np.maximum(1.0, count))
-    r[(count < 0.8 * span[:, 0]) | flat] = np.nan
-    return np.concatenate(([1.0], r))
-
-
 def _peak(
     values: Vector, origin: int, ahead: int, step: float, quantile: float, period: Period | None
 ) -> _Peak:
@@ -457,7 +326,7 @@ def _peak(
     if np.isnan(y[origin]):
         notes.append(f"no load at the last step (the last known is {_age(y, origin, step)})")
     baseline, basis = _baseline(y, origin, max(1, round(DAY_S / step)))
-    actual = _ahead_max(y, ahead)[: origin + 1]
+    actual = ahead_max(y, ahead)[: origin + 1]
     floor = FLOOR_SHARE * _scale(y)
     level = peaks = np.empty(0)
     if basis is not Basis.LEVEL:
@@ -465,7 +334,7 @@ def _peak(
     chosen = 0
     past = slice(max(0, origin - round(ERRORS_S / step)), origin + 1 - ahead)  # outcome known
     if period is not None:
-        cyclic = _lagged_mean(y, period.steps, DAY_LAGS)
+        cyclic = lagged_mean(y, period.steps, DAY_LAGS)
         if not np.isnan(cyclic[origin + 1 :]).all():
             cyclic_level, cyclic_peaks = _corrected(y, cyclic, origin, ahead, span)
             held = slice(origin + 1 - period.held, past.stop)
@@ -510,8 +379,8 @@ def _corrected(
 ) -> tuple[Vector, Vector]:
     """The level correction at each point and the forecast peak it makes from each past point
     to ``origin``."""
-    level = _level(y, baseline, span)
-    return level, (level * _ahead_max(baseline, ahead))[: origin + 1]
+    level = level_ratio(y, baseline, span)
+    return level, (level * ahead_max(baseline, ahead))[: origin + 1]
 
 
 def _relative(actual: Vector, peaks: Vector, floor: float) -> Vector:
@@ -532,10 +401,10 @@ def _closer(candidate: Vector, incumbent: Vector, /) -> bool:
 
 def _baseline(y: Vector, origin: int, per_day: int) -> tuple[Vector, Basis]:
     """The seasonal baseline at every point to ``origin + ahead`` and what it rests on."""
-    daily = _lagged_mean(y, per_day, DAY_LAGS)
+    daily = lagged_mean(y, per_day, DAY_LAGS)
     if np.isnan(daily[origin + 1 :]).all():
         return daily, Basis.LEVEL
-    weekly = _lagged_mean(y, 7 * per_day, WEEK_LAGS)
+    weekly = lagged_mean(y, 7 * per_day, WEEK_LAGS)
     if np.isnan(weekly[origin + 1 :]).all():
         return daily, Basis.DAY
     recent = slice(max(0, origin + 1 - round(BLEND_S / DAY_S * per_day)), origin + 1)
@@ -548,60 +417,6 @@ def _baseline(y: Vector, origin: int, per_day: int) -> tuple[Vector, Basis]:
     blended = np.where(np.isnan(weekly), daily, share * weekly + (1 - share) * daily)
     blended = np.where(np.isnan(daily), weekly, blended)
     return blended, Basis.WEEK
-
-
-def _lagged_mean(y: Vector, period: int, lags: int) -> Vector:
-    """At each point, the decaying-weight mean of the values ``period``, ``2 period``, ...
-    points before it (NaN where none is known)."""
-    total = np.zeros(len(y))
-    weight = np.zeros(len(y))
-    w = 1.0
-    for k in range(1, lags + 1):
-        shift = k * period
-        if shift >= len(y):
-            break
-        source = y[: len(y) - shift]
-        known = ~np.isnan(source)
-        total[shift:] += np.where(known, source, 0.0) * w
-        weight[shift:] += known * w
-        w *= LAG_DECAY
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(weight > 0, total / weight, np.nan)
-
-
-def _level(y: Vector, baseline: Vector, span: int) -> Vector:
-    """At each point, the ratio of the load to the baseline over the last ``span`` points
-    (where both are known), within :data:`LEVEL_CLAMP`; 1 where it cannot be told."""
-    both = ~(np.isnan(y) | np.isnan(baseline))
-    observed = _trailing_sum(np.where(both, y, 0.0), span)
-    expected = _trailing_sum(np.where(both, baseline, 0.0), span)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = np.where(expected > 0, observed / expected, 1.0)
-    ratio = np.where(_trailing_sum(both.astype(np.float64), span) > 0, ratio, 1.0)
-    return np.clip(ratio, 1 / LEVEL_CLAMP, LEVEL_CLAMP)
-
-
-def _trailing_sum(x: Vector, span: int) -> Vector:
-    """At each point, the sum of the last ``span`` values, itself included."""
-    cumulative = np.concatenate(([0.0], np.cumsum(x)))
-    ends = np.arange(1, len(x) + 1)
-    return cumulative[ends] - cumulative[np.maximum(ends - span, 0)]
-
-
-def _ahead_max(x: Vector, ahead: int) -> Vector:
-    """At each point, the highest known value over the next ``ahead`` points (NaN when none is
-    known or the series ends first): a sliding maximum by doubling, O(n log ahead)."""
-    # shifted[i] = x[i + 1]; widest[i] = max(shifted[i : i + width]), width doubling to ahead
-    shifted = np.concatenate(
-        (np.where(np.isnan(x[1:]), -np.inf, x[1:]), np.full(ahead + 1, -np.inf))
-    )
-    widest, width = shifted, 1
-    while width * 2 <= ahead:
-        widest = np.maximum(widest[:-width], widest[width:])
-        width *= 2
-    n = len(x)
-    highest = np.maximum(widest[:n], widest[ahead - width : ahead - width + n])
-    return np.where(np.isneginf(highest), np.nan, highest)
 
 
 def _mean_abs(x: Vector) -> float:
