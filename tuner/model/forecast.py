@@ -22,11 +22,20 @@ The model is seasonal, corrected by the recent level:
    ``1 - quantile`` and ``quantile`` quantiles around the forecast, and the expected peak is
    corrected by their median (a model that keeps under-forecasting learns it).
 
-With less than a day of history it falls back to the last load known (:attr:`Basis.LEVEL`),
-whose band is at least :data:`WIDE` either side of the expected peak (hours of history cannot
-tell what the rest of the day holds); so is the band of a forecast whose errors were measured
-fewer than :data:`MIN_ERRORS` times. Each forecast says which basis it used and how many
-errors its band was measured from: that is how confident it is.
+**The load's own period.** A load may repeat with a period of its own (a batch every half hour,
+an hourly cron): :func:`~tuner.model.period.detect_period` looks for one in the last hours (the
+last cycle must correlate with the one before it). With one, the baseline may instead be the
+mean of the load at the same phase of the last cycles (:attr:`Basis.PERIOD`, weighed as the
+days are), level-corrected the same way; its band is measured from the errors of the cycles the
+period held over only (before it, the load did something else). It is used when there is less
+than a day of history, or when, over those cycles, its peaks erred less (mean absolute relative
+error) than the daily or weekly baseline's.
+
+With less than a day of history and no period it falls back to the last load known
+(:attr:`Basis.LEVEL`), whose band is at least :data:`WIDE` either side of the expected peak
+(hours of history cannot tell what the rest of the day holds); so is the band of a forecast
+whose errors were measured fewer than :data:`MIN_ERRORS` times. Each forecast says which basis
+it used and how many errors its band was measured from: that is how confident it is.
 
 The function never reads the clock and refuses a series that reaches past ``now``.
 """
@@ -46,7 +55,7 @@ import numpy.typing as npt
 from tuner.errors import InputError, ServiceError
 from tuner.model.load import SCALAR
 from tuner.model.period import Period, detect_period
-from tuner.model.seasonal import ahead_max, lagged_mean, level_ratio
+from tuner.model.seasonal import ahead_max, corrected, lagged_mean
 from tuner.settings import Settings
 
 Vector = npt.NDArray[np.float64]
@@ -330,13 +339,13 @@ def _peak(
     floor = FLOOR_SHARE * _scale(y)
     level = peaks = np.empty(0)
     if basis is not Basis.LEVEL:
-        level, peaks = _corrected(y, baseline, origin, ahead, span)
+        level, peaks = corrected(y, baseline, origin, ahead, span)
     chosen = 0
     past = slice(max(0, origin - round(ERRORS_S / step)), origin + 1 - ahead)  # outcome known
     if period is not None:
         cyclic = lagged_mean(y, period.steps, DAY_LAGS)
         if not np.isnan(cyclic[origin + 1 :]).all():
-            cyclic_level, cyclic_peaks = _corrected(y, cyclic, origin, ahead, span)
+            cyclic_level, cyclic_peaks = corrected(y, cyclic, origin, ahead, span)
             held = slice(origin + 1 - period.held, past.stop)
             if basis is Basis.LEVEL or _closer(
                 _relative(actual[held], cyclic_peaks[held], floor),
@@ -372,15 +381,6 @@ def _peak(
         upper = max(upper, expected * (1 + WIDE), floor)
     band = Band(expected, min(lower, expected), max(upper, expected))
     return _Peak(band, basis, int(errors.size), path, tuple(notes), chosen)
-
-
-def _corrected(
-    y: Vector, baseline: Vector, origin: int, ahead: int, span: int
-) -> tuple[Vector, Vector]:
-    """The level correction at each point and the forecast peak it makes from each past point
-    to ``origin``."""
-    level = level_ratio(y, baseline, span)
-    return level, (level * ahead_max(baseline, ahead))[: origin + 1]
 
 
 def _relative(actual: Vector, peaks: Vector, floor: float) -> Vector:

@@ -34,6 +34,8 @@ shortest overlap, white noise reaches it at more than five standard errors)."""
 PERIOD_DIP = 0.5
 """... and the correlation at some shorter lag was at least this much lower (a smooth trend
 correlates with itself at every lag: that is no period)."""
+CANDIDATES = 8
+"""The detector checks this many candidate lags (the shortest), each and its two neighbours."""
 PERIOD_HARMONIC = 0.05
 """Of the lags that pass, the shortest whose correlation is within this of the best is the
 period (a load that repeats every 30 minutes repeats every 60 too)."""
@@ -54,15 +56,17 @@ def detect_period(values: Vector, step: float, origin: int) -> Period | None:
     ``step``, NaN in a gap), or None. Only the points up to ``origin`` are read: the result is
     the same whether or not the series goes on after now.
 
-    Over the last :data:`PERIOD_WINDOW_S` (on a grid of :data:`PERIOD_STEP_S` at least), for
-    each lag from :data:`PERIOD_MIN_S` to half the known span: the Pearson correlation of the
-    last ``max(lag, PERIOD_OVERLAP_S)`` of the load with the same span one lag earlier (the
-    last cycle against the one before: the period must have repeated at least twice). A lag
-    is a period when its correlation is a local maximum, at least :data:`PERIOD_CORRELATION`,
-    and some shorter lag's was :data:`PERIOD_DIP` lower; of those, the shortest within
-    :data:`PERIOD_HARMONIC` of the best. It holds over that span and, one period at a time
-    further back, over each cycle that still correlates with the one before it at least
-    :data:`PERIOD_CORRELATION` (within the window)."""
+    Over the last :data:`PERIOD_WINDOW_S` (on a grid of :data:`PERIOD_STEP_S` at least), the
+    load's autocorrelation at every lag up to half the known span picks the candidates: the
+    local maxima from :data:`PERIOD_MIN_S` on that some shorter lag's correlation lies
+    :data:`PERIOD_DIP` under (a trend, or a few hours of the day's swing, correlates with
+    itself at every lag: no candidate). A candidate lag is a period when the last
+    ``max(lag, PERIOD_OVERLAP_S)`` of the load, its straight-line trend removed, correlates
+    with the same span one lag earlier (trend removed too) at least
+    :data:`PERIOD_CORRELATION` (the last cycle against the one before: it must have repeated at
+    least twice); of those, the shortest within :data:`PERIOD_HARMONIC` of the best. It holds
+    over that span and, one period at a time further back, over each cycle that still
+    correlates with the one before it as much (within the window)."""
     factor = max(1, round(PERIOD_STEP_S / step))
     if len(values) < origin + 1:  # the last steps are not known yet: gaps
         values = np.concatenate((values, np.full(origin + 1 - len(values), np.nan)))
@@ -73,9 +77,10 @@ def detect_period(values: Vector, step: float, origin: int) -> Period | None:
     if known.size == 0:
         return None
     x = x[known[0] :]
+    n = len(x)
     shortest = max(2, math.ceil(PERIOD_MIN_S / grid - 1e-9))
     overlap = max(2, round(PERIOD_OVERLAP_S / grid))
-    r = _lag_correlations(x, overlap)
+    r = _autocorrelation(x, n // 2)
     if len(r) <= shortest:
         return None
     known_r = np.where(np.isnan(r), -np.inf, r)
@@ -83,19 +88,24 @@ def detect_period(values: Vector, step: float, origin: int) -> Period | None:
     local = known_r >= np.lib.stride_tricks.sliding_window_view(padded, 5).max(axis=1)
     lowest = np.minimum.accumulate(np.where(np.isnan(r), np.inf, r))
     before = np.concatenate(([np.inf], lowest[:-1]))  # the lowest at a shorter lag (from 1)
-    before[1] = np.inf
     lags = np.arange(len(r))
-    passing = (
-        (lags >= shortest)
-        & local
-        & (known_r >= PERIOD_CORRELATION)
-        & (before <= known_r - PERIOD_DIP)
-    )
-    if not passing.any():
+    candidates = lags[(lags >= shortest) & local & (before <= known_r - PERIOD_DIP)]
+    passing: dict[int, float] = {}
+    for candidate in candidates[:CANDIDATES]:
+        near = {
+            lag: _correlation(x[n - span :], x[n - span - lag : n - lag])
+            for lag in range(max(shortest, candidate - 1), candidate + 2)
+            if (span := max(lag, overlap)) + lag <= n
+        }
+        near = {lag: c for lag, c in near.items() if c >= PERIOD_CORRELATION}
+        if near:
+            top = max(near, key=near.__getitem__)
+            passing[top] = near[top]
+    if not passing:
         return None
-    best = float(known_r[passing].max())
-    lag = int(np.flatnonzero(passing & (known_r >= best - PERIOD_HARMONIC))[0])
-    held, n = max(lag, overlap), len(x)
+    best = max(passing.values())
+    lag = min(lag for lag, c in passing.items() if c >= best - PERIOD_HARMONIC)
+    held = max(lag, overlap)
     while held + 2 * lag <= n and (
         _correlation(x[n - held - lag : n - held], x[n - held - 2 * lag : n - held - lag])
         >= PERIOD_CORRELATION
@@ -105,13 +115,51 @@ def detect_period(values: Vector, step: float, origin: int) -> Period | None:
 
 
 def _correlation(later: Vector, earlier: Vector) -> float:
-    """The correlation of two spans of the load (NaN when either is flat or unknown)."""
+    """The correlation of two spans of the load, each without its straight-line trend (NaN
+    when fewer than 80 % of the pairs are known or either span is a straight line)."""
     both = ~(np.isnan(later) | np.isnan(earlier))
-    if both.sum() < 2:
+    if both.sum() < max(3, 0.8 * len(later)):
         return math.nan
-    a, b = later[both] - later[both].mean(), earlier[both] - earlier[both].mean()
+    t = np.flatnonzero(both).astype(np.float64)
+    t -= t.mean()
+    a, b = _detrended(t, later[both]), _detrended(t, earlier[both])
     scale = math.sqrt(float((a * a).sum() * (b * b).sum()))
-    return float((a * b).sum()) / scale if scale > 0 else math.nan
+    return (
+        float((a * b).sum()) / scale if scale > 1e-12 * (1 + float(np.abs(a).max())) else math.nan
+    )
+
+
+def _detrended(t: Vector, y: Vector) -> Vector:
+    """``y`` less its least-squares line over ``t`` (``t`` centred)."""
+    centred = y - y.mean()
+    slope = float((t * centred).sum() / (t * t).sum())
+    out: Vector = centred - slope * t
+    return out
+
+
+def _autocorrelation(x: Vector, longest: int) -> Vector:
+    """Per lag from 0 to ``longest``: the correlation of the load with itself that lag earlier,
+    over all the pairs the span holds (gaps skipped); NaN where a side is flat or no pair is
+    known. By FFT: a few hundred lags in one pass."""
+    known = ~np.isnan(x)
+    values = np.where(known, x, 0.0)
+    size = 1 << (2 * len(x) - 1).bit_length()
+    spectra = [np.fft.rfft(v, size) for v in (values, values * values, known.astype(np.float64))]
+
+    def paired(i: int, j: int) -> Vector:  # sum over t of series i at t, series j at t - lag
+        out: Vector = np.fft.irfft(spectra[i] * np.conj(spectra[j]), size)[: longest + 1]
+        return out
+
+    count = np.round(paired(2, 2))
+    later, earlier = paired(0, 2), paired(2, 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        covariance = paired(0, 0) - later * earlier / count
+        spread_later = paired(1, 2) - later * later / count
+        spread_earlier = paired(2, 1) - earlier * earlier / count
+        r: Vector = covariance / np.sqrt(spread_later * spread_earlier)
+    tiny = 1e-9 * np.maximum(1.0, paired(1, 2))
+    r[(count < 2) | (spread_later <= tiny) | (spread_earlier <= tiny)] = np.nan
+    return r
 
 
 def _block_means(x: Vector, factor: int) -> Vector:
@@ -125,29 +173,3 @@ def _block_means(x: Vector, factor: int) -> Vector:
     with np.errstate(invalid="ignore", divide="ignore"):
         means: Vector = np.where(known, blocks, 0.0).sum(axis=1) / known.sum(axis=1)
     return means
-
-
-def _lag_correlations(x: Vector, overlap: int) -> Vector:
-    """Per lag ``L`` from 0 (its entry 1) to ``len(x) // 2``: the correlation of the last
-    ``max(L, overlap)`` points of ``x`` with the same span ``L`` earlier; NaN where the history
-    is too short, fewer than 80 % of the pairs are known, or either side is flat."""
-    n = len(x)
-    longest = n // 2
-    lags = np.arange(1, longest + 1)[:, None]
-    span = np.maximum(lags, overlap)
-    k = np.arange(max(longest, overlap))[None, :]
-    used = (k < span) & (span + lags <= n)
-    later = np.where(used, x[np.clip(n - 1 - k, 0, n - 1)], np.nan)
-    earlier = np.where(used, x[np.clip(n - 1 - k - lags, 0, n - 1)], np.nan)
-    both = ~(np.isnan(later) | np.isnan(earlier))
-    count = both.sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        a = np.where(both, later - (np.where(both, later, 0.0).sum(axis=1) / count)[:, None], 0.0)
-        b = np.where(
-            both, earlier - (np.where(both, earlier, 0.0).sum(axis=1) / count)[:, None], 0.0
-        )
-        saa, sbb = (a * a).sum(axis=1), (b * b).sum(axis=1)
-        r = (a * b).sum(axis=1) / np.sqrt(saa * sbb)
-    flat = (saa <= 1e-12 * np.maximum(1.0, count)) | (sbb <= 1e-12 * np.maximum(1.0, count))
-    r[(count < 0.8 * span[:, 0]) | flat] = np.nan
-    return np.concatenate(([1.0], r))

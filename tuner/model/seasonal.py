@@ -66,3 +66,12 @@ def ahead_max(x: Vector, ahead: int) -> Vector:
     n = len(x)
     highest = np.maximum(widest[:n], widest[ahead - width : ahead - width + n])
     return np.where(np.isneginf(highest), np.nan, highest)
+
+
+def corrected(
+    y: Vector, baseline: Vector, origin: int, ahead: int, span: int
+) -> tuple[Vector, Vector]:
+    """The level correction at each point and the forecast peak it makes from each past point
+    to ``origin``."""
+    level = level_ratio(y, baseline, span)
+    return level, (level * ahead_max(baseline, ahead))[: origin + 1]
