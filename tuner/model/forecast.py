@@ -28,8 +28,9 @@ last cycle must correlate with the one before it). With one, the baseline may in
 mean of the load at the same phase of the last cycles (:attr:`Basis.PERIOD`, weighed as the
 days are), level-corrected the same way; its band is measured from the errors of the cycles the
 period held over only (before it, the load did something else). It is used when there is less
-than a day of history, or when, over those cycles, its peaks erred less (mean absolute relative
-error) than the daily or weekly baseline's.
+than a day of history, or when its band was measured (:data:`MIN_ERRORS` errors or more) and,
+over those cycles, its peaks erred less (mean absolute relative error) than the daily or weekly
+baseline's.
 
 With less than a day of history and no period it falls back to the last load known
 (:attr:`Basis.LEVEL`), whose band is at least :data:`WIDE` either side of the expected peak
@@ -347,9 +348,10 @@ def _peak(
         if not np.isnan(cyclic[origin + 1 :]).all():
             cyclic_level, cyclic_peaks = corrected(y, cyclic, origin, ahead, span)
             held = slice(origin + 1 - period.held, past.stop)
-            if basis is Basis.LEVEL or _closer(
-                _relative(actual[held], cyclic_peaks[held], floor),
-                _relative(actual[held], peaks[held], floor),
+            own = _relative(actual[held], cyclic_peaks[held], floor)
+            if basis is Basis.LEVEL or (
+                np.count_nonzero(~np.isnan(own)) >= MIN_ERRORS
+                and _closer(own, _relative(actual[held], peaks[held], floor))
             ):
                 baseline, basis, chosen = cyclic, Basis.PERIOD, period.steps
                 level, peaks = cyclic_level, cyclic_peaks
