@@ -246,12 +246,8 @@ def falling(loads: Sequence[float], tolerance: float = DECLINE_TOLERANCE) -> boo
 
 def no_rise(forecast: Forecast | None) -> bool:
     """Whether the forecast expects no rise: its expected peak over the horizon is not above
-    the load now by more than :data:`DECLINE_TOLERANCE` (the noise the falling load itself may
-    show; a seasonal forecast at the bottom of a fall is a step's noise above it) (False
-    without a forecast)."""
-    return forecast is not None and forecast.peak.expected <= forecast.last * (
-        1 + DECLINE_TOLERANCE
-    )
+    the load now (False without a forecast)."""
+    return forecast is not None and forecast.peak.expected <= forecast.last
 
 
 def decline_release(window: WindowReport, forecast: Forecast | None) -> Release:
