@@ -83,6 +83,19 @@ def band_scale(forecast: Forecast, edge: float) -> float:
     return min(max(edge / forecast.last, 1 / SCALE_CAP), SCALE_CAP)
 
 
+def lead_band(forecast: Forecast, lead_s: float) -> Band:
+    """The peak expected over ``(at, at + lead_s]`` only (the highest of the forecast's path
+    there), with the band of the whole horizon's peak as a share of it: a rise due later is not
+    in it (a later forecast, or a reserve held for it, provides for that one)."""
+    peak = forecast.peak
+    steps = max(1, math.ceil(lead_s / forecast.step_s - 1e-9))
+    expected = min(max(forecast.path[:steps], default=peak.expected), peak.expected)
+    if peak.expected <= 0:
+        return peak
+    share = expected / peak.expected
+    return Band(expected, peak.lower * share, peak.upper * share)
+
+
 def demand_at(cluster: Cluster, scale: float) -> Demand:
     """The pods the cluster runs at ``scale`` times the last known load."""
     counts = Counter(p.workload for p in cluster.pods)
@@ -164,14 +177,17 @@ def _times(pod: Resources, count: int) -> Resources:
     return Resources(pod.cpu * count, pod.memory * count)
 
 
-def forecast_demand(cluster: Cluster, forecast: Forecast, placeholder: str) -> tuple[Demand, Band]:
-    """The demand at the upper edge of the forecast's peak, and the band it came from. Pods
-    labelled ``placeholder`` (the reserve's, which hold room for this very demand) are no
-    demand."""
+def forecast_demand(
+    cluster: Cluster, forecast: Forecast, placeholder: str, band: Band | None = None
+) -> tuple[Demand, Band]:
+    """The demand at the upper edge of ``band`` (the forecast's peak unless given), and that
+    band. Pods labelled ``placeholder`` (the reserve's, which hold room for this very demand)
+    are no demand."""
+    band = forecast.peak if band is None else band
     real = tuple(p for p in cluster.pods if placeholder not in p.labels)
     if len(real) < len(cluster.pods):
         cluster = replace(cluster, pods=real)
-    return demand_at(cluster, band_scale(forecast, forecast.peak.upper)), forecast.peak
+    return demand_at(cluster, band_scale(forecast, band.upper)), band
 
 
 def expected_load(load: Load, forecast: Forecast | None) -> Load:
