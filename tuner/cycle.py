@@ -61,7 +61,7 @@ from tuner.holds import (
     settle,
 )
 from tuner.model.cluster import Cluster
-from tuner.model.demand import expected_load
+from tuner.model.demand import decided_by, expected_load
 from tuner.model.execution import execution_of
 from tuner.model.forecast import Forecast, LoadSeries, forecast_from
 from tuner.model.load import Load
@@ -292,14 +292,14 @@ def _cycle(
         state = state.keep(ports.actuator.reclaim_unremoved(now), now)
     paused = paused_by(ports.safeguards)
     wait = state.stable_since + windows.measure_s - now
-    opening = window_start(settings, forecast, now, state.stable_since)
+    opening = window_start(settings, decided_by(forecast, settings), now, state.stable_since)
     if opening is None:
         reason = f"a full window has not passed since the last change ({wait:.0f} s to go)"
         report = CycleReport(Outcome.WAITING, state.stable_since, now, reason, wait)
         return replace(report, paused=paused), state
     start, whole = opening
     window = ports.observer.observe(start, now)
-    acting = Acting.of(window, forecast, whole, windows.release_on_decline)
+    acting = Acting.of(window, decided_by(forecast, settings), whole, windows.release_on_decline)
     cluster = ports.actuator.read() if acting.actionable else None
     acting = acting.scaled_by(cluster.hpa_targets) if cluster else acting
     if cluster is None or window.load is None or not acting.actionable:

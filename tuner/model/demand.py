@@ -24,6 +24,7 @@ from tuner.model.constraints import Constraints
 from tuner.model.forecast import Band, Forecast
 from tuner.model.load import Load
 from tuner.model.resources import Resources
+from tuner.settings import Settings
 
 SCALE_CAP = 4.0
 """The scale is at most this factor either way (a last known load near zero)."""
@@ -94,6 +95,16 @@ def lead_band(forecast: Forecast, lead_s: float) -> Band:
         return peak
     share = expected / peak.expected
     return Band(expected, peak.lower * share, peak.upper * share)
+
+
+def decided_by(forecast: Forecast | None, settings: Settings) -> Forecast | None:
+    """The forecast a release decides by (the headroom a removal leaves, the decline rule's
+    agreement): with provisioning ahead on (``forecast.reserve_max_nodes``), its peak over a
+    node's start-up plus a retry only (:func:`lead_band`), since a sure rise due later is the
+    reserve's to provision when it is that near; else the forecast as it is."""
+    if forecast is None or settings.forecast.reserve_max_nodes <= 0:
+        return forecast
+    return replace(forecast, peak=lead_band(forecast, settings.forecast.lead(settings.windows)))
 
 
 def demand_at(cluster: Cluster, scale: float) -> Demand:
@@ -177,17 +188,14 @@ def _times(pod: Resources, count: int) -> Resources:
     return Resources(pod.cpu * count, pod.memory * count)
 
 
-def forecast_demand(
-    cluster: Cluster, forecast: Forecast, placeholder: str, band: Band | None = None
-) -> tuple[Demand, Band]:
-    """The demand at the upper edge of ``band`` (the forecast's peak unless given), and that
-    band. Pods labelled ``placeholder`` (the reserve's, which hold room for this very demand)
-    are no demand."""
-    band = forecast.peak if band is None else band
+def forecast_demand(cluster: Cluster, forecast: Forecast, placeholder: str) -> tuple[Demand, Band]:
+    """The demand at the upper edge of the forecast's peak, and the band it came from. Pods
+    labelled ``placeholder`` (the reserve's, which hold room for this very demand) are no
+    demand."""
     real = tuple(p for p in cluster.pods if placeholder not in p.labels)
     if len(real) < len(cluster.pods):
         cluster = replace(cluster, pods=real)
-    return demand_at(cluster, band_scale(forecast, band.upper)), band
+    return demand_at(cluster, band_scale(forecast, forecast.peak.upper)), forecast.peak
 
 
 def expected_load(load: Load, forecast: Forecast | None) -> Load:
