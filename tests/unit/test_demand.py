@@ -90,7 +90,7 @@ def test_the_reserves_placeholders_are_no_demand() -> None:
 
 def test_the_peak_within_a_lead_is_the_highest_of_the_path_there_with_the_bands_share() -> None:
     peak = Band(200.0, 150.0, 260.0)
-    f = Forecast(0.0, 720.0, 60.0, 0.95, peak, Basis.PERIOD, 100, 1e5, (100.0, 120.0, 200.0), 90.0)
+    f = Forecast(0.0, 720.0, 60.0, 0.95, peak, Basis.DAY, 100, 1e5, (100.0, 120.0, 200.0), 90.0)
     assert lead_band(f, 120.0) == Band(120.0, 90.0, 156.0)
     assert lead_band(f, 150.0) == peak  # three steps: the rise is within
     assert lead_band(f, 1.0) == Band(100.0, 75.0, 130.0)

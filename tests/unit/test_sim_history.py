@@ -103,8 +103,5 @@ def test_the_forecast_error_of_a_scenario() -> None:
     assert 0 < error.mape < 0.5
     assert 0 <= error.above <= 1
     assert error.history_s > DAY  # the trace's day before the run
-    # Seasonal throughout (never the level alone): by the day, or where a shorter period of
-    # the load forecast better, by that.
-    assert set(error.bases) <= {"day", "period"}
-    assert sum(error.bases.values()) == error.forecasts
+    assert error.bases == {"day": error.forecasts}
     assert error.to_json()["scenario"] == "diurnal"

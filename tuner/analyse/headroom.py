@@ -9,9 +9,8 @@
   need, where a threshold guesses it.
 - ``forecast`` without one (forecast disabled, no history yet, Prometheus down), or with one
   not sure enough to plan by (:attr:`~tuner.model.forecast.Forecast.foresees`: under a day of
-  history and no period of its own, or a band measured from too few past errors), and
-  ``thresholds``: requests over allocatable and over usable capacity stay under
-  ``analyse.thresholds`` (the 2019 rule).
+  history, or a band measured from too few past errors), and ``thresholds``: requests over
+  allocatable and over usable capacity stay under ``analyse.thresholds`` (the 2019 rule).
 - ``none``: nothing beyond the pods moved fitting now.
 
 Under ``forecast`` and ``thresholds`` a change also leaves room for the **next step** of every
