@@ -248,7 +248,8 @@ def run_cycle(
     reserve it asks for (held between cycles too: :func:`hold_reserve`)."""
     forecast, why = forecast_at(ports.history, settings, now)
     actuator, keeper = ports.actuator, ports.reserve
-    reserve, held = reserve_at(now, settings, forecast, actuator, keeper, dry_run=dry_run)
+    ahead = reserve_forecast(ports.history, settings, now, forecast)
+    reserve, held = reserve_at(now, settings, ahead, actuator, keeper, dry_run=dry_run)
     report, state = _cycle(now, state, settings, ports, rng, forecast, dry_run=dry_run)
     report = replace(report, forecast=forecast, no_forecast=why, reserve=reserve, reserved=held)
     return report, state
@@ -264,7 +265,7 @@ def hold_reserve(
     cadence (a full window after a change)."""
     if ports.reserve is None or settings.forecast.reserve_max_nodes <= 0:
         return None, None
-    forecast, _ = forecast_at(ports.history, settings, now)
+    forecast = reserve_forecast(ports.history, settings, now, None)
     return reserve_at(now, settings, forecast, ports.actuator, ports.reserve, dry_run=False)
 
 
@@ -274,6 +275,19 @@ def forecast_at(
     """The load forecast for the horizon after ``now`` (:func:`forecast_from`); (None, None)
     without a history."""
     return (None, None) if history is None else forecast_from(settings, history.series, now)
+
+
+def reserve_forecast(
+    history: LoadHistory | None, settings: Settings, now: float, forecast: Forecast | None
+) -> Forecast | None:
+    """The forecast a reserve is planned by: the cycle's ``forecast`` (None: made here), or,
+    with reserving on, one that may also rest on the load's own period
+    (:func:`~tuner.model.period.detect_period`): it foresees a rise with under a day of
+    history. The release keeps the cycle's forecast (a period's band, measured over a few
+    cycles, is wide: as headroom it held the nodes through the troughs)."""
+    if history is None or settings.forecast.reserve_max_nodes <= 0:
+        return forecast if forecast is not None else forecast_at(history, settings, now)[0]
+    return forecast_from(settings, history.series, now, own_period=True)[0]
 
 
 def _cycle(
