@@ -61,7 +61,7 @@ from tuner.holds import (
     settle,
 )
 from tuner.model.cluster import Cluster
-from tuner.model.demand import expected_load
+from tuner.model.demand import decided_by, expected_load
 from tuner.model.execution import execution_of
 from tuner.model.forecast import Forecast, LoadSeries, forecast_from
 from tuner.model.load import Load
@@ -248,7 +248,8 @@ def run_cycle(
     reserve it asks for (held between cycles too: :func:`hold_reserve`)."""
     forecast, why = forecast_at(ports.history, settings, now)
     actuator, keeper = ports.actuator, ports.reserve
-    reserve, held = reserve_at(now, settings, forecast, actuator, keeper, dry_run=dry_run)
+    ahead = reserve_forecast(ports.history, settings, now, forecast)
+    reserve, held = reserve_at(now, settings, ahead, actuator, keeper, dry_run=dry_run)
     report, state = _cycle(now, state, settings, ports, rng, forecast, dry_run=dry_run)
     report = replace(report, forecast=forecast, no_forecast=why, reserve=reserve, reserved=held)
     return report, state
@@ -264,7 +265,7 @@ def hold_reserve(
     cadence (a full window after a change)."""
     if ports.reserve is None or settings.forecast.reserve_max_nodes <= 0:
         return None, None
-    forecast, _ = forecast_at(ports.history, settings, now)
+    forecast = reserve_forecast(ports.history, settings, now, None)
     return reserve_at(now, settings, forecast, ports.actuator, ports.reserve, dry_run=False)
 
 
@@ -274,6 +275,19 @@ def forecast_at(
     """The load forecast for the horizon after ``now`` (:func:`forecast_from`); (None, None)
     without a history."""
     return (None, None) if history is None else forecast_from(settings, history.series, now)
+
+
+def reserve_forecast(
+    history: LoadHistory | None, settings: Settings, now: float, forecast: Forecast | None
+) -> Forecast | None:
+    """The forecast a reserve is planned by: the cycle's ``forecast`` (None: made here), or,
+    with reserving on, one that may also rest on the load's own period
+    (:func:`~tuner.model.period.detect_period`): it foresees a rise with under a day of
+    history. The release keeps the cycle's forecast (a period's band, measured over a few
+    cycles, is wide: as headroom it held the nodes through the troughs)."""
+    if history is None or settings.forecast.reserve_max_nodes <= 0:
+        return forecast if forecast is not None else forecast_at(history, settings, now)[0]
+    return forecast_from(settings, history.series, now, own_period=True)[0]
 
 
 def _cycle(
@@ -292,14 +306,14 @@ def _cycle(
         state = state.keep(ports.actuator.reclaim_unremoved(now), now)
     paused = paused_by(ports.safeguards)
     wait = state.stable_since + windows.measure_s - now
-    opening = window_start(settings, forecast, now, state.stable_since)
+    opening = window_start(settings, decided_by(forecast, settings), now, state.stable_since)
     if opening is None:
         reason = f"a full window has not passed since the last change ({wait:.0f} s to go)"
         report = CycleReport(Outcome.WAITING, state.stable_since, now, reason, wait)
         return replace(report, paused=paused), state
     start, whole = opening
     window = ports.observer.observe(start, now)
-    acting = Acting.of(window, forecast, whole, windows.release_on_decline)
+    acting = Acting.of(window, decided_by(forecast, settings), whole, windows.release_on_decline)
     cluster = ports.actuator.read() if acting.actionable else None
     acting = acting.scaled_by(cluster.hpa_targets) if cluster else acting
     if cluster is None or window.load is None or not acting.actionable:

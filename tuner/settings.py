@@ -149,6 +149,12 @@ class ForecastSettings:
             return self.horizon_s
         return min(max(self.node_startup_s + windows.measure_s, self.step_s), DAY_S)
 
+    def lead(self, windows: Windows) -> float:
+        """How far ahead a reserve looks: a node's start-up plus the longest a cycle waits for
+        the next while reserving (``windows.retry_s``): room needed later can be asked for
+        later."""
+        return self.node_startup_s + windows.retry_s
+
 
 @dataclass(frozen=True)
 class Knowledge:

@@ -262,6 +262,36 @@ def test_without_the_rule_or_on_a_rise_the_shrinking_workload_stays_out_of_the_p
     assert report.decline is not None and report.decline.kind == "not-falling"
 
 
+class RiseAtMidnight:
+    """A load falling all day from 300 to 100, back at 300 at midnight (two days up to the time
+    asked)."""
+
+    def series(self, end: float) -> LoadSeries:
+        t = np.arange(end - 2 * DAY_S + STEP, end + 1, STEP)
+        return LoadSeries.of(t[0], STEP, {SCALAR: 300 - 200 * ((t % DAY_S) / DAY_S)})
+
+
+def test_with_provisioning_ahead_a_decline_is_released_up_to_a_rise_a_start_up_away() -> None:
+    """Eight minutes before the rise, within the forecast's horizon (12 min) but after a node's
+    start-up plus a retry (3 min): without a reserve the forecast disagrees with the decline;
+    with provisioning ahead on, the rise is the reserve's to provision later, and the node goes."""
+    before_the_rise = 10 * DAY_S - 480.0
+    off = Settings(
+        pricing=Pricing(price_per_core=1.0, price_per_gb=0.0),
+        analyse=Analyse(excluded_namespaces=frozenset(), candidate_delay_s=0.0),
+        windows=Windows(measure_s=600.0),
+    )
+    on = replace(off, forecast=ForecastSettings(reserve_max_nodes=3))
+    for settings, acts in ((off, False), (on, True)):
+        actuator = Recorder(two_nodes_one_web_pod_each())
+        ports = Ports(Shrinking(), actuator, MemoryKnowledge(), history=RiseAtMidnight())
+        report, _ = run_cycle(before_the_rise, CycleState(), settings, ports, random.Random(0))
+        assert report.decline is not None and report.forecast is not None
+        assert report.forecast.foresees and report.forecast.peak.expected > 250
+        assert report.decline.holds is acts, report.decline.reason
+        assert (len(actuator.calls) == 1) is acts, report.reason
+
+
 class Asked(MemoryKnowledge):
     """The in-memory knowledge base, remembering the loads it was asked for."""
 

@@ -8,9 +8,17 @@ from dataclasses import replace
 from testkit.builders import cluster, node, pod
 from tuner.model.cluster import Cluster, Hpa, Workload
 from tuner.model.conventions import Keys
-from tuner.model.demand import SCALE_CAP, band_scale, demand_at, forecast_demand
+from tuner.model.demand import (
+    SCALE_CAP,
+    band_scale,
+    decided_by,
+    demand_at,
+    forecast_demand,
+    lead_band,
+)
 from tuner.model.forecast import Band, Basis, Forecast
 from tuner.model.resources import Resources
+from tuner.settings import Settings
 
 WEB = Workload("default", "Deployment", "web")
 
@@ -78,3 +86,25 @@ def test_the_reserves_placeholders_are_no_demand() -> None:
     demand, band = forecast_demand(with_placeholder, _forecast(100.0, 150.0), keys.placeholder)
     assert band.upper == 150.0
     assert demand == demand_at(c, 1.5)
+
+
+def test_the_peak_within_a_lead_is_the_highest_of_the_path_there_with_the_bands_share() -> None:
+    peak = Band(200.0, 150.0, 260.0)
+    f = Forecast(0.0, 720.0, 60.0, 0.95, peak, Basis.DAY, 100, 1e5, (100.0, 120.0, 200.0), 90.0)
+    assert lead_band(f, 120.0) == Band(120.0, 90.0, 156.0)
+    assert lead_band(f, 150.0) == peak  # three steps: the rise is within
+    assert lead_band(f, 1.0) == Band(100.0, 75.0, 130.0)
+    assert lead_band(replace(f, path=()), 120.0) == peak  # no path: the horizon's peak
+
+
+def test_a_release_decides_by_the_peak_within_the_lead_only_when_reserving_is_on() -> None:
+    peak = Band(200.0, 150.0, 260.0)
+    f = Forecast(
+        0.0, 720.0, 60.0, 0.95, peak, Basis.DAY, 100, 1e5, (100.0, 100.0, 100.0, 200.0), 90
+    )
+    off = Settings()
+    assert decided_by(f, off) is f and decided_by(None, off) is None
+    on = replace(off, forecast=replace(off.forecast, reserve_max_nodes=1))
+    near = decided_by(f, on)
+    assert near is not None and near.peak == Band(100.0, 75.0, 130.0)  # 3 minutes ahead
+    assert replace(near, peak=peak) == f

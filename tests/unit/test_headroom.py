@@ -206,3 +206,22 @@ def test_of_the_steps_placed_alike_only_those_no_bigger_step_covers_are_checked(
     assert snap.count_fitting(pod("web-9", None, "200m"), both) == 3
     assert snap.count_fitting(pod("big-9", None, "300m", workload="big"), both) == 1
     assert snap.count_fitting(pod("web-9", None, "200m"), snap.mask_of(["y"])) == 1
+
+
+def test_with_provisioning_ahead_a_removal_leaves_room_only_for_the_rise_before_a_node_starts() -> (
+    None
+):
+    """A rise due after a node's start-up plus a retry is the reserve's to provision (it holds
+    placeholders that far ahead): with reserving on, the removal at the trough leaves room for
+    the peak over that lead only; with it off, for the whole horizon's."""
+    c = four_web_pods_on_three_nodes()
+    late_rise = replace(
+        forecast(100.0, 330.0, 300.0), path=(100.0, 100.0, 100.0, 100.0, 300.0, 300.0)
+    )
+    off = settings()
+    assert decide(c, off, late_rise).decision is Choice.STAY  # 3 x the load over the horizon
+    on = replace(off, forecast=replace(off.forecast, reserve_max_nodes=3))
+    assert on.forecast.lead(on.windows) <= 180.0  # the rise at the 5th minute is after it
+    assert len(removal(decide(c, on, late_rise))) == 2  # 1.1 x: the four and a fifth fit
+    early_rise = replace(late_rise, path=(100.0, 300.0, 300.0, 300.0, 300.0, 300.0))
+    assert decide(c, on, early_rise).decision is Choice.STAY

@@ -157,7 +157,7 @@ def test_no_forecast_or_no_rise_reserves_nothing() -> None:
     none = plan_reserve(c, discover(c, s), None, s, 1000.0)
     assert none.nodes == () and none.until == 1000.0
     fall = plan_reserve(c, discover(c, s), _forecast(100, 80), s, 1000.0)
-    assert fall.nodes == () and "no HPA adds a pod" in fall.reason
+    assert fall.nodes == () and "no sure rise" in fall.reason
 
 
 def _path_forecast(last: float, path: tuple[float, ...], upper: float) -> Forecast:
@@ -174,7 +174,7 @@ def test_a_rise_due_after_a_start_up_and_a_retry_reserves_nothing_yet() -> None:
 
     assert reserve.nodes == ()
     assert "expected over the next 180 s" in reserve.reason
-    assert "no HPA adds a pod" in reserve.reason  # at the lead's expected load (100)
+    assert "no sure rise" in reserve.reason  # the lead's expected load is the load now
     due = _path_forecast(100, (100, 100, 250, 250, 250), 300)  # due at 3 min
     assert len(plan_reserve(c, discover(c, s), due, s, 1000.0).nodes) == 2
 
@@ -186,3 +186,15 @@ def test_the_reserve_asks_for_the_expected_load_not_the_upper_band_which_only_ca
     assert plan_reserve(c, discover(c, s), expected, s, 1000.0).nodes == ()
     capped = _path_forecast(100, (400, 400, 400), 150)  # the band says at most 150
     assert plan_reserve(c, discover(c, s), capped, s, 1000.0).nodes == ()
+
+
+def test_only_a_rise_that_holds_at_the_lower_edge_of_the_band_reserves() -> None:
+    """A false alarm pays a node for nothing: a rise is reserved for only when the band's lower
+    edge over the lead is above the load now (by the measured errors, the load then fails to
+    rise at most 1 - quantile of the time)."""
+    c, s = _cluster(6), _settings()
+    sure = _path_forecast(100, (250, 250, 250), 300)  # its band: 250 to 300
+    assert len(plan_reserve(c, discover(c, s), sure, s, 1000.0).nodes) == 2
+    unsure = replace(sure, peak=Band(250, 90, 300))  # the lower edge under the load now
+    reserve = plan_reserve(c, discover(c, s), unsure, s, 1000.0)
+    assert reserve.nodes == () and "no sure rise" in reserve.reason

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from tuner.analyse.usable import under_thresholds
 from tuner.model.cluster import Cluster, Node, Pod
 from tuner.model.conventions import Keys
-from tuner.model.demand import Demand, forecast_demand, next_steps
+from tuner.model.demand import Demand, decided_by, forecast_demand, next_steps
 from tuner.model.forecast import Band, Forecast
 from tuner.model.resources import Resources
 from tuner.settings import Settings, Thresholds
@@ -67,6 +67,7 @@ class Headroom:
         if mode == "none":
             return Headroom(Thresholds())
         steps = next_steps(cluster)
+        forecast = decided_by(forecast, settings)
         if mode == "forecast" and forecast is not None and forecast.foresees:
             placeholder = Keys(settings.execute.label_prefix).placeholder
             demand, band = forecast_demand(cluster, forecast, placeholder)

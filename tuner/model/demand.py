@@ -24,6 +24,7 @@ from tuner.model.constraints import Constraints
 from tuner.model.forecast import Band, Forecast
 from tuner.model.load import Load
 from tuner.model.resources import Resources
+from tuner.settings import Settings
 
 SCALE_CAP = 4.0
 """The scale is at most this factor either way (a last known load near zero)."""
@@ -81,6 +82,29 @@ def band_scale(forecast: Forecast, edge: float) -> float:
     if forecast.last <= 0 or not math.isfinite(edge):
         return 1.0
     return min(max(edge / forecast.last, 1 / SCALE_CAP), SCALE_CAP)
+
+
+def lead_band(forecast: Forecast, lead_s: float) -> Band:
+    """The peak expected over ``(at, at + lead_s]`` only (the highest of the forecast's path
+    there), with the band of the whole horizon's peak as a share of it: a rise due later is not
+    in it (a later forecast, or a reserve held for it, provides for that one)."""
+    peak = forecast.peak
+    steps = max(1, math.ceil(lead_s / forecast.step_s - 1e-9))
+    expected = min(max(forecast.path[:steps], default=peak.expected), peak.expected)
+    if peak.expected <= 0:
+        return peak
+    share = expected / peak.expected
+    return Band(expected, peak.lower * share, peak.upper * share)
+
+
+def decided_by(forecast: Forecast | None, settings: Settings) -> Forecast | None:
+    """The forecast a release decides by (the headroom a removal leaves, the decline rule's
+    agreement): with provisioning ahead on (``forecast.reserve_max_nodes``), its peak over a
+    node's start-up plus a retry only (:func:`lead_band`), since a sure rise due later is the
+    reserve's to provision when it is that near; else the forecast as it is."""
+    if forecast is None or settings.forecast.reserve_max_nodes <= 0:
+        return forecast
+    return replace(forecast, peak=lead_band(forecast, settings.forecast.lead(settings.windows)))
 
 
 def demand_at(cluster: Cluster, scale: float) -> Demand:

@@ -22,11 +22,16 @@ The model is seasonal, corrected by the recent level:
    ``1 - quantile`` and ``quantile`` quantiles around the forecast, and the expected peak is
    corrected by their median (a model that keeps under-forecasting learns it).
 
-With less than a day of history it falls back to the last load known (:attr:`Basis.LEVEL`),
-whose band is at least :data:`WIDE` either side of the expected peak (hours of history cannot
-tell what the rest of the day holds); so is the band of a forecast whose errors were measured
-fewer than :data:`MIN_ERRORS` times. Each forecast says which basis it used and how many
-errors its band was measured from: that is how confident it is.
+**The load's own period** (``own_period``: the reserve's forecast only). A load may repeat
+with a period of its own (a batch every half hour): :func:`~tuner.model.period.detect_period`
+finds one when the last cycle correlates with the one before. The baseline may then be the
+load at the same phase of the last cycles (:attr:`Basis.PERIOD`), level-corrected, its band
+measured over the cycles the period held; used with under a day of history, or where its
+measured peaks erred less than the daily or weekly baseline's.
+
+With less than a day of history and no period it is the last load known (:attr:`Basis.LEVEL`),
+its band at least :data:`WIDE` either side, as is the band measured from fewer than
+:data:`MIN_ERRORS` errors. Each forecast says its basis and how many errors its band came from.
 
 The function never reads the clock and refuses a series that reaches past ``now``.
 """
@@ -45,6 +50,8 @@ import numpy.typing as npt
 
 from tuner.errors import InputError, ServiceError
 from tuner.model.load import SCALAR
+from tuner.model.period import Period, detect_period
+from tuner.model.seasonal import ahead_max, corrected, lagged_mean
 from tuner.settings import Settings
 
 Vector = npt.NDArray[np.float64]
@@ -52,16 +59,12 @@ Vector = npt.NDArray[np.float64]
 DAY_S = 86400.0
 WEEK_S = 7 * DAY_S
 DAY_LAGS = 3
-"""Days the daily baseline averages, each older one weighing :data:`LAG_DECAY` times less."""
+"""Days the daily baseline averages (each older one weighing less: ``seasonal.LAG_DECAY``)."""
 WEEK_LAGS = 1
-"""Weeks the weekly baseline looks back: the same time last week (two weeks averaged did worse
-on the shipped traces: see docs/concepts.md#forecast)."""
-LAG_DECAY = 0.2
+"""Weeks the weekly baseline looks back (two did worse: docs/concepts.md#forecast)."""
 LEVEL_S = 120.0
 """The recent span whose load, against the baseline, sets the level correction: the last two
 minutes (longer spans did worse at a 12-minute horizon on every shipped trace)."""
-LEVEL_CLAMP = 4.0
-"""The level correction is at most this factor either way (a near-empty baseline hour)."""
 BLEND_S = 3 * DAY_S
 """The recent span over which the daily and the weekly baselines' errors are compared."""
 ERRORS_S = 7 * DAY_S
@@ -71,8 +74,7 @@ MIN_ERRORS = 60
 WIDE = 0.5
 """The relative half-width of the band when too few errors were measured."""
 FLOOR_SHARE = 0.05
-"""Relative errors are taken against at least this share of the load's 95th percentile (so a
-near-zero night does not make every error huge)."""
+"""Relative errors are against at least this share of the load's 95th percentile."""
 DEFAULT_QUANTILE = 0.95
 
 
@@ -83,6 +85,8 @@ class Basis(StrEnum):
     """The same time of the last weeks, blended with the same time of the last days."""
     DAY = "day"
     """The same time of the last days."""
+    PERIOD = "period"
+    """The same phase of the last cycles of the load's own period (:func:`detect_period`)."""
     LEVEL = "level"
     """The recent level only (less than a day of history)."""
 
@@ -182,6 +186,8 @@ class Forecast:
     """What made it less sure than its basis says (no recent load, a wide band)."""
     recent: tuple[float, ...] = ()
     """The known total at each step of the last horizon up to ``at``, oldest first (no gaps)."""
+    period_s: float = 0.0
+    """The load's own period the forecast rests on (:attr:`Basis.PERIOD`; 0 otherwise)."""
 
     @property
     def foresees(self) -> bool:
@@ -196,6 +202,7 @@ class Forecast:
         basis = {
             Basis.WEEK: "seasonal by week and day",
             Basis.DAY: "seasonal by day",
+            Basis.PERIOD: f"seasonal by its own period of {self.period_s / 60:g} min",
             Basis.LEVEL: "the recent level only",
         }[self.basis]
         band = (
@@ -221,6 +228,8 @@ class Forecast:
             "path": list(self.path),
             "last": self.last,
         }
+        if self.basis is Basis.PERIOD:
+            out["period_s"] = self.period_s
         if self.dimensions:
             out["dimensions"] = {k: b.to_json() for k, b in self.dimensions.items()}
         return out
@@ -239,14 +248,20 @@ class _Peak:
     errors: int
     path: Vector
     notes: tuple[str, ...]
+    period: int
 
 
 def forecast_load(
-    series: LoadSeries, now: float, horizon_s: float, quantile: float = DEFAULT_QUANTILE
+    series: LoadSeries,
+    now: float,
+    horizon_s: float,
+    quantile: float = DEFAULT_QUANTILE,
+    *,
+    own_period: bool = False,
 ) -> Forecast:
-    """The load expected over ``(now, now + horizon_s]`` from ``series`` (which must not reach
-    past ``now``). ``quantile`` (0.5 to 1) sets the band: the upper edge is that quantile of the
-    past errors, the lower edge ``1 - quantile``. NoHistory when the series holds no load."""
+    """The load expected over ``(now, now + horizon_s]`` from ``series`` (not past ``now``).
+    ``quantile`` (0.5 to 1) sets the band's upper edge among the past errors, ``1 - quantile``
+    the lower. NoHistory when the series holds no load."""
     if not 0.5 <= quantile < 1:
         raise ValueError(f"the band quantile must be in [0.5, 1), not {quantile}")
     step = series.step_s
@@ -264,13 +279,14 @@ def forecast_load(
     if origin < 0 or known.size == 0:
         raise NoHistory("no load in the history")
     history_s = now - (series.start + known[0] * step)
-    peak = _peak(total, origin, ahead, step, quantile)
+    period = detect_period(total, step, origin) if own_period else None
+    peak = _peak(total, origin, ahead, step, quantile, period)
     dimensions: dict[str, Band] = {}
     if not series.is_scalar:
         for key, values in series.values.items():
             if np.isnan(values).all():
                 continue
-            dimensions[key] = _peak(values, origin, ahead, step, quantile).band
+            dimensions[key] = _peak(values, origin, ahead, step, quantile, period).band
     return Forecast(
         at=now,
         horizon_s=horizon_s,
@@ -285,26 +301,33 @@ def forecast_load(
         dimensions=MappingProxyType(dimensions),
         notes=peak.notes,
         recent=_recent(total, origin, ahead),
+        period_s=peak.period * step,
     )
 
 
 def forecast_from(
-    settings: Settings, history: Callable[[float], LoadSeries], now: float
+    settings: Settings,
+    history: Callable[[float], LoadSeries],
+    now: float,
+    *,
+    own_period: bool = False,
 ) -> tuple[Forecast | None, str | None]:
     """The forecast the settings ask for (``forecast``), from ``history(now)``; or None and why
     not when the history cannot be read (a service failed, no load query, no load at all);
     (None, None) when ``forecast.enabled`` is off."""
-    options = settings.forecast
+    options, horizon = settings.forecast, settings.forecast.horizon(settings.windows)
     if not options.enabled:
         return None, None
     try:
         series = history(now)
-        return forecast_load(series, now, options.horizon(settings.windows), options.quantile), None
+        return forecast_load(series, now, horizon, options.quantile, own_period=own_period), None
     except (ServiceError, InputError, NoHistory) as err:
         return None, str(err)
 
 
-def _peak(values: Vector, origin: int, ahead: int, step: float, quantile: float) -> _Peak:
+def _peak(
+    values: Vector, origin: int, ahead: int, step: float, quantile: float, period: Period | None
+) -> _Peak:
     """The peak of one series over the ``ahead`` steps after ``origin``, with its band."""
     y = np.full(origin + 1 + ahead, np.nan)
     have = min(len(values), origin + 1)
@@ -314,6 +337,26 @@ def _peak(values: Vector, origin: int, ahead: int, step: float, quantile: float)
     if np.isnan(y[origin]):
         notes.append(f"no load at the last step (the last known is {_age(y, origin, step)})")
     baseline, basis = _baseline(y, origin, max(1, round(DAY_S / step)))
+    actual = ahead_max(y, ahead)[: origin + 1]
+    floor = FLOOR_SHARE * _scale(y)
+    level = peaks = np.empty(0)
+    if basis is not Basis.LEVEL:
+        level, peaks = corrected(y, baseline, origin, ahead, span)
+    chosen = 0
+    past = slice(max(0, origin - round(ERRORS_S / step)), origin + 1 - ahead)  # outcome known
+    if period is not None:
+        cyclic = lagged_mean(y, period.steps, DAY_LAGS)
+        if not np.isnan(cyclic[origin + 1 :]).all():
+            cyclic_level, cyclic_peaks = corrected(y, cyclic, origin, ahead, span)
+            held = slice(origin + 1 - period.held, past.stop)
+            own = _relative(actual[held], cyclic_peaks[held], floor)
+            if basis is Basis.LEVEL or (
+                np.count_nonzero(~np.isnan(own)) >= MIN_ERRORS
+                and _closer(own, _relative(actual[held], peaks[held], floor))
+            ):
+                baseline, basis, chosen = cyclic, Basis.PERIOD, period.steps
+                level, peaks = cyclic_level, cyclic_peaks
+                past = held
     if basis is Basis.LEVEL:
         levels = y[: origin + 1].copy()
         if np.isnan(levels[origin]):
@@ -321,17 +364,11 @@ def _peak(values: Vector, origin: int, ahead: int, step: float, quantile: float)
         path = np.full(ahead, levels[origin])
         peaks = levels  # a level forecast's peak is the level itself
     else:
-        level = _level(y, baseline, span)
         path = level[origin] * baseline[origin + 1 :]
         if np.isnan(path).all():
             path = np.full(ahead, _last_known(y, origin))
         path = np.where(np.isnan(path), np.nanmax(path), path)
-        peaks = (level * _ahead_max(baseline, ahead))[: origin + 1]
-    actual = _ahead_max(y, ahead)[: origin + 1]
-    floor = FLOOR_SHARE * _scale(y)
-    past = slice(max(0, origin - round(ERRORS_S / step)), origin + 1 - ahead)  # outcome known
-    with np.errstate(invalid="ignore", divide="ignore"):  # 0/0 on a load of zero: dropped below
-        errors = (actual[past] - peaks[past]) / np.maximum(peaks[past], floor)
+    errors = _relative(actual[past], peaks[past], floor)
     errors = errors[~np.isnan(errors)]
     low, middle, high = (
         np.quantile(errors, (1 - quantile, 0.5, quantile)) if errors.size else (0.0, 0.0, 0.0)
@@ -346,15 +383,31 @@ def _peak(values: Vector, origin: int, ahead: int, step: float, quantile: float)
         lower = min(lower, expected * (1 - WIDE))
         upper = max(upper, expected * (1 + WIDE), floor)
     band = Band(expected, min(lower, expected), max(upper, expected))
-    return _Peak(band, basis, int(errors.size), path, tuple(notes))
+    return _Peak(band, basis, int(errors.size), path, tuple(notes), chosen)
+
+
+def _relative(actual: Vector, peaks: Vector, floor: float) -> Vector:
+    """The relative errors of forecast peaks (NaN where either is unknown)."""
+    with np.errstate(invalid="ignore", divide="ignore"):  # 0/0 on a load of zero: NaN
+        errors: Vector = (actual - peaks) / np.maximum(peaks, floor)
+    return errors
+
+
+def _closer(candidate: Vector, incumbent: Vector, /) -> bool:
+    """Whether ``candidate``'s errors were smaller in mean absolute value than ``incumbent``'s
+    where both were measured."""
+    both = ~(np.isnan(candidate) | np.isnan(incumbent))
+    if not both.any():
+        return False
+    return float(np.mean(np.abs(candidate[both]))) < float(np.mean(np.abs(incumbent[both])))
 
 
 def _baseline(y: Vector, origin: int, per_day: int) -> tuple[Vector, Basis]:
     """The seasonal baseline at every point to ``origin + ahead`` and what it rests on."""
-    daily = _lagged_mean(y, per_day, DAY_LAGS)
+    daily = lagged_mean(y, per_day, DAY_LAGS)
     if np.isnan(daily[origin + 1 :]).all():
         return daily, Basis.LEVEL
-    weekly = _lagged_mean(y, 7 * per_day, WEEK_LAGS)
+    weekly = lagged_mean(y, 7 * per_day, WEEK_LAGS)
     if np.isnan(weekly[origin + 1 :]).all():
         return daily, Basis.DAY
     recent = slice(max(0, origin + 1 - round(BLEND_S / DAY_S * per_day)), origin + 1)
@@ -367,60 +420,6 @@ def _baseline(y: Vector, origin: int, per_day: int) -> tuple[Vector, Basis]:
     blended = np.where(np.isnan(weekly), daily, share * weekly + (1 - share) * daily)
     blended = np.where(np.isnan(daily), weekly, blended)
     return blended, Basis.WEEK
-
-
-def _lagged_mean(y: Vector, period: int, lags: int) -> Vector:
-    """At each point, the decaying-weight mean of the values ``period``, ``2 period``, ...
-    points before it (NaN where none is known)."""
-    total = np.zeros(len(y))
-    weight = np.zeros(len(y))
-    w = 1.0
-    for k in range(1, lags + 1):
-        shift = k * period
-        if shift >= len(y):
-            break
-        source = y[: len(y) - shift]
-        known = ~np.isnan(source)
-        total[shift:] += np.where(known, source, 0.0) * w
-        weight[shift:] += known * w
-        w *= LAG_DECAY
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(weight > 0, total / weight, np.nan)
-
-
-def _level(y: Vector, baseline: Vector, span: int) -> Vector:
-    """At each point, the ratio of the load to the baseline over the last ``span`` points
-    (where both are known), within :data:`LEVEL_CLAMP`; 1 where it cannot be told."""
-    both = ~(np.isnan(y) | np.isnan(baseline))
-    observed = _trailing_sum(np.where(both, y, 0.0), span)
-    expected = _trailing_sum(np.where(both, baseline, 0.0), span)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = np.where(expected > 0, observed / expected, 1.0)
-    ratio = np.where(_trailing_sum(both.astype(np.float64), span) > 0, ratio, 1.0)
-    return np.clip(ratio, 1 / LEVEL_CLAMP, LEVEL_CLAMP)
-
-
-def _trailing_sum(x: Vector, span: int) -> Vector:
-    """At each point, the sum of the last ``span`` values, itself included."""
-    cumulative = np.concatenate(([0.0], np.cumsum(x)))
-    ends = np.arange(1, len(x) + 1)
-    return cumulative[ends] - cumulative[np.maximum(ends - span, 0)]
-
-
-def _ahead_max(x: Vector, ahead: int) -> Vector:
-    """At each point, the highest known value over the next ``ahead`` points (NaN when none is
-    known or the series ends first): a sliding maximum by doubling, O(n log ahead)."""
-    # shifted[i] = x[i + 1]; widest[i] = max(shifted[i : i + width]), width doubling to ahead
-    shifted = np.concatenate(
-        (np.where(np.isnan(x[1:]), -np.inf, x[1:]), np.full(ahead + 1, -np.inf))
-    )
-    widest, width = shifted, 1
-    while width * 2 <= ahead:
-        widest = np.maximum(widest[:-width], widest[width:])
-        width *= 2
-    n = len(x)
-    highest = np.maximum(widest[:n], widest[ahead - width : ahead - width + n])
-    return np.where(np.isneginf(highest), np.nan, highest)
 
 
 def _mean_abs(x: Vector) -> float:

@@ -42,7 +42,6 @@ real pods is not made again while the reserve that made it holds.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
@@ -50,7 +49,7 @@ from dataclasses import replace
 from tuner.model.change import NewNode, daemon_pods, templates
 from tuner.model.cluster import Cluster, Pod
 from tuner.model.conventions import Keys
-from tuner.model.demand import band_scale, demand_at
+from tuner.model.demand import band_scale, demand_at, lead_band
 from tuner.model.forecast import Forecast
 from tuner.model.pools import NodePool, Pools
 from tuner.model.price import node_price
@@ -80,6 +79,9 @@ def plan_reserve(
     )
     if not forecast.foresees:
         why = f"{peak}: nothing foreseen ({forecast.confidence})"
+        return Reserve(forecast.at, until, reason=why)
+    if not sure_rise(forecast, lead):
+        why = f"{peak}: no sure rise (the band's lower edge is not above the load now)"
         return Reserve(forecast.at, until, reason=why)
     held = {p.node for p in cluster.pods if placeholder in p.labels and p.node is not None}
     cluster = replace(cluster, pods=tuple(p for p in cluster.pods if placeholder not in p.labels))
@@ -121,17 +123,23 @@ def plan_reserve(
 
 
 def lead_s(settings: Settings) -> float:
-    """How far ahead a reserve looks: a node's start-up plus the longest a cycle waits for the
-    next while reserving (``windows.retry_s``): room needed later can be asked for later."""
-    return settings.forecast.node_startup_s + settings.windows.retry_s
+    """How far ahead a reserve looks (:meth:`~tuner.settings.ForecastSettings.lead`)."""
+    return settings.forecast.lead(settings.windows)
 
 
 def lead_edge(forecast: Forecast, lead: float) -> float:
     """The load to hold room for: the highest the forecast expects over ``(at, at + lead]`` (its
     path; its expected peak when it has none), never above its band's upper edge."""
-    steps = max(1, math.ceil(lead / forecast.step_s - 1e-9))
-    expected = max(forecast.path[:steps], default=forecast.peak.expected)
-    return min(expected, forecast.peak.upper)
+    near = lead_band(forecast, lead)
+    return min(near.expected, near.upper)
+
+
+def sure_rise(forecast: Forecast, lead: float) -> bool:
+    """Whether the load rises over ``(at, at + lead]`` even at the lower edge of the forecast's
+    band there (:func:`~tuner.model.demand.lead_band`): by the errors the band was
+    measured from, the rise fails to come (a false alarm, a node paid for nothing) at most
+    ``1 - quantile`` of the time, less often than the load exceeds what it expects."""
+    return lead_band(forecast, lead).lower > forecast.last
 
 
 def still_wanted(
