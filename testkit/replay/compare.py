@@ -83,7 +83,8 @@ def simulate(
 ) -> Recording:
     """The simulator's run of the matching strategy, recorded as a replay records;
     ``node_removal`` is the daemon's ``execute.node_removal`` for ``karpenter-tuner`` (None:
-    its default, ``autoscaler``)."""
+    its default, ``autoscaler``). The strategy runs from the warm-up's start, as the replay
+    starts ``tuner run`` before it plays the warm-up (the evaluation's tuner starts after it)."""
     scenario = played(scenario, comparison)
     strategy: Strategy
     if comparison == "hpa":
@@ -92,7 +93,7 @@ def simulate(
         strategy = KarpenterTuner(scenario, seed, node_removal)
     else:
         strategy = STRATEGIES[SIM_STRATEGY[comparison]](scenario, seed)
-    sim = Simulation(scenario, seed, strategy, tick)
+    sim = Simulation(scenario, seed, strategy, tick, strategy_from=-scenario.warmup)
     hpa_services = [s for s in scenario.services if s.hpa is not None]
     recording = Recording(series=sim.series, replicas={service_key(s): [] for s in hpa_services})
     while sim.now < scenario.duration - 1e-9:

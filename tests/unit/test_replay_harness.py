@@ -409,3 +409,15 @@ def test_a_run_whose_curves_were_lost_still_counts_but_is_not_drawn() -> None:
     compare.summarise(entry, dict.fromkeys(compare.FIGURES, 1.0))
     assert len(compare.counted(entry)) == 2
     assert compare.drawn(entry) == [2]
+
+
+def test_the_simulated_daemon_starts_with_the_warm_up_as_the_replays_does() -> None:
+    """The replay starts ``tuner run`` before it plays the warm-up, so its first stable window
+    and its candidate delay can end in the warm-up: on fidelity-pools-whenempty at speedup 2 the
+    real daemons removed their node(s) at 300-375 s, not after a first window counted from 0
+    (600 s)."""
+    root = Path(__file__).resolve().parents[2]
+    scenario = read(root / "bench/scenarios/fidelity-pools-whenempty.json").compressed(2)
+    series = compare.simulate(scenario, "karpenter-tuner", 1, node_removal="delete-node").series
+    first = next(t for t, n in zip(series.time, series.nodes, strict=True) if n < series.nodes[0])
+    assert 300 <= first < 600

@@ -15,6 +15,7 @@ from tuner.sim.metrics import ActionResult
 from tuner.sim.pools import NodeGroup
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.scenarios import scenario
+from tuner.sim.strategy import Strategy
 from tuner.sim.workloads import HpaSpec, Service
 
 E2 = NODE_TYPES["e2-standard-4"]
@@ -196,3 +197,25 @@ def test_the_tuner_sees_the_pdbs_of_the_simulated_services() -> None:
     pods = [p for p in sim.cluster().pods if p.workload.name == "coredns"]
     assert len(pods) == 2 and all(pdb.covers(p) for p in pods)
     assert assess(sim.cluster(), Policy()).movable(pods[0])
+
+
+class Turns(Strategy):
+    """Notes the simulated time of each turn it is given."""
+
+    name = "turns"
+
+    def __init__(self) -> None:
+        self.at: list[float] = []
+
+    def on_tick(self, sim: Simulation) -> None:
+        self.at.append(sim.now)
+
+
+def test_a_strategy_takes_its_turns_from_the_warm_ups_end_or_from_its_strategy_from() -> None:
+    """The evaluation's strategies start where it starts measuring; a replay's daemon starts
+    before the warm-up it plays, so the replay's simulation starts its strategy there."""
+    late, early = Turns(), Turns()
+    Simulation(small(), 1, late).advance(90)
+    Simulation(small(), 1, early, strategy_from=-small().warmup).advance(90)
+    assert late.at[0] == 0.0
+    assert early.at[:2] == [-60.0, -55.0]

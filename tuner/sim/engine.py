@@ -93,10 +93,18 @@ class Simulation:
     """One run of a scenario with one strategy. Drive it with :meth:`advance`."""
 
     def __init__(
-        self, scenario: Scenario, seed: int, strategy: Strategy | None = None, tick: float = 5.0
+        self,
+        scenario: Scenario,
+        seed: int,
+        strategy: Strategy | None = None,
+        tick: float = 5.0,
+        strategy_from: float = 0.0,
     ) -> None:
         self.scenario = scenario
         self.strategy = strategy
+        self.strategy_from = strategy_from
+        """When the strategy starts taking its turns: 0, the warm-up's end, where the
+        evaluation starts measuring; a replay's daemon starts with the warm-up (``-warmup``)."""
         self.tick = tick
         self.rng = random.Random(seed)
         self.clock = Clock(-scenario.warmup, tick)
@@ -190,7 +198,7 @@ class Simulation:
 
     def _step(self) -> None:
         self.controllers.run()
-        if self.strategy is not None and self.now >= 0:
+        if self.strategy is not None and self.now >= self.strategy_from - 1e-9:
             self.turns.take(self.now)  # on_tick, or the rest of a turn whose wait is over
         self._close_tick()
 

@@ -40,7 +40,8 @@ class Tally:
 
 class Strategy(Protocol):
     """What runs next to the autoscalers. The simulation reads ``scoring``, ``profile`` and
-    ``autoscaler`` once when it starts, and calls ``on_tick`` every tick after the warm-up;
+    ``autoscaler`` once when it starts, and calls ``on_tick`` every tick from its
+    ``strategy_from`` (by default after the warm-up);
     the report reads ``tally`` at the end."""
 
     name: str
