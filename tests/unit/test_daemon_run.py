@@ -29,6 +29,7 @@ from tuner.model.movability import Policy, assess
 from tuner.model.onboarding import Placement
 from tuner.model.window_report import Verdict, WindowReport
 from tuner.moderator import JOB, Moderator
+from tuner.plan.actions import Migrate
 from tuner.report.build import build_report
 from tuner.settings import Analyse, Pricing, Settings, Windows
 
@@ -196,6 +197,29 @@ def test_a_cycle_logs_window_verdict_load_costs_decision_and_each_action(
     )
     assert verified.placement == Placement.EVICTION_ONLY.value
     assert all(r.outcome == "failed" for r in records)
+
+
+def test_a_migration_that_landed_elsewhere_says_where_in_the_cycle_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    s = Settings(
+        pricing=Pricing(price_per_core=1.0, price_per_gb=0.0),
+        analyse=Analyse(excluded_namespaces=frozenset(), candidate_delay_s=0),
+    )
+    c = cluster([node("a"), node("b")], [pod("w-1", "a"), pod("w-2", "b")])
+    plan = build_report(c, s, analyse(c, s, [], random.Random(0)))
+    (first, *_) = plan.actions
+    assert isinstance(first, Migrate)
+    result = TransitionResult((first,), False, "stopped", landed_elsewhere=((first, "c"),))
+    report = CycleReport(Outcome.FAILED, 0, 600, "stopped", 600, plan=plan, result=result)
+    with caplog.at_level(logging.INFO):
+        log_cycle(report, logging.getLogger("tuner.daemon"))
+    (verified,) = [r for r in caplog.records if getattr(r, "status", None) == "verified"]
+    assert verified.getMessage().endswith(
+        f"verified (landed elsewhere: on c, not its destination {first.target}: the "
+        "scheduler's other scores outweighed the label)"
+    )
+    assert verified.landed == "c"
 
 
 def test_a_stop_racing_the_retirement_of_a_cycle_job_ends_the_loop_quietly(
