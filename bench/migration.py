@@ -5,8 +5,9 @@ Run: .venv/bin/python -m bench.migration [--runs 20]   (from the repository root
 Starts a private cluster (free ports, its own state dir), creates two KWOK nodes and an
 onboarded one-replica Deployment, then migrates its pod back and forth ``--runs`` times with
 :class:`tuner.execute.actuator.KubeActuator`. Each figure is one whole ``carry_out``: journal,
-label the destination, evict, watch the replacement until it is Ready on the destination,
-unlabel, drop the journal. Prints the median, min and max; the cluster's own start is not timed.
+label the destination, evict, watch the replacement until it is Ready off its source (with two
+nodes: on the destination), unlabel, drop the journal. Prints the median, min and max; the
+cluster's own start is not timed.
 """
 
 from __future__ import annotations

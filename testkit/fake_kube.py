@@ -8,7 +8,8 @@ tie), an eviction deletes the pod and creates its replacement; a new pod of an o
 workload lands on a node that carries the workload's label (unless
 :attr:`FakeKube.preference_outscored`), else where
 :attr:`FakeKube.default_node` says the scheduler puts it (never on a cordoned or NoSchedule
-tainted node, unless the pod tolerates every taint), and is Ready when :attr:`FakeKube.ready`
+tainted node, unless the pod tolerates every taint; never on a node :attr:`FakeKube.room` says is
+full), and is Ready when :attr:`FakeKube.ready`
 says so. A wait decides on the state at once: a check that would keep
 waiting times out. Every call is recorded in :attr:`FakeKube.calls`. A bare pod with a node
 selector (a placeholder) stays Pending, unless :attr:`FakeKube.grows` names a node to add, as a
@@ -88,6 +89,9 @@ class FakeKube:
         controller: the remove must notice and roll back)."""
         self.refuse_evictions = False
         """Every eviction is refused (as a PodDisruptionBudget would)."""
+        self.room: dict[str, int] = {}
+        """Nodes that hold at most this many pods (the others: any number); a full node fits no
+        new pod, as the scheduler's resource fit would say."""
         self.grows: str | None = None
         """The node an autoscaler adds for a placeholder pod (None: the pod stays Pending)."""
         self.priority_classes: set[str] = set()
@@ -189,7 +193,8 @@ class FakeKube:
             closed = node["spec"].get("unschedulable") or any(
                 t["effect"] == "NoSchedule" for t in node["spec"].get("taints") or ()
             )
-            return tolerant or not closed
+            full = sum(d["spec"].get("nodeName") == name for d in self.pod_docs.values())
+            return (tolerant or not closed) and full < self.room.get(name, full + 1)
 
         label = self.keys.workload_label(namespace, workload)
         if not self.preference_outscored and label in preferred_labels(spec.get("affinity")):

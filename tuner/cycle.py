@@ -98,6 +98,9 @@ class TransitionResult:
     """The verified migrates and adds (of :attr:`done`) whose workload is not onboarded: the
     scheduler chose the node (placement not controlled), the executor only verified it is not
     the source or a node being emptied."""
+    landed_elsewhere: tuple[tuple[Action, str], ...] = ()
+    """The verified migrates and adds (of :attr:`done`) of onboarded workloads whose new pod
+    the scheduler put on another node than the labelled destination, each with that node."""
 
 
 class Actuator(Protocol):

@@ -92,6 +92,23 @@ def test_remove_node_empties_and_deletes_it(kube: ClusterHarness, actuator: Kube
     assert kube.leftovers() == []
 
 
+FAST = {"disk": "ssd", "tier": "fast"}
+
+
+def _web_preferring(kube: ClusterHarness, labels: dict[str, str]) -> tuple[str, str]:
+    """One onboarded pod of ``web`` whose own terms prefer (weight 100 each) nodes with each of
+    ``labels``' keys: its name and node."""
+    prefer = [
+        {"weight": 100, "preference": {"matchExpressions": [{"key": k, "operator": "Exists"}]}}
+        for k in labels
+    ]
+    own = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": prefer}}
+    label = KEYS.workload_label(kube.namespace, "web")
+    kube.deployment("web", 1, pod_spec={"affinity": with_preference(own, label)})
+    ((name, where),) = kube.placement("app=web").items()
+    return name, where
+
+
 def test_an_onboarded_replacement_the_scheduler_would_send_back_lands_on_the_destination(
     kube: ClusterHarness, actuator: KubeActuator
 ) -> None:
@@ -99,16 +116,9 @@ def test_an_onboarded_replacement_the_scheduler_would_send_back_lands_on_the_des
     carries: with the destination labelled for the move, kube-scheduler's NodeAffinity score
     still ranks the source first (200 against 100), so only the source's cordon keeps the
     replacement off it."""
-    source = kube.add_node(f"{kube.namespace}-n1", labels={"disk": "ssd", "tier": "fast"})
+    source = kube.add_node(f"{kube.namespace}-n1", labels=FAST)
     target, _ = (kube.add_node(f"{kube.namespace}-n{i}") for i in (2, 3))
-    prefer = [
-        {"weight": 100, "preference": {"matchExpressions": [{"key": k, "operator": "Exists"}]}}
-        for k in ("disk", "tier")
-    ]
-    own = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": prefer}}
-    label = KEYS.workload_label(kube.namespace, "web")
-    kube.deployment("web", 1, pod_spec={"affinity": with_preference(own, label)})
-    ((name, where),) = kube.placement("app=web").items()
+    name, where = _web_preferring(kube, FAST)
     assert where == source
     dry: list[str] = []
     KubeActuator(kube.api, settings_from_dict(kube.settings_doc()), echo=dry.append).check(
@@ -121,6 +131,38 @@ def test_an_onboarded_replacement_the_scheduler_would_send_back_lands_on_the_des
     assert result.completed, result.reason
     assert list(kube.placement("app=web").values()) == [target]
     assert kube.leftovers() == []
+
+
+def test_an_onboarded_replacement_the_scheduler_puts_on_a_third_node_is_verified_elsewhere(
+    kube: ClusterHarness, actuator: KubeActuator
+) -> None:
+    """The pods of ``web`` prefer (their own terms, weight 100 each) two labels a third node
+    carries: with the destination labelled for the move (100), kube-scheduler's NodeAffinity
+    score ranks the third node first (200), as its spreading and fit scores can in a real
+    cluster. The replacement lands there: the migration is verified (Ready off its source, the
+    node the transition empties), reported as landed elsewhere, the source is removed, and
+    nothing is left behind."""
+    source = kube.add_node(f"{kube.namespace}-n1")
+    name, where = _web_preferring(kube, FAST)
+    assert where == source  # the only node there is
+    target = kube.add_node(f"{kube.namespace}-n2")
+    third = kube.add_node(f"{kube.namespace}-n3", labels=FAST)
+    pod = kube.core.read_namespaced_pod(name, kube.namespace)
+    plan = [Migrate(model_pod(kube, name), target), RemoveNode(source)]
+
+    result = actuator.carry_out(plan)
+
+    assert result.completed, result.reason
+    assert result.landed_elsewhere == ((plan[0], third),)
+    assert list(kube.placement("app=web").values()) == [third]
+    assert source not in {n.metadata.name for n in kube.core.list_node().items}
+    assert kube.leftovers() == []
+    selector = f"involvedObject.name={name},involvedObject.uid={pod.metadata.uid}"
+    events = kube.core.list_namespaced_event(kube.namespace, field_selector=selector).items
+    (event,) = [e for e in events if e.reporting_component == "tuner.dev/deployment-tuner"]
+    assert (event.reason, event.type) == ("Migrated", "Normal")
+    assert f"Ready on {third}, not on its destination {target}: landed elsewhere" in event.message
+    assert (event.related.kind, event.related.name) == ("Node", third)
 
 
 def test_a_workload_that_is_not_onboarded_is_still_moved_by_eviction(

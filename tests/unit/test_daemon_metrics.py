@@ -73,6 +73,19 @@ def test_cycles_actions_and_costs_are_exported(served: tuple[Metrics, str]) -> N
     assert "tuner_cycle_duration_seconds_count 1.0" in text
 
 
+def test_a_migration_that_landed_elsewhere_is_counted(served: tuple[Metrics, str]) -> None:
+    metrics, url = served
+    report = _acted_report()
+    assert report.result is not None
+    first = report.result.done
+    result = replace(report.result, eviction_only=(), landed_elsewhere=((first[0], "c"),))
+    metrics.observe(replace(report, result=result), 1.0)
+    _, text = _get(url + "/metrics")
+    assert 'tuner_actions_total{op="migrate",result="verified"} 1.0' in text
+    assert 'tuner_landed_elsewhere_actions_total{op="migrate"} 1.0' in text
+    assert 'tuner_eviction_only_actions_total{op="migrate"}' not in text
+
+
 def test_healthz_turns_503_when_cycles_stop(served: tuple[Metrics, str]) -> None:
     metrics, url = served
     assert _get(url + "/healthz") == (200, "ok\n")

@@ -29,7 +29,8 @@ from tuner.model.movability import Policy, assess
 from tuner.model.onboarding import Placement
 from tuner.model.window_report import Verdict, WindowReport
 from tuner.moderator import JOB, Moderator
-from tuner.report.build import build_report
+from tuner.plan.actions import Migrate
+from tuner.report.build import PlanReport, build_report
 from tuner.settings import Analyse, Pricing, Settings, Windows
 
 
@@ -156,15 +157,20 @@ def test_the_loop_goes_on_when_reporting_a_failed_cycle_fails(tmp_path: Path) ->
     assert seen == [Outcome.ERROR] * 3
 
 
-def test_a_cycle_logs_window_verdict_load_costs_decision_and_each_action(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def _removal_plan() -> PlanReport:
+    """The plan that empties node a of two (its pod migrated to b, then a removed)."""
     s = Settings(
         pricing=Pricing(price_per_core=1.0, price_per_gb=0.0),
         analyse=Analyse(excluded_namespaces=frozenset(), candidate_delay_s=0),
     )
     c = cluster([node("a"), node("b")], [pod("w-1", "a"), pod("w-2", "b")])
-    plan = build_report(c, s, analyse(c, s, [], random.Random(0)))
+    return build_report(c, s, analyse(c, s, [], random.Random(0)))
+
+
+def test_a_cycle_logs_window_verdict_load_costs_decision_and_each_action(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    plan = _removal_plan()
     window = WindowReport(Verdict.STABLE, "nothing changed", Load.scalar(42.0), 0, 600, 0)
     first = plan.actions[:1]  # verified where the scheduler put it: the workload not onboarded
     result = TransitionResult(first, False, "pod landed on node c", eviction_only=first)
@@ -196,6 +202,24 @@ def test_a_cycle_logs_window_verdict_load_costs_decision_and_each_action(
     )
     assert verified.placement == Placement.EVICTION_ONLY.value
     assert all(r.outcome == "failed" for r in records)
+
+
+def test_a_migration_that_landed_elsewhere_says_where_in_the_cycle_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    plan = _removal_plan()
+    (first, *_) = plan.actions
+    assert isinstance(first, Migrate)
+    result = TransitionResult((first,), False, "stopped", landed_elsewhere=((first, "c"),))
+    report = CycleReport(Outcome.FAILED, 0, 600, "stopped", 600, plan=plan, result=result)
+    with caplog.at_level(logging.INFO):
+        log_cycle(report, logging.getLogger("tuner.daemon"))
+    (verified,) = [r for r in caplog.records if getattr(r, "status", None) == "verified"]
+    assert verified.getMessage().endswith(
+        f"verified (landed elsewhere: on c, not its destination {first.target}: the "
+        "scheduler's other scores outweighed the label)"
+    )
+    assert verified.landed == "c"
 
 
 def test_a_stop_racing_the_retirement_of_a_cycle_job_ends_the_loop_quietly(

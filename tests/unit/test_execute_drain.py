@@ -6,13 +6,16 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from testkit import builders as b
 from testkit.fake_kube import FakeKube
 from tests.unit.test_execute_rollback import Events, marks_left
 from tuner.execute.events import Event, Ref
 from tuner.execute.runner import check_transition, run_transition
-from tuner.model.cluster import Pod
-from tuner.plan.actions import Action, Migrate, RemoveNode
+from tuner.model.cluster import Pod, Workload
+from tuner.model.resources import Resources
+from tuner.plan.actions import Action, Add, Migrate, RemoveNode
 
 NS = "shop"
 SOURCE, TARGET, OTHER = "node-1", "node-2", "node-3"
@@ -120,17 +123,119 @@ def test_migrated_names_the_node_the_pod_really_landed_on() -> None:
     assert all(f"Ready on {OTHER}" in e.note for e in migrated)
 
 
-def test_an_onboarded_workload_must_land_on_the_planned_node() -> None:
+def test_an_onboarded_replacement_the_scheduler_puts_on_a_third_node_is_verified_elsewhere() -> (
+    None
+):
+    """The destination's label is only a preferred affinity: the scheduler's other scores put
+    every replacement on node-3. Each migration is verified (off its source, off the node being
+    emptied), reported as landed elsewhere, and the source empties."""
     kube = shop(onboarded=True)
-    # A taint the check does not refuse (the plan's fit does): the label cannot steer the pod.
-    kube.nodes[TARGET]["spec"]["taints"] = [{"key": "dedicated", "effect": "NoSchedule"}]
+    kube.preference_outscored = True
     kube.default_node = OTHER
+    plan = empty_source(kube)
 
-    result, events = run(kube, empty_source(kube)[:1])
+    result, events = run(kube, plan)
+
+    assert result.completed, result.reason  # type: ignore[attr-defined]
+    assert result.landed_elsewhere == tuple((a, OTHER) for a in plan[:3])  # type: ignore[attr-defined]
+    assert result.eviction_only == ()  # type: ignore[attr-defined]
+    migrated = [e for e in events if e.reason == "Migrated"]
+    assert [e.related.name for e in migrated if e.related] == [OTHER] * 3
+    for event in migrated:
+        assert f"is Ready on {OTHER}, not on its destination {TARGET}: landed elsewhere" in (
+            event.note
+        )
+        assert not event.warning
+    assert pods_on(kube, SOURCE) == [] and len(pods_on(kube, OTHER)) == 3
+    assert not any(kube.keys.prefix in k for k in kube.nodes[TARGET]["metadata"]["labels"])
+    assert not kube.nodes[OTHER]["spec"].get("unschedulable")
+
+
+def test_an_onboarded_replacement_on_its_destination_is_not_counted_elsewhere() -> None:
+    kube = shop(onboarded=True)
+    kube.default_node = OTHER  # outscored by the label: it steers the pods to node-2
+
+    result, events = run(kube, empty_source(kube))
+
+    assert result.completed, result.reason  # type: ignore[attr-defined]
+    assert result.landed_elsewhere == ()  # type: ignore[attr-defined]
+    migrated = [e for e in events if e.reason == "Migrated"]
+    assert all(e.note.endswith(f"is Ready on {TARGET}") for e in migrated), migrated
+
+
+def test_an_onboarded_replacement_back_on_a_node_being_emptied_still_fails() -> None:
+    """Outscored, and tolerating every taint: the replacement of ``web`` goes back to the node
+    the transition empties; the migration fails at once and the drain is given back."""
+    kube = shop(onboarded=True, tolerates_all=True)
+    kube.preference_outscored = True
+    plan = empty_source(kube)
+
+    result, events = run(kube, plan)
 
     assert not result.completed  # type: ignore[attr-defined]
-    assert f"was scheduled on {OTHER}, not {TARGET}" in result.reason  # type: ignore[attr-defined]
-    assert [e.reason for e in events] == ["MigrationFailed"]
+    assert f"was scheduled on {SOURCE}, its source" in result.reason  # type: ignore[attr-defined]
+    assert result.done == (plan[0],) and result.landed_elsewhere == ()  # type: ignore[attr-defined]
+    reasons = ["Cordoned", "Migrated", "MigrationFailed", "Uncordoned"]
+    assert [e.reason for e in events] == reasons
+    assert marks_left(kube) == []
+
+
+@pytest.mark.parametrize("room_on_target", [None, 1])
+def test_a_move_whose_destination_an_earlier_landing_filled_lands_elsewhere_or_fails_whole(
+    room_on_target: int | None,
+) -> None:
+    """``api``'s replacement, aimed at node-2, lands on node-3 and takes its last place; the
+    pods of ``web`` are aimed at node-3. With room on node-2 they land there (allowed, landed
+    elsewhere). With room for one only, the last one finds no node: its verification times
+    out, the transition stops and gives back the node it was emptying, nothing else is left."""
+    kube = shop(onboarded=True)
+    kube.preference_outscored = True
+    kube.default_node = OTHER
+    kube.room[OTHER] = 1
+    if room_on_target is not None:
+        kube.room[TARGET] = room_on_target
+    api, *webs = pods_on(kube, SOURCE)
+    plan: list[Action] = [Migrate(api, TARGET), *(Migrate(p, OTHER) for p in webs)]
+    plan.append(RemoveNode(SOURCE))
+
+    result, events = run(kube, plan)
+
+    elsewhere = result.landed_elsewhere  # type: ignore[attr-defined]
+    if room_on_target is None:
+        assert result.completed, result.reason  # type: ignore[attr-defined]
+        assert elsewhere == ((plan[0], OTHER), (plan[1], TARGET), (plan[2], TARGET))
+        assert pods_on(kube, SOURCE) == []
+        return
+    assert not result.completed  # type: ignore[attr-defined]
+    assert result.reason.startswith("action 3/4")  # type: ignore[attr-defined]
+    assert "timed out" in result.reason  # type: ignore[attr-defined]
+    assert result.done == tuple(plan[:2])  # type: ignore[attr-defined]
+    assert elsewhere == ((plan[0], OTHER), (plan[1], TARGET))
+    assert [e.reason for e in events][-2:] == ["MigrationFailed", "Uncordoned"]
+    assert marks_left(kube) == []
+    assert SOURCE in kube.nodes
+
+
+def test_an_onboarded_add_the_scheduler_puts_on_another_node_is_kept() -> None:
+    """An add's claim is the migration's: one more Ready pod, off the nodes being emptied; a
+    pod outscored off its destination is verified elsewhere, not scaled back."""
+    kube = shop(onboarded=True)
+    kube.preference_outscored = True
+    kube.default_node = OTHER
+    add = Add(Workload(NS, "Deployment", "web"), TARGET, Resources(100, 0))
+
+    result, events = run(kube, [add])
+
+    assert result.completed, result.reason  # type: ignore[attr-defined]
+    assert result.landed_elsewhere == ((add, OTHER),)  # type: ignore[attr-defined]
+    (added,) = events
+    assert added.reason == "Added" and added.related == Ref.node(OTHER)
+    assert f"not on its destination {TARGET}" in added.note
+    assert kube.replicas("Deployment", NS, "web") == 3
+    assert [what for call, what in kube.mutations() if call == "scale"] == [
+        "Deployment shop/web 2->3"
+    ]
+    assert marks_left(kube) == []
 
 
 def test_a_single_move_of_a_workload_not_onboarded_cordons_its_source_for_the_move() -> None:
@@ -284,8 +389,8 @@ def test_the_dry_run_of_an_onboarded_move_says_it_labels_and_cordons() -> None:
     label = kube.keys.workload_label(NS, "api")
     assert (
         f"would label node {TARGET} {label}, cordon and taint node {SOURCE} for the move, "
-        f"evict pod {NS}/{pod.name}, wait for its replacement to be Ready on {TARGET}, unlabel, "
-        "undo the cordon"
+        f"evict pod {NS}/{pod.name}, wait for its replacement to be Ready on a node other than "
+        f"{SOURCE} (aimed at {TARGET}), unlabel, undo the cordon"
     ) in line
     assert kube.mutations() == []
 

@@ -1,5 +1,5 @@
 """The simulation's driving interface: reproducibility, stable windows, and the simulated
-executor (actions land where planned or are reported unverified)."""
+executor (actions verified for what the daemon's executor claims, or reported unverified)."""
 
 from __future__ import annotations
 
@@ -95,20 +95,75 @@ def test_a_migrated_pod_the_scheduler_would_score_back_onto_its_source_lands_on_
     assert not any(n.unschedulable for n in sim.cluster().nodes)
 
 
-def test_migration_to_a_full_node_fails_and_stops_the_transition() -> None:
+def test_a_migration_with_no_room_off_its_source_fails_and_stops_the_transition() -> None:
     sim = Simulation(small(initial_nodes=2), 1)
     sim.advance(120)
     cluster = sim.cluster()
     pod = next(p for p in cluster.pods if p.workload.name == "api")
-    full = next(n for n in cluster.nodes if n.name != pod.node)
-    hog = Service("hog", full.allocatable.cpu - cluster.requested(full.name).cpu, 0)
     state = sim.cluster_state
-    state.bind(state.create_pod(hog, sim.now), state.nodes[full.name], sim.now)
+    others = [n for n in cluster.nodes if n.name != pod.node]
+    for other in others:  # every node but the source full
+        hog = Service("hog", other.allocatable.cpu - cluster.requested(other.name).cpu, 0)
+        state.bind(state.create_pod(hog, sim.now), state.nodes[other.name], sim.now)
+    full = others[0]
     results = sim.apply([Migrate(pod, full.name), RemoveNode(pod.node or "")])
     assert len(results) == 1
     assert not results[0].verified
-    assert "not " + full.name in results[0].detail
+    assert results[0].detail == f"landed nowhere (pending), not on {full.name}"
     assert sim.actions.failed == 1
+    assert not any(n.unschedulable for n in sim.cluster().nodes)  # the drain given back
+
+
+def outscored(sim: Simulation) -> tuple[Pod, str, str]:
+    """The api pod, a target the Cluster Autoscaler's ``PreferNoSchedule`` candidate taint
+    makes the scheduler rank below the third node (TaintToleration, weight 3, against the
+    label's NodeAffinity, weight 2), and that third node."""
+    cluster = sim.cluster()
+    pod = next(p for p in cluster.pods if p.workload.name == "api")
+    target, third = sorted(n.name for n in cluster.nodes if n.name != pod.node)
+    sim.cluster_state.nodes[target].taints = (CANDIDATE_TAINT,)
+    return pod, target, third
+
+
+def test_a_replacement_the_scheduler_puts_on_a_third_node_is_verified_elsewhere() -> None:
+    """The daemon's claim: Ready off its source and off the nodes the transition empties."""
+    sim = Simulation(small(), 1)
+    sim.advance(120)
+    pod, target, third = outscored(sim)
+
+    (result,) = sim.apply([Migrate(pod, target)])
+
+    assert result.verified and result.elsewhere, result
+    assert result.detail == f"landed on {third}, not {target}"
+    assert [p.node for p in sim.cluster().pods if p.workload.name == "api"] == [third]
+    assert (sim.actions.migrate, sim.actions.failed, sim.actions.landed_elsewhere) == (1, 0, 1)
+    assert all(not k.startswith("tuner.dev/") for n in sim.cluster().nodes for k in n.labels)
+    assert not any(n.unschedulable for n in sim.cluster().nodes)
+
+
+def test_the_2019_tuners_executor_fails_a_replacement_off_its_target() -> None:
+    sim = Simulation(small(), 1)
+    sim.advance(120)
+    pod, target, third = outscored(sim)
+
+    (result,) = sim.apply([Migrate(pod, target)], on_target_only=True)
+
+    assert not result.verified and result.detail == f"landed on {third}, not {target}"
+    assert (sim.actions.failed, sim.actions.landed_elsewhere) == (1, 0)
+
+
+def test_the_nodes_a_plan_empties_are_cordoned_before_its_first_move() -> None:
+    """The third node, which the scheduler would pick, is being emptied: cordoned before the
+    migration, it is closed to the replacement, which goes to its target; the node then goes."""
+    sim = Simulation(small(), 1)
+    sim.advance(120)
+    pod, target, third = outscored(sim)
+
+    results = sim.apply([Migrate(pod, target), RemoveNode(third)], node_removal="command")
+
+    assert [(r.verified, r.elsewhere) for r in results] == [(True, False), (True, False)]
+    assert [p.node for p in sim.cluster().pods if p.workload.name == "api"] == [target]
+    assert third not in sim.cluster_state.nodes
 
 
 def test_emptied_node_left_to_the_autoscaler_goes_after_its_unneeded_time() -> None:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from tuner.cycle import CycleReport, Outcome
 from tuner.model.onboarding import Placement
 from tuner.monitor.window import clock_time
-from tuner.plan.actions import action_json
+from tuner.plan.actions import Add, Migrate, action_json
 from tuner.plan.reserve import per_pool, pools_text
 from tuner.report.options import SHOWN
 from tuner.report.text import describe
@@ -159,6 +159,13 @@ def _log_actions(report: CycleReport, log: logging.Logger, base: Mapping[str, ob
             if action in result.eviction_only:
                 status += f" ({UNCONTROLLED})"
                 placement = {"placement": Placement.EVICTION_ONLY.value}
+            landed = next((n for a, n in result.landed_elsewhere if a == action), None)
+            if landed is not None and isinstance(action, Migrate | Add):
+                status += (
+                    f" (landed elsewhere: on {landed}, not its destination {action.target}: "
+                    "the scheduler's other scores outweighed the label)"
+                )
+                placement = {"landed": landed}
         elif number == done + 1 and not result.completed:
             status = f"failed: {result.reason}"
         else:

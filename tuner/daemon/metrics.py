@@ -53,6 +53,14 @@ class Metrics:
             ["op"],
             registry=self.registry,
         )
+        self.landed_elsewhere = Counter(
+            "tuner_landed_elsewhere_actions",
+            "Verified migrations and adds of onboarded workloads whose pod the scheduler put on "
+            "another node than the labelled destination (its other scores outweighed the "
+            "label's preferred affinity; verified off the source and the nodes being emptied)",
+            ["op"],
+            registry=self.registry,
+        )
         self.cost = Gauge(
             "tuner_cost_per_hour",
             "Estimated node cost per hour before and after the last decision",
@@ -154,6 +162,8 @@ class Metrics:
                 self.actions.labels(action_op(action), ok).inc()
             for action in report.result.eviction_only:
                 self.eviction_only.labels(action_op(action)).inc()
+            for action, _ in report.result.landed_elsewhere:
+                self.landed_elsewhere.labels(action_op(action)).inc()
             if not report.result.completed and len(report.result.done) < len(report.plan.actions):
                 failed = report.plan.actions[len(report.result.done)]
                 self.actions.labels(action_op(failed), "failed").inc()

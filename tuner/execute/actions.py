@@ -1,11 +1,12 @@
 """Each action of a plan as a :class:`~tuner.execute.step.Step`: :func:`check` makes the reads
 and refusals (all a dry run needs: the pod, node or workload read fresh and asked the model's
 rules again, :mod:`.checks`) and returns the step whose ``apply`` carries the action out and
-verifies it. A migrate evicts the pod and waits for its replacement where it must land; an add
-scales +1 and waits for the new pod there; a remove makes its pod the cheapest to delete,
-scales −1 and verifies that exactly that pod went; an add or remove that fails its
-verification scales back. A node's removal is :mod:`.node_removal`, a provision
-:mod:`.provision`.
+verifies it. A migrate evicts the pod and waits for its replacement to be Ready off its source
+and off the nodes the transition empties (aimed at its destination, verified wherever the
+scheduler put it); an add scales +1 and waits for the new pod the same way; a remove makes its
+pod the cheapest to delete, scales −1 and verifies that exactly that pod went; an add or remove
+that fails its verification scales back. A node's removal is :mod:`.node_removal`, a
+provision :mod:`.provision`.
 """
 
 from __future__ import annotations
@@ -144,10 +145,11 @@ def _uids(pods: list[Any]) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class _Landing:
-    """Where a migrated or added pod must land: the workload's pods (namespace and label
-    selector), the planned destination and the workload's node label, whether the workload is
-    onboarded (then the destination is labelled and only it will do), and the nodes the pod must
-    not land on, each with what it is (its source, a node the transition empties)."""
+    """Where a migrated or added pod is aimed and where it must not land: the workload's pods
+    (namespace and label selector), the planned destination and the workload's node label,
+    whether the workload is onboarded (then the destination is labelled: a preferred affinity
+    steers the pod there), and the nodes the pod must not land on, each with what it is (its
+    source, a node the transition empties)."""
 
     namespace: str
     selector: str
@@ -157,14 +159,14 @@ class _Landing:
     avoid: Mapping[str, str]
 
     def check(self, before: frozenset[str]) -> Check:
-        """The verification: a pod not in ``before`` where it must be."""
-        return checks.new_pod_on(before, self.target, self.avoid, strict=self.onboarded)
+        """The verification: a pod not in ``before`` Ready off the nodes to avoid."""
+        return checks.new_pod_on(before, self.avoid)
 
     def wait(self) -> str:
         """What the verification waits for, as the dry run says it."""
-        if self.onboarded:
-            return f"Ready on {self.target}"
-        return f"Ready on a node other than {', '.join(sorted(self.avoid))}"
+        off = ", ".join(sorted(self.avoid))
+        ready = f"Ready on a node other than {off}" if off else "Ready"
+        return f"{ready} (aimed at {self.target})" if self.onboarded else ready
 
 
 def _onto(
@@ -195,14 +197,19 @@ def _onto(
 
 
 def _verified(verdict: Verification, landing: _Landing, workload: str) -> Done:
-    """The outcome of a verified migrate or add, naming where the pod really landed."""
+    """The outcome of a verified migrate or add, naming where the pod really landed: for an
+    onboarded workload off its destination, both nodes (logged, and the Event's note)."""
     if not verdict.ok:
         raise ActionFailed(verdict.reason)
-    return Done(
-        verdict.reason + _not_onboarded(landing.onboarded, workload),
-        landed=verdict.node,
-        steered=landing.onboarded,
-    )
+    elsewhere = landing.onboarded and verdict.node != landing.target
+    note = verdict.reason + _not_onboarded(landing.onboarded, workload)
+    if elsewhere:
+        note += (
+            f", not on its destination {landing.target}: landed elsewhere (the scheduler's "
+            "other scores outweighed the destination's label, a preferred affinity)"
+        )
+        log.warning("workload %s: %s", workload, note)
+    return Done(note, landed=verdict.node, steered=landing.onboarded, elsewhere=elsewhere)
 
 
 # ----------------------------------------------------------------------- actions --
@@ -249,12 +256,15 @@ def check_migrate(kube: KubePort, action: Migrate, draining: frozenset[str]) -> 
 
 @dataclass(frozen=True)
 class Migration:
-    """Evict the pod and verify its replacement is Ready where it must be: on the labelled
-    destination (onboarded workloads), else anywhere but its source and the nodes the
-    transition empties. Either way the source is cordoned and tainted for the move unless the
-    transition already did: the destination's label is a preferred affinity, only a score,
-    which the scheduler's other scores (spreading, resource fit, the pod's own preferences)
-    can outweigh, sending the replacement back to its source."""
+    """Evict the pod and verify its replacement is Ready on a node that is neither its source
+    nor one the transition empties. For an onboarded workload the destination is labelled
+    first: the replacement is aimed there, but the label is a preferred affinity, only a score,
+    which the scheduler's other scores (the default topology spreading, resource fit, the pod's
+    own preferences) can outweigh; a replacement Ready on a third node is verified and reported
+    as landed elsewhere (:attr:`~.step.Done.elsewhere`), as the Cluster Autoscaler and Karpenter
+    trust the scheduler with the pods they drain. Either way the source is cordoned and tainted
+    for the move unless the transition already did, so that no score sends the replacement
+    back to it."""
 
     pod: Any
     landing: _Landing
@@ -313,8 +323,10 @@ def check_add(kube: KubePort, action: Add, draining: frozenset[str]) -> PodAddit
 
 @dataclass(frozen=True)
 class PodAddition:
-    """Scale +1 and verify the new pod is Ready where it must be (on the labelled destination
-    for an onboarded workload); when the verification fails, scale back taking the new pod."""
+    """Scale +1 and verify the new pod is Ready off the nodes the transition empties (aimed at
+    the labelled destination for an onboarded workload; elsewhere it is verified and reported
+    as landed elsewhere, as for a :class:`Migration`); when the verification fails, scale back
+    taking the new pod."""
 
     scaled: Scaled
     workload: str

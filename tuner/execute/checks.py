@@ -121,23 +121,19 @@ def _live(pods: Iterable[Any], before: frozenset[str]) -> list[Any]:
     return [p for p in pods if p.metadata.uid not in before and not p.metadata.deletion_timestamp]
 
 
-def new_pod_on(
-    before: frozenset[str], target: str, avoid: Mapping[str, str], *, strict: bool
-) -> Check:
-    """Check: a pod not in ``before`` is Ready where it must be.
-
-    ``strict`` (the workload is onboarded, the tuner steered the pod): Ready on ``target``; a
-    new pod scheduled elsewhere, with none on the target, fails. Otherwise (the scheduler
-    chose): Ready on any node but those of ``avoid`` (node -> what it is: the pod's source, a
-    node the transition empties). Either way a new pod bound to a node of ``avoid`` fails at
-    once: it went back where it came from, or would be evicted a second time.
+def new_pod_on(before: frozenset[str], avoid: Mapping[str, str]) -> Check:
+    """Check: a pod not in ``before`` is Ready on any node but those of ``avoid`` (node -> what
+    it is: the pod's source, a node the transition empties). A new pod bound to a node of
+    ``avoid`` fails at once: it went back where it came from, or would be evicted a second
+    time. Where it lands otherwise is the scheduler's choice (a destination's label is only a
+    preferred affinity): the verdict names the node, and the caller compares it with the plan's.
     """
 
     def check(pods: Mapping[str, Any]) -> Verification | None:
         placed = [p for p in _live(pods.values(), before) if p.spec.node_name]
         for pod in placed:
             where = pod.spec.node_name
-            if ready(pod) and (where == target if strict else where not in avoid):
+            if ready(pod) and where not in avoid:
                 return Verification(True, f"pod {pod.metadata.name} is Ready on {where}", where)
         for pod in placed:
             where = pod.spec.node_name
@@ -147,13 +143,6 @@ def new_pod_on(
                     f"pod {pod.metadata.name} was scheduled on {where}, {avoid[where]}",
                     where,
                 )
-        wrong = [p for p in placed if p.spec.node_name != target]
-        if strict and wrong and len(wrong) == len(placed):
-            pod = wrong[0]
-            where = pod.spec.node_name
-            return Verification(
-                False, f"pod {pod.metadata.name} was scheduled on {where}, not {target}", where
-            )
         return None
 
     return check

@@ -58,11 +58,12 @@ def _carry_out(
 ) -> TransitionResult:
     done: list[Action] = []
     eviction_only: list[Action] = []
+    elsewhere: list[tuple[Action, str]] = []
     bindings: dict[str, str] = {}
     draining = frozenset(drain.nodes)
 
     def stopped(reason: str) -> TransitionResult:
-        return TransitionResult(tuple(done), False, reason, tuple(eviction_only))
+        return TransitionResult(tuple(done), False, reason, tuple(eviction_only), tuple(elsewhere))
 
     for index, action in enumerate(actions):
         label = f"action {index + 1}/{len(actions)} ({describe(action)})"
@@ -95,9 +96,15 @@ def _carry_out(
             drain.handed_over(live.node)
         if not outcome.steered:
             eviction_only.append(action)
+        if outcome.elsewhere and outcome.landed is not None:
+            elsewhere.append((action, outcome.landed))
         done.append(action)
     return TransitionResult(
-        tuple(done), True, f"{len(done)} actions done and verified", tuple(eviction_only)
+        tuple(done),
+        True,
+        f"{len(done)} actions done and verified",
+        tuple(eviction_only),
+        tuple(elsewhere),
     )
 
 

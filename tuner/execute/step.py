@@ -20,6 +20,11 @@ class Done:
     steered: bool = True
     """False for a migrate or add of a workload that is not onboarded: the scheduler chose the
     node (:attr:`~tuner.model.onboarding.Placement.EVICTION_ONLY`)."""
+    elsewhere: bool = False
+    """A migrate or add of an onboarded workload whose new pod the scheduler put on another
+    node than the labelled destination (its other scores outweighed the label, a preferred
+    affinity): verified off the source and the nodes being emptied, reported as landed
+    elsewhere."""
     reason: str | None = None
     """The Event's reason when it is not the action's usual one (a node left for the
     autoscaler: ``LeftForAutoscaler``, not ``NodeRemoved``)."""

@@ -35,7 +35,7 @@ Driving a simulation from outside (e.g. the daemon's moderator loop for a demo)
         actions = plan(cluster, analyse(cluster, settings, history, rng, timers, sim.now).change)
         results = sim.apply(actions, node_removal="autoscaler")   # (d) through the executor
         for r in results:                     # one ActionResult per executed action:
-            print(r.action, r.verified, r.detail)   # verified = landed where planned
+            print(r.action, r.verified, r.detail)   # verified: Ready off its source
 
 - ``Simulation.cluster() -> Cluster``: registered, ready nodes and every pod (pending pods have
   ``node=None``), with the scenario's HPAs; the same value a dump or the live source gives.
@@ -47,9 +47,11 @@ Driving a simulation from outside (e.g. the daemon's moderator loop for a demo)
   mean load served over the window (at most ``window_tracking.MAX_WINDOW`` seconds back).
 - ``Simulation.apply(actions, node_removal) -> tuple[ActionResult, ...]``: carries out
   ``Migrate``/``Add``/``Remove``/``RemoveNode`` (``tuner.plan.actions``) in order as the real
-  executor does (label the target, evict or scale, let the scheduler place the pod with its
-  weight-100 preferred affinity, verify, unlabel); the first unverified action stops the
-  transition and later actions are not run (nor returned). ``node_removal`` is the setting
+  executor does (the nodes the plan empties cordoned before its first move; label the target,
+  evict or scale, let the scheduler place the pod with its weight-100 preferred affinity, verify
+  it is Ready off its source and off those nodes, unlabel: ``ActionResult.elsewhere`` when it
+  landed off its target); the first unverified action stops the transition and later actions
+  are not run (nor returned). ``node_removal`` is the setting
   ``execute.node_removal``: ``autoscaler`` (cordon, the Cluster Autoscaler deletes the empty
   node after its unneeded time), ``command`` (the VM goes now) or ``delete-node`` (the Node
   object goes, the VM keeps running and registers again, as the 2019 thesis saw).

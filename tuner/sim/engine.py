@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from tuner.model.cluster import Cluster, Hpa
 from tuner.model.conventions import POOL_LABEL_BY_SYSTEM
-from tuner.plan.actions import Action, resolved
+from tuner.plan.actions import Action
 from tuner.settings import Execute
 from tuner.sim.autoscaler import AutoscalerConfig
 from tuner.sim.clock import Clock
@@ -173,6 +173,8 @@ class Simulation:
         actions: Sequence[Action],
         node_removal: str = "autoscaler",
         provision_timeout_s: float = Execute.provision_timeout_s,
+        *,
+        on_target_only: bool = False,
     ) -> tuple[ActionResult, ...]:
         """Carry out actions through the simulated executor, in order, verifying each; the
         first failed verification stops the rest (they are not returned). A provision binds
@@ -182,17 +184,15 @@ class Simulation:
         Autoscaler; ``command`` deletes the VM now; ``delete-node`` deletes the Node object
         only (its VM keeps running and registers again); see :mod:`tuner.sim.executor`.
         A provision waits at most ``provision_timeout_s`` of simulated time for its node.
+        The nodes the plan empties are cordoned before its first move, and a new pod is verified
+        off its source and off them (``on_target_only``: on its target, nothing drained ahead,
+        the 2019 tuner's executor).
         """
-        results: list[ActionResult] = []
-        bindings: dict[str, str] = {}
-        for action in actions:
-            live = resolved(action, bindings)
-            result = self.executor.execute(live, node_removal, provision_timeout_s, bindings)
-            results.append(result)
-            if not result.verified:
-                break
+        results = self.executor.run(
+            actions, node_removal, provision_timeout_s, on_target_only=on_target_only
+        )
         self.actions.count(results)
-        return tuple(results)
+        return results
 
     # -- one tick ------------------------------------------------------------------------------
 

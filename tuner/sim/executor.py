@@ -1,10 +1,15 @@
 """The simulated executor: actions carried out as the real one does (docs/operating.md), verified.
 
+- before the plan's first action that moves, adds or removes a pod (after its provisions): cordon
+  (and taint) every node its ``remove_node`` actions empty; when the transition stops before a
+  node's ``remove_node``, give it back (:mod:`tuner.execute.drain`);
 - migrate: label the target node ``tuner.dev/<namespace>.<name>`` and cordon the pod's source
   (unless it is cordoned already), evict the pod, let the ReplicaSet's replacement be scheduled
   (its weight-100 preferred affinity to the label: a score the scheduler's others can outweigh,
-  hence the cordon), verify it landed on the target, remove the label and the cordon;
-- add: label, one replica more, verify, unlabel;
+  hence the cordon), verify it is on a node that is neither its source nor one the transition
+  empties (on another than the target: verified, landed elsewhere), remove the label and the
+  cordon;
+- add: label, one replica more, verify the same way (off the nodes being emptied), unlabel;
 - remove: one replica fewer, that very pod deleted;
 - remove_node: cordon and evict what is left, then by ``execute.node_removal``: ``autoscaler``
   leaves the empty node to the Cluster Autoscaler, ``command`` deletes the VM now,
@@ -17,19 +22,31 @@
   bound to a Ready node (or ``provision_timeout_s``), delete it, and bind the provisional name
   to that node.
 
-A pod that lands elsewhere (or nowhere) fails verification; the caller stops the transition.
+A new pod that stays pending, or lands on its source or a node the transition empties, fails
+verification, and the transition stops. The 2019 tuner's executor (``on_target_only``) drains
+nothing ahead and fails every pod that lands off its target, as its code did.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, MutableMapping, Sequence
 from typing import Protocol
 
 from tuner.model.cluster import Workload
 from tuner.model.constraints import Constraints, Requirement, Toleration
 from tuner.model.pools import NodePool
 from tuner.model.resources import Resources
-from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode
+from tuner.plan.actions import (
+    Action,
+    Add,
+    Migrate,
+    ProvisionNode,
+    Remove,
+    RemoveNode,
+    emptied,
+    first_move,
+    resolved,
+)
 from tuner.sim.metrics import ActionResult
 from tuner.sim.state import HOSTNAME, SimPod, affinity_label
 from tuner.sim.workloads import Service
@@ -108,14 +125,52 @@ class SimulatedExecutor:
     def __init__(self, cluster: Controls) -> None:
         self.cluster = cluster
 
+    def run(
+        self,
+        actions: Sequence[Action],
+        node_removal: str,
+        provision_timeout_s: float,
+        *,
+        on_target_only: bool = False,
+    ) -> tuple[ActionResult, ...]:
+        """Carry out the actions in order, each verified, the nodes the plan empties cordoned
+        before its first move and given back when it stops short of removing them; the first
+        failed verification stops the rest (not returned). ``on_target_only``: the 2019 tuner's
+        executor (no drain ahead, a pod verified on its target only)."""
+        cluster = self.cluster
+        nodes = () if on_target_only else emptied(actions)
+        first = first_move(actions)
+        results: list[ActionResult] = []
+        bindings: dict[str, str] = {}
+        marked: list[str] = []
+        try:
+            for index, action in enumerate(actions):
+                if index == first:
+                    marked = [n for n in nodes if cluster.cordon(n)]
+                live = resolved(action, bindings)
+                avoid = None if on_target_only else frozenset(nodes)
+                result = self.execute(live, node_removal, provision_timeout_s, bindings, avoid)
+                results.append(result)
+                if not result.verified:
+                    break
+                if isinstance(live, RemoveNode) and live.node in marked:
+                    marked.remove(live.node)  # handed over
+        finally:
+            for name in marked:
+                cluster.uncordon(name)
+        return tuple(results)
+
     def execute(
         self,
         action: Action,
         node_removal: str,
         provision_timeout_s: float,
         bindings: MutableMapping[str, str],
+        draining: frozenset[str] | None = frozenset(),
     ) -> ActionResult:
-        """Carry out one action and verify it; a provision records its node in ``bindings``."""
+        """Carry out one action and verify it; a provision records its node in ``bindings``.
+        ``draining``: the nodes the transition empties, where no new pod may land (None: a new
+        pod must land on its target, the 2019 tuner's verification)."""
         cluster = self.cluster
         match action:
             case ProvisionNode():
@@ -125,13 +180,13 @@ class SimulatedExecutor:
                 if sim_pod is None:
                     return ActionResult(action, False, f"pod {pod.key} is gone")
                 cluster.evict(sim_pod)
-                return self._steer(action, sim_pod.service, target, source=pod.node)
+                return self._steer(action, sim_pod.service, target, draining, source=pod.node)
             case Add(workload=workload, target=target):
                 added = cluster.service_of(workload)
                 if added is None:
                     return ActionResult(action, False, f"unknown workload {workload}")
                 cluster.scale(added, +1)
-                return self._steer(action, added, target)
+                return self._steer(action, added, target, draining)
             case Remove(pod=pod):
                 sim_pod = cluster.pod_on(pod.name, pod.node)
                 if sim_pod is None:
@@ -166,10 +221,16 @@ class SimulatedExecutor:
         return ActionResult(action, True)
 
     def _steer(
-        self, action: Action, service: Service, target: str, source: str | None = None
+        self,
+        action: Action,
+        service: Service,
+        target: str,
+        draining: frozenset[str] | None,
+        source: str | None = None,
     ) -> ActionResult:
         """Label the target and cordon the ``source`` (a migration's, unless cordoned already),
-        let the scheduler place the new pod, verify, undo both."""
+        let the scheduler place the new pod, verify it is off its source and off ``draining``
+        (None: on the target), undo both."""
         cluster = self.cluster
         if not cluster.node_ready(target):
             return ActionResult(action, False, f"node {target} is not there")
@@ -182,7 +243,13 @@ class SimulatedExecutor:
             cluster.label_node(target, label, None)
             if cordoned is not None:
                 cluster.uncordon(cordoned)
-        if landed != target:
-            where = landed or "nowhere (pending)"
-            return ActionResult(action, False, f"landed on {where}, not {target}")
-        return ActionResult(action, True)
+        if landed == target:
+            return ActionResult(action, True)
+        if landed is None:
+            return ActionResult(action, False, f"landed nowhere (pending), not on {target}")
+        if draining is None:
+            return ActionResult(action, False, f"landed on {landed}, not {target}")
+        if landed == source or landed in draining:
+            what = "its source" if landed == source else "a node this transition empties"
+            return ActionResult(action, False, f"landed on {landed}, {what}")
+        return ActionResult(action, True, f"landed on {landed}, not {target}", elsewhere=True)

@@ -10,11 +10,15 @@ from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, Remo
 
 @dataclass(frozen=True, slots=True)
 class ActionResult:
-    """One executed action: verified when it landed where it was planned."""
+    """One executed action: verified when it did what it claims (a migrate's or add's new pod
+    Ready off its source and off the nodes the transition empties)."""
 
     action: Action
     verified: bool
     detail: str = ""
+    elsewhere: bool = False
+    """A verified migrate or add whose pod the scheduler put on another node than its target
+    (its other scores outweighed the label's preferred affinity)."""
 
 
 @dataclass
@@ -50,6 +54,8 @@ class ActionCounts:
     remove_node: int = 0
     provision_node: int = 0
     failed: int = 0
+    landed_elsewhere: int = 0
+    """Of the verified migrates and adds, those whose pod landed off its target."""
 
     def count(self, results: Sequence[ActionResult]) -> None:
         """Add executed actions."""
@@ -57,6 +63,7 @@ class ActionCounts:
             if not result.verified:
                 self.failed += 1
                 continue
+            self.landed_elsewhere += result.elsewhere
             match result.action:
                 case Migrate():
                     self.migrate += 1

@@ -4,7 +4,8 @@ Per strategy: node-hours, cost, savings against the Cluster Autoscaler alone, ga
 bound, pending-pod-seconds (pods waiting for a node), seconds over 100 % CPU demand
 (workload-seconds in which an HPA-scaled workload's CPU demand exceeded the requests of its ready
 pods), how many of the windows a tuner checked were stable (it acts on no other), and the actions
-taken (failed = verification failed, transition stopped).
+taken (failed = verification failed, transition stopped; landed elsewhere = verified, its pod
+Ready off its source and the nodes being emptied but not on its target).
 
 The room on a scenario is how far CA alone's cost is above the lower bound, as a share of CA
 alone's cost; a strategy captures ``(CA alone - its cost) / (CA alone - bound)`` of it (not shown
@@ -259,6 +260,7 @@ def _actions(counts: ActionCounts) -> str:
             (counts.remove_node, "remove_node"),
             (counts.provision_node, "provision_node"),
             (counts.failed, "failed"),
+            (counts.landed_elsewhere, "landed elsewhere"),
         )
         if n
     ]

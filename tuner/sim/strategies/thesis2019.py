@@ -110,6 +110,7 @@ class Tuner2019(WindowedTuner):
     """The 2019 tuner's loop and decisions over the simulated cluster."""
 
     name = "tuner2019"
+    on_target_only = True
 
     def __init__(self, scenario: Scenario, seed: int) -> None:
         super().__init__(MEASURE_WINDOW, RETRY_WINDOW, "delete-node")

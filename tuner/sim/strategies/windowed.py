@@ -22,6 +22,9 @@ class WindowedTuner(Strategy):
     """A tuner that acts on stable windows."""
 
     name = "windowed"
+    on_target_only = False
+    """Its executor verifies a new pod on its target only (the 2019 tuner's); else off its
+    source and the nodes the plan empties (:meth:`tuner.sim.engine.Simulation.apply`)."""
 
     def __init__(self, measure_s: float, retry_s: float, node_removal: str) -> None:
         self.measure_s = measure_s
@@ -48,7 +51,7 @@ class WindowedTuner(Strategy):
         self.stable_windows += 1
         actions = self.decide(sim, window)
         if actions:
-            sim.apply(actions, self.node_removal)
+            sim.apply(actions, self.node_removal, on_target_only=self.on_target_only)
         self.next_check = sim.now + self.measure_s
 
     @abstractmethod
