@@ -264,8 +264,8 @@ def hold_reserve(
     """Between cycles (every ``windows.retry_s``, as the moderator runs it): the reserve the
     forecast made at ``now`` asks for, held by the keeper; (None, None) without a keeper or
     with reserving off. A reserve looks a node's start-up plus one retry ahead
-    (:func:`~tuner.plan.reserve.lead_s`), so it is held that often whatever the cycle's own
-    cadence (a full window after a change)."""
+    (:meth:`~tuner.settings.ForecastSettings.lead`), so it is held that often whatever the
+    cycle's own cadence (a full window after a change)."""
     if ports.reserve is None or settings.forecast.reserve_max_nodes <= 0:
         return None, None
     forecast = reserve_forecast(ports.history, settings, now, None)

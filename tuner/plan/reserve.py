@@ -71,7 +71,7 @@ def plan_reserve(
     if cap <= 0:
         return Reserve(forecast.at, until, reason="forecast.reserve_max_nodes is 0: off")
     placeholder = Keys(settings.execute.label_prefix).placeholder
-    lead = lead_s(settings)
+    lead = settings.forecast.lead(settings.windows)
     edge = lead_edge(forecast, lead)
     peak = (
         f"forecast {edge:.4g} expected over the next {lead:.0f} s (upper band "
@@ -120,11 +120,6 @@ def plan_reserve(
     if left:
         reason += f"; {left} pod(s) left out: {packing.why_not}"
     return replace(reserve, reason=reason)
-
-
-def lead_s(settings: Settings) -> float:
-    """How far ahead a reserve looks (:meth:`~tuner.settings.ForecastSettings.lead`)."""
-    return settings.forecast.lead(settings.windows)
 
 
 def lead_edge(forecast: Forecast, lead: float) -> float:
