@@ -223,6 +223,9 @@ class CycleReport:
     """What holding it did (None: not held, as in a dry run)."""
     decline: Release | None = None
     """The decline rule's answer on the window (None: not asked)."""
+    unobserved: frozenset[str] = frozenset()
+    """Nodes in the cluster read that the window did not observe (they joined after it): kept
+    out of the plan, and the deployment not recorded (:meth:`WindowReport.unobserved`)."""
 
 
 @dataclass(frozen=True)
@@ -326,7 +329,7 @@ def _cycle(
     load = window.load
     history = entries_for(ports.knowledge, cluster, settings, expected_load(load, forecast))
     budget, unbudgeted = budget_left(settings, ports.safeguards, now)
-    kept = frozenset(n for n, _ in state.kept)
+    unobserved = window.unobserved(cluster)
     analysis = analyse(
         cluster,
         acting.settled(settings),
@@ -334,14 +337,14 @@ def _cycle(
         rng,
         state.timers,
         now,
-        kept,
-        unsettled_nodes=acting.unsettled_nodes,
+        frozenset(n for n, _ in state.kept),
+        unsettled_nodes=acting.unsettled_nodes | unobserved,
         unsettled_workloads=acting.unsettled_workloads,
         budget=budget,
         forecast=forecast,
     )
     recorded = None
-    if not dry_run and acting.records and start >= state.recorded_to:
+    if not dry_run and acting.records and not unobserved and start >= state.recorded_to:
         execution = execution_of(cluster, analysis.movability, settings.pricing, load, start, now)
         recorded = record(ports.knowledge, execution, state.awaiting)
         state = replace(state, awaiting=None, recorded_to=now)
@@ -362,6 +365,7 @@ def _cycle(
         paused=paused,
         cluster=cluster,
         decline=acting.release,
+        unobserved=unobserved,
     )
     if not dry_run:
         for forget in analysis.forget:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from tuner.model.cluster import Workload
+from tuner.model.cluster import Cluster, Workload
 from tuner.model.forecast import Forecast
 from tuner.model.load import Load
 from tuner.settings import Settings
@@ -122,6 +122,16 @@ class WindowReport:
     unknown."""
     load_warning: str | None = None
     """One line saying so, when :attr:`load_covered_from` is set."""
+    observed_nodes: frozenset[str] | None = None
+    """The nodes the window's source saw over the checked span (None: it cannot say)."""
+
+    def unobserved(self, cluster: Cluster) -> frozenset[str]:
+        """The nodes of ``cluster`` (read after the window) that the window did not observe:
+        they joined after its source last looked and were never judged stable, so a plan keeps
+        out of them as out of a node that changed over it (none when the source cannot say)."""
+        if self.observed_nodes is None:
+            return frozenset()
+        return frozenset(n.name for n in cluster.nodes) - self.observed_nodes
 
     @property
     def whole_stable(self) -> bool:
@@ -187,6 +197,7 @@ class WindowReport:
             "unsettled": self.unsettled.to_json(),
             "load_covered_from": self.load_covered_from,
             "load_warning": self.load_warning,
+            "observed_nodes": None if self.observed_nodes is None else sorted(self.observed_nodes),
         }
 
 
