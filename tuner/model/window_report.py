@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from tuner.model.cluster import Cluster, Workload
+from tuner.model.cluster import Workload
 from tuner.model.forecast import Forecast
 from tuner.model.load import Load
 from tuner.settings import Settings
@@ -123,15 +123,8 @@ class WindowReport:
     load_warning: str | None = None
     """One line saying so, when :attr:`load_covered_from` is set."""
     observed_nodes: frozenset[str] | None = None
-    """The nodes the window's source saw over the checked span (None: it cannot say)."""
-
-    def unobserved(self, cluster: Cluster) -> frozenset[str]:
-        """The nodes of ``cluster`` (read after the window) that the window did not observe:
-        they joined after its source last looked and were never judged stable, so a plan keeps
-        out of them as out of a node that changed over it (none when the source cannot say)."""
-        if self.observed_nodes is None:
-            return frozenset()
-        return frozenset(n.name for n in cluster.nodes) - self.observed_nodes
+    """The nodes the window's source saw over the checked span (None: it cannot say); a node
+    read after the window but not among them is kept out of the plan (:mod:`tuner.model.unseen`)."""
 
     @property
     def whole_stable(self) -> bool:

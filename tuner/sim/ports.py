@@ -44,9 +44,13 @@ class SimObserver:
             self.sim.advance(end - self.sim.now)
         warmup = self.windows.warmup_s
         window = self.sim.window(end - start, warmup)
-        load = Load.scalar(window.load)
-        scope = Scope(self.windows.scope)
-        if not window.stable:
+        if window.stable:
+            verdict, unsettled = Verdict.STABLE, Unsettled()
+            reason = (
+                f"nodes and pod counts unchanged for {end - start + warmup:.0f} s, no pod pending"
+            )
+        else:
+            verdict = Verdict.UNSTABLE
             reason = (
                 f"{window.pending} pods pending"
                 if window.pending
@@ -60,28 +64,16 @@ class SimObserver:
                 window.emptied,
                 window.only_leaving,
             )
-            return WindowReport(
-                Verdict.UNSTABLE,
-                reason,
-                load,
-                start,
-                end,
-                start - warmup,
-                source=SOURCE,
-                scope=scope,
-                unsettled=unsettled,
-                observed_nodes=window.observed,
-            )
-        reason = f"nodes and pod counts unchanged for {end - start + warmup:.0f} s, no pod pending"
         return WindowReport(
-            Verdict.STABLE,
+            verdict,
             reason,
-            load,
+            Load.scalar(window.load),
             start,
             end,
             start - warmup,
             source=SOURCE,
-            scope=scope,
+            scope=Scope(self.windows.scope),
+            unsettled=unsettled,
             observed_nodes=window.observed,
         )
 

@@ -1,6 +1,8 @@
-"""A node the window did not observe (it joined after Prometheus' last scrape, or after the
-window's end) is not the plan's: the window never judged it stable, so the cycle keeps out of it
-as out of a node that changed over the window, records nothing, and says so.
+"""What the cluster read after a window holds that the window did not see (it came after
+Prometheus' last scrape, or after the window's end): a node the window did not observe was never
+judged stable, so the cycle keeps out of it as out of a node that changed over the window,
+records nothing, and says so; a pod pending in the read keeps the cycle from acting, as a pod
+pending in the window does.
 
 Pure tests from hand-made window reports and clusters; the monitor's and the simulator's
 observers are checked to fill the set of nodes observed.
@@ -24,7 +26,10 @@ from tests.unit.test_monitor_stability import STEPS, healthy, instant
 from tests.unit.test_scope import Observer, settings, three_nodes
 from tuner.cycle import CycleReport, CycleState, Outcome, Ports, run_cycle
 from tuner.daemon.cycle_log import log_cycle
+from tuner.model.cluster import Cluster
+from tuner.model.conventions import Keys
 from tuner.model.load import Load
+from tuner.model.unseen import unseen
 from tuner.model.window_report import Scope, Unsettled, Verdict, WindowReport
 from tuner.monitor.evidence import Probe, evidence_from_series
 from tuner.monitor.observe import observe_window
@@ -32,6 +37,8 @@ from tuner.plan.actions import Add, Migrate
 from tuner.sim.engine import Simulation
 from tuner.sim.ports import SimObserver
 from tuner.sim.scenarios import scenario as scenario_named
+
+KEYS = Keys()
 
 
 def window(
@@ -57,8 +64,10 @@ def kb(tmp_path: Path) -> EmbeddedKnowledgeBase:
     return EmbeddedKnowledgeBase(tmp_path / "kb.sqlite")
 
 
-def cycle_on(seen: WindowReport, kb: EmbeddedKnowledgeBase) -> CycleReport:
-    actuator = Recorder(three_nodes())
+def cycle_on(
+    seen: WindowReport, kb: EmbeddedKnowledgeBase, read: Cluster | None = None
+) -> CycleReport:
+    actuator = Recorder(read or three_nodes())
     report, _ = run_cycle(
         1000, CycleState(), settings(), Ports(Observer(seen), actuator, kb), random.Random(0)
     )
@@ -78,12 +87,34 @@ def touched_nodes(report: CycleReport) -> set[str]:
 
 def test_the_nodes_read_that_the_window_did_not_observe() -> None:
     c = three_nodes()
-    assert window(frozenset({"a", "b"})).unobserved(c) == {"c"}
-    assert window(frozenset({"a", "b", "c", "gone"})).unobserved(c) == frozenset()
-    assert window(None).unobserved(c) == frozenset()  # the source cannot say
+    assert unseen(window(frozenset({"a", "b"})), c, KEYS).nodes == {"c"}
+    assert unseen(window(frozenset({"a", "b", "c", "gone"})), c, KEYS).nodes == frozenset()
+    assert unseen(window(None), c, KEYS).nodes == frozenset()  # the source cannot say
     doc = window(frozenset({"b", "a"})).to_json()
     assert doc["observed_nodes"] == ["a", "b"]
     assert window(None).to_json()["observed_nodes"] is None
+
+
+def test_the_pods_pending_in_the_read_but_the_placeholders_and_jobs() -> None:
+    c = cluster(
+        [node("a")],
+        [
+            pod("w-1", "a"),
+            pod("w-2", None),
+            replace(pod("w-3", "a"), phase="Pending"),  # bound, not started
+            pod("ds-1", None, kind="DaemonSet"),
+            pod("job-1", None, kind="Job"),
+            pod("hold-1", None, labels={KEYS.placeholder: "hold-1"}),
+        ],
+    )
+    late = unseen(window(frozenset({"a"})), c, KEYS)
+    assert late.nodes == frozenset()  # a pending pod has no node to observe
+    assert late.pending == ("default/ds-1", "default/w-2", "default/w-3")
+    assert late.blocker == (
+        "pending in the cluster read after the window, not seen by it: "
+        "default/ds-1, default/w-2, default/w-3"
+    )
+    assert unseen(window(frozenset({"a"})), three_nodes(), KEYS).blocker is None
 
 
 # ---------------------------------------------------------------- the cycle
@@ -115,15 +146,31 @@ def test_under_the_touched_scope_the_unobserved_node_joins_those_that_changed(
     assert not {"a", "c"} & touched_nodes(report)
 
 
+def test_a_pod_pending_in_the_read_keeps_the_cycle_from_acting(
+    kb: EmbeddedKnowledgeBase,
+) -> None:
+    base = three_nodes()
+    read = replace(base, pods=(*base.pods, pod("web-2", None, "1")))
+    report = cycle_on(window(frozenset({"a", "b", "c"})), kb, read)
+    assert report.outcome is Outcome.UNSTABLE
+    assert report.reason == (
+        "pending in the cluster read after the window, not seen by it: default/web-2"
+    )
+    assert report.plan is None and report.recorded is None and kb.list() == []
+    assert report.next_in == 60  # retried as after an unstable window
+
+
 def test_the_cycle_log_names_the_unobserved_nodes(caplog: pytest.LogCaptureFixture) -> None:
     seen = window(frozenset({"a"}))
     cycle = CycleReport(Outcome.STAYED, 400, 1000, "stay", 600, seen, unobserved=frozenset("cb"))
     with caplog.at_level(logging.INFO):
         log_cycle(cycle, logging.getLogger("test"))
-    assert (
+    (record,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert record.getMessage() == (
         "nodes the window did not observe (joined after it), kept out of the plan and the "
         "deployment not recorded: b, c"
-    ) in caplog.messages
+    )
+    assert record.__dict__["unobserved"] == ["b", "c"]
 
 
 # ---------------------------------------------------------------- the monitor
@@ -159,12 +206,7 @@ def test_the_simulator_observes_only_the_nodes_ready_by_its_last_tick() -> None:
     late = sim.cluster_state.add_node(some.type, sim.now, 0.0, some.pool)  # ready now
     seen = SimObserver(sim).observe(sim.now - 600, sim.now)
     assert seen.observed_nodes is not None and late.name not in seen.observed_nodes
-    assert seen.unobserved(sim.cluster()) == {late.name}
+    assert unseen(seen, sim.cluster(), KEYS).nodes == {late.name}
     sim.advance(sim.clock.tick)
     later = SimObserver(sim).observe(sim.now - 600, sim.now)
-    assert later.unobserved(sim.cluster()) == frozenset()
-
-
-def test_a_pending_pod_has_no_node_to_observe() -> None:
-    c = cluster([node("a")], [pod("w-1", "a"), pod("w-2", None)])
-    assert window(frozenset({"a"})).unobserved(c) == frozenset()
+    assert unseen(later, sim.cluster(), KEYS).nodes == frozenset()
