@@ -111,7 +111,7 @@ def test_the_pods_pending_in_the_read_but_the_placeholders_and_jobs() -> None:
     assert late.nodes == frozenset()  # a pending pod has no node to observe
     assert late.pending == ("default/ds-1", "default/w-2", "default/w-3")
     assert late.blocker == (
-        "pending in the cluster read after the window, not seen by it: "
+        "pods pending in the cluster read after the window (not seen by it): "
         "default/ds-1, default/w-2, default/w-3"
     )
     assert unseen(window(frozenset({"a"})), three_nodes(), KEYS).blocker is None
@@ -154,7 +154,7 @@ def test_a_pod_pending_in_the_read_keeps_the_cycle_from_acting(
     report = cycle_on(window(frozenset({"a", "b", "c"})), kb, read)
     assert report.outcome is Outcome.UNSTABLE
     assert report.reason == (
-        "pending in the cluster read after the window, not seen by it: default/web-2"
+        "pods pending in the cluster read after the window (not seen by it): default/web-2"
     )
     assert report.plan is None and report.recorded is None and kb.list() == []
     assert report.next_in == 60  # retried as after an unstable window

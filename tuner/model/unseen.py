@@ -42,7 +42,7 @@ class Unseen:
         shown = ", ".join(self.pending[:LISTED])
         more = len(self.pending) - LISTED
         listed = shown if more <= 0 else f"{shown} and {more} more"
-        return f"pending in the cluster read after the window, not seen by it: {listed}"
+        return f"pods pending in the cluster read after the window (not seen by it): {listed}"
 
 
 def unseen(window: WindowReport, cluster: Cluster, keys: Keys) -> Unseen:
