@@ -27,7 +27,9 @@ candidate-delay timers live across cycles. Unless in a dry run, a cycle first ta
 nodes an autoscaler did not remove (:meth:`Actuator.reclaim_unremoved`) and keeps them from
 removal for :data:`KEEP_S`. A knowledge base that cannot be reached skips the
 previous-deployment option for that window, nothing else. A dry run reads the knowledge base
-but writes nothing to it, and carries nothing out.
+but writes nothing to it, and carries nothing out. The cluster read after the window may hold
+what the window did not see (:mod:`tuner.model.unseen`): a node it did not observe is kept out
+of the plan and nothing is recorded; a pod pending keeps the cycle from acting.
 
 Limits (``limits``, :mod:`tuner.model.limits`): the analysis keeps within the eviction budget
 the :class:`Safeguards` ledger leaves; a planned change is carried out only while the tuner is
@@ -61,11 +63,13 @@ from tuner.holds import (
     settle,
 )
 from tuner.model.cluster import Cluster
+from tuner.model.conventions import Keys
 from tuner.model.demand import decided_by, expected_load
 from tuner.model.execution import execution_of
 from tuner.model.forecast import Forecast, LoadSeries, forecast_from
 from tuner.model.load import Load
 from tuner.model.reserve import Reserve, ReserveOutcome
+from tuner.model.unseen import Unseen, unseen
 from tuner.model.window_report import Acting, Release, decline_settle_s, window_start
 from tuner.plan.actions import Action, evictions
 from tuner.recall import entries_for, forget_entry, record
@@ -223,6 +227,9 @@ class CycleReport:
     """What holding it did (None: not held, as in a dry run)."""
     decline: Release | None = None
     """The decline rule's answer on the window (None: not asked)."""
+    unobserved: frozenset[str] = frozenset()
+    """Nodes in the cluster read that the window did not observe (they joined after it): kept
+    out of the plan, and the deployment not recorded (:mod:`tuner.model.unseen`)."""
 
 
 @dataclass(frozen=True)
@@ -319,14 +326,16 @@ def _cycle(
     acting = Acting.of(window, decided_by(forecast, settings), whole, windows.release_on_decline)
     cluster = ports.actuator.read() if acting.actionable else None
     acting = acting.scaled_by(cluster.hpa_targets) if cluster else acting
-    if cluster is None or window.load is None or not acting.actionable:
+    late = unseen(window, cluster, Keys(settings.execute.label_prefix)) if cluster else Unseen()
+    if cluster is None or window.load is None or not acting.actionable or late.blocker:
         retry = windows.retry_s if whole else min(wait, windows.retry_s)
-        report = CycleReport(Outcome(acting.outcome), start, now, acting.reason, retry, window)
+        report = CycleReport(
+            Outcome(acting.outcome), start, now, late.blocker or acting.reason, retry, window
+        )
         return replace(report, paused=paused, decline=acting.release), state
     load = window.load
     history = entries_for(ports.knowledge, cluster, settings, expected_load(load, forecast))
     budget, unbudgeted = budget_left(settings, ports.safeguards, now)
-    kept = frozenset(n for n, _ in state.kept)
     analysis = analyse(
         cluster,
         acting.settled(settings),
@@ -334,14 +343,14 @@ def _cycle(
         rng,
         state.timers,
         now,
-        kept,
-        unsettled_nodes=acting.unsettled_nodes,
+        frozenset(n for n, _ in state.kept),
+        unsettled_nodes=acting.unsettled_nodes | late.nodes,
         unsettled_workloads=acting.unsettled_workloads,
         budget=budget,
         forecast=forecast,
     )
     recorded = None
-    if not dry_run and acting.records and start >= state.recorded_to:
+    if not dry_run and acting.records and not late.nodes and start >= state.recorded_to:
         execution = execution_of(cluster, analysis.movability, settings.pricing, load, start, now)
         recorded = record(ports.knowledge, execution, state.awaiting)
         state = replace(state, awaiting=None, recorded_to=now)
@@ -362,6 +371,7 @@ def _cycle(
         paused=paused,
         cluster=cluster,
         decline=acting.release,
+        unobserved=late.nodes,
     )
     if not dry_run:
         for forget in analysis.forget:

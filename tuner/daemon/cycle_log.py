@@ -57,6 +57,13 @@ def log_cycle(report: CycleReport, log: logging.Logger, *, once: bool = False) -
                 **seen.unsettled.to_json(),
             },
         )
+    if report.unobserved:
+        log.warning(
+            "nodes the window did not observe (joined after it), kept out of the plan and "
+            "the deployment not recorded: %s",
+            ", ".join(sorted(report.unobserved)),
+            extra={**base, "unobserved": sorted(report.unobserved)},
+        )
     _log_forecast(report, log, base)
     _log_reserve(report, log, base)
     plan = report.plan

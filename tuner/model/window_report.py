@@ -122,6 +122,9 @@ class WindowReport:
     unknown."""
     load_warning: str | None = None
     """One line saying so, when :attr:`load_covered_from` is set."""
+    observed_nodes: frozenset[str] | None = None
+    """The nodes the window's source saw over the checked span (None: it cannot say); a node
+    read after the window but not among them is kept out of the plan (:mod:`tuner.model.unseen`)."""
 
     @property
     def whole_stable(self) -> bool:
@@ -187,6 +190,7 @@ class WindowReport:
             "unsettled": self.unsettled.to_json(),
             "load_covered_from": self.load_covered_from,
             "load_warning": self.load_warning,
+            "observed_nodes": None if self.observed_nodes is None else sorted(self.observed_nodes),
         }
 
 

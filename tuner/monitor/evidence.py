@@ -200,6 +200,11 @@ class WindowEvidence:
         )
 
     @property
+    def observed_nodes(self) -> frozenset[str]:
+        """Every node the series saw in the span (at a step or at any sample)."""
+        return self.nodes_seen | frozenset(self.nodes)
+
+    @property
     def absent(self) -> tuple[str, ...]:
         """Required metrics with no series anywhere in the span (kube-state-metrics missing)."""
         return tuple(name for name, gaps in self.missing.items() if gaps and all(gaps))

@@ -56,7 +56,7 @@ def observe_window(
     query = render_load_query(template, window.length_s)
 
     keys = Keys(settings.execute.label_prefix)
-    stability, source, failed = _stability(window, prometheus, snapshots, keys)
+    stability, source, failed, observed = _stability(window, prometheus, snapshots, keys)
     load: Load | None = None
     problem: str | None = None
     try:
@@ -95,6 +95,7 @@ def observe_window(
         load_warning=None
         if covered_from is None
         else coverage_warning(covered_from, window.start, end),
+        observed_nodes=observed,
     )
 
 
@@ -140,15 +141,18 @@ def gather_evidence(prometheus: Queries, steps: Steps, placeholders: str) -> Win
 
 def _stability(
     window: Window, prometheus: Queries, snapshots: SnapshotSource | None, keys: Keys
-) -> tuple[Assessment, str, str | None]:
-    """(assessment, source, failed query)."""
+) -> tuple[Assessment, str, str | None, frozenset[str] | None]:
+    """(assessment, source, failed query, the nodes observed: None when the source cannot say)."""
     try:
         evidence = gather_evidence(prometheus, steps_over(window), keys.placeholder_pod_prefix)
     except QueryError as err:
-        return Assessment(Verdict.UNKNOWN, (f"stability query failed: {err}",)), KSM, err.query
+        failed = Assessment(Verdict.UNKNOWN, (f"stability query failed: {err}",))
+        return failed, KSM, err.query, None
     if evidence.absent:
-        return _from_snapshots(window, snapshots, evidence.absent, keys), SNAPSHOTS, None
-    return assess(evidence, _left_for_removal(window, snapshots, keys)), KSM, None
+        assessment, observed = _from_snapshots(window, snapshots, evidence.absent, keys)
+        return assessment, SNAPSHOTS, None, observed
+    judged = assess(evidence, _left_for_removal(window, snapshots, keys))
+    return judged, KSM, None, evidence.observed_nodes
 
 
 def _left_for_removal(
@@ -166,7 +170,8 @@ def _left_for_removal(
 
 def _from_snapshots(
     window: Window, snapshots: SnapshotSource | None, absent: tuple[str, ...], keys: Keys
-) -> Assessment:
+) -> tuple[Assessment, frozenset[str] | None]:
+    """The snapshots' judgement and the nodes in either snapshot (None without both)."""
     why = f"{KSM} series absent ({', '.join(absent)})"
     if set(absent) != set(REQUIRED_METRICS):
         why += "; is kube-state-metrics scraped with all its pod and node metrics?"
@@ -174,19 +179,20 @@ def _from_snapshots(
         return Assessment(
             Verdict.UNKNOWN,
             (f"{why}, and no API snapshots to compare (the daemon keeps them, not a one-off run)",),
-        )
+        ), None
     try:
         first = snapshots.snapshot(window.checked_start)
         last = snapshots.snapshot(window.end)
     except (ServiceError, InputError) as err:  # InputError: objects that do not parse
-        return Assessment(Verdict.UNKNOWN, (f"{why}, and the API snapshot failed: {err}",))
+        return Assessment(Verdict.UNKNOWN, (f"{why}, and the API snapshot failed: {err}",)), None
     if first is None or last is None:
         missing = clock_time(window.checked_start if first is None else window.end)
         return Assessment(
             Verdict.UNKNOWN,
             (f"{why}, and there is no API snapshot from {missing} to compare with",),
-        )
+        ), None
     judged = compare_snapshots(first, last, window.checked_start, window.end, keys=keys)
+    observed = frozenset(n.name for n in (*first.nodes, *last.nodes))
     return Assessment(
         judged.verdict, (*judged.reasons, f"judged by API snapshots: {why}"), judged.unsettled
-    )
+    ), observed

@@ -6,8 +6,9 @@ evaluation (``strategies.tuner``) and in ``tuner demo`` (through the moderator).
   there yet and judges the window and its warm-up as the monitor does: the whole cluster (node
   set and per-workload pod counts unchanged, no pending pod), and what changed — the nodes and
   workloads to keep out of the plan, the cluster-wide blockers (a pod pending, a node joining or
-  leaving but one the tuner left to the autoscaler) — by ``windows.scope``; the load is the
-  mean load served over the window.
+  leaving but one the tuner left to the autoscaler) — by ``windows.scope``; the nodes it saw
+  (up to the last tick observed, as a scrape lags the cluster); the load is the mean load
+  served over the window.
 - :class:`SimActuator`: reads the simulated cluster and carries actions out through the
   simulated executor, verified, stopping at the first failure.
 """
@@ -43,9 +44,13 @@ class SimObserver:
             self.sim.advance(end - self.sim.now)
         warmup = self.windows.warmup_s
         window = self.sim.window(end - start, warmup)
-        load = Load.scalar(window.load)
-        scope = Scope(self.windows.scope)
-        if not window.stable:
+        if window.stable:
+            verdict, unsettled = Verdict.STABLE, Unsettled()
+            reason = (
+                f"nodes and pod counts unchanged for {end - start + warmup:.0f} s, no pod pending"
+            )
+        else:
+            verdict = Verdict.UNSTABLE
             reason = (
                 f"{window.pending} pods pending"
                 if window.pending
@@ -59,20 +64,17 @@ class SimObserver:
                 window.emptied,
                 window.only_leaving,
             )
-            return WindowReport(
-                Verdict.UNSTABLE,
-                reason,
-                load,
-                start,
-                end,
-                start - warmup,
-                source=SOURCE,
-                scope=scope,
-                unsettled=unsettled,
-            )
-        reason = f"nodes and pod counts unchanged for {end - start + warmup:.0f} s, no pod pending"
         return WindowReport(
-            Verdict.STABLE, reason, load, start, end, start - warmup, source=SOURCE, scope=scope
+            verdict,
+            reason,
+            Load.scalar(window.load),
+            start,
+            end,
+            start - warmup,
+            source=SOURCE,
+            scope=Scope(self.windows.scope),
+            unsettled=unsettled,
+            observed_nodes=window.observed,
         )
 
 

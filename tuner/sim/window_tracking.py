@@ -46,6 +46,9 @@ class WindowSummary:
     """Of the nodes, those that only had pods stop on them (none bound, not joined)."""
     only_leaving: bool = False
     """The blockers are only nodes leaving."""
+    observed: frozenset[str] = frozenset()
+    """The ready nodes seen since the checked start, up to the last tick observed (a node
+    ready since is not among them)."""
 
 
 class WindowTracker:
@@ -165,4 +168,5 @@ class WindowTracker:
             frozenset(w for w in workloads if self._grew.get(w, -math.inf) < since - 1e-9),
             frozenset(n for n in nodes if self._gained.get(n, -math.inf) < since - 1e-9),
             blockers == ["a node joined or left"] and self._joined_at < since - 1e-9,
+            self._registered | nodes,
         )
