@@ -54,6 +54,27 @@ its programmes is the whole-node programme with constraints added. Each integer
 programme (one variable per pool) is solved exactly by SciPy's ``milp`` (HiGHS branch and bound,
 no optimality gap allowed); its rounded solution is checked against the constraints in integers
 before it is used. Results are cached per distinct demand.
+
+**The pinned bound** is the rule bound of a run that never moves a *pinned* pod (:func:`pinned`:
+a StatefulSet's pods, which the tuner never moves by the project's rule, and the ``kube-system``
+pods no PodDisruptionBudget covers, which the Cluster Autoscaler's default
+``--skip-nodes-with-system-pods=true`` never drains and the tuner never moves; DaemonSet pods
+aside, and only of workloads without an HPA, whose pods no run creates or deletes). Given, per
+pool, how many nodes hold pinned pods that have stayed on them since the run's first measured
+tick, it is the rule bound's programme with each pool's minimum raised to that count and only
+the sets ``S`` of zones that hold every such node's zone. A pinned node thus counts its price
+and, room being pooled per pool, its room left after the pinned pods it holds (they are part of
+the tick's demand). *Why no such run goes below it*: take a run that starts, at the first
+measured tick, with the pinned pods where the CA-alone run has them and never moves one. Their
+services have fixed replica counts, so at every later tick each of those pods is still on its
+node, which is therefore billed and ready (its zone is in ``S``); the nodes counted here are a
+subset of those (the pods the CA-alone run kept), so its mix of nodes meets the raised minimums
+and its ``S`` the zone condition, besides every constraint of the rule bound (proved above): it
+is feasible for one of the programmes and costs at least that programme's optimum. Each
+programme is the rule bound's with constraints added, so it is never below the rule bound. It
+says nothing of a run whose pinned pods start elsewhere (another scheduler profile, Karpenter's
+first nodes) or that moves them (Karpenter; the Cluster Autoscaler drains StatefulSet pods,
+which do not block it): such a run can go below it.
 """
 
 from __future__ import annotations
@@ -66,6 +87,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from tuner.model.constraints import HOSTNAME_KEY, ZONE_KEY
+from tuner.model.movability import SYSTEM_NAMESPACE
 from tuner.sim.pools import NodeGroup
 from tuner.sim.workloads import Service
 
@@ -122,6 +144,25 @@ def ruled(services: Sequence[Service]) -> tuple[Service, ...]:
     return tuple(s for s in services if _rules(s) is not None)
 
 
+def pinned(services: Sequence[Service]) -> tuple[Service, ...]:
+    """The services whose pods the pinned bound keeps where they are, in order: StatefulSets
+    (the project's rule: the tuner never moves their pods) and ``kube-system`` workloads without
+    a PodDisruptionBudget (the Cluster Autoscaler FAQ, "What types of pods can prevent CA from
+    removing a node?": kube-system pods that are not run on every node and have no PDB; the
+    tuner excludes the namespace but for pods a PDB covers), DaemonSets aside and only those
+    without an HPA (a fixed number of pods, the same in every run)."""
+    return tuple(
+        s
+        for s in services
+        if s.kind != "DaemonSet"
+        and s.hpa is None
+        and (
+            s.kind == "StatefulSet"
+            or (s.namespace == SYSTEM_NAMESPACE and s.pdb_max_unavailable is None)
+        )
+    )
+
+
 def _rules(service: Service) -> Ruled | None:
     skews = [s.max_skew for s in service.spread if s.hard and s.topology_key == ZONE_KEY]
     per_node = service.anti_affinity == HOSTNAME_KEY
@@ -133,7 +174,7 @@ def _rules(service: Service) -> Ruled | None:
 
 class RuleBound:
     """The rule bound per tick demand (requests, pod count and the pods of each service of
-    :func:`ruled`), cached."""
+    :func:`ruled`), and the pinned bound (with the nodes holding pinned pods per pool), cached."""
 
     def __init__(
         self,
@@ -160,70 +201,97 @@ class RuleBound:
         self.zones = tuple(sorted({p.zone for p in pools if p.zone}))
         self.zone_of = np.array([self.zones.index(p.zone) if p.zone else -1 for p in pools])
         self.rules = tuple(r for s in services if (r := _rules(s)) is not None)
-        self._whole: dict[tuple[int, int, int], tuple[Mix, np.ndarray]] = {}
+        self._whole: dict[tuple[int, ...], tuple[Mix, np.ndarray]] = {}
         self._cache: dict[tuple[int, ...], Mix] = {}
 
     def whole(self, cpu: int, memory: int, pods: int) -> Mix:
         """The whole-node bound: the cheapest mix of whole nodes (at least each pool's minimum,
         any maximum) whose room holds these requests, no rule counted."""
-        return self._whole_mix(cpu, memory, pods)[0]
+        return self._whole_mix(np.array((cpu, memory, pods), dtype=np.int64), self.least)[0]
 
-    def __call__(self, cpu: int, memory: int, pods: int, counts: Sequence[int] = ()) -> Mix:
-        """The rule bound; ``counts``: the pods of each service of :func:`ruled`, in order."""
+    def __call__(
+        self,
+        cpu: int,
+        memory: int,
+        pods: int,
+        counts: Sequence[int] = (),
+        held: Sequence[int] = (),
+    ) -> Mix:
+        """The rule bound; ``counts``: the pods of each service of :func:`ruled`, in order.
+        With ``held``, the nodes of each pool (in the pools' order) that hold pinned pods, the
+        pinned bound (see the module's docstring)."""
         if len(counts) != len(self.rules):
             raise ValueError(f"{len(counts)} pod counts for {len(self.rules)} ruled services")
-        key = (cpu, memory, pods, *counts)
+        if held and len(held) != len(self.pools):
+            raise ValueError(f"{len(held)} pinned node counts for {len(self.pools)} pools")
+        key = (cpu, memory, pods, *counts, -1, *held)
         if key not in self._cache:
-            self._cache[key] = self._solve(np.array((cpu, memory, pods)), tuple(counts))
+            least = np.maximum(self.least, np.array(held or 0, dtype=np.int64))
+            pinned_zones = frozenset(
+                int(z) for z, n in zip(self.zone_of, held, strict=False) if n and z >= 0
+            )
+            demand = np.array((cpu, memory, pods), dtype=np.int64)
+            self._cache[key] = self._solve(demand, tuple(counts), least, pinned_zones)
         return self._cache[key]
 
-    def _whole_mix(self, cpu: int, memory: int, pods: int) -> tuple[Mix, np.ndarray]:
-        key = (cpu, memory, pods)
+    def _whole_mix(self, demand: np.ndarray, least: np.ndarray) -> tuple[Mix, np.ndarray]:
+        """The whole-node programme's optimum with these per-pool minimums."""
+        key = (*(int(d) for d in demand), *(int(n) for n in least))
         if key not in self._whole:
-            demand = np.array(key, dtype=np.int64)
-            unlimited = np.full(len(self.least), np.inf)
-            nodes = _cheapest(self.prices, self.room, demand, self.least, unlimited)
+            unlimited = np.full(len(least), np.inf)
+            nodes = _cheapest(self.prices, self.room, demand, least, unlimited)
             if nodes is None:
-                raise ValueError(f"no mix of the pools' nodes holds requests {key}")
+                raise ValueError(f"no mix of the pools' nodes holds requests {tuple(demand)}")
             self._whole[key] = (_mix(self.prices, nodes), nodes)
         return self._whole[key]
 
-    def _solve(self, demand: np.ndarray, counts: tuple[int, ...]) -> Mix:
-        mix, nodes = self._whole_mix(*(int(d) for d in demand))
+    def _solve(
+        self,
+        demand: np.ndarray,
+        counts: tuple[int, ...],
+        least: np.ndarray,
+        pinned_zones: frozenset[int],
+    ) -> Mix:
+        """The cheapest programme's optimum over the zone sets that hold ``pinned_zones``, each
+        pool at least at ``least``."""
+        mix, nodes = self._whole_mix(demand, least)
         held = frozenset(int(z) for z in self.zone_of[nodes > 0] if z >= 0)
         rows = self._rows(held, demand, counts)
         if rows is not None and (rows[0] @ nodes >= rows[1]).all() and (nodes <= self.most).all():
             return mix  # the whole-node optimum keeps the rules and limits: nothing does better
         best: Mix | None = None
-        for zones in self._zone_sets():
+        for zones in self._zone_sets(least, pinned_zones):
             rows = self._rows(zones, demand, counts)
             if rows is None:
                 continue
-            found = _cheapest(self.prices, rows[0], rows[1], self.least, self.most)
+            found = _cheapest(self.prices, rows[0], rows[1], least, self.most)
             if found is not None and (best is None or self.prices @ found < best.cost):
                 best = _mix(self.prices, found)
                 if best.cost <= mix.cost:
                     break  # nothing goes below the whole-node bound
         return mix if best is None else best
 
-    def _zone_sets(self) -> list[frozenset[int]]:
-        """Every set of zones with a ready node, but one of each set of alike zones (zones
-        whose pools have the same node types and limits are interchangeable: the programme
-        counts only how many zones a set has and which pools they hold)."""
-        alike: dict[tuple[tuple[str, int, int], ...], list[int]] = {}
+    def _zone_sets(self, least: np.ndarray, pinned_zones: frozenset[int]) -> list[frozenset[int]]:
+        """Every set of zones with a ready node that holds ``pinned_zones``, but one of each set
+        of alike zones (zones whose pools have the same node types, minimums and maximums and
+        are alike pinned or not are interchangeable: the programme counts only how many zones a
+        set has and which pools they hold)."""
+        alike: dict[tuple[bool, tuple[tuple[str, int, int], ...]], list[int]] = {}
         for zone in range(len(self.zones)):
             shape = tuple(
                 sorted(
-                    (p.node_type.name, p.min_nodes, p.max_nodes)
-                    for p, z in zip(self.pools, self.zone_of, strict=True)
+                    (p.node_type.name, int(n), p.max_nodes)
+                    for p, z, n in zip(self.pools, self.zone_of, least, strict=True)
                     if z == zone
                 )
             )
-            alike.setdefault(shape, []).append(zone)
-        groups = list(alike.values())
+            alike.setdefault((zone in pinned_zones, shape), []).append(zone)
+        groups = [(pinned, zones) for (pinned, _), zones in alike.items()]
         return [
-            frozenset(z for group, n in zip(groups, taken, strict=True) for z in group[:n])
-            for taken in itertools.product(*(range(len(g) + 1) for g in groups))
+            frozenset(z for (_, group), n in zip(groups, taken, strict=True) for z in group[:n])
+            for taken in itertools.product(
+                *(range(len(g) if pinned else 0, len(g) + 1) for pinned, g in groups)
+            )
         ]
 
     def _rows(

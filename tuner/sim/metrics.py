@@ -42,6 +42,14 @@ class TickSeries:
     (:func:`tuner.sim.bound.ruled`, in the scenario's order)."""
     evictions: list[int] = field(default_factory=list)
     """Pods evicted during the tick (by any actor; node deletions included)."""
+    pinned: list[tuple[int, ...]] = field(default_factory=list)
+    """Per pool (in the scenario's order), the nodes that hold a pod of :attr:`pinned_start`
+    still (for the pinned bound, :mod:`tuner.sim.bound`)."""
+    pinned_start: tuple[tuple[str, str], ...] = ()
+    """(pod, node) of each pinned pod (:func:`tuner.sim.bound.pinned`) bound at the first
+    tick."""
+    pinned_lost: int = 0
+    """Pods of :attr:`pinned_start` gone (evicted, or their node deleted) by the last tick."""
 
 
 @dataclass
