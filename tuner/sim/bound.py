@@ -59,29 +59,34 @@ before it is used. Results are cached per distinct demand.
 a StatefulSet's pods, which the tuner never moves by the project's rule, and the ``kube-system``
 pods no PodDisruptionBudget covers, which the Cluster Autoscaler's default
 ``--skip-nodes-with-system-pods=true`` never drains and the tuner never moves; DaemonSet pods
-aside, and only of workloads without an HPA, whose pods no run creates or deletes). Given, per
-pool, how many nodes hold pinned pods that have stayed on them since the run's first measured
-tick, it is the rule bound's programme with each pool's minimum raised to that count and only
-the sets ``S`` of zones that hold every such node's zone. A pinned node thus counts its price
-and, room being pooled per pool, its room left after the pinned pods it holds (they are part of
-the tick's demand). *Why no such run goes below it*: take a run that starts, at the first
-measured tick, with the pinned pods where the CA-alone run has them and never moves one. Their
-services have fixed replica counts, so at every later tick each of those pods is still on its
-node, which is therefore billed and ready (its zone is in ``S``); the nodes counted here are a
-subset of those (the pods the CA-alone run kept), so its mix of nodes meets the raised minimums
-and its ``S`` the zone condition, besides every constraint of the rule bound (proved above): it
-is feasible for one of the programmes and costs at least that programme's optimum. Each
-programme is the rule bound's with constraints added, so it is never below the rule bound. It
-says nothing of a run whose pinned pods start elsewhere (another scheduler profile, Karpenter's
-first nodes) or that moves them (Karpenter; the Cluster Autoscaler drains StatefulSet pods,
-which do not block it): such a run can go below it.
+aside, and only of workloads without an HPA, whose pods no run creates or deletes). It takes,
+per pool, what the pinned pods that have stayed on their nodes since the run's first measured
+tick hold (:class:`Held`: the nodes they are on, and their requests) and adds to the rule
+bound's programmes: each pool's minimum raised to its nodes that hold pinned pods; only the sets
+``S`` that hold those nodes' zones; and in the row of each set ``T`` of zones, the requests of
+the pinned pods in ``T``'s pools beside what the spread services must put there (pods of a
+service whose zone rules the bound counts are left out of it: they are among that share). So a
+pinned node counts its price and its room left after its pinned pods, which are part of the
+tick's demand. *Why no such run goes below it*: take a run that starts, at the first measured
+tick, with the pinned pods where the CA-alone run has them and never moves one. Their services
+have fixed replica counts, so at every later tick each of those pods is still on its node, which
+is billed and ready (its zone is in ``S``); the pods counted here are some of them (those the
+CA-alone run kept), so the run's nodes per pool meet the raised minimums, its ``S`` holds their
+zones, and each ``T``'s nodes hold both those pinned pods and (other pods) at least the spread's
+share, so their room covers the sum; with every constraint of the rule bound (proved above), its
+mix is feasible for one of the programmes and costs at least that programme's optimum. Each
+programme is the rule bound's with constraints added, so the pinned bound is never below the
+rule bound. It says nothing of a run whose pinned pods start elsewhere (another scheduler
+profile, Karpenter's own first nodes) or that moves them (Karpenter; the Cluster Autoscaler,
+whose drains StatefulSet pods do not block): such a run can go below it.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
@@ -172,6 +177,46 @@ def _rules(service: Service) -> Ruled | None:
     return Ruled(service.cpu, service.memory, min(skews, default=0), per_node, per_zone)
 
 
+class Held(NamedTuple):
+    """What the pinned pods hold in one pool: its nodes that hold one, and the requests (CPU,
+    memory, pod count) of those pinned pods whose services no zone rule of the bound counts."""
+
+    nodes: int
+    cpu: int = 0
+    memory: int = 0
+    pods: int = 0
+
+
+def held(pools: Sequence[str], placed: Iterable[tuple[str, str, Service]]) -> tuple[Held, ...]:
+    """Per pool (in the order of ``pools``' names), what the pinned pods hold, from the pool,
+    node and service of each."""
+    nodes: dict[str, set[str]] = {}
+    requests: dict[str, np.ndarray] = {}
+    for pool, node, service in placed:
+        nodes.setdefault(pool, set()).add(node)
+        rules = _rules(service)
+        zoned = rules is not None and (rules.skew > 0 or rules.per_zone)
+        if not zoned:
+            total = requests.setdefault(pool, np.zeros(3, dtype=np.int64))
+            total += (service.cpu, service.memory, 1)
+    return tuple(
+        Held(len(nodes.get(pool, ())), *(int(r) for r in requests.get(pool, (0, 0, 0))))
+        for pool in pools
+    )
+
+
+class Fixed(NamedTuple):
+    """What the pinned pods fix of the pinned bound's programmes."""
+
+    least: np.ndarray
+    """Each pool's least nodes: its minimum, or its nodes that hold pinned pods if more."""
+    zones: frozenset[int]
+    """The zones of the nodes that hold pinned pods (every ``S`` holds them)."""
+    requests: np.ndarray
+    """Per pool (columns), the requests of its pinned pods no zone rule counts (rows: CPU,
+    memory, pod slots)."""
+
+
 class RuleBound:
     """The rule bound per tick demand (requests, pod count and the pods of each service of
     :func:`ruled`), and the pinned bound (with the nodes holding pinned pods per pool), cached."""
@@ -202,7 +247,7 @@ class RuleBound:
         self.zone_of = np.array([self.zones.index(p.zone) if p.zone else -1 for p in pools])
         self.rules = tuple(r for s in services if (r := _rules(s)) is not None)
         self._whole: dict[tuple[int, ...], tuple[Mix, np.ndarray]] = {}
-        self._cache: dict[tuple[int, ...], Mix] = {}
+        self._cache: dict[tuple[int | Held, ...], Mix] = {}
 
     def whole(self, cpu: int, memory: int, pods: int) -> Mix:
         """The whole-node bound: the cheapest mix of whole nodes (at least each pool's minimum,
@@ -215,24 +260,30 @@ class RuleBound:
         memory: int,
         pods: int,
         counts: Sequence[int] = (),
-        held: Sequence[int] = (),
+        pinned: Sequence[Held] = (),
     ) -> Mix:
         """The rule bound; ``counts``: the pods of each service of :func:`ruled`, in order.
-        With ``held``, the nodes of each pool (in the pools' order) that hold pinned pods, the
+        With ``pinned``, what the pinned pods hold in each pool (in the pools' order), the
         pinned bound (see the module's docstring)."""
         if len(counts) != len(self.rules):
             raise ValueError(f"{len(counts)} pod counts for {len(self.rules)} ruled services")
-        if held and len(held) != len(self.pools):
-            raise ValueError(f"{len(held)} pinned node counts for {len(self.pools)} pools")
-        key = (cpu, memory, pods, *counts, -1, *held)
+        if pinned and len(pinned) != len(self.pools):
+            raise ValueError(f"{len(pinned)} pinned pools for {len(self.pools)} pools")
+        key: tuple[int | Held, ...] = (cpu, memory, pods, *counts, *pinned)
         if key not in self._cache:
-            least = np.maximum(self.least, np.array(held or 0, dtype=np.int64))
-            pinned_zones = frozenset(
-                int(z) for z, n in zip(self.zone_of, held, strict=False) if n and z >= 0
-            )
+            fixed = self._fixed(pinned)
             demand = np.array((cpu, memory, pods), dtype=np.int64)
-            self._cache[key] = self._solve(demand, tuple(counts), least, pinned_zones)
+            self._cache[key] = self._solve(demand, tuple(counts), fixed)
         return self._cache[key]
+
+    def _fixed(self, pinned: Sequence[Held]) -> Fixed:
+        """What the pinned pods fix of the programmes (nothing without them)."""
+        if not pinned:
+            return Fixed(self.least, frozenset(), np.zeros_like(self.room))
+        nodes = np.array([h.nodes for h in pinned], dtype=np.int64)
+        zones = frozenset(int(z) for z in self.zone_of[nodes > 0] if z >= 0)
+        requests = np.array([(h.cpu, h.memory, h.pods) for h in pinned], dtype=np.int64).T
+        return Fixed(np.maximum(self.least, nodes), zones, requests)
 
     def _whole_mix(self, demand: np.ndarray, least: np.ndarray) -> tuple[Mix, np.ndarray]:
         """The whole-node programme's optimum with these per-pool minimums."""
@@ -245,47 +296,41 @@ class RuleBound:
             self._whole[key] = (_mix(self.prices, nodes), nodes)
         return self._whole[key]
 
-    def _solve(
-        self,
-        demand: np.ndarray,
-        counts: tuple[int, ...],
-        least: np.ndarray,
-        pinned_zones: frozenset[int],
-    ) -> Mix:
-        """The cheapest programme's optimum over the zone sets that hold ``pinned_zones``, each
-        pool at least at ``least``."""
-        mix, nodes = self._whole_mix(demand, least)
+    def _solve(self, demand: np.ndarray, counts: tuple[int, ...], fixed: Fixed) -> Mix:
+        """The cheapest programme's optimum over the zone sets that hold the pinned nodes'
+        zones, each pool at least at its minimum and its pinned nodes."""
+        mix, nodes = self._whole_mix(demand, fixed.least)
         held = frozenset(int(z) for z in self.zone_of[nodes > 0] if z >= 0)
-        rows = self._rows(held, demand, counts)
+        rows = self._rows(held, demand, counts, fixed.requests)
         if rows is not None and (rows[0] @ nodes >= rows[1]).all() and (nodes <= self.most).all():
             return mix  # the whole-node optimum keeps the rules and limits: nothing does better
         best: Mix | None = None
-        for zones in self._zone_sets(least, pinned_zones):
-            rows = self._rows(zones, demand, counts)
+        for zones in self._zone_sets(fixed):
+            rows = self._rows(zones, demand, counts, fixed.requests)
             if rows is None:
                 continue
-            found = _cheapest(self.prices, rows[0], rows[1], least, self.most)
+            found = _cheapest(self.prices, rows[0], rows[1], fixed.least, self.most)
             if found is not None and (best is None or self.prices @ found < best.cost):
                 best = _mix(self.prices, found)
                 if best.cost <= mix.cost:
                     break  # nothing goes below the whole-node bound
         return mix if best is None else best
 
-    def _zone_sets(self, least: np.ndarray, pinned_zones: frozenset[int]) -> list[frozenset[int]]:
-        """Every set of zones with a ready node that holds ``pinned_zones``, but one of each set
-        of alike zones (zones whose pools have the same node types, minimums and maximums and
-        are alike pinned or not are interchangeable: the programme counts only how many zones a
+    def _zone_sets(self, fixed: Fixed) -> list[frozenset[int]]:
+        """Every set of zones with a ready node that holds the pinned nodes' zones, but one of
+        each set of alike zones (zones whose pools have the same node types, minimums and
+        maximums, none pinned, are interchangeable: the programme counts only how many zones a
         set has and which pools they hold)."""
         alike: dict[tuple[bool, tuple[tuple[str, int, int], ...]], list[int]] = {}
         for zone in range(len(self.zones)):
             shape = tuple(
                 sorted(
                     (p.node_type.name, int(n), p.max_nodes)
-                    for p, z, n in zip(self.pools, self.zone_of, least, strict=True)
+                    for p, z, n in zip(self.pools, self.zone_of, fixed.least, strict=True)
                     if z == zone
                 )
             )
-            alike.setdefault((zone in pinned_zones, shape), []).append(zone)
+            alike.setdefault((zone in fixed.zones, shape), []).append(zone)
         groups = [(pinned, zones) for (pinned, _), zones in alike.items()]
         return [
             frozenset(z for (_, group), n in zip(groups, taken, strict=True) for z in group[:n])
@@ -295,11 +340,16 @@ class RuleBound:
         ]
 
     def _rows(
-        self, held: frozenset[int], demand: np.ndarray, counts: tuple[int, ...]
+        self,
+        held: frozenset[int],
+        demand: np.ndarray,
+        counts: tuple[int, ...],
+        pinned: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """The constraints ``A @ x >= b`` of the programme in which ``held`` are the zones with
         a ready node (see the module's docstring), or None when no placement meets the rules
-        there."""
+        there; ``pinned``: the requests of the pinned pods no zone rule counts, per pool (rows:
+        CPU, memory, pod slots)."""
         zone_of = self.zone_of
         unzoned = zone_of < 0
         usable = unzoned | np.isin(zone_of, list(held))
@@ -333,9 +383,10 @@ class RuleBound:
                     need += share * np.array((rule.cpu, rule.memory, 1), dtype=np.int64)
                     if rule.per_node:
                         nodes = max(nodes, share)
+                within = np.isin(zone_of, chosen)
+                need += pinned[:, within].sum(axis=1)
                 if not need.any() and not nodes:
                     continue
-                within = np.isin(zone_of, chosen)
                 matrix.append(self.room * within)
                 bound.append(need)
                 if nodes:

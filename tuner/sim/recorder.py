@@ -5,7 +5,7 @@ evictions, into a :class:`~tuner.sim.metrics.TickSeries`."""
 
 from __future__ import annotations
 
-from tuner.sim.bound import pinned, ruled
+from tuner.sim.bound import held, pinned, ruled
 from tuner.sim.clock import Clock
 from tuner.sim.controllers import Controllers
 from tuner.sim.metrics import TickSeries
@@ -67,7 +67,11 @@ class TickRecorder:
             )
             self._pinned = tuple(uid for uid, _, _ in start)
             s.pinned_start = tuple((name, node) for _, name, node in start)
-        kept = {state.pods[uid].node for uid in self._pinned if uid in state.pods}
-        pools = [state.nodes[node].pool for node in kept if node is not None]
-        s.pinned.append(tuple(pools.count(pool) for pool in self.pools))
-        s.pinned_lost = len(self._pinned) - sum(uid in state.pods for uid in self._pinned)
+        kept = [state.pods[uid] for uid in self._pinned if uid in state.pods]
+        s.pinned.append(
+            held(
+                self.pools,
+                ((state.nodes[p.node].pool, p.node, p.service) for p in kept if p.node is not None),
+            )
+        )
+        s.pinned_lost = len(self._pinned) - len(kept)
