@@ -480,3 +480,36 @@ def test_a_run_records_the_ruled_pods_and_its_comparison_carries_both_bounds() -
         r >= w - 1e-12 for r, w in zip(compared.lower_bound, compared.whole_bound, strict=True)
     )
     assert compared.lower_bound_cost == pytest.approx(compared.whole_bound_cost)
+
+
+def test_a_run_records_what_its_pinned_pods_hold_and_the_pinned_bound_pays_for_it() -> None:
+    """The StatefulSet's pod starts on the only node, an e2-highmem-4, and stays: the pinned
+    bound pays for it where the rule bound takes two e2-standard-2."""
+    scenario = build(
+        {
+            "name": "pinned",
+            "hours": 0.1,
+            "system_pods": False,
+            "pools": [
+                {"name": "cheap", "node_type": "e2-standard-2", "min": 0, "max": 4},
+                {"name": "dear", "node_type": "e2-highmem-4", "min": 0, "max": 2, "initial": 1},
+            ],
+            "services": [
+                {"name": "web", "namespace": "n", "cpu": "1500m", "memory": "0", "replicas": 2},
+                {
+                    "name": "db",
+                    "namespace": "n",
+                    "kind": "StatefulSet",
+                    "cpu": "100m",
+                    "memory": "0",
+                },
+            ],
+        }
+    )
+    outcome = run(scenario, "autoscaler", 1)
+    assert set(outcome.series.pinned) == {(Held(0), Held(1, 100, 0, 1))}
+    assert [pod.split("-")[0] for pod, _ in outcome.series.pinned_start] == ["db"]
+    compared = comparison(scenario, 1, (outcome,))
+    assert compared.lower_bound == pytest.approx([2 * E2.price] * len(compared.lower_bound))
+    assert compared.pinned_bound == pytest.approx([HIGHMEM.price] * len(compared.pinned_bound))
+    assert compared.keeps_pinned("autoscaler")
