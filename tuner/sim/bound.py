@@ -76,7 +76,7 @@ zones, and each ``T``'s nodes hold both those pinned pods and (other pods) at le
 share, so their room covers the sum; with every constraint of the rule bound (proved above), its
 mix is feasible for one of the programmes and costs at least that programme's optimum. Each
 programme is the rule bound's with constraints added, so the pinned bound is never below the
-rule bound. It says nothing of a run whose pinned pods start elsewhere (another scheduler
+rule bound (nor is its fallback where no programme is feasible: the larger of the two is taken). It says nothing of a run whose pinned pods start elsewhere (another scheduler
 profile, Karpenter's own first nodes) or that moves them (Karpenter; the Cluster Autoscaler,
 whose drains StatefulSet pods do not block): such a run can go below it.
 """
@@ -271,9 +271,10 @@ class RuleBound:
             raise ValueError(f"{len(pinned)} pinned pools for {len(self.pools)} pools")
         key: tuple[int | Held, ...] = (cpu, memory, pods, *counts, *pinned)
         if key not in self._cache:
-            fixed = self._fixed(pinned)
             demand = np.array((cpu, memory, pods), dtype=np.int64)
-            self._cache[key] = self._solve(demand, tuple(counts), fixed)
+            mix = self._solve(demand, tuple(counts), self._fixed(pinned))
+            rule = self(cpu, memory, pods, counts) if pinned else mix
+            self._cache[key] = max(mix, rule, key=lambda m: m.cost)
         return self._cache[key]
 
     def _fixed(self, pinned: Sequence[Held]) -> Fixed:
