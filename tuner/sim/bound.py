@@ -76,9 +76,10 @@ zones, and each ``T``'s nodes hold both those pinned pods and (other pods) at le
 share, so their room covers the sum; with every constraint of the rule bound (proved above), its
 mix is feasible for one of the programmes and costs at least that programme's optimum. Each
 programme is the rule bound's with constraints added, so the pinned bound is never below the
-rule bound (nor is its fallback where no programme is feasible: the larger of the two is taken). It says nothing of a run whose pinned pods start elsewhere (another scheduler
-profile, Karpenter's own first nodes) or that moves them (Karpenter; the Cluster Autoscaler,
-whose drains StatefulSet pods do not block): such a run can go below it.
+rule bound (nor is its fallback where no programme is feasible: the larger of the two is
+taken). It says nothing of a run whose pinned pods start elsewhere (another scheduler profile,
+Karpenter's own first nodes) or that moves them (Karpenter; the Cluster Autoscaler, whose drains
+StatefulSet pods do not block): such a run can go below it.
 """
 
 from __future__ import annotations
@@ -191,18 +192,14 @@ def held(pools: Sequence[str], placed: Iterable[tuple[str, str, Service]]) -> tu
     """Per pool (in the order of ``pools``' names), what the pinned pods hold, from the pool,
     node and service of each."""
     nodes: dict[str, set[str]] = {}
-    requests: dict[str, np.ndarray] = {}
+    requests: dict[str, tuple[int, int, int]] = {}
     for pool, node, service in placed:
         nodes.setdefault(pool, set()).add(node)
         rules = _rules(service)
-        zoned = rules is not None and (rules.skew > 0 or rules.per_zone)
-        if not zoned:
-            total = requests.setdefault(pool, np.zeros(3, dtype=np.int64))
-            total += (service.cpu, service.memory, 1)
-    return tuple(
-        Held(len(nodes.get(pool, ())), *(int(r) for r in requests.get(pool, (0, 0, 0))))
-        for pool in pools
-    )
+        if rules is None or not (rules.skew or rules.per_zone):
+            cpu, memory, count = requests.get(pool, (0, 0, 0))
+            requests[pool] = (cpu + service.cpu, memory + service.memory, count + 1)
+    return tuple(Held(len(nodes.get(pool, ())), *requests.get(pool, (0, 0, 0))) for pool in pools)
 
 
 class Fixed(NamedTuple):

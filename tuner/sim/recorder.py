@@ -5,7 +5,7 @@ evictions, into a :class:`~tuner.sim.metrics.TickSeries`."""
 
 from __future__ import annotations
 
-from tuner.sim.bound import held, pinned, ruled
+from tuner.sim.bound import Held, held, pinned, ruled
 from tuner.sim.clock import Clock
 from tuner.sim.controllers import Controllers
 from tuner.sim.metrics import TickSeries
@@ -26,6 +26,7 @@ class TickRecorder:
         self._pinned: tuple[int, ...] | None = None
         """Uids of the pinned pods bound at the first tick (pods are never re-bound: a moved pod
         is a new one)."""
+        self._held: tuple[Held, ...] = ()
         self._evictions = 0
 
     def record(self, load: float) -> None:
@@ -68,10 +69,11 @@ class TickRecorder:
             self._pinned = tuple(uid for uid, _, _ in start)
             s.pinned_start = tuple((name, node) for _, name, node in start)
         kept = [state.pods[uid] for uid in self._pinned if uid in state.pods]
-        s.pinned.append(
-            held(
+        lost = len(self._pinned) - len(kept)
+        if not s.pinned or lost != s.pinned_lost:  # what they hold changes only when one goes
+            self._held = held(
                 self.pools,
                 ((state.nodes[p.node].pool, p.node, p.service) for p in kept if p.node is not None),
             )
-        )
-        s.pinned_lost = len(self._pinned) - len(kept)
+        s.pinned.append(self._held)
+        s.pinned_lost = lost
