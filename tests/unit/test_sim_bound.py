@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tuner.model.constraints import HOSTNAME_KEY, ZONE_KEY
-from tuner.sim.bound import RuleBound, least_in, ruled
+from tuner.sim.bound import Held, RuleBound, held, least_in, pinned, ruled
 from tuner.sim.pools import NodeGroup
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.report import comparison, run
@@ -227,8 +227,9 @@ def _keeps_rules(nodes: Sequence[NodeGroup], where: Sequence[int], pods: Sequenc
     return True
 
 
-def _fits(nodes: Sequence[NodeGroup], pods: Sequence[Pod]) -> bool:
-    """Some assignment of the pods to the nodes (all ready) keeps room and rules."""
+def _fits(nodes: Sequence[NodeGroup], pods: Sequence[Pod], fixed: Sequence[int] = ()) -> bool:
+    """Some assignment of the pods to the nodes (all ready) keeps room and rules; the first
+    pods are on the nodes ``fixed`` gives (by index)."""
     used = [[0, 0, 0] for _ in nodes]
     where: list[int] = []
 
@@ -237,6 +238,8 @@ def _fits(nodes: Sequence[NodeGroup], pods: Sequence[Pod]) -> bool:
             return _keeps_rules(nodes, where, pods)
         cpu, memory, _ = pods[i]
         for n, group in enumerate(nodes):
+            if i < len(fixed) and n != fixed[i]:
+                continue
             room = group.node_type
             if (
                 used[n][0] + cpu <= room.allocatable.cpu
@@ -258,15 +261,25 @@ def _fits(nodes: Sequence[NodeGroup], pods: Sequence[Pod]) -> bool:
     return place(0)
 
 
-def _brute(pools: tuple[NodeGroup, ...], pods: Sequence[Pod]) -> float:
-    """The cheapest node counts (within the pools' limits) some placement fits, all nodes ready."""
+def _brute(
+    pools: tuple[NodeGroup, ...], pods: Sequence[Pod], pinned: Sequence[tuple[int, Pod]] = ()
+) -> float:
+    """The cheapest node counts (within the pools' limits) some placement fits, all nodes ready;
+    each ``pinned`` pod (pool index, pod) alone on a node of its pool that must stay."""
+    held = [sum(1 for at, _ in pinned if at == i) for i in range(len(pools))]
     mixes = sorted(
-        itertools.product(*(range(p.min_nodes, p.max_nodes + 1) for p in pools)),
+        itertools.product(
+            *(range(max(p.min_nodes, h), p.max_nodes + 1) for p, h in zip(pools, held, strict=True))
+        ),
         key=lambda c: sum(n * p.node_type.price for n, p in zip(c, pools, strict=True)),
     )
     for counts in mixes:
         nodes = [p for n, p in zip(counts, pools, strict=True) for _ in range(n)]
-        if _fits(nodes, pods):
+        first = list(itertools.accumulate(counts, initial=0))
+        fixed = [
+            first[at] + sum(1 for a, _ in pinned[:k] if a == at) for k, (at, _) in enumerate(pinned)
+        ]
+        if _fits(nodes, [p for _, p in pinned] + list(pods), fixed):
             return sum(n * p.node_type.price for n, p in zip(counts, pools, strict=True))
     return math.inf
 
@@ -315,6 +328,119 @@ def test_the_rule_bound_never_exceeds_the_cheapest_placement_nor_undercuts_the_w
     assert strict >= 3  # the rules raised the bound on some instances
 
 
+# -- the pinned bound -------------------------------------------------------------------------
+
+
+def test_a_pinned_dear_node_is_paid_and_its_room_left_used() -> None:
+    """A 900m pod pins a highmem node (3920m): two 1000m pods fit in its room left and cost
+    nothing more, where the rule bound takes two e2-standard-2 (1930m each) for the 2900m; five
+    take two e2-standard-2 beside it, as the cheapest placement does."""
+    pools = (NodeGroup("small", E2, 0, 3), NodeGroup("highmem", HIGHMEM, 0, 3))
+    bound = RuleBound(pools, ())
+    assert bound(2900, 0, 3).cost == pytest.approx(2 * E2.price)
+    assert bound(2900, 0, 3, (), (Held(0), Held(1, 900, 0, 1))).pools == (0, 1)
+    more = bound(5900, 0, 6, (), (Held(0), Held(1, 900, 0, 1)))
+    assert more.pools == (2, 1)
+    assert more.cost == pytest.approx(2 * E2.price + HIGHMEM.price)
+    assert more.cost == pytest.approx(_brute(pools, [(1000, 0, None)] * 5, [(1, (900, 0, None))]))
+
+
+def test_a_pinned_node_keeps_its_zone_among_the_spread_domains() -> None:
+    """Zone a's e2-standard-8 (its pool's minimum) holds everything when zone b has no ready
+    node. A 3500m pod pinning an e2-highmem-4 in zone b makes b a domain of the spread, so b
+    holds one of the two 1000m spread pods, which the pinned node's room left (420m) does not:
+    a second highmem node (0.630/h, as the cheapest placement), not the pinned node idle beside
+    the e2-standard-8 (0.449/h)."""
+    pools = (NodeGroup("a", E8, 1, 2, zone="a"), NodeGroup("b", HIGHMEM, 0, 3, zone="b"))
+    web = Service("web", 1000, 0, spread=ZONE_SPREAD)
+    bound = RuleBound(pools, (), (web,))
+    assert bound(5500, 0, 3, (2,)).cost == pytest.approx(E8.price)
+    mix = bound(5500, 0, 3, (2,), (Held(0), Held(1, 3500, 0, 1)))
+    assert mix.pools == (1, 2)
+    assert mix.cost == pytest.approx(E8.price + 2 * HIGHMEM.price)
+    assert mix.cost == pytest.approx(_brute(pools, [(1000, 0, web)] * 2, [(1, (3500, 0, None))]))
+
+
+def test_which_services_are_pinned() -> None:
+    from tuner.sim.workloads import HpaSpec
+
+    kept = (
+        Service("db", 100, 0, kind="StatefulSet", namespace="data"),
+        Service("dns", 100, 0, namespace="kube-system"),
+    )
+    others = (
+        Service("dns-budgeted", 100, 0, namespace="kube-system", pdb_max_unavailable=1),
+        Service("proxy", 100, 0, kind="DaemonSet", namespace="kube-system"),
+        Service("web", 100, 0),
+        Service("scaled", 100, 0, kind="StatefulSet", hpa=HpaSpec(1, 3, 0.5)),
+    )
+    assert pinned((*others, *kept)) == kept
+    with pytest.raises(ValueError, match="1 pinned pools for 2 pools"):
+        RuleBound((NodeGroup("p", E4), NodeGroup("q", E8)), ())(100, 0, 1, (), (Held(1),))
+
+
+def test_what_pinned_pods_hold_per_pool() -> None:
+    """Nodes once each; the requests of the pods no zone rule counts (a zone-spread pod is
+    among its spread's share already)."""
+    db = Service("db", 100, 10, kind="StatefulSet")
+    spread = Service("spread-db", 300, 30, kind="StatefulSet", spread=ZONE_SPREAD)
+    placed = [("p", "n1", db), ("p", "n1", db), ("p", "n2", spread), ("r", "n3", db)]
+    assert held(("p", "q", "r"), placed) == (Held(2, 200, 20, 2), Held(0), Held(1, 100, 10, 1))
+
+
+def test_the_pinned_bound_is_between_the_rule_bound_and_the_cheapest_placement() -> None:
+    """Tiny random instances, pinned pods each alone on a node that stays: the pinned bound
+    never goes below the rule bound nor above the cheapest placement that keeps them."""
+    rng = random.Random(23)
+    kinds = (E2, E4, HIGHMEM)
+    checked = strict = 0
+    for _ in range(60):
+        zones = rng.sample(["a", "b", "c", ""], rng.randrange(1, 4))
+        pools = tuple(
+            NodeGroup(f"p{i}", rng.choice(kinds), rng.randrange(0, 2), 2, zone=z)
+            for i, z in enumerate(zones)
+        )
+        services = (
+            Service("spread", rng.choice((600, 1200)), 0, spread=(Spread(ZONE_KEY, 1, True),)),
+            Service("host", rng.choice((500, 1500)), 1 * GIB, anti_affinity=HOSTNAME_KEY),
+        )
+        counts = [rng.randrange(0, 4), rng.randrange(0, 3)]
+        pods: list[Pod] = [
+            (s.cpu, s.memory, s) for s, n in zip(services, counts, strict=True) for _ in range(n)
+        ]
+        pods += [(rng.choice((700, 1900)), 0, None) for _ in range(rng.randrange(0, 2))]
+        pinned_pods = [
+            (rng.randrange(len(pools)), (rng.choice((300, 1500)), 0, None))
+            for _ in range(rng.randrange(1, 3))
+        ]
+        nodes = [sum(1 for at, _ in pinned_pods if at == i) for i in range(len(pools))]
+        if any(n > p.max_nodes for n, p in zip(nodes, pools, strict=True)):
+            continue
+        fixed = held(
+            [p.name for p in pools],
+            (
+                (pools[at].name, f"n{k}", Service("db", pod[0], 0))
+                for k, (at, pod) in enumerate(pinned_pods)
+            ),
+        )
+        every = [p for _, p in pinned_pods] + pods
+        cpu, memory = sum(p[0] for p in every), sum(p[1] for p in every)
+        bound = RuleBound(pools, (), services)
+        try:
+            rule = bound(cpu, memory, len(every), counts).cost
+        except ValueError:
+            continue  # no mix holds the requests
+        safe = bound(cpu, memory, len(every), counts, fixed).cost
+        best = _brute(pools, pods, pinned_pods)
+        assert rule <= safe + 1e-9
+        if best < math.inf:
+            assert safe <= best + 1e-9, (pools, counts, pods, pinned_pods)
+            checked += 1
+            strict += safe > rule + 1e-9
+    assert checked >= 30
+    assert strict >= 3  # the pinned nodes raised the bound on some instances
+
+
 # -- in the evaluation ------------------------------------------------------------------------
 
 
@@ -354,3 +480,36 @@ def test_a_run_records_the_ruled_pods_and_its_comparison_carries_both_bounds() -
         r >= w - 1e-12 for r, w in zip(compared.lower_bound, compared.whole_bound, strict=True)
     )
     assert compared.lower_bound_cost == pytest.approx(compared.whole_bound_cost)
+
+
+def test_a_run_records_what_its_pinned_pods_hold_and_the_pinned_bound_pays_for_it() -> None:
+    """The StatefulSet's pod starts on the only node, an e2-highmem-4, and stays: the pinned
+    bound pays for it where the rule bound takes two e2-standard-2."""
+    scenario = build(
+        {
+            "name": "pinned",
+            "hours": 0.1,
+            "system_pods": False,
+            "pools": [
+                {"name": "cheap", "node_type": "e2-standard-2", "min": 0, "max": 4},
+                {"name": "dear", "node_type": "e2-highmem-4", "min": 0, "max": 2, "initial": 1},
+            ],
+            "services": [
+                {"name": "web", "namespace": "n", "cpu": "1500m", "memory": "0", "replicas": 2},
+                {
+                    "name": "db",
+                    "namespace": "n",
+                    "kind": "StatefulSet",
+                    "cpu": "100m",
+                    "memory": "0",
+                },
+            ],
+        }
+    )
+    outcome = run(scenario, "autoscaler", 1)
+    assert set(outcome.series.pinned) == {(Held(0), Held(1, 100, 0, 1))}
+    assert [pod.split("-")[0] for pod, _ in outcome.series.pinned_start] == ["db"]
+    compared = comparison(scenario, 1, (outcome,))
+    assert compared.lower_bound == pytest.approx([2 * E2.price] * len(compared.lower_bound))
+    assert compared.pinned_bound == pytest.approx([HIGHMEM.price] * len(compared.pinned_bound))
+    assert compared.keeps_pinned("autoscaler")

@@ -5,6 +5,7 @@ rows that forecast."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from tuner.sim.evaluate import summary, work
 from tuner.sim.forecast_error import ForecastError, forecast_key
@@ -77,6 +78,34 @@ def test_the_forecast_error_of_the_rows_that_forecast() -> None:
     assert figures["strategies"]["tuner"]["room_captured"] == 0.5
     assert figures["strategies"]["tuner"]["forecast_error"]["mape"] == 0.123
     assert "forecast_error" not in figures["strategies"]["karpenter"]
+
+
+def test_the_safe_room_above_the_pinned_bound_and_the_share_of_it_each_row_captures() -> None:
+    """CA alone 1.0/h, rule bound 0.8, pinned bound 0.9: the safe room is 10 %; Karpenter's
+    0.85 takes 75 % of the room and 150 % of the safe room (it moves pinned pods: started
+    elsewhere, it is not bounded by it)."""
+    comparison = replace(
+        compared(0.8, karpenter=0.85, tuner=0.95),
+        pinned_bound=(0.9,) * TICKS,
+        pinned_bound_nodes=(2,) * TICKS,
+    )
+    comparison.outcome("karpenter").series.pinned_start = (("db-000001", "pool-0002"),)
+
+    text = table(comparison)
+    figures = summary(comparison)
+
+    header = row(text, "strategy")
+    at = header.index("safe room captured")
+    assert row(text, "Karpenter")[at] == "150 %"
+    assert row(text, "CA + tuner")[at] == "50 %"
+    assert row(text, "pinned bound")[header.index("savings vs CA")] == "+10.0 %"
+    assert row(text, "pinned bound")[header.index("node-hours")] == "2.00"
+    assert figures["safe_room"] == 0.1
+    assert figures["lower_bound"]["pinned_cost"] == 0.9
+    assert figures["strategies"]["tuner"]["safe_room_captured"] == 0.5
+    assert figures["strategies"]["tuner"]["keeps_pinned"] is True
+    assert figures["strategies"]["karpenter"]["keeps_pinned"] is False
+    assert figures["strategies"]["karpenter"]["room_captured"] == 0.75
 
 
 def test_each_tuner_row_is_held_to_the_forecast_its_own_settings_make() -> None:

@@ -54,18 +54,46 @@ its programmes is the whole-node programme with constraints added. Each integer
 programme (one variable per pool) is solved exactly by SciPy's ``milp`` (HiGHS branch and bound,
 no optimality gap allowed); its rounded solution is checked against the constraints in integers
 before it is used. Results are cached per distinct demand.
+
+**The pinned bound** is the rule bound of a run that never moves a *pinned* pod (:func:`pinned`:
+a StatefulSet's pods, which the tuner never moves by the project's rule, and the ``kube-system``
+pods no PodDisruptionBudget covers, which the Cluster Autoscaler's default
+``--skip-nodes-with-system-pods=true`` never drains and the tuner never moves; DaemonSet pods
+aside, and only of workloads without an HPA, whose pods no run creates or deletes). It takes,
+per pool, what the pinned pods that have stayed on their nodes since the run's first measured
+tick hold (:class:`Held`: the nodes they are on, and their requests) and adds to the rule
+bound's programmes: each pool's minimum raised to its nodes that hold pinned pods; only the sets
+``S`` that hold those nodes' zones; and in the row of each set ``T`` of zones, the requests of
+the pinned pods in ``T``'s pools beside what the spread services must put there (pods of a
+service whose zone rules the bound counts are left out of it: they are among that share). So a
+pinned node counts its price and its room left after its pinned pods, which are part of the
+tick's demand. *Why no such run goes below it*: take a run that starts, at the first measured
+tick, with the pinned pods where the CA-alone run has them and never moves one. Their services
+have fixed replica counts, so at every later tick each of those pods is still on its node, which
+is billed and ready (its zone is in ``S``); the pods counted here are some of them (those the
+CA-alone run kept), so the run's nodes per pool meet the raised minimums, its ``S`` holds their
+zones, and each ``T``'s nodes hold both those pinned pods and (other pods) at least the spread's
+share, so their room covers the sum; with every constraint of the rule bound (proved above), its
+mix is feasible for one of the programmes and costs at least that programme's optimum. Each
+programme is the rule bound's with constraints added, so the pinned bound is never below the
+rule bound (nor is its fallback where no programme is feasible: the larger of the two is
+taken). It says nothing of a run whose pinned pods start elsewhere (another scheduler profile,
+Karpenter's own first nodes) or that moves them (Karpenter; the Cluster Autoscaler, whose drains
+StatefulSet pods do not block): such a run can go below it.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from tuner.model.constraints import HOSTNAME_KEY, ZONE_KEY
+from tuner.model.movability import SYSTEM_NAMESPACE
 from tuner.sim.pools import NodeGroup
 from tuner.sim.workloads import Service
 
@@ -122,6 +150,25 @@ def ruled(services: Sequence[Service]) -> tuple[Service, ...]:
     return tuple(s for s in services if _rules(s) is not None)
 
 
+def pinned(services: Sequence[Service]) -> tuple[Service, ...]:
+    """The services whose pods the pinned bound keeps where they are, in order: StatefulSets
+    (the project's rule: the tuner never moves their pods) and ``kube-system`` workloads without
+    a PodDisruptionBudget (the Cluster Autoscaler FAQ, "What types of pods can prevent CA from
+    removing a node?": kube-system pods that are not run on every node and have no PDB; the
+    tuner excludes the namespace but for pods a PDB covers), DaemonSets aside and only those
+    without an HPA (a fixed number of pods, the same in every run)."""
+    return tuple(
+        s
+        for s in services
+        if s.kind != "DaemonSet"
+        and s.hpa is None
+        and (
+            s.kind == "StatefulSet"
+            or (s.namespace == SYSTEM_NAMESPACE and s.pdb_max_unavailable is None)
+        )
+    )
+
+
 def _rules(service: Service) -> Ruled | None:
     skews = [s.max_skew for s in service.spread if s.hard and s.topology_key == ZONE_KEY]
     per_node = service.anti_affinity == HOSTNAME_KEY
@@ -131,9 +178,45 @@ def _rules(service: Service) -> Ruled | None:
     return Ruled(service.cpu, service.memory, min(skews, default=0), per_node, per_zone)
 
 
+class Held(NamedTuple):
+    """What the pinned pods hold in one pool: its nodes that hold one, and the requests (CPU,
+    memory, pod count) of those pinned pods whose services no zone rule of the bound counts."""
+
+    nodes: int
+    cpu: int = 0
+    memory: int = 0
+    pods: int = 0
+
+
+def held(pools: Sequence[str], placed: Iterable[tuple[str, str, Service]]) -> tuple[Held, ...]:
+    """Per pool (in the order of ``pools``' names), what the pinned pods hold, from the pool,
+    node and service of each."""
+    nodes: dict[str, set[str]] = {}
+    requests: dict[str, tuple[int, int, int]] = {}
+    for pool, node, service in placed:
+        nodes.setdefault(pool, set()).add(node)
+        rules = _rules(service)
+        if rules is None or not (rules.skew or rules.per_zone):
+            cpu, memory, count = requests.get(pool, (0, 0, 0))
+            requests[pool] = (cpu + service.cpu, memory + service.memory, count + 1)
+    return tuple(Held(len(nodes.get(pool, ())), *requests.get(pool, (0, 0, 0))) for pool in pools)
+
+
+class Fixed(NamedTuple):
+    """What the pinned pods fix of the pinned bound's programmes."""
+
+    least: np.ndarray
+    """Each pool's least nodes: its minimum, or its nodes that hold pinned pods if more."""
+    zones: frozenset[int]
+    """The zones of the nodes that hold pinned pods (every ``S`` holds them)."""
+    requests: np.ndarray
+    """Per pool (columns), the requests of its pinned pods no zone rule counts (rows: CPU,
+    memory, pod slots)."""
+
+
 class RuleBound:
     """The rule bound per tick demand (requests, pod count and the pods of each service of
-    :func:`ruled`), cached."""
+    :func:`ruled`), and the pinned bound (with the nodes holding pinned pods per pool), cached."""
 
     def __init__(
         self,
@@ -160,78 +243,111 @@ class RuleBound:
         self.zones = tuple(sorted({p.zone for p in pools if p.zone}))
         self.zone_of = np.array([self.zones.index(p.zone) if p.zone else -1 for p in pools])
         self.rules = tuple(r for s in services if (r := _rules(s)) is not None)
-        self._whole: dict[tuple[int, int, int], tuple[Mix, np.ndarray]] = {}
-        self._cache: dict[tuple[int, ...], Mix] = {}
+        self._whole: dict[tuple[int, ...], tuple[Mix, np.ndarray]] = {}
+        self._cache: dict[tuple[int | Held, ...], Mix] = {}
 
     def whole(self, cpu: int, memory: int, pods: int) -> Mix:
         """The whole-node bound: the cheapest mix of whole nodes (at least each pool's minimum,
         any maximum) whose room holds these requests, no rule counted."""
-        return self._whole_mix(cpu, memory, pods)[0]
+        return self._whole_mix(np.array((cpu, memory, pods), dtype=np.int64), self.least)[0]
 
-    def __call__(self, cpu: int, memory: int, pods: int, counts: Sequence[int] = ()) -> Mix:
-        """The rule bound; ``counts``: the pods of each service of :func:`ruled`, in order."""
+    def __call__(
+        self,
+        cpu: int,
+        memory: int,
+        pods: int,
+        counts: Sequence[int] = (),
+        pinned: Sequence[Held] = (),
+    ) -> Mix:
+        """The rule bound; ``counts``: the pods of each service of :func:`ruled`, in order.
+        With ``pinned``, what the pinned pods hold in each pool (in the pools' order), the
+        pinned bound (see the module's docstring)."""
         if len(counts) != len(self.rules):
             raise ValueError(f"{len(counts)} pod counts for {len(self.rules)} ruled services")
-        key = (cpu, memory, pods, *counts)
+        if pinned and len(pinned) != len(self.pools):
+            raise ValueError(f"{len(pinned)} pinned pools for {len(self.pools)} pools")
+        key: tuple[int | Held, ...] = (cpu, memory, pods, *counts, *pinned)
         if key not in self._cache:
-            self._cache[key] = self._solve(np.array((cpu, memory, pods)), tuple(counts))
+            demand = np.array((cpu, memory, pods), dtype=np.int64)
+            mix = self._solve(demand, tuple(counts), self._fixed(pinned))
+            rule = self(cpu, memory, pods, counts) if pinned else mix
+            self._cache[key] = max(mix, rule, key=lambda m: m.cost)
         return self._cache[key]
 
-    def _whole_mix(self, cpu: int, memory: int, pods: int) -> tuple[Mix, np.ndarray]:
-        key = (cpu, memory, pods)
+    def _fixed(self, pinned: Sequence[Held]) -> Fixed:
+        """What the pinned pods fix of the programmes (nothing without them)."""
+        if not pinned:
+            return Fixed(self.least, frozenset(), np.zeros_like(self.room))
+        nodes = np.array([h.nodes for h in pinned], dtype=np.int64)
+        zones = frozenset(int(z) for z in self.zone_of[nodes > 0] if z >= 0)
+        requests = np.array([(h.cpu, h.memory, h.pods) for h in pinned], dtype=np.int64).T
+        return Fixed(np.maximum(self.least, nodes), zones, requests)
+
+    def _whole_mix(self, demand: np.ndarray, least: np.ndarray) -> tuple[Mix, np.ndarray]:
+        """The whole-node programme's optimum with these per-pool minimums."""
+        key = (*(int(d) for d in demand), *(int(n) for n in least))
         if key not in self._whole:
-            demand = np.array(key, dtype=np.int64)
-            unlimited = np.full(len(self.least), np.inf)
-            nodes = _cheapest(self.prices, self.room, demand, self.least, unlimited)
+            unlimited = np.full(len(least), np.inf)
+            nodes = _cheapest(self.prices, self.room, demand, least, unlimited)
             if nodes is None:
-                raise ValueError(f"no mix of the pools' nodes holds requests {key}")
+                raise ValueError(f"no mix of the pools' nodes holds requests {tuple(demand)}")
             self._whole[key] = (_mix(self.prices, nodes), nodes)
         return self._whole[key]
 
-    def _solve(self, demand: np.ndarray, counts: tuple[int, ...]) -> Mix:
-        mix, nodes = self._whole_mix(*(int(d) for d in demand))
+    def _solve(self, demand: np.ndarray, counts: tuple[int, ...], fixed: Fixed) -> Mix:
+        """The cheapest programme's optimum over the zone sets that hold the pinned nodes'
+        zones, each pool at least at its minimum and its pinned nodes."""
+        mix, nodes = self._whole_mix(demand, fixed.least)
         held = frozenset(int(z) for z in self.zone_of[nodes > 0] if z >= 0)
-        rows = self._rows(held, demand, counts)
+        rows = self._rows(held, demand, counts, fixed.requests)
         if rows is not None and (rows[0] @ nodes >= rows[1]).all() and (nodes <= self.most).all():
             return mix  # the whole-node optimum keeps the rules and limits: nothing does better
         best: Mix | None = None
-        for zones in self._zone_sets():
-            rows = self._rows(zones, demand, counts)
+        for zones in self._zone_sets(fixed):
+            rows = self._rows(zones, demand, counts, fixed.requests)
             if rows is None:
                 continue
-            found = _cheapest(self.prices, rows[0], rows[1], self.least, self.most)
+            found = _cheapest(self.prices, rows[0], rows[1], fixed.least, self.most)
             if found is not None and (best is None or self.prices @ found < best.cost):
                 best = _mix(self.prices, found)
                 if best.cost <= mix.cost:
                     break  # nothing goes below the whole-node bound
         return mix if best is None else best
 
-    def _zone_sets(self) -> list[frozenset[int]]:
-        """Every set of zones with a ready node, but one of each set of alike zones (zones
-        whose pools have the same node types and limits are interchangeable: the programme
-        counts only how many zones a set has and which pools they hold)."""
-        alike: dict[tuple[tuple[str, int, int], ...], list[int]] = {}
+    def _zone_sets(self, fixed: Fixed) -> list[frozenset[int]]:
+        """Every set of zones with a ready node that holds the pinned nodes' zones, but one of
+        each set of alike zones (zones whose pools have the same node types, minimums and
+        maximums, none pinned, are interchangeable: the programme counts only how many zones a
+        set has and which pools they hold)."""
+        alike: dict[tuple[bool, tuple[tuple[str, int, int], ...]], list[int]] = {}
         for zone in range(len(self.zones)):
             shape = tuple(
                 sorted(
-                    (p.node_type.name, p.min_nodes, p.max_nodes)
-                    for p, z in zip(self.pools, self.zone_of, strict=True)
+                    (p.node_type.name, int(n), p.max_nodes)
+                    for p, z, n in zip(self.pools, self.zone_of, fixed.least, strict=True)
                     if z == zone
                 )
             )
-            alike.setdefault(shape, []).append(zone)
-        groups = list(alike.values())
+            alike.setdefault((zone in fixed.zones, shape), []).append(zone)
+        groups = [(pinned, zones) for (pinned, _), zones in alike.items()]
         return [
-            frozenset(z for group, n in zip(groups, taken, strict=True) for z in group[:n])
-            for taken in itertools.product(*(range(len(g) + 1) for g in groups))
+            frozenset(z for (_, group), n in zip(groups, taken, strict=True) for z in group[:n])
+            for taken in itertools.product(
+                *(range(len(g) if pinned else 0, len(g) + 1) for pinned, g in groups)
+            )
         ]
 
     def _rows(
-        self, held: frozenset[int], demand: np.ndarray, counts: tuple[int, ...]
+        self,
+        held: frozenset[int],
+        demand: np.ndarray,
+        counts: tuple[int, ...],
+        pinned: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """The constraints ``A @ x >= b`` of the programme in which ``held`` are the zones with
         a ready node (see the module's docstring), or None when no placement meets the rules
-        there."""
+        there; ``pinned``: the requests of the pinned pods no zone rule counts, per pool (rows:
+        CPU, memory, pod slots)."""
         zone_of = self.zone_of
         unzoned = zone_of < 0
         usable = unzoned | np.isin(zone_of, list(held))
@@ -265,9 +381,10 @@ class RuleBound:
                     need += share * np.array((rule.cpu, rule.memory, 1), dtype=np.int64)
                     if rule.per_node:
                         nodes = max(nodes, share)
+                within = np.isin(zone_of, chosen)
+                need += pinned[:, within].sum(axis=1)
                 if not need.any() and not nodes:
                     continue
-                within = np.isin(zone_of, chosen)
                 matrix.append(self.room * within)
                 bound.append(need)
                 if nodes:

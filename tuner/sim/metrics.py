@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode
+
+if TYPE_CHECKING:
+    from tuner.sim.bound import Held
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +46,14 @@ class TickSeries:
     (:func:`tuner.sim.bound.ruled`, in the scenario's order)."""
     evictions: list[int] = field(default_factory=list)
     """Pods evicted during the tick (by any actor; node deletions included)."""
+    pinned: list[tuple[Held, ...]] = field(default_factory=list)
+    """Per pool (in the scenario's order), what the pods of :attr:`pinned_start` still there
+    hold (for the pinned bound, :mod:`tuner.sim.bound`)."""
+    pinned_start: tuple[tuple[str, str], ...] = ()
+    """(pod, node) of each pinned pod (:func:`tuner.sim.bound.pinned`) bound at the first
+    tick."""
+    pinned_lost: int = 0
+    """Pods of :attr:`pinned_start` gone (evicted, or their node deleted) by the last tick."""
 
 
 @dataclass

@@ -25,6 +25,14 @@ required anti-affinities among a service's pods. It ignores how pods split acros
 provisioning time, so no strategy whose placement keeps the rules can go below it. The
 whole-node bound (the same without the rules and the maximums) is kept beside it in
 ``results.json`` to show what the rules add.
+
+The pinned bound (:mod:`tuner.sim.bound`) is the rule bound with the nodes that hold pinned pods
+(StatefulSet pods, ``kube-system`` pods no PodDisruptionBudget covers: no safe strategy moves
+them) kept while those pods stay in the CA-alone run. The **safe room** is how far CA alone is
+above it, and a row captures ``(CA alone - its cost) / (CA alone - pinned bound)`` of it. It
+bounds the rows that start with the pinned pods where CA alone has them and move none
+(:meth:`Comparison.keeps_pinned`); another row (Karpenter, a MostAllocated scheduler, a Cluster
+Autoscaler that drains a StatefulSet pod) can take more than all of it.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from tuner.sim.bound import Mix, RuleBound
 from tuner.sim.command import STRATEGY_NAMES
@@ -109,6 +118,10 @@ class Comparison:
     """Cost per hour of the whole-node bound at each tick (the rules not counted)."""
     lower_bound_pools: tuple[tuple[int, ...], ...] = ()
     """Nodes of the lower bound per pool (in the scenario's order) at each tick."""
+    pinned_bound: tuple[float, ...] = ()
+    """Cost per hour of the pinned bound at each tick."""
+    pinned_bound_nodes: tuple[int, ...] = ()
+    """Nodes of the pinned bound at each tick."""
 
     @property
     def lower_bound_cost(self) -> float:
@@ -126,6 +139,16 @@ class Comparison:
         """Node-hours of the lower bound."""
         return sum(self.lower_bound_nodes) * self.outcomes[0].tick / 3600
 
+    @property
+    def pinned_bound_cost(self) -> float:
+        """Total cost of the pinned bound."""
+        return sum(self.pinned_bound) * self.outcomes[0].tick / 3600
+
+    @property
+    def pinned_bound_node_hours(self) -> float:
+        """Node-hours of the pinned bound."""
+        return sum(self.pinned_bound_nodes) * self.outcomes[0].tick / 3600
+
     def outcome(self, strategy: str) -> StrategyRun:
         """The outcome of one strategy."""
         return next(o for o in self.outcomes if o.strategy == strategy)
@@ -138,15 +161,37 @@ class Comparison:
     @property
     def room(self) -> float:
         """How far CA alone's cost is above the lower bound, as a share of CA alone's cost."""
-        base = self.outcome(BASELINE).cost
-        return (base - self.lower_bound_cost) / base if base else 0.0
+        return self._room(self.lower_bound_cost)
+
+    @property
+    def safe_room(self) -> float:
+        """How far CA alone's cost is above the pinned bound, as a share of CA alone's cost."""
+        return self._room(self.pinned_bound_cost)
 
     def captured(self, strategy: str) -> float | None:
         """The share of the room the strategy's saving takes (None: under :data:`ROOM_MIN`)."""
-        if self.room < ROOM_MIN:
+        return self._captured(strategy, self.lower_bound_cost)
+
+    def safe_captured(self, strategy: str) -> float | None:
+        """The share of the safe room the strategy's saving takes (None: under
+        :data:`ROOM_MIN`)."""
+        return self._captured(strategy, self.pinned_bound_cost)
+
+    def keeps_pinned(self, strategy: str) -> bool:
+        """Whether the row's run started with its pinned pods where CA alone's has them and
+        moved none: the pinned bound bounds it."""
+        series, base = self.outcome(strategy).series, self.outcome(BASELINE).series
+        return series.pinned_start == base.pinned_start and series.pinned_lost == 0
+
+    def _room(self, bound: float) -> float:
+        base = self.outcome(BASELINE).cost
+        return (base - bound) / base if base else 0.0
+
+    def _captured(self, strategy: str, bound: float) -> float | None:
+        if self._room(bound) < ROOM_MIN:
             return None
         base = self.outcome(BASELINE).cost
-        return (base - self.outcome(strategy).cost) / (base - self.lower_bound_cost)
+        return (base - self.outcome(strategy).cost) / (base - bound)
 
     def ledger(self, strategy: str) -> Ledger:
         """The room ledger of a tuner's row run with ``ledger`` (:mod:`tuner.sim.room_ledger`)."""
@@ -170,13 +215,25 @@ class Comparison:
         return (self.outcome(strategy).cost - bound) / bound if bound else 0.0
 
 
-def lower_bound(scenario: Scenario, series: TickSeries) -> tuple[tuple[Mix, Mix], ...]:
-    """The rule bound and the whole-node bound holding each tick's pods."""
+class Bounds(NamedTuple):
+    """The lower bounds of one tick."""
+
+    rule: Mix
+    whole: Mix
+    pinned: Mix
+
+
+def lower_bound(scenario: Scenario, series: TickSeries) -> tuple[Bounds, ...]:
+    """The rule bound, the whole-node bound and the pinned bound holding each tick's pods."""
     bound = RuleBound(scenario.pools, scenario.daemonsets, scenario.services)
     return tuple(
-        (bound(cpu, memory, pods, counts), bound.whole(cpu, memory, pods))
-        for cpu, memory, pods, counts in zip(
-            series.cpu, series.memory, series.pods, series.ruled, strict=True
+        Bounds(
+            bound(cpu, memory, pods, counts),
+            bound.whole(cpu, memory, pods),
+            bound(cpu, memory, pods, counts, held),
+        )
+        for cpu, memory, pods, counts, held in zip(
+            series.cpu, series.memory, series.pods, series.ruled, series.pinned, strict=True
         )
     )
 
@@ -240,11 +297,13 @@ def comparison(
         scenario,
         seed,
         outcomes,
-        tuple(rule.cost for rule, _ in bounds),
-        tuple(rule.nodes for rule, _ in bounds),
+        tuple(b.rule.cost for b in bounds),
+        tuple(b.rule.nodes for b in bounds),
         dict(forecast_errors or {}),
-        tuple(whole.cost for _, whole in bounds),
-        tuple(rule.pools for rule, _ in bounds),
+        tuple(b.whole.cost for b in bounds),
+        tuple(b.rule.pools for b in bounds),
+        tuple(b.pinned.cost for b in bounds),
+        tuple(b.pinned.nodes for b in bounds),
     )
 
 
@@ -278,31 +337,46 @@ def table(comparison: Comparison) -> str:
     """The comparison as a Markdown table."""
     currency = comparison.scenario.currency
     rows = [
-        "| strategy | node-hours | cost | savings vs CA | room captured | gap to lower bound "
-        "| evictions/h | pending pod-s | s over 100 % CPU | actionable windows "
-        "| forecast error: MAPE, above band | actions |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| strategy | node-hours | cost | savings vs CA | room captured | safe room captured "
+        "| gap to lower bound | evictions/h | pending pod-s | s over 100 % CPU "
+        "| actionable windows | forecast error: MAPE, above band | actions |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for outcome in comparison.outcomes:
         name = outcome.strategy
         savings = "—" if name == BASELINE else f"{comparison.savings(name) * 100:+.1f} %"
-        captured = comparison.captured(name)
-        room = "—" if captured is None or name == BASELINE else f"{captured * 100:.0f} %"
+        captured, safe = (
+            "—" if share is None or name == BASELINE else f"{share * 100:.0f} %"
+            for share in (comparison.captured(name), comparison.safe_captured(name))
+        )
         stable, checked = outcome.windows
         windows = f"{stable} of {checked}" if checked else "—"
         rows.append(
             f"| {LABELS[name]} | {outcome.node_hours:.2f} | {outcome.cost:.3f} {currency} "
-            f"| {savings} | {room} | {comparison.gap(name) * 100:+.1f} % "
+            f"| {savings} | {captured} | {safe} | {comparison.gap(name) * 100:+.1f} % "
             f"| {outcome.evictions_per_hour:.1f} | {outcome.pending_pod_seconds:.0f} "
             f"| {outcome.short_seconds:.0f} "
             f"| {windows} | {_forecast(comparison.forecast_errors.get(name))} "
             f"| {_actions(outcome.actions)} |"
         )
     base = comparison.outcome(BASELINE).cost
-    saved = f"{comparison.room * 100:+.1f} %" if base else "—"
-    rows.append(
-        f"| lower bound | {comparison.lower_bound_node_hours:.2f} "
-        f"| {comparison.lower_bound_cost:.3f} {currency} "
-        f"| {saved} | — | — | — | — | — | — | — | — |"
-    )
+    for label, node_hours, cost, room in (
+        (
+            "lower bound",
+            comparison.lower_bound_node_hours,
+            comparison.lower_bound_cost,
+            comparison.room,
+        ),
+        (
+            "pinned bound",
+            comparison.pinned_bound_node_hours,
+            comparison.pinned_bound_cost,
+            comparison.safe_room,
+        ),
+    ):
+        saved = f"{room * 100:+.1f} %" if base else "—"
+        rows.append(
+            f"| {label} | {node_hours:.2f} | {cost:.3f} {currency} "
+            f"| {saved} | — | — | — | — | — | — | — | — | — |"
+        )
     return "\n".join(rows)
