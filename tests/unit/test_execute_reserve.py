@@ -291,3 +291,14 @@ def test_a_pending_placeholder_whose_node_does_not_come_goes_after_a_start_up() 
     gone = keeper.hold(Reserve(late, late + 600.0), late)
 
     assert len(gone.removed) == 1 and _placeholders(kube) == {}
+
+
+def test_the_last_reserve_of_a_stopping_daemon_waits_for_no_node() -> None:
+    kube = _kube(node_removal="delete-node")
+    settings = settings_from_dict({"forecast": {"reserve_max_nodes": 3}})
+    keeper = KubeReserveKeeper(kube, lambda: _seen(kube), settings)  # type: ignore[arg-type]
+    keeper.hold(Reserve(0.0, 600.0, (ONE,)), 0.0)
+
+    gone = keeper.hold(Reserve(60.0, 60.0, reason="the daemon stopped", last=True), 60.0)
+
+    assert len(gone.removed) == 1 and gone.standing == 0 and _placeholders(kube) == {}

@@ -389,7 +389,7 @@ class Daemon:
         if self.reserve is None or self.dry_run:
             return
         now = time.time()
-        outcome = self.reserve.hold(Reserve(now, now, reason="the daemon stopped"), now)
+        outcome = self.reserve.hold(Reserve(now, now, reason="the daemon stopped", last=True), now)
         if outcome.removed:
             log.info("stopping: removed placeholder pods %s", ", ".join(outcome.removed))
         if outcome.failed is not None:

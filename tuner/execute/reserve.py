@@ -144,7 +144,8 @@ class KubeReserveKeeper:
             wanted = still_wanted(reserve, self.taken, now)
             keep, drop, missing = matched(wanted, standing)
             removal = self.kube.settings.node_removal
-            self._drop([h for h in drop if not self._awaits(h, now, removal)], removal, removed)
+            gone = [h for h in drop if reserve.last or not self._awaits(h, now, removal)]
+            self._drop(gone, removal, removed)
             for held in keep:
                 if held.until < reserve.until:
                     self._extend(held, reserve.until)

@@ -65,8 +65,6 @@ class SimReserveKeeper:
         """The nodes released (no real pod took them), in order."""
         self.made: dict[str, float] = {}
         """When each standing placeholder was made."""
-        self.awaiting: list[str] = []
-        """Placeholders no reserve asks for that wait for their node (after the last hold)."""
         self.standing: dict[str, Placeholder] = {}
         """The placeholders standing after the last hold, by name."""
         self._pods: dict[str, SimPod] = {}
@@ -81,8 +79,7 @@ class SimReserveKeeper:
         """Make the placeholders standing match ``reserve`` (see the module)."""
         standing = self._read_standing(now)
         keep, drop, missing = matched(still_wanted(reserve, self.taken, now), standing)
-        self.awaiting = [h.name for h in drop if self._awaits(h, now)]
-        removed = self._drop([h for h in drop if h.name not in self.awaiting])
+        removed = self._drop([h for h in drop if reserve.last or not self._awaits(h, now)])
         for held in keep:
             if held.until < reserve.until:
                 self.standing[held.name] = replace(held, until=reserve.until)
