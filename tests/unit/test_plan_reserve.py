@@ -201,6 +201,21 @@ def test_only_a_rise_that_holds_at_the_lower_edge_of_the_band_reserves() -> None
     assert reserve.nodes == () and "no sure rise" in reserve.reason
 
 
+def test_only_a_need_that_holds_at_the_lower_edge_of_the_band_reserves() -> None:
+    """A sure rise of the load is not a sure need of a node: the HPAs add pods only past their
+    tolerance, so nodes are asked for only when the pods the lower edge adds fit nowhere too."""
+    c, s = _cluster(6), _settings()
+    sure = _path_forecast(100, (250, 250, 250), 300)
+    small_rise = replace(sure, peak=Band(250, 105, 300))  # +5 %: within the HPA's tolerance
+    reserve = plan_reserve(c, discover(c, s), small_rise, s, 1000.0)
+    assert reserve.nodes == () and "no sure need" in reserve.reason, reserve.reason
+    fits = replace(sure, peak=Band(250, 150, 300))  # 9 web pods: 3 more, room for 4
+    assert plan_reserve(c, discover(c, s), fits, s, 1000.0).nodes == ()
+    needs = replace(sure, peak=Band(250, 200, 300))  # 12 web pods: 6 more, room for 4
+    sized = plan_reserve(c, discover(c, s), needs, s, 1000.0).nodes
+    assert sized == plan_reserve(c, discover(c, s), sure, s, 1000.0).nodes  # as expected: 2
+
+
 PLACEHOLDER = "tuner.dev/placeholder"
 
 

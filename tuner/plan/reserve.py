@@ -50,11 +50,11 @@ real pods is not made again while the reserve that made it holds.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from tuner.model.change import NewNode, daemon_pods, templates
-from tuner.model.cluster import Cluster, Pod
+from tuner.model.cluster import Cluster, Pod, Workload
 from tuner.model.conventions import Keys
 from tuner.model.demand import band_scale, demand_at, lead_band
 from tuner.model.forecast import Forecast
@@ -96,23 +96,17 @@ def plan_reserve(
     added = demand_at(cluster, band_scale(forecast, edge)).added
     if not added:
         return Reserve(forecast.at, until, reason=f"{peak}: no HPA adds a pod")
-    like = templates(cluster)
-    arriving = [
-        replace(like[w], name=f"{like[w].name}+{i}", node=None)
-        for w, count in added.items()
-        for i in range(1, count + 1)
-    ]
-    arriving.sort(key=lambda p: (-p.requests.cpu, -p.requests.memory, p.key))
-    snapshot = Snapshot(cluster, arriving)
-    for node in sorted(held):
-        snapshot.close(node, removed=False)
-    for pod in cluster.pods:
-        if pod.node is None:
-            _place_where_it_fits(snapshot, pod)
-    unfit = [pod for pod in arriving if not _place_where_it_fits(snapshot, pod)]
+    arriving, unfit, snapshot = _unfit(cluster, held, added)
     what = f"{peak}: {len(arriving)} pods added"
     if not unfit:
         return Reserve(forecast.at, until, reason=f"{what}, all fit in the nodes there are")
+    lower = lead_band(forecast, lead).lower
+    if not _unfit(cluster, held, demand_at(cluster, band_scale(forecast, lower)).added)[1]:
+        why = (
+            f"{what}, {len(unfit)} fit in no node there is; at the band's lower edge "
+            f"({lower:.4g}) all fit: no sure need"
+        )
+        return Reserve(forecast.at, until, reason=why)
     packing = _Packing(snapshot, cluster, pools, settings)
     for pod in unfit:
         packing.pack(pod, cap)
@@ -128,6 +122,28 @@ def plan_reserve(
     if left:
         reason += f"; {left} pod(s) left out: {packing.why_not}"
     return replace(reserve, reason=reason)
+
+
+def _unfit(
+    cluster: Cluster, held: set[str], added: Mapping[Workload, int]
+) -> tuple[list[Pod], list[Pod], Snapshot]:
+    """The pods ``added`` (each like one of its workload's pods, largest first), those of them
+    that fit in no node there is, and the snapshot they were placed in: the nodes a placeholder
+    is bound to (``held``) closed, the pending pods placed first."""
+    like = templates(cluster)
+    arriving = [
+        replace(like[w], name=f"{like[w].name}+{i}", node=None)
+        for w, count in added.items()
+        for i in range(1, count + 1)
+    ]
+    arriving.sort(key=lambda p: (-p.requests.cpu, -p.requests.memory, p.key))
+    snapshot = Snapshot(cluster, arriving)
+    for node in sorted(held):
+        snapshot.close(node, removed=False)
+    for pod in cluster.pods:
+        if pod.node is None:
+            _place_where_it_fits(snapshot, pod)
+    return arriving, [pod for pod in arriving if not _place_where_it_fits(snapshot, pod)], snapshot
 
 
 def lead_edge(forecast: Forecast, lead: float) -> float:
