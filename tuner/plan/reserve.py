@@ -26,8 +26,13 @@ and the simulator's.
    releases that node at once (cordon, verified empty but DaemonSet pods, removed as a drained
    node is) instead of leaving it to the autoscaler's unneeded time
    (:func:`releases` says when it may). One still pending then waits for the node it asked
-   for, at most a node's start-up (:func:`awaits_its_node`): the autoscaler is adding that node
-   already, and it is released as soon as the placeholder is bound to it.
+   for, at most a node's start-up and two retries after it was made (:func:`awaits_its_node`):
+   the autoscaler is adding that node already, and it is released once the placeholder is
+   bound to it.
+
+Only a sure need is held for: the pods the band's lower edge over the lead adds must fit in no
+node there is too (a sure rise of the load is not a sure need of a node: each HPA adds pods only
+past its tolerance); the nodes are sized to the expected load, as above.
 
 Only a forecast that foresees (:attr:`~tuner.model.forecast.Forecast.foresees`): one seasonal
 (by day or week) whose band was measured from at least
