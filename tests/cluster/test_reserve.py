@@ -36,7 +36,7 @@ from tuner.execute.reserve import KubeReserveKeeper
 from tuner.model.conventions import Keys
 from tuner.monitor.history import PrometheusHistory
 from tuner.monitor.prometheus import PrometheusClient
-from tuner.settings import settings_from_dict
+from tuner.settings import Settings, settings_from_dict
 
 pytestmark = pytest.mark.prometheus
 
@@ -121,6 +121,30 @@ def _no_placeholder_left(kube: ClusterHarness) -> Iterator[None]:
             kube.core.delete_namespaced_config_map(RESERVE_JOURNAL, TUNER_NAMESPACE)
 
 
+class _Cycles:
+    """The daemon's cycles with a reserve keeper (and the actuator's Events) on the cluster."""
+
+    def __init__(self, kube: ClusterHarness, settings: Settings) -> None:
+        self.settings = settings
+        self.actuator = KubeActuator(kube.api, settings)
+        actuator = self.actuator
+        self.keeper = KubeReserveKeeper(actuator.kube, actuator.read, settings, actuator.events)
+        self.state = CycleState()
+
+    def __call__(self, prometheus: PrometheusClient, *, history: bool = True) -> CycleReport:
+        """One cycle now; without ``history`` there is no forecast (a reserve asks nothing)."""
+        settings = self.settings
+        ports = Ports(
+            MonitorObserver(settings, prometheus, None),
+            self.actuator,
+            MemoryKnowledge(),
+            history=PrometheusHistory(prometheus, settings) if history else None,
+            reserve=self.keeper,
+        )
+        report, self.state = run_cycle(time.time(), self.state, settings, ports, random.Random(0))
+        return report
+
+
 def test_a_forecast_rise_holds_a_node_that_the_real_pods_then_take(
     kube: ClusterHarness, rising: PrometheusHarness, tmp_path: Path
 ) -> None:
@@ -129,21 +153,7 @@ def test_a_forecast_rise_holds_a_node_that_the_real_pods_then_take(
     command = _provision_script(kube, tmp_path, new)
     doc = _settings_doc(kube, rising, node_provision="command", node_provision_command=command)
     settings = settings_from_dict(doc)
-    actuator = KubeActuator(kube.api, settings)
-    keeper = KubeReserveKeeper(actuator.kube, actuator.read, settings)
-    state = CycleState()
-
-    def cycle(prometheus: PrometheusClient) -> CycleReport:
-        nonlocal state
-        ports = Ports(
-            MonitorObserver(settings, prometheus, None),
-            actuator,
-            MemoryKnowledge(),
-            history=PrometheusHistory(prometheus, settings),
-            reserve=keeper,
-        )
-        report, state = run_cycle(time.time(), state, settings, ports, random.Random(0))
-        return report
+    cycle = _Cycles(kube, settings)
 
     with _no_placeholder_left(kube), PrometheusClient(settings.prometheus) as prometheus:
         first = cycle(prometheus)
@@ -192,6 +202,50 @@ def test_a_forecast_rise_holds_a_node_that_the_real_pods_then_take(
         assert after.reserved.standing == 0
         assert _reserved(kube) == []
         assert _journal(kube) is None
+        assert kube.leftovers() == []
+
+
+def test_a_reserve_node_no_pod_took_is_released_through_the_removal_command(
+    kube: ClusterHarness, rising: PrometheusHarness, tmp_path: Path
+) -> None:
+    _web_under_an_hpa(kube)
+    new = f"{kube.namespace}-b"
+    provision = _provision_script(kube, tmp_path, new)
+    removal = [kube.env["TUNER_KUBECTL"], "--kubeconfig", kube.kubeconfig, "delete", "node"]
+    doc = _settings_doc(
+        kube,
+        rising,
+        node_provision="command",
+        node_provision_command=provision,
+        node_removal="command",
+        node_removal_command=removal,
+    )
+    cycle = _Cycles(kube, settings_from_dict(doc))
+
+    with _no_placeholder_left(kube), PrometheusClient(cycle.settings.prometheus) as prometheus:
+        first = cycle(prometheus)
+        assert first.reserved is not None and first.reserved.failed is None, first.reserve
+        (name,) = first.reserved.created
+        eventually(
+            lambda: any(p.spec.node_name == new for p in _reserved(kube)),
+            what="the placeholder bound to the new node",
+        )
+
+        # The forecast no longer holds the reserve (none at all here): a false alarm, no real
+        # pod took the node. The placeholder goes and the node with it, at once.
+        after = cycle(prometheus, history=False)
+
+        assert after.reserve is not None and after.reserve.nodes == (), after.reserve
+        assert after.reserved is not None and after.reserved.failed is None, after.reserved
+        assert after.reserved.removed == (name,) and after.reserved.standing == 0
+        assert new not in {n.metadata.name for n in kube.core.list_node().items}
+        (event,) = kube.core.list_namespaced_event(
+            "default", field_selector=f"involvedObject.name={new},reason=Released"
+        ).items
+        assert "removed by the provider command (kubectl)" in event.message, event.message
+        assert _reserved(kube) == []
+        assert _journal(kube) is None
+        assert sorted(kube.placement("app=web").values()) == [f"{kube.namespace}-a"] * 2
         assert kube.leftovers() == []
 
 

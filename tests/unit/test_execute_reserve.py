@@ -8,8 +8,11 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from testkit.builders import cluster, node
+import pytest
+
+from testkit.builders import cluster, node, pod
 from testkit.fake_kube import FakeKube
+from tuner.execute.events import Event
 from tuner.execute.recover import recover
 from tuner.execute.reserve import KubeReserveKeeper
 from tuner.model.cluster import Cluster
@@ -142,3 +145,160 @@ def test_a_placeholder_another_keeper_made_going_away_does_not_fail_the_hold() -
     kube.pod_docs.pop((kube.settings.journal_namespace, first.created[0]))
     outcome = later.hold(Reserve(120.0, 720.0, (ONE,)), 120.0)
     assert outcome.failed is None and outcome.created == ()
+
+
+class Events:
+    """Collects the Events recorded."""
+
+    def __init__(self) -> None:
+        self.recorded: list[Event] = []
+
+    def record(self, event: Event) -> None:
+        self.recorded.append(event)
+
+
+def _seen(kube: FakeKube) -> Cluster:
+    """The cluster as the keeper's ``read`` sees it: every node of pool small, every pod."""
+    nodes = [node(n, labels=SMALL, instance_type="e2-standard-2") for n in kube.nodes]
+    pods = [
+        pod(
+            doc["metadata"]["name"],
+            doc["spec"].get("nodeName"),
+            cpu="100m",
+            workload=doc["metadata"]["labels"].get("app", doc["metadata"]["name"]),
+            kind="ReplicaSet" if doc["metadata"].get("ownerReferences") else "",
+            labels=doc["metadata"]["labels"],
+        )
+        for doc in kube.pod_docs.values()
+    ]
+    return cluster(nodes, pods)
+
+
+def _releasing(removal: str = "delete-node") -> tuple[FakeKube, KubeReserveKeeper, Events]:
+    """A keeper whose placeholder an autoscaler gave node r1 (bound), reading the cluster
+    live, with ``execute.node_removal`` ``removal``."""
+    kube = _kube(node_removal=removal)
+    kube.grows = "r1"
+    events = Events()
+    settings = settings_from_dict({"forecast": {"reserve_max_nodes": 3}})
+    keeper = KubeReserveKeeper(kube, lambda: _seen(kube), settings, events)  # type: ignore[arg-type]
+    keeper.hold(Reserve(0.0, 600.0, (ONE,)), 0.0)
+    kube.grows = None
+    return kube, keeper, events
+
+
+def test_a_reserve_node_no_pod_took_is_released_at_once_journaled_and_verified() -> None:
+    kube, keeper, events = _releasing()
+    (name,) = _placeholders(kube)
+    kube.calls.clear()
+
+    outcome = keeper.hold(Reserve(60.0, 660.0), 60.0)  # the forecast no longer holds it
+
+    assert outcome.removed == (name,) and outcome.standing == 0 and outcome.failed is None
+    assert "r1" not in kube.nodes and _placeholders(kube) == {}
+    assert [c for c, _ in kube.mutations()] == [
+        "patch_config_map",  # journaled as releasing r1 first
+        "patch_node",  # cordoned and tainted
+        "delete_pod",  # the placeholder, verified gone
+        "delete_node",  # the node verified empty, then removed
+        "patch_config_map",  # verified gone: its record dropped
+        "delete_config_map",  # nothing is held any more
+    ]
+    assert ("wait_node_gone", "r1") in kube.calls
+    assert (kube.settings.journal_namespace, f"{kube.keys.journal}-reserve") not in kube.config_maps
+    (event,) = events.recorded
+    assert event.reason == "Released" and "no pod took the reserve" in event.note
+
+
+def test_the_release_is_journaled_so_a_crash_midway_is_undone_by_recovery() -> None:
+    kube, keeper, _ = _releasing()
+    (name,) = _placeholders(kube)
+
+    def killed(namespace: str, pod_name: str) -> None:
+        raise KeyboardInterrupt  # the process dies between the cordon and the deletion
+
+    kube.delete_pod = killed  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        keeper.hold(Reserve(60.0, 660.0), 60.0)
+    journal = kube.config_maps[(kube.settings.journal_namespace, f"{kube.keys.journal}-reserve")]
+    assert json.loads(journal["data"][name])["releasing"] == "r1"
+    assert kube.nodes["r1"]["spec"]["unschedulable"] is True
+
+    del kube.delete_pod  # the next start
+    recover(kube)  # type: ignore[arg-type]
+
+    assert _placeholders(kube) == {} and not kube.nodes["r1"]["spec"].get("unschedulable")
+    assert not kube.nodes["r1"]["spec"].get("taints")
+    assert (kube.settings.journal_namespace, f"{kube.keys.journal}-reserve") not in kube.config_maps
+
+
+def test_with_node_removal_autoscaler_the_node_is_left_to_the_autoscaler() -> None:
+    kube, keeper, events = _releasing("autoscaler")
+
+    outcome = keeper.hold(Reserve(60.0, 660.0), 60.0)
+
+    assert len(outcome.removed) == 1 and "r1" in kube.nodes
+    assert not kube.nodes["r1"]["spec"].get("unschedulable") and events.recorded == []
+
+
+def test_a_reserve_node_a_real_pod_took_is_kept() -> None:
+    kube, keeper, events = _releasing()
+    kube.add_deployment("default", "web", ["r1"])
+
+    outcome = keeper.hold(Reserve(60.0, 660.0), 60.0)
+
+    assert len(outcome.removed) == 1 and "r1" in kube.nodes and events.recorded == []
+    assert "patch_node" not in [c for c, _ in kube.mutations()]
+
+
+def test_a_real_pod_found_after_the_cordon_gives_the_node_back() -> None:
+    kube, keeper, events = _releasing()
+    stale = _seen(kube)  # read before the real pod landed
+    kube.add_deployment("default", "web", ["r1"])
+    keeper.read = lambda: stale
+
+    outcome = keeper.hold(Reserve(60.0, 660.0), 60.0)
+
+    assert len(outcome.removed) == 1 and outcome.failed is None and _placeholders(kube) == {}
+    assert "r1" in kube.nodes and events.recorded == []
+    assert not kube.nodes["r1"]["spec"].get("unschedulable")
+    assert not kube.nodes["r1"]["spec"].get("taints")
+
+
+def test_a_pending_placeholder_no_reserve_asks_for_waits_for_its_node_then_goes_with_it() -> None:
+    kube = _kube(node_removal="delete-node")
+    settings = settings_from_dict({"forecast": {"reserve_max_nodes": 3}})
+    keeper = KubeReserveKeeper(kube, lambda: _seen(kube), settings)  # type: ignore[arg-type]
+    (name,) = keeper.hold(Reserve(0.0, 600.0, (ONE,)), 0.0).created
+
+    waiting = keeper.hold(Reserve(60.0, 660.0), 60.0)
+    assert waiting.removed == () and waiting.standing == 1  # its node is on the way
+    kube.add_node("r1", SMALL)  # the node joins, the placeholder binds to it
+    kube.pod_docs[(kube.settings.journal_namespace, name)]["spec"]["nodeName"] = "r1"
+
+    gone = keeper.hold(Reserve(120.0, 720.0), 120.0)
+
+    assert gone.removed == (name,) and "r1" not in kube.nodes
+
+
+def test_a_pending_placeholder_whose_node_does_not_come_goes_after_a_start_up() -> None:
+    kube = _kube(node_removal="delete-node")
+    settings = settings_from_dict({"forecast": {"reserve_max_nodes": 3}})
+    keeper = KubeReserveKeeper(kube, lambda: _seen(kube), settings)  # type: ignore[arg-type]
+    keeper.hold(Reserve(0.0, 600.0, (ONE,)), 0.0)
+    late = settings.forecast.lead(settings.windows) + settings.windows.retry_s + 1
+
+    gone = keeper.hold(Reserve(late, late + 600.0), late)
+
+    assert len(gone.removed) == 1 and _placeholders(kube) == {}
+
+
+def test_the_last_reserve_of_a_stopping_daemon_waits_for_no_node() -> None:
+    kube = _kube(node_removal="delete-node")
+    settings = settings_from_dict({"forecast": {"reserve_max_nodes": 3}})
+    keeper = KubeReserveKeeper(kube, lambda: _seen(kube), settings)  # type: ignore[arg-type]
+    keeper.hold(Reserve(0.0, 600.0, (ONE,)), 0.0)
+
+    gone = keeper.hold(Reserve(60.0, 60.0, reason="the daemon stopped", last=True), 60.0)
+
+    assert len(gone.removed) == 1 and gone.standing == 0 and _placeholders(kube) == {}

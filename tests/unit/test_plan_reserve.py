@@ -10,8 +10,9 @@ from tuner.model.constraints import Constraints
 from tuner.model.forecast import Band, Basis, Forecast
 from tuner.model.pools import discover
 from tuner.model.quantity import GIB
+from tuner.model.reserve import Placeholder
 from tuner.model.resources import Resources
-from tuner.plan.reserve import plan_reserve
+from tuner.plan.reserve import awaits_its_node, plan_reserve, releases
 from tuner.settings import Settings, settings_from_dict
 
 WEB = Workload("default", "Deployment", "web")
@@ -198,3 +199,106 @@ def test_only_a_rise_that_holds_at_the_lower_edge_of_the_band_reserves() -> None
     unsure = replace(sure, peak=Band(250, 90, 300))  # the lower edge under the load now
     reserve = plan_reserve(c, discover(c, s), unsure, s, 1000.0)
     assert reserve.nodes == () and "no sure rise" in reserve.reason
+
+
+def test_only_a_need_that_holds_at_the_lower_edge_of_the_band_reserves() -> None:
+    """A sure rise of the load is not a sure need of a node: the HPAs add pods only past their
+    tolerance, so nodes are asked for only when the pods the lower edge adds fit nowhere too."""
+    c, s = _cluster(6), _settings()
+    sure = _path_forecast(100, (250, 250, 250), 300)
+    small_rise = replace(sure, peak=Band(250, 105, 300))  # +5 %: within the HPA's tolerance
+    reserve = plan_reserve(c, discover(c, s), small_rise, s, 1000.0)
+    assert reserve.nodes == () and "no sure need" in reserve.reason, reserve.reason
+    fits = replace(sure, peak=Band(250, 150, 300))  # 9 web pods: 3 more, room for 4
+    assert plan_reserve(c, discover(c, s), fits, s, 1000.0).nodes == ()
+    needs = replace(sure, peak=Band(250, 200, 300))  # 12 web pods: 6 more, room for 4
+    sized = plan_reserve(c, discover(c, s), needs, s, 1000.0).nodes
+    assert sized == plan_reserve(c, discover(c, s), sure, s, 1000.0).nodes  # as expected: 2
+
+
+PLACEHOLDER = "tuner.dev/placeholder"
+
+
+def _placeholder(name: str, on: str | None) -> Pod:
+    labels = {PLACEHOLDER: name}
+    return pod(name, on, cpu="500m", memory="1Gi", workload=name, kind="", labels=labels)
+
+
+def _with_reserve_node(*on_it: Pod, nodes: int = 1) -> Cluster:
+    """``_cluster(6)`` and ``nodes`` new nodes r1.. of pool small, each with a DaemonSet pod, a
+    placeholder ph-<i> and ``on_it`` (on r1)."""
+    c = _cluster(6)
+    new = [
+        node(f"r{i}", cpu="2", memory="8Gi", labels=SMALL, instance_type="e2-standard-2")
+        for i in range(1, nodes + 1)
+    ]
+    added = [
+        p
+        for i in range(1, nodes + 1)
+        for p in (
+            pod(f"agent-r{i}", f"r{i}", workload="agent", kind="DaemonSet"),
+            _placeholder(f"ph-{i}", f"r{i}"),
+        )
+    ]
+    return replace(c, nodes=(*c.nodes, *new), pods=(*c.pods, *added, *on_it))
+
+
+def _held(name: str, on: str | None) -> Placeholder:
+    return Placeholder(name, "small", 2000.0, on)
+
+
+def _releases(c: Cluster, *leaving: Placeholder, removal: str = "command") -> dict[str, str | None]:
+    s = _settings()
+    return releases(leaving, c, discover(c, s), s, removal)
+
+
+def test_a_reserve_node_holding_only_daemonset_pods_and_its_placeholder_is_released() -> None:
+    c = _with_reserve_node()
+    assert _releases(c, _held("ph-1", "r1")) == {"r1": None}
+    assert _releases(c, _held("ph-1", "r1"), removal="delete-node") == {"r1": None}
+    assert _releases(c, _held("ph-1", "r1"), removal="autoscaler") == {}  # the CA's, as before
+    assert _releases(c, _held("ph-1", None)) == {}  # pending: no node to release
+
+
+def test_a_reserve_node_a_real_pod_or_another_placeholder_took_is_kept() -> None:
+    taken = _with_reserve_node(pod("web-9", "r1", cpu="500m", memory="1Gi", workload="web"))
+    assert _releases(taken, _held("ph-1", "r1")) == {"r1": "node r1 holds pod default/web-9"}
+    other = _with_reserve_node(_placeholder("ph-9", "r1"))
+    assert _releases(other, _held("ph-1", "r1")) == {"r1": "node r1 holds another placeholder"}
+    both = (_held("ph-1", "r1"), _held("ph-9", "r1"))
+    assert _releases(other, *both) == {"r1": None}  # both go: released once
+
+
+def test_a_reserve_node_a_pending_pod_would_take_is_kept() -> None:
+    fits = pod("batch-0", None, cpu="1", memory="1Gi")  # fits nowhere else: s1, s2 and l1 full
+    c = _with_reserve_node(fits)
+    c = replace(c, pods=(*c.pods, pod("web-8", "s2", cpu="1", memory="1Gi", workload="web")))
+    verdict = _releases(c, _held("ph-1", "r1"))
+    assert verdict == {"r1": "pending pod default/batch-0 fits on node r1"}
+    too_big = _with_reserve_node(pod("batch-1", None, cpu="3", memory="1Gi"))
+    assert _releases(too_big, _held("ph-1", "r1")) == {"r1": None}
+
+
+def test_no_reserve_node_goes_below_its_pools_minimum_or_when_annotated_do_not_disrupt() -> None:
+    c = _with_reserve_node(nodes=2)  # pool small: s1, s2, r1, r2
+    s = settings_from_dict({"forecast": {"reserve_max_nodes": 3}, "pools": {"small": {"min": 3}}})
+    pools = discover(c, s)
+    leaving = (_held("ph-1", "r1"), _held("ph-2", "r2"))
+    verdict = releases(leaving, c, pools, s, "command")
+    assert verdict == {"r1": None, "r2": "pool small is at its minimum"}
+    marked = replace(c.nodes[3], annotations={"karpenter.sh/do-not-disrupt": "true"})
+    c = replace(c, nodes=(*c.nodes[:3], marked, *c.nodes[4:]))
+    assert _releases(c, _held("ph-1", "r1"))["r1"] == (
+        "node r1: annotated karpenter.sh/do-not-disrupt=true"
+    )
+
+
+def test_a_pending_placeholder_no_reserve_asks_for_awaits_its_node_for_a_start_up() -> None:
+    s = _settings(node_startup_s=120)
+    wait = 120 + s.windows.retry_s * 2
+    pending = _held("ph-1", None)
+    assert awaits_its_node(pending, 1000.0, 1000.0 + wait, s, "command")
+    assert not awaits_its_node(pending, 1000.0, 1000.0 + wait + 1, s, "command")  # not coming
+    assert not awaits_its_node(pending, 1000.0, 1000.0, s, "autoscaler")
+    assert not awaits_its_node(pending, None, 1000.0, s, "command")  # not this keeper's
+    assert not awaits_its_node(_held("ph-1", "r1"), 1000.0, 1000.0, s, "command")  # bound

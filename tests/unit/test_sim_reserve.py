@@ -24,7 +24,12 @@ from tuner.sim.reserve import SimReserveKeeper
 from tuner.sim.scenarios import scenario as scenario_named
 from tuner.sim.state import PLACEHOLDER_LABEL
 from tuner.sim.strategies.karpenter import KarpenterStrategy
-from tuner.sim.strategies.tuner import ProjectTuner, reserve_settings, simulation_settings
+from tuner.sim.strategies.tuner import (
+    KarpenterTuner,
+    ProjectTuner,
+    reserve_settings,
+    simulation_settings,
+)
 from tuner.sim.strategy import Strategy
 from tuner.sim.workloads import Service
 
@@ -52,11 +57,15 @@ def scenario() -> Scenario:
     )
 
 
-def keeper(strategy: Strategy | None = None, seed: int = 1) -> tuple[Simulation, SimReserveKeeper]:
+def keeper(
+    strategy: Strategy | None = None, seed: int = 1, removal: str | None = None
+) -> tuple[Simulation, SimReserveKeeper]:
+    """A keeper with the headline row's settings (``execute.node_removal: command``) unless
+    ``removal`` says otherwise."""
     sc = scenario()
     sim = Simulation(sc, seed=seed, strategy=strategy)
     sim.advance(30)
-    return sim, SimReserveKeeper(sim, reserve_settings(sc, 1))
+    return sim, SimReserveKeeper(sim, reserve_settings(sc, 1), removal)
 
 
 def reserve(sim: Simulation, *nodes: ReservedNode, made_at: float | None = None) -> Reserve:
@@ -120,7 +129,7 @@ def test_karpenter_does_not_consolidate_a_placeholder_onto_another_pools_node() 
 
 
 def test_placeholders_the_reserve_no_longer_asks_for_are_removed() -> None:
-    sim, keep = keeper()
+    sim, keep = keeper(removal="autoscaler")  # pending ones do not wait for their node
     two = keep.hold(reserve(sim, BIG_ROOM, BIG_ROOM), sim.now)
     sim.advance(30)
 
@@ -197,6 +206,89 @@ def test_a_held_node_is_not_scaled_down_until_its_placeholder_goes() -> None:
 
     assert placeholders(sim) == []
     assert pool_nodes(sim, "big") == []
+
+
+def test_a_reserve_node_no_pod_took_is_released_at_once_with_node_removal_command() -> None:
+    sim, keep = keeper()
+    config = sim.scenario.autoscaler
+    keep.hold(reserve(sim, BIG_ROOM), sim.now)
+    sim.advance(config.provisioning_delay + 60)
+    (node,) = pool_nodes(sim, "big")
+
+    gone = keep.hold(reserve(sim), sim.now)  # a false alarm: the next reserve asks nothing
+
+    assert len(gone.removed) == 1 and gone.standing == 0
+    assert placeholders(sim) == [] and pool_nodes(sim, "big") == []
+    assert keep.released == [node] and node not in sim.cluster_state.nodes
+    assert sum(sim.series.evictions) == 0
+
+
+def test_with_node_removal_autoscaler_the_empty_node_waits_for_the_autoscaler() -> None:
+    sim, keep = keeper(removal="autoscaler")
+    keep.hold(reserve(sim, BIG_ROOM), sim.now)
+    sim.advance(sim.scenario.autoscaler.provisioning_delay + 60)
+
+    keep.hold(reserve(sim), sim.now)
+
+    assert placeholders(sim) == [] and len(pool_nodes(sim, "big")) == 1
+    assert keep.released == []
+
+
+def test_a_reserve_node_a_real_pod_took_is_not_released() -> None:
+    sim, keep = keeper()
+    keep.hold(reserve(sim, ReservedNode("big", Resources(3000, 1 << 30))), sim.now)
+    sim.advance(sim.scenario.autoscaler.provisioning_delay + 60)
+    (node,) = pool_nodes(sim, "big")
+    sim.replicas[WEB] = 4  # the small node holds three: the fourth lands beside the placeholder
+    sim.advance(10)
+    assert any(p.node == node for p in sim.cluster_state.pods_of(WEB))
+
+    gone = keep.hold(reserve(sim), sim.now)
+
+    assert len(gone.removed) == 1 and placeholders(sim) == []
+    assert pool_nodes(sim, "big") == [node] and keep.released == []
+
+
+def test_a_pending_placeholder_no_reserve_asks_for_waits_for_its_node_then_goes_with_it() -> None:
+    sim, keep = keeper()
+    made = keep.hold(reserve(sim, BIG_ROOM), sim.now)
+    sim.advance(30)  # the Cluster Autoscaler is adding the node; it has not joined
+
+    waiting = keep.hold(reserve(sim), sim.now)
+    assert waiting.removed == () and waiting.standing == 1  # else the node would come empty
+    sim.advance(sim.scenario.autoscaler.provisioning_delay)
+    (node,) = pool_nodes(sim, "big")
+
+    gone = keep.hold(reserve(sim), sim.now)
+
+    assert gone.removed == made.created and gone.standing == 0
+    assert keep.released == [node] and pool_nodes(sim, "big") == []
+
+
+def test_a_pending_placeholder_whose_node_never_comes_goes_after_a_start_up() -> None:
+    sim, keep = keeper()
+    settings = keep.settings
+    full = ReservedNode("small", Resources(1000, 0))  # pool small may not grow
+    keep.hold(reserve(sim, full), sim.now)
+    wait = settings.forecast.lead(settings.windows) + settings.windows.retry_s
+    sim.advance(wait - 1)
+    assert keep.hold(reserve(sim), sim.now).standing == 1
+    sim.advance(2)
+
+    gone = keep.hold(reserve(sim), sim.now)
+
+    assert len(gone.removed) == 1 and placeholders(sim) == [] and keep.released == []
+
+
+def test_the_tuner_strategy_releases_through_its_own_node_removal() -> None:
+    sc = scenario()
+    strategy = KarpenterTuner(sc, 1, node_removal="delete-node")
+    sim = Simulation(sc, seed=1, strategy=strategy)
+    sim.advance(10)
+
+    ports = strategy._ports
+    assert ports is not None and isinstance(ports.reserve, SimReserveKeeper)
+    assert ports.reserve.removal == "command"  # Karpenter's finalizer ends the instance
 
 
 def test_a_pool_without_a_selector_or_unknown_is_refused() -> None:

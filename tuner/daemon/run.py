@@ -169,7 +169,7 @@ def run_daemon(args: argparse.Namespace) -> int:
     forecast = settings.forecast
     reserve = None  # a dry run (or shadow) only reports the reserve
     if forecast.enabled and forecast.reserve_max_nodes > 0 and not (dry_run or args.shadow):
-        reserve = KubeReserveKeeper(actuator.kube, actuator.read, settings)
+        reserve = KubeReserveKeeper(actuator.kube, actuator.read, settings, actuator.events)
     kb = LazyKnowledge(lambda: open_knowledge(settings.knowledge, read_only=dry_run))
     with PrometheusClient(settings.prometheus) as prometheus, kb, api:
         daemon = Daemon(
@@ -389,7 +389,7 @@ class Daemon:
         if self.reserve is None or self.dry_run:
             return
         now = time.time()
-        outcome = self.reserve.hold(Reserve(now, now, reason="the daemon stopped"), now)
+        outcome = self.reserve.hold(Reserve(now, now, reason="the daemon stopped", last=True), now)
         if outcome.removed:
             log.info("stopping: removed placeholder pods %s", ", ".join(outcome.removed))
         if outcome.failed is not None:

@@ -22,8 +22,20 @@ Each :meth:`KubeReserveKeeper.hold`:
 4. with ``execute.node_provision: command``, runs the provision command once for each
    placeholder still pending: the node joins and the placeholder binds to it.
 
-A failure stops the hold where it is and says why in the outcome (the next cycle tries again);
-the start-up recovery deletes every placeholder by its label and drops the journal
+With ``execute.node_removal: command`` or ``delete-node``, a node a removed placeholder was
+bound to that no real pod took (a false alarm; :func:`~tuner.plan.reserve.releases`) is
+released at once rather than left to the autoscaler's unneeded time: its placeholders are
+journaled as releasing it, the node is cordoned and tainted as a drain marks it
+(:func:`~tuner.execute.drain.drained`), the placeholders deleted (verified gone), the node
+verified empty but for DaemonSet pods and removed as a drained node is
+(:class:`~tuner.execute.node_removal.NodeRemoval`: the command or the Node's deletion, verified
+gone), with a ``Released`` Event on it. A real pod found there after the cordon gives the node
+back (uncordoned). A placeholder no reserve asks for that is still pending waits for the node
+it asked for (:func:`~tuner.plan.reserve.awaits_its_node`) and is released with it.
+
+A failure stops the hold where it is and says why in the outcome (the next cycle tries again;
+a node being released is uncordoned); the start-up recovery deletes every placeholder by its
+label, undoes the marks on a node being released and drops the journal
 (:func:`~tuner.execute.recover.recover`), so a crash leaves none behind.
 """
 
@@ -36,7 +48,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tuner.errors import ServiceError
+from tuner.execute.drain import drained, unmark
+from tuner.execute.events import Event, Ref, Sink
 from tuner.execute.journal import ReserveJournal
+from tuner.execute.node_removal import NodeRemoval, check_remove_node
 from tuner.execute.port import KubePort
 from tuner.execute.provision import (
     delete_placeholder,
@@ -51,8 +66,8 @@ from tuner.execute.watch import Check, Verification
 from tuner.model.cluster import Cluster
 from tuner.model.pools import NodePool, Pools, discover
 from tuner.model.reserve import Placeholder, Reserve, ReservedNode, ReserveOutcome
-from tuner.plan.actions import ProvisionNode
-from tuner.plan.reserve import matched, still_wanted
+from tuner.plan.actions import ProvisionNode, RemoveNode
+from tuner.plan.reserve import awaits_its_node, matched, releases, still_wanted
 from tuner.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -92,10 +107,20 @@ class KubeReserveKeeper:
     """Holds reserves as placeholder pods (see the module); ``read`` is the cluster now (the
     pools, the nodes a placeholder must keep off)."""
 
-    def __init__(self, kube: KubePort, read: Callable[[], Cluster], settings: Settings) -> None:
+    def __init__(
+        self,
+        kube: KubePort,
+        read: Callable[[], Cluster],
+        settings: Settings,
+        events: Sink | None = None,
+    ) -> None:
         self.kube = kube
         self.read = read
         self.settings = settings
+        self.events: Sink = events or _Unrecorded()
+        """Where the Events of a release go (the actuator's recorder in the daemon)."""
+        self.made: dict[str, float] = {}
+        """When this keeper made each placeholder standing."""
         self.journal = ReserveJournal(kube)
         self.namespace = kube.settings.journal_namespace
         self.standing: dict[str, Placeholder] = {}
@@ -118,9 +143,9 @@ class KubeReserveKeeper:
             standing = self._read_standing(now)
             wanted = still_wanted(reserve, self.taken, now)
             keep, drop, missing = matched(wanted, standing)
-            for held in drop:
-                self._remove(held)
-                removed.append(held.name)
+            removal = self.kube.settings.node_removal
+            gone = [h for h in drop if reserve.last or not self._awaits(h, now, removal)]
+            self._drop(gone, removal, removed)
             for held in keep:
                 if held.until < reserve.until:
                     self._extend(held, reserve.until)
@@ -131,7 +156,7 @@ class KubeReserveKeeper:
                 cluster = self.read()
                 pools = discover(cluster, self.settings)
                 for node in missing:
-                    created.append(self._create(pools, cluster, node, reserve.until))
+                    created.append(self._create(pools, cluster, node, reserve.until, now))
                 if command:
                     self._provide(pools)
             if not self.standing and self.journal_written:
@@ -162,13 +187,77 @@ class KubeReserveKeeper:
                     held.pool,
                 )
                 self.taken.append(held)
+                self.made.pop(name, None)
                 self._released(name)
         self.taken = [h for h in self.taken if h.until > now]
         self.standing = dict(found)
         return list(found.values())
 
-    def _create(self, pools: Pools, cluster: Cluster, node: ReservedNode, until: float) -> str:
-        """Create one placeholder for ``node``, journaled first, verified; its name."""
+    def _awaits(self, held: Placeholder, now: float, removal: str) -> bool:
+        """Whether the placeholder waits for its node (:func:`~tuner.plan.reserve.
+        awaits_its_node`)."""
+        return awaits_its_node(held, self.made.get(held.name), now, self.settings, removal)
+
+    def _drop(self, drop: list[Placeholder], removal: str, removed: list[str]) -> None:
+        """Remove the placeholders no reserve asks for; release the nodes they held that no
+        real pod took (see the module). Each name goes to ``removed`` once it is gone."""
+        verdicts: dict[str, str | None] = {}
+        if removal != "autoscaler" and any(h.node is not None for h in drop):
+            cluster = self.read()
+            verdicts = releases(
+                drop, cluster, discover(cluster, self.settings), self.settings, removal
+            )
+        for node, refusal in verdicts.items():
+            if refusal is not None:
+                log.info("node %s of a placeholder no reserve asks for is kept: %s", node, refusal)
+        released = [node for node, refusal in verdicts.items() if refusal is None]
+        for held in drop:
+            if held.node not in released:
+                self._remove(held)
+                removed.append(held.name)
+        for node in released:
+            self._release(node, [h for h in drop if h.node == node], removed)
+
+    def _release(self, node: str, held: list[Placeholder], removed: list[str]) -> None:
+        """Release the node the placeholders ``held`` stand on, journaled, verified (see the
+        module); a real pod found on it gives it back."""
+        kube = self.kube
+        for h in held:
+            self.journal.holding(h.name, {"pool": h.pool, "until": iso(h.until), "releasing": node})
+            self.journaled.add(h.name)
+        self.journal_written = True
+        try:
+            drained(kube, node, time.time())
+            for h in held:
+                outcome = delete_placeholder(kube, self.namespace, h.name)
+                if not outcome.ok:
+                    raise ActionFailed(outcome.reason)
+                self.standing.pop(h.name, None)
+                self.commanded.discard(h.name)
+                self.made.pop(h.name, None)
+                removed.append(h.name)
+            removal = check_remove_node(kube, RemoveNode(node))
+            if isinstance(removal, NodeRemoval) and removal.pods:
+                unmark(kube, node)
+                log.info(
+                    "node %s kept: a real pod took it (%s)", node, removal.pods[0].metadata.name
+                )
+            else:
+                done = removal.apply(kube, self.events)
+                note = f"no pod took the reserve it was added for: {done.note}"
+                log.info("node %s released: %s", node, note)
+                self.events.record(Event(Ref.node(node), "Reserve", "Released", note))
+        except ActionFailed:
+            unmark(kube, node)
+            raise
+        for h in held:
+            self._released(h.name)
+
+    def _create(
+        self, pools: Pools, cluster: Cluster, node: ReservedNode, until: float, now: float
+    ) -> str:
+        """Create one placeholder for ``node`` at ``now``, journaled first, verified; its
+        name."""
         kube, keys = self.kube, self.kube.keys
         pool = pools.by_name.get(node.pool)
         if pool is None:
@@ -201,6 +290,7 @@ class KubeReserveKeeper:
         if not verdict.ok:
             raise ActionFailed(verdict.reason)
         self.standing[name] = Placeholder(name, pool.name, until, None)
+        self.made[name] = now
         log.info("placeholder pod %s holds a node of pool %s until %s", name, pool.name, iso(until))
         return name
 
@@ -211,6 +301,7 @@ class KubeReserveKeeper:
             raise ActionFailed(outcome.reason)
         self.standing.pop(held.name, None)
         self.commanded.discard(held.name)
+        self.made.pop(held.name, None)
         self._released(held.name)
 
     def _released(self, name: str) -> None:
@@ -243,3 +334,10 @@ class KubeReserveKeeper:
 def _provisional(pool: NodePool) -> str:
     """The provisional name a reserve's placeholder asks a node for."""
     return f"{pool.name}+reserve"
+
+
+class _Unrecorded:
+    """A sink that drops Events (a keeper without a recorder: tests, tools)."""
+
+    def record(self, event: Event) -> None:
+        """Drop the Event."""

@@ -34,6 +34,8 @@ class Reserve:
     nodes: tuple[ReservedNode, ...] = ()
     reason: str = ""
     """Why (the forecast peak against what the nodes hold), or why nothing is reserved."""
+    last: bool = False
+    """Nothing is held after it (the daemon stops): no placeholder waits for its node."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,18 @@ and the simulator's.
 4. At most ``forecast.reserve_max_nodes`` nodes (0: nothing is ever reserved); the reserve holds
    until the end of the forecast's horizon, and a keeper removes each placeholder the next
    reserve no longer asks for (:func:`matched`).
+5. A placeholder removed that way leaves the node it was bound to empty when no real pod took
+   it: a false alarm. With ``execute.node_removal: command`` or ``delete-node`` the keeper
+   releases that node at once (cordon, verified empty but DaemonSet pods, removed as a drained
+   node is) instead of leaving it to the autoscaler's unneeded time
+   (:func:`releases` says when it may). One still pending then waits for the node it asked
+   for, at most a node's start-up and two retries after it was made (:func:`awaits_its_node`):
+   the autoscaler is adding that node already, and it is released once the placeholder is
+   bound to it.
+
+Only a sure need is held for: the pods the band's lower edge over the lead adds must fit in no
+node there is too (a sure rise of the load is not a sure need of a node: each HPA adds pods only
+past its tolerance); the nodes are sized to the expected load, as above.
 
 Only a forecast that foresees (:attr:`~tuner.model.forecast.Forecast.foresees`): one seasonal
 (by day or week) whose band was measured from at least
@@ -43,14 +55,15 @@ real pods is not made again while the reserve that made it holds.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from tuner.model.change import NewNode, daemon_pods, templates
-from tuner.model.cluster import Cluster, Pod
+from tuner.model.cluster import Cluster, Pod, Workload
 from tuner.model.conventions import Keys
 from tuner.model.demand import band_scale, demand_at, lead_band
 from tuner.model.forecast import Forecast
+from tuner.model.movability import disruption_blocker
 from tuner.model.pools import NodePool, Pools
 from tuner.model.price import node_price
 from tuner.model.reserve import Placeholder, Reserve, ReservedNode
@@ -88,23 +101,17 @@ def plan_reserve(
     added = demand_at(cluster, band_scale(forecast, edge)).added
     if not added:
         return Reserve(forecast.at, until, reason=f"{peak}: no HPA adds a pod")
-    like = templates(cluster)
-    arriving = [
-        replace(like[w], name=f"{like[w].name}+{i}", node=None)
-        for w, count in added.items()
-        for i in range(1, count + 1)
-    ]
-    arriving.sort(key=lambda p: (-p.requests.cpu, -p.requests.memory, p.key))
-    snapshot = Snapshot(cluster, arriving)
-    for node in sorted(held):
-        snapshot.close(node, removed=False)
-    for pod in cluster.pods:
-        if pod.node is None:
-            _place_where_it_fits(snapshot, pod)
-    unfit = [pod for pod in arriving if not _place_where_it_fits(snapshot, pod)]
+    arriving, unfit, snapshot = _unfit(cluster, held, added)
     what = f"{peak}: {len(arriving)} pods added"
     if not unfit:
         return Reserve(forecast.at, until, reason=f"{what}, all fit in the nodes there are")
+    lower = lead_band(forecast, lead).lower
+    if not _unfit(cluster, held, demand_at(cluster, band_scale(forecast, lower)).added)[1]:
+        why = (
+            f"{what}, {len(unfit)} fit in no node there is; at the band's lower edge "
+            f"({lower:.4g}) all fit: no sure need"
+        )
+        return Reserve(forecast.at, until, reason=why)
     packing = _Packing(snapshot, cluster, pools, settings)
     for pod in unfit:
         packing.pack(pod, cap)
@@ -120,6 +127,28 @@ def plan_reserve(
     if left:
         reason += f"; {left} pod(s) left out: {packing.why_not}"
     return replace(reserve, reason=reason)
+
+
+def _unfit(
+    cluster: Cluster, held: set[str], added: Mapping[Workload, int]
+) -> tuple[list[Pod], list[Pod], Snapshot]:
+    """The pods ``added`` (each like one of its workload's pods, largest first), those of them
+    that fit in no node there is, and the snapshot they were placed in: the nodes a placeholder
+    is bound to (``held``) closed, the pending pods placed first."""
+    like = templates(cluster)
+    arriving = [
+        replace(like[w], name=f"{like[w].name}+{i}", node=None)
+        for w, count in added.items()
+        for i in range(1, count + 1)
+    ]
+    arriving.sort(key=lambda p: (-p.requests.cpu, -p.requests.memory, p.key))
+    snapshot = Snapshot(cluster, arriving)
+    for node in sorted(held):
+        snapshot.close(node, removed=False)
+    for pod in cluster.pods:
+        if pod.node is None:
+            _place_where_it_fits(snapshot, pod)
+    return arriving, [pod for pod in arriving if not _place_where_it_fits(snapshot, pod)], snapshot
 
 
 def lead_edge(forecast: Forecast, lead: float) -> float:
@@ -173,6 +202,75 @@ def matched(
             free.remove(found)
             keep.append(found)
     return keep, free, missing
+
+
+def awaits_its_node(
+    held: Placeholder, made: float | None, now: float, settings: Settings, removal: str
+) -> bool:
+    """Whether a placeholder no reserve asks for any more is kept until the node it asked for
+    joins, to be released with it (:func:`releases`) rather than left empty to the autoscaler:
+    with a removal that releases at once, while it is pending and was made (at ``made``; None:
+    not by this keeper) at most a node's start-up and two retries ago (the hold after its node
+    joined finds it bound). Past that its node is not coming: it goes as any other."""
+    if removal == "autoscaler" or held.node is not None or made is None:
+        return False
+    windows = settings.windows
+    return now - made <= settings.forecast.lead(windows) + windows.retry_s
+
+
+def releases(
+    leaving: Sequence[Placeholder], cluster: Cluster, pools: Pools, settings: Settings, removal: str
+) -> dict[str, str | None]:
+    """Per node one of the placeholders ``leaving`` is bound to, why it may not be released
+    through ``removal`` (``execute.node_removal``) once they are gone, or None: it may. Nothing
+    with ``autoscaler`` (the autoscaler removes an empty node in its own time). Released is a
+    node no real pod took: only DaemonSet (and mirror) pods and leaving placeholders on it, no
+    pending pod that would fit there once they are gone (it would have preempted them: that is
+    what the node was for), nobody holding it (:func:`~tuner.model.movability.
+    disruption_blocker`), and its pool above its minimum with the nodes released before it."""
+    if removal == "autoscaler":
+        return {}
+    label = Keys(settings.execute.label_prefix).placeholder
+    names = {h.name for h in leaving}
+    real = replace(cluster, pods=tuple(p for p in cluster.pods if label not in p.labels))
+    pending = [p for p in real.pods if p.node is None]
+    snapshot = Snapshot(real) if pending else None
+    spare: dict[str, int] = {}
+    verdicts: dict[str, str | None] = {}
+    for name in dict.fromkeys(h.node for h in leaving if h.node is not None):
+        why = _kept(cluster, name, names, label, snapshot, pending)
+        pool = pools.of(name)
+        if why is None and pool is not None:
+            left = spare.setdefault(pool.name, pools.spare(pool.name))
+            why = f"pool {pool.name} is at its minimum" if left <= 0 else None
+            spare[pool.name] = left - 1
+        verdicts[name] = why
+    return verdicts
+
+
+def _kept(
+    cluster: Cluster,
+    name: str,
+    leaving: set[str],
+    label: str,
+    snapshot: Snapshot | None,
+    pending: Sequence[Pod],
+) -> str | None:
+    """Why node ``name`` is kept whatever its pool: gone, holding a pod that is neither a
+    DaemonSet (or mirror) pod nor a placeholder ``leaving``, held by someone, or a pending pod
+    fits there (``snapshot``: the cluster without placeholders); None: none of these."""
+    node = cluster.node_by_name.get(name)
+    if node is None:
+        return f"node {name} is gone"
+    for pod in cluster.pods_by_node.get(name, ()):
+        ours = label in pod.labels
+        if not pod.follows_node and not (ours and pod.name in leaving):
+            return f"node {name} holds " + ("another placeholder" if ours else f"pod {pod.key}")
+    blocker = disruption_blocker(node, removing=True)
+    if blocker is not None:
+        return f"node {name}: {blocker}"
+    fits = next((p for p in pending if snapshot and snapshot.why_not(p, name) is None), None)
+    return None if fits is None else f"pending pod {fits.key} fits on node {name}"
 
 
 def per_pool(reserve: Reserve) -> dict[str, int]:

@@ -21,11 +21,18 @@ Each :meth:`SimReserveKeeper.hold`, as the daemon's:
    whatever their requests (:func:`~tuner.plan.reserve.matched`), their end extended to the
    reserve's; removes the others, those of an ended reserve included;
 3. creates the missing ones, never more than ``forecast.reserve_max_nodes`` standing, and stops
-   at the first that cannot be made.
+   at the first that cannot be made;
+4. releases at once each node a removed placeholder was bound to that no real pod took
+   (:func:`~tuner.plan.reserve.releases`), with ``execute.node_removal: command`` or
+   ``delete-node``: cordoned, and removed as a drained node is
+   (:meth:`~tuner.sim.controls.ClusterControls.drain_node`); else the Cluster Autoscaler
+   removes it after its unneeded time. One still pending waits for the node it asked for
+   (:func:`~tuner.plan.reserve.awaits_its_node`) and is released with it at a later hold.
 
 Nothing removes a placeholder between two holds, as in the daemon: a cycle runs at least every
 ``windows.retry_s`` while reserving is on, and each reserve ends after the next cycle.
-Each creation and deletion is checked against the simulated cluster (the pod exists, is gone).
+Each creation, deletion and release is checked against the simulated cluster (the pod exists,
+is gone; the node is empty but for DaemonSet pods before it goes, gone or unregistered after).
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from typing import TYPE_CHECKING
 from tuner.model.pools import Pools, discover
 from tuner.model.reserve import Placeholder, Reserve, ReservedNode, ReserveOutcome
 from tuner.model.resources import Resources
-from tuner.plan.reserve import matched, still_wanted
+from tuner.plan.reserve import awaits_its_node, matched, releases, still_wanted
 from tuner.sim.executor import placeholder_constraints
 from tuner.sim.state import SimPod
 
@@ -48,9 +55,16 @@ if TYPE_CHECKING:
 class SimReserveKeeper:
     """Holds reserves as placeholder pods in one simulation."""
 
-    def __init__(self, sim: Simulation, settings: Settings) -> None:
+    def __init__(self, sim: Simulation, settings: Settings, removal: str | None = None) -> None:
         self.sim = sim
         self.settings = settings
+        self.removal = removal or settings.execute.node_removal
+        """How a released node goes (``drain_node``'s mode; ``execute.node_removal`` unless
+        the strategy maps it, as Karpenter's tuner does)."""
+        self.released: list[str] = []
+        """The nodes released (no real pod took them), in order."""
+        self.made: dict[str, float] = {}
+        """When each standing placeholder was made."""
         self.standing: dict[str, Placeholder] = {}
         """The placeholders standing after the last hold, by name."""
         self._pods: dict[str, SimPod] = {}
@@ -65,7 +79,7 @@ class SimReserveKeeper:
         """Make the placeholders standing match ``reserve`` (see the module)."""
         standing = self._read_standing(now)
         keep, drop, missing = matched(still_wanted(reserve, self.taken, now), standing)
-        removed = [self._delete(held) for held in drop]
+        removed = self._drop([h for h in drop if reserve.last or not self._awaits(h, now)])
         for held in keep:
             if held.until < reserve.until:
                 self.standing[held.name] = replace(held, until=reserve.until)
@@ -88,6 +102,7 @@ class SimReserveKeeper:
             if pods.get(pod.uid) is not pod:
                 self.taken.append(self.standing.pop(name))
                 del self._pods[name]
+                self.made.pop(name, None)
                 self.preempted += 1
         self.taken = [h for h in self.taken if h.until > now]
         self.standing = {
@@ -115,11 +130,48 @@ class SimReserveKeeper:
         if self.sim.cluster_state.pods.get(pod.uid) is not pod:
             return None, f"placeholder {pod.name} was not created"
         self._pods[pod.name] = pod
+        self.made[pod.name] = self.sim.now
         self.standing[pod.name] = Placeholder(pod.name, pool.name, until, pod.node)
         return pod.name, None
+
+    def _awaits(self, held: Placeholder, now: float) -> bool:
+        """Whether the placeholder waits for its node (:func:`~tuner.plan.reserve.
+        awaits_its_node`)."""
+        made = self.made.get(held.name)
+        return awaits_its_node(held, made, now, self.settings, self.removal)
+
+    def _drop(self, drop: list[Placeholder]) -> list[str]:
+        """Delete the placeholders no reserve asks for any more; release the nodes they held
+        that no real pod took (see the module). Their names."""
+        bound = [held for held in drop if held.node is not None]
+        verdicts: dict[str, str | None] = {}
+        if bound and self.removal != "autoscaler":
+            cluster = self.sim.cluster()
+            pools = discover(cluster, self.settings)
+            verdicts = releases(drop, cluster, pools, self.settings, self.removal)
+        removed = [self._delete(held) for held in drop]
+        for node, refusal in verdicts.items():
+            if refusal is None:
+                self._release(node)
+        return removed
+
+    def _release(self, name: str) -> None:
+        """Cordon the node and, verified empty but for DaemonSet pods, remove it as a drained
+        node is (else give it back: a pod took it); verified gone or unregistered."""
+        state = self.sim.cluster_state
+        node = state.nodes[name]
+        node.unschedulable = True
+        if any(not p.daemon for p in state.pods_on(node)):
+            node.unschedulable = False
+            return
+        self.sim.controls.drain_node(name, self.removal)
+        after = state.nodes.get(name)
+        if after is None or not after.registered:
+            self.released.append(name)
 
     def _delete(self, held: Placeholder) -> str:
         """Delete a standing placeholder; its name."""
         self.sim.controls.delete_pod(self._pods.pop(held.name))
+        self.made.pop(held.name, None)
         del self.standing[held.name]
         return held.name

@@ -172,7 +172,7 @@ class ProjectTuner(Strategy):
                 self.knowledge,
                 self.safeguards,
                 self.history,
-                SimReserveKeeper(sim, self.settings),
+                SimReserveKeeper(sim, self.settings, self.removal()),
             )
         if sim.now >= self.next_take_back:  # as the moderator's jobs between cycles
             self.next_take_back = sim.now + self.settings.windows.retry_s
