@@ -21,6 +21,11 @@ The model is seasonal, corrected by the recent level:
    outcome is known, and the relative errors of its peak are collected; the band is their
    ``1 - quantile`` and ``quantile`` quantiles around the forecast, and the expected peak is
    corrected by their median (a model that keeps under-forecasting learns it).
+4. **A rise under way.** While the load is rising, the band's upper edge is at least the line
+   fitted to the last :data:`TREND_S` carried to the horizon's end: the days the baseline
+   comes from may have risen later or slower than today (a weekend morning against a weekday's
+   commute), and a band measured mostly on days that followed their baseline would then sit
+   under the rise that is plainly happening.
 
 **The load's own period** (``own_period``: the reserve's forecast only). A load may repeat
 with a period of its own (a batch every half hour): :func:`~tuner.model.period.detect_period`
@@ -69,6 +74,10 @@ BLEND_S = 3 * DAY_S
 """The recent span over which the daily and the weekly baselines' errors are compared."""
 ERRORS_S = 7 * DAY_S
 """The past times (of the last week) whose forecast errors make the band."""
+TREND_S = 600.0
+"""The recent span whose least-squares line, while rising, the upper edge is held to (shorter
+spans widened the band on noisy loads; the last ten minutes caught the weekend mornings the
+daily baseline misses on ``diurnal-week``)."""
 MIN_ERRORS = 60
 """Fewer measured errors than this and the band is widened to :data:`WIDE`."""
 WIDE = 0.5
@@ -374,16 +383,41 @@ def _peak(
         np.quantile(errors, (1 - quantile, 0.5, quantile)) if errors.size else (0.0, 0.0, 0.0)
     )
     raw = float(np.max(path))
-    unit = max(raw, floor)
-    expected = max(0.0, raw + float(middle) * unit)
-    lower = max(0.0, raw + float(low) * unit)
-    upper = max(0.0, raw + float(high) * unit)
     path = np.maximum(path + float(middle) * np.maximum(path, floor), 0.0)
-    if basis is Basis.LEVEL or errors.size < MIN_ERRORS:
+    sure = basis is not Basis.LEVEL and errors.size >= MIN_ERRORS
+    rising = _trend(y, origin, ahead, max(3, round(TREND_S / step))) if sure else 0.0
+    band = _band(raw, (float(low), float(middle), float(high)), floor, sure, rising)
+    return _Peak(band, basis, int(errors.size), path, tuple(notes), chosen)
+
+
+def _band(
+    raw: float, quantiles: tuple[float, float, float], floor: float, sure: bool, rising: float
+) -> Band:
+    """The peak ``raw`` the model made, moved by the ``quantiles`` of its past relative errors
+    (against at least ``floor``); at least :data:`WIDE` either side unless ``sure``; its upper
+    edge at least the ``rising`` trend's (:func:`_trend`)."""
+    low, middle, high = quantiles
+    unit = max(raw, floor)
+    expected = max(0.0, raw + middle * unit)
+    lower = max(0.0, raw + low * unit)
+    upper = max(0.0, raw + high * unit, rising)
+    if not sure:
         lower = min(lower, expected * (1 - WIDE))
         upper = max(upper, expected * (1 + WIDE), floor)
-    band = Band(expected, min(lower, expected), max(upper, expected))
-    return _Peak(band, basis, int(errors.size), path, tuple(notes), chosen)
+    return Band(expected, min(lower, expected), max(upper, expected))
+
+
+def _trend(y: Vector, origin: int, ahead: int, span: int) -> float:
+    """The least-squares line through the known values of the ``span`` points to ``origin``,
+    at ``ahead`` points after it, when it rises (0 when it does not, or fewer than half the
+    points, at least 3, are known)."""
+    recent = y[max(0, origin + 1 - span) : origin + 1]
+    x = np.arange(len(recent), dtype=np.float64) - (len(recent) - 1)
+    known = ~np.isnan(recent)
+    if np.count_nonzero(known) < max(3, span // 2):
+        return 0.0
+    slope, at_origin = np.polyfit(x[known], recent[known], 1)
+    return float(at_origin + slope * ahead) if slope > 0 else 0.0
 
 
 def _relative(actual: Vector, peaks: Vector, floor: float) -> Vector:
