@@ -13,10 +13,13 @@ from tuner.model.demand import (
     band_scale,
     decided_by,
     demand_at,
+    expected_load,
     forecast_demand,
     lead_band,
+    sized_for,
 )
 from tuner.model.forecast import Band, Basis, Forecast
+from tuner.model.load import Load
 from tuner.model.resources import Resources
 from tuner.settings import Settings
 
@@ -108,3 +111,25 @@ def test_a_release_decides_by_the_peak_within_the_lead_only_when_reserving_is_on
     near = decided_by(f, on)
     assert near is not None and near.peak == Band(100.0, 75.0, 130.0)  # 3 minutes ahead
     assert replace(near, peak=peak) == f
+
+
+def test_the_replicas_were_sized_for_the_highest_load_of_the_hpas_stabilisation_window() -> None:
+    # loads of the last minutes, oldest first; the HPA keeps the replicas of the highest of the
+    # last five (300 s at a 60 s step) however far the load fell since
+    recent = (300.0, 120.0, 160.0, 140.0, 110.0, 100.0)
+    f = replace(_forecast(100.0, 150.0), recent=recent)
+    assert sized_for(f) == 160.0  # 300 is six minutes old: past the window
+    assert band_scale(f, 200.0) == 1.25  # not 2.0: the pods for 160 are there already
+    assert sized_for(_forecast(100.0, 150.0)) == 100.0  # no recent load known: the last
+
+
+def test_a_peak_under_the_load_the_replicas_serve_adds_no_pod() -> None:
+    c = _cluster(4, Hpa("default", "web", WEB, 1, 10))
+    f = replace(_forecast(100.0, 120.0), recent=(130.0, 100.0))
+    demand, _ = forecast_demand(c, f, Keys("tuner.io").placeholder)
+    assert demand.workloads[WEB].then == 4 and not demand.added  # 120 / 130 is in tolerance
+
+
+def test_the_lookup_load_is_scaled_by_the_expected_peak_over_the_last_load() -> None:
+    f = replace(_forecast(100.0, 150.0), peak=Band(150.0, 120.0, 180.0), recent=(300.0, 100.0))
+    assert expected_load(Load.scalar(10.0), f) == Load.scalar(15.0)

@@ -187,3 +187,25 @@ def test_a_forecast_says_what_it_rests_on() -> None:
     assert str(forecast).endswith(f"at 95%; {forecast.confidence}")
     assert forecast.to_json()["basis"] == "day"
     assert math.isclose(forecast.to_json()["peak"]["expected"], forecast.peak.expected)
+
+
+def test_a_rise_the_baseline_misses_holds_the_upper_edge_to_its_trend() -> None:
+    # Three flat days at 100; today, from 25 minutes ago, the load climbs 2 a minute (a weekend
+    # morning against a weekday's baseline): the seasonal band, measured on the flat days,
+    # stays near the level, but the rise under way reaches at least 150 + 2 x 12 by the
+    # horizon's end.
+    load, now = history(lambda t: np.full(len(t), 100.0), 3)
+    values = np.array(load.values[SCALAR])
+    values[-25:] = 100.0 + 2.0 * np.arange(1, 26)
+    forecast = forecast_load(series_of(values, load.start), now, HORIZON)
+    assert forecast.basis is Basis.DAY and forecast.errors >= MIN_ERRORS
+    assert forecast.peak.upper == pytest.approx(150.0 + 2.0 * HORIZON / STEP)
+    assert forecast.peak.expected < forecast.peak.upper
+
+
+def test_a_falling_load_keeps_its_measured_band() -> None:
+    load, now = history(lambda t: np.full(len(t), 100.0), 3)
+    values = np.array(load.values[SCALAR])
+    values[-25:] = 100.0 - 2.0 * np.arange(1, 26)
+    forecast = forecast_load(series_of(values, load.start), now, HORIZON)
+    assert forecast.peak.upper == pytest.approx(forecast.peak.expected)

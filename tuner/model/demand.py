@@ -1,13 +1,16 @@
 """What a forecast load asks of the cluster: the pods the HPAs would run at the forecast's peak.
 
 An HPA keeps each pod's usage near its target, so the replicas of a workload it scales follow
-the load: at ``scale`` times the last known load it runs ``ceil(scale × replicas)`` pods (the
-replicas there are now, pending ones included), within the HPA's minimum and maximum, and as
-many as now while the scale is within the HPA's tolerance (:data:`HPA_TOLERANCE`). Pods no
-HPA scales stay as they are. The scale is a band edge of the forecast's peak over the last
-known load (:attr:`~tuner.model.forecast.Forecast.last`): the upper edge is what the cluster
-must be able to hold until a node started now could serve; each added pod asks what one of its
-workload's pods asks now.
+the load: at ``scale`` times the load they were sized for it runs ``ceil(scale × replicas)``
+pods (the replicas there are now, pending ones included), within the HPA's minimum and
+maximum, and as many as now while the scale is within the HPA's tolerance
+(:data:`HPA_TOLERANCE`). Pods no HPA scales stay as they are. The scale is a band edge of the
+forecast's peak over the load the replicas now were sized for (:func:`sized_for`: the highest
+of the last five minutes, as an HPA scales down only to the highest recommendation of its
+stabilisation window; the last known load alone would count the pods the HPA keeps from a
+higher load of those minutes twice, once as pods now and again as the growth to the peak):
+the upper edge is what the cluster must be able to hold until a node started now could serve;
+each added pod asks what one of its workload's pods asks now.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ HPA_TOLERANCE = 0.1
 """An HPA leaves its replicas as they are while its metric is within this share of its target
 (kube-controller-manager's ``--horizontal-pod-autoscaler-tolerance``, default 0.1): a load
 within it of the load now adds no pod."""
+DOWNSCALE_STABILIZATION_S = 300.0
+"""An HPA scales down to the highest of its recommendations over this span
+(``behavior.scaleDown.stabilizationWindowSeconds``, default 300)."""
 
 
 def within_tolerance(ratio: float) -> bool:
@@ -76,12 +82,26 @@ class Demand:
         return Resources.total([_times(self.workloads[w].pod, n) for w, n in self.added.items()])
 
 
+def sized_for(forecast: Forecast) -> float:
+    """The load the replicas running now were sized for: the highest known total over the
+    HPA's downscale stabilisation window up to the forecast's time (an HPA scales down only to
+    the highest of its recommendations there, so its replicas follow the highest load of that
+    span, not the last), at least the last known load."""
+    steps = max(1, math.ceil(DOWNSCALE_STABILIZATION_S / forecast.step_s - 1e-9))
+    return max((forecast.last, *forecast.recent[-steps:]))
+
+
 def band_scale(forecast: Forecast, edge: float) -> float:
-    """``edge`` of the forecast's peak over its last known load, within :data:`SCALE_CAP`
-    (1 when the last known load is 0)."""
-    if forecast.last <= 0 or not math.isfinite(edge):
+    """``edge`` of the forecast's peak over the load the replicas now were sized for
+    (:func:`sized_for`): the factor the HPA-scaled replicas grow by at that load."""
+    return _scale(edge, sized_for(forecast))
+
+
+def _scale(load: float, reference: float) -> float:
+    """``load`` over ``reference`` within :data:`SCALE_CAP` (1 when either is 0 or unknown)."""
+    if reference <= 0 or not math.isfinite(load):
         return 1.0
-    return min(max(edge / forecast.last, 1 / SCALE_CAP), SCALE_CAP)
+    return min(max(load / reference, 1 / SCALE_CAP), SCALE_CAP)
 
 
 def lead_band(forecast: Forecast, lead_s: float) -> Band:
@@ -201,8 +221,8 @@ def forecast_demand(cluster: Cluster, forecast: Forecast, placeholder: str) -> t
 def expected_load(load: Load, forecast: Forecast | None) -> Load:
     """The load expected next, which the cheapest previous deployment is looked up for:
     ``load`` (the window's) with every dimension scaled by the forecast's expected peak over its
-    last known load (:func:`band_scale`); ``load`` itself without a forecast."""
+    last known load; ``load`` itself without a forecast."""
     if forecast is None:
         return load
-    scale = band_scale(forecast, forecast.peak.expected)
+    scale = _scale(forecast.peak.expected, forecast.last)
     return Load(MappingProxyType({key: value * scale for key, value in load.values.items()}))

@@ -21,6 +21,11 @@ The model is seasonal, corrected by the recent level:
    outcome is known, and the relative errors of its peak are collected; the band is their
    ``1 - quantile`` and ``quantile`` quantiles around the forecast, and the expected peak is
    corrected by their median (a model that keeps under-forecasting learns it).
+4. **A rise under way.** While the load is rising, the band's upper edge is at least the line
+   fitted to the last :data:`TREND_S` carried to the horizon's end: the days the baseline
+   comes from may have risen later or slower than today (a weekend morning against a weekday's
+   commute), and a band measured mostly on days that followed their baseline would then sit
+   under the rise that is plainly happening.
 
 **The load's own period** (``own_period``: the reserve's forecast only). A load may repeat
 with a period of its own (a batch every half hour): :func:`~tuner.model.period.detect_period`
@@ -51,7 +56,17 @@ import numpy.typing as npt
 from tuner.errors import InputError, ServiceError
 from tuner.model.load import SCALAR
 from tuner.model.period import Period, detect_period
-from tuner.model.seasonal import ahead_max, corrected, lagged_mean
+from tuner.model.seasonal import (
+    ahead_max,
+    closer,
+    corrected,
+    lagged_mean,
+    last_known,
+    mean_abs,
+    relative_errors,
+    rising_line,
+    scale_of,
+)
 from tuner.settings import Settings
 
 Vector = npt.NDArray[np.float64]
@@ -69,6 +84,10 @@ BLEND_S = 3 * DAY_S
 """The recent span over which the daily and the weekly baselines' errors are compared."""
 ERRORS_S = 7 * DAY_S
 """The past times (of the last week) whose forecast errors make the band."""
+TREND_S = 600.0
+"""The recent span whose least-squares line, while rising, the upper edge is held to (shorter
+spans widened the band on noisy loads; the last ten minutes caught the weekend mornings the
+daily baseline misses on ``diurnal-week``)."""
 MIN_ERRORS = 60
 """Fewer measured errors than this and the band is widened to :data:`WIDE`."""
 WIDE = 0.5
@@ -297,7 +316,7 @@ def forecast_load(
         errors=peak.errors,
         history_s=history_s,
         path=tuple(float(v) for v in peak.path),
-        last=_last_known(total, origin),
+        last=last_known(total, origin),
         dimensions=MappingProxyType(dimensions),
         notes=peak.notes,
         recent=_recent(total, origin, ahead),
@@ -338,7 +357,7 @@ def _peak(
         notes.append(f"no load at the last step (the last known is {_age(y, origin, step)})")
     baseline, basis = _baseline(y, origin, max(1, round(DAY_S / step)))
     actual = ahead_max(y, ahead)[: origin + 1]
-    floor = FLOOR_SHARE * _scale(y)
+    floor = FLOOR_SHARE * scale_of(y)
     level = peaks = np.empty(0)
     if basis is not Basis.LEVEL:
         level, peaks = corrected(y, baseline, origin, ahead, span)
@@ -349,10 +368,10 @@ def _peak(
         if not np.isnan(cyclic[origin + 1 :]).all():
             cyclic_level, cyclic_peaks = corrected(y, cyclic, origin, ahead, span)
             held = slice(origin + 1 - period.held, past.stop)
-            own = _relative(actual[held], cyclic_peaks[held], floor)
+            own = relative_errors(actual[held], cyclic_peaks[held], floor)
             if basis is Basis.LEVEL or (
                 np.count_nonzero(~np.isnan(own)) >= MIN_ERRORS
-                and _closer(own, _relative(actual[held], peaks[held], floor))
+                and closer(own, relative_errors(actual[held], peaks[held], floor))
             ):
                 baseline, basis, chosen = cyclic, Basis.PERIOD, period.steps
                 level, peaks = cyclic_level, cyclic_peaks
@@ -360,46 +379,42 @@ def _peak(
     if basis is Basis.LEVEL:
         levels = y[: origin + 1].copy()
         if np.isnan(levels[origin]):
-            levels[origin] = _last_known(y, origin)
+            levels[origin] = last_known(y, origin)
         path = np.full(ahead, levels[origin])
         peaks = levels  # a level forecast's peak is the level itself
     else:
         path = level[origin] * baseline[origin + 1 :]
         if np.isnan(path).all():
-            path = np.full(ahead, _last_known(y, origin))
+            path = np.full(ahead, last_known(y, origin))
         path = np.where(np.isnan(path), np.nanmax(path), path)
-    errors = _relative(actual[past], peaks[past], floor)
+    errors = relative_errors(actual[past], peaks[past], floor)
     errors = errors[~np.isnan(errors)]
     low, middle, high = (
         np.quantile(errors, (1 - quantile, 0.5, quantile)) if errors.size else (0.0, 0.0, 0.0)
     )
     raw = float(np.max(path))
-    unit = max(raw, floor)
-    expected = max(0.0, raw + float(middle) * unit)
-    lower = max(0.0, raw + float(low) * unit)
-    upper = max(0.0, raw + float(high) * unit)
     path = np.maximum(path + float(middle) * np.maximum(path, floor), 0.0)
-    if basis is Basis.LEVEL or errors.size < MIN_ERRORS:
-        lower = min(lower, expected * (1 - WIDE))
-        upper = max(upper, expected * (1 + WIDE), floor)
-    band = Band(expected, min(lower, expected), max(upper, expected))
+    sure = basis is not Basis.LEVEL and errors.size >= MIN_ERRORS
+    rising = rising_line(y, origin, ahead, max(3, round(TREND_S / step))) if sure else 0.0
+    band = _band(raw, (float(low), float(middle), float(high)), floor, sure, rising)
     return _Peak(band, basis, int(errors.size), path, tuple(notes), chosen)
 
 
-def _relative(actual: Vector, peaks: Vector, floor: float) -> Vector:
-    """The relative errors of forecast peaks (NaN where either is unknown)."""
-    with np.errstate(invalid="ignore", divide="ignore"):  # 0/0 on a load of zero: NaN
-        errors: Vector = (actual - peaks) / np.maximum(peaks, floor)
-    return errors
-
-
-def _closer(candidate: Vector, incumbent: Vector, /) -> bool:
-    """Whether ``candidate``'s errors were smaller in mean absolute value than ``incumbent``'s
-    where both were measured."""
-    both = ~(np.isnan(candidate) | np.isnan(incumbent))
-    if not both.any():
-        return False
-    return float(np.mean(np.abs(candidate[both]))) < float(np.mean(np.abs(incumbent[both])))
+def _band(
+    raw: float, quantiles: tuple[float, float, float], floor: float, sure: bool, rising: float
+) -> Band:
+    """The peak ``raw`` the model made, moved by the ``quantiles`` of its past relative errors
+    (against at least ``floor``); at least :data:`WIDE` either side unless ``sure``; its upper
+    edge at least the ``rising`` trend's (:func:`~tuner.model.seasonal.rising_line`)."""
+    low, middle, high = quantiles
+    unit = max(raw, floor)
+    expected = max(0.0, raw + middle * unit)
+    lower = max(0.0, raw + low * unit)
+    upper = max(0.0, raw + high * unit, rising)
+    if not sure:
+        lower = min(lower, expected * (1 - WIDE))
+        upper = max(upper, expected * (1 + WIDE), floor)
+    return Band(expected, min(lower, expected), max(upper, expected))
 
 
 def _baseline(y: Vector, origin: int, per_day: int) -> tuple[Vector, Basis]:
@@ -411,8 +426,8 @@ def _baseline(y: Vector, origin: int, per_day: int) -> tuple[Vector, Basis]:
     if np.isnan(weekly[origin + 1 :]).all():
         return daily, Basis.DAY
     recent = slice(max(0, origin + 1 - round(BLEND_S / DAY_S * per_day)), origin + 1)
-    day_error = _mean_abs(y[recent] - daily[recent])
-    week_error = _mean_abs(y[recent] - weekly[recent])
+    day_error = mean_abs(y[recent] - daily[recent])
+    week_error = mean_abs(y[recent] - weekly[recent])
     if math.isnan(week_error) or math.isnan(day_error) or day_error + week_error == 0:
         share = 0.5
     else:
@@ -420,17 +435,6 @@ def _baseline(y: Vector, origin: int, per_day: int) -> tuple[Vector, Basis]:
     blended = np.where(np.isnan(weekly), daily, share * weekly + (1 - share) * daily)
     blended = np.where(np.isnan(daily), weekly, blended)
     return blended, Basis.WEEK
-
-
-def _mean_abs(x: Vector) -> float:
-    x = x[~np.isnan(x)]
-    return float(np.mean(np.abs(x))) if x.size else math.nan
-
-
-def _scale(y: Vector) -> float:
-    """The load's 95th percentile (0 when none is known)."""
-    known = y[~np.isnan(y)]
-    return float(np.quantile(known, 0.95)) if known.size else 0.0
 
 
 def _age(y: Vector, origin: int, step: float) -> str:
@@ -442,8 +446,3 @@ def _recent(y: Vector, origin: int, ahead: int) -> tuple[float, ...]:
     """The known values of the ``ahead`` steps up to ``origin`` (itself included), oldest first."""
     span = y[max(0, origin - ahead) : origin + 1]
     return tuple(float(v) for v in span[~np.isnan(span)])
-
-
-def _last_known(y: Vector, origin: int) -> float:
-    known = np.flatnonzero(~np.isnan(y[: origin + 1]))
-    return float(y[known[-1]]) if known.size else 0.0

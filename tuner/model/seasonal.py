@@ -1,8 +1,11 @@
 """Seasonal arithmetic over a load series at a fixed step (NaN in a gap), shared by the
-forecast's bases: the same-phase mean of the last cycles, the recent level against it, and the
-highest value over the coming steps. Pure functions over arrays."""
+forecast's bases: the same-phase mean of the last cycles, the recent level against it, the
+highest value over the coming steps, the errors of past forecasts and the line of a recent rise.
+Pure functions over arrays."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import numpy.typing as npt
@@ -75,3 +78,49 @@ def corrected(
     to ``origin``."""
     level = level_ratio(y, baseline, span)
     return level, (level * ahead_max(baseline, ahead))[: origin + 1]
+
+
+def rising_line(y: Vector, origin: int, ahead: int, span: int) -> float:
+    """The least-squares line through the known values of the ``span`` points to ``origin``,
+    at ``ahead`` points after it, when it rises (0 when it does not, or fewer than half the
+    points, at least 3, are known)."""
+    recent = y[max(0, origin + 1 - span) : origin + 1]
+    x = np.arange(len(recent), dtype=np.float64) - (len(recent) - 1)
+    known = ~np.isnan(recent)
+    if np.count_nonzero(known) < max(3, span // 2):
+        return 0.0
+    slope, at_origin = np.polyfit(x[known], recent[known], 1)
+    return float(at_origin + slope * ahead) if slope > 0 else 0.0
+
+
+def relative_errors(actual: Vector, peaks: Vector, floor: float) -> Vector:
+    """The relative errors of forecast peaks (NaN where either is unknown)."""
+    with np.errstate(invalid="ignore", divide="ignore"):  # 0/0 on a load of zero: NaN
+        errors: Vector = (actual - peaks) / np.maximum(peaks, floor)
+    return errors
+
+
+def closer(candidate: Vector, incumbent: Vector, /) -> bool:
+    """Whether ``candidate``'s errors were smaller in mean absolute value than ``incumbent``'s
+    where both were measured."""
+    both = ~(np.isnan(candidate) | np.isnan(incumbent))
+    if not both.any():
+        return False
+    return float(np.mean(np.abs(candidate[both]))) < float(np.mean(np.abs(incumbent[both])))
+
+
+def mean_abs(x: Vector) -> float:
+    """The mean absolute value of the known values (NaN when none is)."""
+    x = x[~np.isnan(x)]
+    return float(np.mean(np.abs(x))) if x.size else math.nan
+
+
+def scale_of(y: Vector) -> float:
+    """The load's 95th percentile (0 when none is known)."""
+    known = y[~np.isnan(y)]
+    return float(np.quantile(known, 0.95)) if known.size else 0.0
+
+
+def last_known(y: Vector, origin: int) -> float:
+    known = np.flatnonzero(~np.isnan(y[: origin + 1]))
+    return float(y[known[-1]]) if known.size else 0.0
