@@ -317,6 +317,26 @@ def decline_settle_s(settings: Settings) -> float:
     return settings.forecast.node_startup_s if settle is None else settle
 
 
+def decline_candidate_delay_s(settings: Settings) -> float:
+    """How long a node must stay a removal candidate during a released decline: found one at
+    two looks in a row (``windows.retry_s``; never longer than ``analyse.candidate_delay_s``).
+
+    Why this is safe: the candidate delay (the Cluster Autoscaler's unneeded time) waits to see
+    that a node stays unneeded, i.e. that no rise takes its room back. During a released
+    decline that is already established — the load fell over the whole forecast horizon, the
+    forecast expects no rise over the next one (a node's start-up plus a window), nothing is
+    Pending, no node is joining — and a removal still leaves the headroom
+    (:mod:`tuner.analyse.headroom`) and the HPAs' next step. What a wait still buys is that
+    the HPAs' scale-down is over before the tuner moves their pods (a pod started in the
+    middle of a scale-down has no metrics yet, which an HPA counts as at its target, and the
+    scale-down stalls: with no wait at all the simulator shows it); two looks a retry apart
+    ask the node to be a candidate across a whole retry, not at one instant. The decline
+    settle time (:func:`decline_settle_s`), which the delay used to be, is a node's start-up:
+    how long a change must stand before the next, not how long a node must stay unneeded.
+    """
+    return min(settings.analyse.candidate_delay_s, settings.windows.retry_s)
+
+
 def window_start(
     settings: Settings, forecast: Forecast | None, now: float, stable_since: float
 ) -> tuple[float, bool] | None:
@@ -382,12 +402,11 @@ class Acting:
 
     def settled(self, settings: Settings) -> Settings:
         """The settings the analysis runs with: during a released decline a candidate need
-        stay one only the decline settle time (:func:`decline_settle_s`), not the whole
-        ``analyse.candidate_delay_s`` — the forecast says the load keeps falling over the next
-        horizon, which is what the delay waits to see."""
+        stay one only ``windows.retry_s`` (:func:`decline_candidate_delay_s`), not the whole
+        ``analyse.candidate_delay_s``."""
         if not self.released:
             return settings
-        delay = min(settings.analyse.candidate_delay_s, decline_settle_s(settings))
+        delay = decline_candidate_delay_s(settings)
         return replace(settings, analyse=replace(settings.analyse, candidate_delay_s=delay))
 
     def scaled_by(self, scaled: Collection[Workload]) -> Acting:
