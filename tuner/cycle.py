@@ -18,8 +18,9 @@ or leaving, whose changed nodes and workloads the analysis keeps out of the plan
 decline rule releases (:class:`~tuner.model.window_report.Acting`); record the deployment only
 after a whole window in which the whole cluster was stable (its key is the whole load); a window
 not actionable is retried after ``windows.retry_s`` (the sliding window); after any change the
-next window starts a warm-up after the change ended (during a decline, a settle time); a chosen
-previous deployment, looked up for the load expected next, is deleted from the knowledge base
+next window starts a warm-up after the change ended (during a decline, a settle time, in which
+the decline rule tells the transition's own moves, :attr:`CycleState.own`, from the load's); a
+chosen previous deployment, looked up for the load expected next, is deleted from the knowledge base
 and comes back when the next window proves the whole deployment stable;
 the option reads only the cheapest ``knowledge.lookup_limit`` entries that cost less than the
 cluster now (:func:`~tuner.recall.previous_candidates`), and those found unattainable are deleted;
@@ -43,6 +44,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -66,8 +68,14 @@ from tuner.model.execution import execution_of
 from tuner.model.forecast import Forecast, LoadSeries, forecast_from
 from tuner.model.load import Load
 from tuner.model.reserve import Reserve, ReserveOutcome
-from tuner.model.window_report import Acting, Release, decline_settle_s, window_start
-from tuner.plan.actions import Action, evictions
+from tuner.model.window_report import (
+    Acting,
+    OwnChange,
+    Release,
+    decline_settle_s,
+    window_start,
+)
+from tuner.plan.actions import Action, Add, Migrate, Remove, evictions, placed_workload
 from tuner.recall import entries_for, forget_entry, record
 from tuner.report.build import PlanReport, build_report
 from tuner.reserving import reserve_at
@@ -181,6 +189,9 @@ class CycleState:
     kept: tuple[tuple[str, float], ...] = ()
     """Nodes taken back from an autoscaler that did not remove them, and when: the analysis
     does not remove them for :data:`KEEP_S` (removing them again would only repeat that)."""
+    own: OwnChange | None = None
+    """What the last transition changed by its verified moves (:func:`own_change`): the
+    decline rule tells it from what the load changed."""
 
     def keep(self, nodes: Sequence[str], now: float) -> CycleState:
         """Remember the nodes taken back at ``now``; forget those kept :data:`KEEP_S`."""
@@ -316,9 +327,11 @@ def _cycle(
         return replace(report, paused=paused), state
     start, whole = opening
     window = ports.observer.observe(start, now)
-    acting = Acting.of(window, decided_by(forecast, settings), whole, windows.release_on_decline)
+    acting = Acting.of(
+        window, decided_by(forecast, settings), whole, windows.release_on_decline, state.own
+    )
     cluster = ports.actuator.read() if acting.actionable else None
-    acting = acting.scaled_by(cluster.hpa_targets) if cluster else acting
+    acting = acting.read(cluster) if cluster else acting
     if cluster is None or window.load is None or not acting.actionable:
         retry = windows.retry_s if whole else min(wait, windows.retry_s)
         report = CycleReport(Outcome(acting.outcome), start, now, acting.reason, retry, window)
@@ -429,10 +442,29 @@ def _transition(
         ), state
     result = ports.actuator.carry_out(plan.actions)
     settle(ports.safeguards, plan.actions, len(result.done) + (0 if result.completed else 1))
-    state = replace(state, stable_since=now + windows.warmup_s)
+    own = own_change(base.cluster, result, now) if base.cluster else None
+    state = replace(state, stable_since=now + windows.warmup_s, own=own)
     changed = replace(base, result=result, next_in=windows.warmup_s + windows.measure_s)
     if not result.completed:
         done = f"{len(result.done)} of {len(plan.actions)}"
         reason = f"{base.reason}; stopped after {done} actions: {result.reason}"
         return replace(changed, outcome=Outcome.FAILED, reason=reason), state
     return replace(changed, outcome=Outcome.ACTED), state
+
+
+def own_change(cluster: Cluster, result: TransitionResult, at: float) -> OwnChange:
+    """What a transition begun at ``at`` on ``cluster`` changed by its verified actions: the
+    workloads its migrates and adds started pods of, each with its pod count after it (the
+    cluster's, plus the adds, less the removes), and the nodes those pods were verified on (the
+    target, or where the executor saw it land; none for a pod the scheduler placed)."""
+    placed = [a for a in result.done if isinstance(a, Migrate | Add)]
+    change = Counter(a.workload for a in placed if isinstance(a, Add))
+    change.subtract(a.pod.workload for a in result.done if isinstance(a, Remove))
+    counts = Counter(p.workload for p in cluster.pods)
+    started = sorted({w for a in placed if (w := placed_workload(a)) is not None}, key=str)
+    nodes = frozenset(
+        next((n for b, n in result.landed_elsewhere if b == a), a.target)
+        for a in placed
+        if a not in result.eviction_only
+    )
+    return OwnChange(at, tuple((w, counts[w] + change[w]) for w in started), nodes)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import math
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from tuner.model.cluster import Workload
+from tuner.model.cluster import Cluster, Workload
 from tuner.model.forecast import Forecast
 from tuner.model.load import Load
 from tuner.settings import Settings
@@ -197,6 +199,24 @@ share below its highest (a dip after a rise is no decline)."""
 
 
 @dataclass(frozen=True)
+class OwnChange:
+    """What the tuner's last transition changed itself, by its verified moves (the decline rule
+    tells it from what the load changed: :func:`decline_release`)."""
+
+    at: float
+    """When the transition began: a window checked from here on sees all of it."""
+    counts: tuple[tuple[Workload, int], ...] = ()
+    """The workloads it started pods of, each with its pod count after the transition."""
+    nodes: frozenset[str] = frozenset()
+    """The nodes those pods were verified Ready on (none for a pod the scheduler placed)."""
+
+    @property
+    def workloads(self) -> frozenset[Workload]:
+        """The workloads it started pods of."""
+        return frozenset(w for w, _ in self.counts)
+
+
+@dataclass(frozen=True)
 class Release:
     """The decline rule's answer on one window: whether acting is safe although HPAs are
     scaling workloads down, why, and what it counts as settled."""
@@ -209,7 +229,11 @@ class Release:
     workloads: frozenset[Workload] = frozenset()
     """The workloads the HPAs shrink: settled for a removal or a replacement."""
     nodes: frozenset[str] = frozenset()
-    """The nodes that only lost pods: settled too."""
+    """The nodes that only lost pods, and those the tuner's own moves started pods on:
+    settled too."""
+    moved: tuple[tuple[Workload, int], ...] = ()
+    """The workloads only the tuner's own last change started pods of, each with its pod count
+    after it (:class:`OwnChange`): settled too, while no more pods of it run than it left."""
 
     def scaled_by(self, scaled: Collection[Workload]) -> Release:
         """The rule's last condition, once the cluster is read: every shrinking workload is
@@ -220,6 +244,17 @@ class Release:
         other = sorted(str(w) for w in self.workloads if w not in scaled)
         if other:
             return Release(False, f"no HPA scales {_listed(other)}", "no-hpa")
+        return self
+
+    def left_as_moved(self, counts: Mapping[Workload, int]) -> Release:
+        """The condition on the tuner's own moves, once the cluster is read (``counts``: pods
+        per workload now): no workload they settle runs more pods than the transition left (an
+        HPA that scaled one up since refuses)."""
+        if not self.holds:
+            return self
+        grew = sorted(str(w) for w, n in self.moved if counts.get(w, 0) > n)
+        if grew:
+            return Release(False, f"grew since the tuner moved it: {_listed(grew)}", "grown")
         return self
 
 
@@ -250,7 +285,9 @@ def no_rise(forecast: Forecast | None) -> bool:
     return forecast is not None and forecast.peak.expected <= forecast.last
 
 
-def decline_release(window: WindowReport, forecast: Forecast | None) -> Release:
+def decline_release(
+    window: WindowReport, forecast: Forecast | None, own: OwnChange | None = None
+) -> Release:
     """When acting during a falling load is safe (``windows.release_on_decline``): a window
     judged under the ``touched`` scope, over whose last forecast horizon the load fell
     (:func:`falling` over :attr:`Forecast.recent`), with nothing pending and no node joining (a
@@ -262,6 +299,18 @@ def decline_release(window: WindowReport, forecast: Forecast | None) -> Release:
     rise while the total falls) and the nodes pods started on stay kept out of the plan; a
     deployment is still recorded only after a whole-stable window. The last condition, that an
     HPA scales each shrinking workload, needs the cluster: :meth:`Release.scaled_by`.
+
+    ``own``: the tuner's last transition. In a window checked from its start on, a workload it
+    started pods of is not a workload that grew: it changed by the tuner's own verified moves
+    (the window right after a change made during a decline always sees that change). Such a
+    workload counts as settled like the shrinking ones, and, when no other workload grew, the
+    nodes the moved pods are Ready on count as settled like the emptied ones, as long as no
+    more pods of it run than the transition left (:meth:`Release.left_as_moved`, once the
+    cluster is read): an HPA that scaled it up refuses, and anything else that changed refuses
+    as before. Why this is safe: the change these workloads and nodes show is the one the tuner
+    made and verified (each new pod Ready where it was placed), not one the load made; without
+    it the next look after every removal during a decline is refused, and the nodes the decline
+    empties wait a retry more.
     """
     unsettled = window.unsettled
     if window.scope is not Scope.TOUCHED or window.verdict is Verdict.UNKNOWN:
@@ -280,7 +329,9 @@ def decline_release(window: WindowReport, forecast: Forecast | None) -> Release:
         )
     if unsettled.blockers and not unsettled.only_leaving:
         return Release(False, "; ".join(unsettled.blockers), "blocked")
-    grown = sorted(str(w) for w in unsettled.workloads - unsettled.shrinking)
+    ours = own if own is not None and window.checked_from >= own.at else OwnChange(math.inf)
+    moved = tuple((w, n) for w, n in ours.counts if w in unsettled.workloads - unsettled.shrinking)
+    grown = sorted(str(w) for w in unsettled.workloads - unsettled.shrinking - ours.workloads)
     if grown and not unsettled.shrinking:
         return Release(
             False, f"no workload only lost pods; changed otherwise: {_listed(grown)}", "grown"
@@ -292,17 +343,21 @@ def decline_release(window: WindowReport, forecast: Forecast | None) -> Release:
             f"{forecast.last:.6g}",
             "disagrees",
         )
-    settled = (
-        f"{_counted(len(unsettled.shrinking), 'workload')} scaling down count as settled"
-        if unsettled.shrinking
-        else "a window stable as a whole waits only the settle time"
-    )
+    if unsettled.shrinking:
+        settled = f"{_counted(len(unsettled.shrinking), 'workload')} scaling down count as settled"
+    elif moved:
+        settled = "only the tuner's own moves changed"
+    else:
+        settled = "a window stable as a whole waits only the settle time"
     reason = (
         f"the load fell {max(loads):.6g} → {loads[-1]:.6g} and the forecast peak "
         f"{forecast.peak.expected:.6g} stays under it: {settled}"
+        + (f" ({_counted(len(moved), 'workload')} the tuner moved settled too)" if moved else "")
         + (f" ({_counted(len(grown), 'workload')} that grew kept out)" if grown else "")
     )
-    return Release(True, reason, "released", unsettled.shrinking, unsettled.emptied)
+    ours_ready = unsettled.nodes & ours.nodes if moved and not grown else frozenset()
+    nodes = unsettled.emptied | ours_ready
+    return Release(True, reason, "released", unsettled.shrinking, nodes, moved)
 
 
 def _listed(names: Sequence[str], most: int = 5) -> str:
@@ -365,11 +420,19 @@ class Acting:
     """The decline rule's answer (None: not asked: the rule is off)."""
 
     @staticmethod
-    def of(window: WindowReport, forecast: Forecast | None, whole: bool, decline: bool) -> Acting:
-        """The window judged, with the decline rule when ``decline`` — asked of a window stable
-        as a whole too: during a falling load the forecast agrees with, a removal candidate need
-        stay one only the settle time there as well (:meth:`settled`)."""
-        return Acting(window, whole, decline_release(window, forecast) if decline else None)
+    def of(
+        window: WindowReport,
+        forecast: Forecast | None,
+        whole: bool,
+        decline: bool,
+        own: OwnChange | None = None,
+    ) -> Acting:
+        """The window judged, with the decline rule when ``decline`` (``own``: the tuner's last
+        change) — asked of a window stable as a whole too: during a falling load the forecast
+        agrees with, a removal candidate need stay one only a retry there as well
+        (:meth:`settled`)."""
+        release = decline_release(window, forecast, own) if decline else None
+        return Acting(window, whole, release)
 
     @property
     def released(self) -> bool:
@@ -397,7 +460,8 @@ class Acting:
     @property
     def unsettled_workloads(self) -> frozenset[Workload]:
         """Workloads a plan keeps out of: those that changed, less those the release settles."""
-        settled = self.release.workloads if self.released and self.release else frozenset()
+        release = self.release if self.released else None
+        settled = release.workloads | {w for w, _ in release.moved} if release else frozenset()
         return self.window.unsettled_workloads - settled
 
     def settled(self, settings: Settings) -> Settings:
@@ -409,11 +473,14 @@ class Acting:
         delay = decline_candidate_delay_s(settings)
         return replace(settings, analyse=replace(settings.analyse, candidate_delay_s=delay))
 
-    def scaled_by(self, scaled: Collection[Workload]) -> Acting:
-        """The release's last condition (:meth:`Release.scaled_by`) once the cluster is read."""
+    def read(self, cluster: Cluster) -> Acting:
+        """The release's last conditions once the cluster is read: :meth:`Release.scaled_by`
+        its HPAs' targets, :meth:`Release.left_as_moved` its pods per workload."""
         if self.release is None:
             return self
-        return replace(self, release=self.release.scaled_by(scaled))
+        counts = Counter(p.workload for p in cluster.pods)
+        release = self.release.scaled_by(cluster.hpa_targets).left_as_moved(counts)
+        return replace(self, release=release)
 
     @property
     def outcome(self) -> str:
