@@ -16,13 +16,10 @@ from tests.unit.test_decline import WEB, Diurnal, forecast, two_nodes_one_web_po
 from tuner.cycle import CycleState, Outcome, Ports, TransitionResult, own_change, run_cycle
 from tuner.model.cluster import Workload
 from tuner.model.forecast import DAY_S
-from tuner.model.load import Load
 from tuner.model.window_report import (
     Acting,
     OwnChange,
-    Scope,
     Unsettled,
-    Verdict,
     WindowReport,
     decline_release,
 )
@@ -99,16 +96,7 @@ class OwnMoves:
     """Every window sees web start a pod on a and a node leave (the tuner's last change)."""
 
     def observe(self, start: float, end: float) -> WindowReport:
-        return WindowReport(
-            Verdict.UNSTABLE,
-            "changed",
-            Load.scalar(200.0),
-            start,
-            end,
-            start,
-            scope=Scope.TOUCHED,
-            unsettled=MOVED_ONTO_A,
-        )
+        return replace(window(MOVED_ONTO_A), start=start, end=end, checked_from=start)
 
 
 def test_the_cycle_acts_at_the_next_look_after_its_own_change_during_a_decline() -> None:
