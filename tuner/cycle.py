@@ -15,7 +15,7 @@ ports so the same cycle runs against a real cluster, the simulator or a dry run:
 Rules (thesis §3.2; concepts.md): act only on an actionable window — under ``windows.scope``
 ``cluster`` one stable as a whole, under ``touched`` one without a pod pending or a node joining
 or leaving, whose changed nodes and workloads the analysis keeps out of the plan, or one the
-decline rule releases (:class:`~tuner.model.window_report.Acting`); record the deployment only
+decline rule releases (:class:`~tuner.model.acting.Acting`); record the deployment only
 after a whole window in which the whole cluster was stable (its key is the whole load); a window
 not actionable is retried after ``windows.retry_s`` (the sliding window); after any change the
 next window starts a warm-up after the change ended (during a decline, a settle time, in which
@@ -44,7 +44,6 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -62,20 +61,16 @@ from tuner.holds import (
     paused_by,
     settle,
 )
+from tuner.model.acting import Acting, decline_settle_s, window_start
 from tuner.model.cluster import Cluster
 from tuner.model.demand import decided_by, expected_load
 from tuner.model.execution import execution_of
 from tuner.model.forecast import Forecast, LoadSeries, forecast_from
 from tuner.model.load import Load
 from tuner.model.reserve import Reserve, ReserveOutcome
-from tuner.model.window_report import (
-    Acting,
-    OwnChange,
-    Release,
-    decline_settle_s,
-    window_start,
-)
-from tuner.plan.actions import Action, Add, Migrate, Remove, evictions, placed_workload
+from tuner.model.window_report import OwnChange, Release
+from tuner.own_moves import own_change
+from tuner.plan.actions import Action, evictions
 from tuner.recall import entries_for, forget_entry, record
 from tuner.report.build import PlanReport, build_report
 from tuner.reserving import reserve_at
@@ -450,21 +445,3 @@ def _transition(
         reason = f"{base.reason}; stopped after {done} actions: {result.reason}"
         return replace(changed, outcome=Outcome.FAILED, reason=reason), state
     return replace(changed, outcome=Outcome.ACTED), state
-
-
-def own_change(cluster: Cluster, result: TransitionResult, at: float) -> OwnChange:
-    """What a transition begun at ``at`` on ``cluster`` changed by its verified actions: the
-    workloads its migrates and adds started pods of, each with its pod count after it (the
-    cluster's, plus the adds, less the removes), and the nodes those pods were verified on (the
-    target, or where the executor saw it land; none for a pod the scheduler placed)."""
-    placed = [a for a in result.done if isinstance(a, Migrate | Add)]
-    change = Counter(a.workload for a in placed if isinstance(a, Add))
-    change.subtract(a.pod.workload for a in result.done if isinstance(a, Remove))
-    counts = Counter(p.workload for p in cluster.pods)
-    started = sorted({w for a in placed if (w := placed_workload(a)) is not None}, key=str)
-    nodes = frozenset(
-        next((n for b, n in result.landed_elsewhere if b == a), a.target)
-        for a in placed
-        if a not in result.eviction_only
-    )
-    return OwnChange(at, tuple((w, counts[w] + change[w]) for w in started), nodes)

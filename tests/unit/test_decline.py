@@ -17,20 +17,18 @@ from tests.unit.test_cycle import Recorder
 from tests.unit.test_monitor_stability import NS, RS, STEPS, TIMES, healthy, instant, ranged
 from tuner.analyse.options import Refusal
 from tuner.cycle import CycleState, Outcome, Ports, run_cycle
+from tuner.model.acting import Acting, decline_candidate_delay_s, window_start
 from tuner.model.cluster import Cluster, Hpa, Workload
 from tuner.model.conventions import Keys
 from tuner.model.forecast import DAY_S, Band, Basis, Forecast, LoadSeries
 from tuner.model.load import SCALAR, Load
 from tuner.model.window_report import (
-    Acting,
     Scope,
     Unsettled,
     Verdict,
     WindowReport,
-    decline_candidate_delay_s,
     decline_release,
     falling,
-    window_start,
 )
 from tuner.monitor.evidence import Probe, evidence_from_series
 from tuner.monitor.stability import assess as judge

@@ -13,16 +13,12 @@ from knowledge.memory import MemoryKnowledge
 from testkit.builders import pod
 from tests.unit.test_cycle import Recorder
 from tests.unit.test_decline import WEB, Diurnal, forecast, two_nodes_one_web_pod_each, window
-from tuner.cycle import CycleState, Outcome, Ports, TransitionResult, own_change, run_cycle
+from tuner.cycle import CycleState, Outcome, Ports, TransitionResult, run_cycle
+from tuner.model.acting import Acting
 from tuner.model.cluster import Workload
 from tuner.model.forecast import DAY_S
-from tuner.model.window_report import (
-    Acting,
-    OwnChange,
-    Unsettled,
-    WindowReport,
-    decline_release,
-)
+from tuner.model.window_report import OwnChange, Unsettled, WindowReport, decline_release
+from tuner.own_moves import own_change
 from tuner.plan.actions import Add, Migrate, Remove, RemoveNode
 from tuner.settings import Analyse, Pricing, Settings, Windows
 
