@@ -437,8 +437,9 @@ def _transition(
         ), state
     result = ports.actuator.carry_out(plan.actions)
     settle(ports.safeguards, plan.actions, len(result.done) + (0 if result.completed else 1))
-    own = own_change(base.cluster, result, now) if base.cluster else None
-    state = replace(state, stable_since=now + windows.warmup_s, own=own)
+    stable = now + windows.warmup_s
+    own = own_change(base.cluster, result, now, stable) if base.cluster else None
+    state = replace(state, stable_since=stable, own=own)
     changed = replace(base, result=result, next_in=windows.warmup_s + windows.measure_s)
     if not result.completed:
         done = f"{len(result.done)} of {len(plan.actions)}"

@@ -15,11 +15,12 @@ if TYPE_CHECKING:
     from tuner.cycle import TransitionResult
 
 
-def own_change(cluster: Cluster, result: TransitionResult, at: float) -> OwnChange:
-    """What a transition begun at ``at`` on ``cluster`` changed by its verified actions: the
-    workloads its migrates and adds started pods of, each with its pod count after it (the
-    cluster's, plus the adds, less the removes), and the nodes those pods were verified on (the
-    target, or where the executor saw it land; none for a pod the scheduler placed)."""
+def own_change(cluster: Cluster, result: TransitionResult, at: float, until: float) -> OwnChange:
+    """What a transition begun at ``at`` on ``cluster`` (the warm-up after it over at
+    ``until``) changed by its verified actions: the workloads its migrates and adds started
+    pods of, each with its pod count after it (the cluster's, plus the adds, less the removes),
+    and the nodes those pods were verified on (the target, or where the executor saw it land;
+    none for a pod the scheduler placed)."""
     placed = [a for a in result.done if isinstance(a, Migrate | Add)]
     change = Counter(a.workload for a in placed if isinstance(a, Add))
     change.subtract(a.pod.workload for a in result.done if isinstance(a, Remove))
@@ -30,4 +31,4 @@ def own_change(cluster: Cluster, result: TransitionResult, at: float) -> OwnChan
         for a in placed
         if a not in result.eviction_only
     )
-    return OwnChange(at, tuple((w, counts[w] + change[w]) for w in started), nodes)
+    return OwnChange(at, until, tuple((w, counts[w] + change[w]) for w in started), nodes)

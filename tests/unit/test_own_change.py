@@ -1,8 +1,8 @@
 """The decline rule tells the tuner's own change from the load's: in the window right after a
-transition, the workloads its verified moves started pods of (and the nodes they landed on, when
-nothing else grew) count as settled, while no more pods of them run than it left; anything else
-that grew still refuses; the cycle remembers what each transition changed and acts again at the
-next look."""
+transition (and in no later one), the workloads its verified moves started pods of (and the nodes
+they landed on, when nothing else grew) count as settled, while no more pods of them run than it
+left; anything else that grew still refuses; the cycle remembers what each transition changed and
+acts again at the next look."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ LEFT = ("a node left",)
 MOVED_ONTO_A = Unsettled(frozenset({"a"}), frozenset({WEB}), LEFT, only_leaving=True)
 """The window after the tuner moved a web pod onto a and removed a node: web started a pod on
 a, a node left, nothing else changed."""
-OWN = OwnChange(0.0, ((WEB, 2),), frozenset({"a"}))
+OWN = OwnChange(0.0, 0.0, ((WEB, 2),), frozenset({"a"}))
 
 
 def test_the_window_after_the_tuners_own_moves_is_released_without_it_refused() -> None:
@@ -41,8 +41,12 @@ def test_the_window_after_the_tuners_own_moves_is_released_without_it_refused() 
 
 
 def test_a_change_before_the_window_or_another_workload_growing_is_not_explained() -> None:
-    later = replace(OWN, at=1.0)  # the window was checked from 0: it saw more than the change
+    later = replace(OWN, at=1.0, until=1.0)  # checked from 0: it saw more than the change
     assert decline_release(window(MOVED_ONTO_A), forecast(), later).kind == "grown"
+    earlier = replace(OWN, at=-60.0, until=-60.0)  # checked from 0: not the window right after
+    assert decline_release(window(MOVED_ONTO_A), forecast(), earlier).kind == "grown"
+    warm = replace(OWN, at=-60.0, until=30.0)  # checked from within the warm-up after it
+    assert decline_release(window(MOVED_ONTO_A), forecast(), warm).holds
     both = replace(MOVED_ONTO_A, workloads=frozenset({WEB, API}))
     assert decline_release(window(both), forecast(), OWN).kind == "grown"
     shrinking = replace(both, workloads=frozenset({WEB, API, SHOP}), shrinking=frozenset({SHOP}))
@@ -82,8 +86,8 @@ def test_own_change_counts_the_workloads_started_and_the_nodes_they_landed_on() 
         eviction_only=(placed,),
         landed_elsewhere=((added, "c"),),
     )
-    own = own_change(cluster, result, 5.0)
-    assert own.at == 5.0
+    own = own_change(cluster, result, 5.0, 35.0)
+    assert (own.at, own.until) == (5.0, 35.0)
     assert dict(own.counts) == {WEB: 2, api_workload: 1}  # 2 + 1 added - 1 removed; 0 + 1
     assert own.nodes == {"b", "c"}  # web-1's target, the add where it landed; not the placed one
 
@@ -102,13 +106,14 @@ def test_the_cycle_acts_at_the_next_look_after_its_own_change_during_a_decline()
         analyse=Analyse(excluded_namespaces=frozenset(), candidate_delay_s=0.0),
         windows=Windows(measure_s=600.0),
     )
-    state = CycleState(stable_since=falling_at - 120, own=replace(OWN, at=falling_at - 120))
+    changed_at = falling_at - 120
+    state = CycleState(stable_since=changed_at, own=replace(OWN, at=changed_at, until=changed_at))
     actuator = Recorder(two_nodes_one_web_pod_each())
     ports = Ports(OwnMoves(), actuator, MemoryKnowledge(), history=Diurnal())
     report, after = run_cycle(falling_at, state, s, ports, random.Random(0))
     assert report.decline is not None and report.decline.holds
     assert report.outcome is Outcome.ACTED and len(actuator.calls) == 1
-    assert after.own is not None and after.own.at == falling_at
+    assert after.own is not None and after.own.at == after.own.until == falling_at
     without = Recorder(two_nodes_one_web_pod_each())
     ports = Ports(OwnMoves(), without, MemoryKnowledge(), history=Diurnal())
     report, _ = run_cycle(falling_at, replace(state, own=None), s, ports, random.Random(0))

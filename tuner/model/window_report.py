@@ -203,7 +203,10 @@ class OwnChange:
     tells it from what the load changed: :func:`decline_release`)."""
 
     at: float
-    """When the transition began: a window checked from here on sees all of it."""
+    """When the transition began."""
+    until: float
+    """When the warm-up after it ended (``stable_since``): a window checked from between
+    :attr:`at` and here sees all of the change and nothing before it."""
     counts: tuple[tuple[Workload, int], ...] = ()
     """The workloads it started pods of, each with its pod count after the transition."""
     nodes: frozenset[str] = frozenset()
@@ -213,6 +216,11 @@ class OwnChange:
     def workloads(self) -> frozenset[Workload]:
         """The workloads it started pods of."""
         return frozenset(w for w, _ in self.counts)
+
+    def seen_by(self, window: WindowReport) -> bool:
+        """Whether ``window`` is the one right after the change: checked from its start (or
+        within the warm-up after it), so that the change is all in it and nothing before."""
+        return self.at <= window.checked_from <= self.until
 
 
 @dataclass(frozen=True)
@@ -299,15 +307,15 @@ def decline_release(
     deployment is still recorded only after a whole-stable window. The last condition, that an
     HPA scales each shrinking workload, needs the cluster: :meth:`Release.scaled_by`.
 
-    ``own``: the tuner's last transition. In a window checked from its start on, a workload it
-    started pods of is not a workload that grew: it changed by the tuner's own verified moves
-    (the window right after a change made during a decline always sees that change). Such a
-    workload counts as settled like the shrinking ones, and, when no other workload grew, the
-    nodes the moved pods are Ready on count as settled like the emptied ones, as long as no
-    more pods of it run than the transition left (:meth:`Release.left_as_moved`, once the
-    cluster is read): an HPA that scaled it up refuses, and anything else that changed refuses
-    as before. Why this is safe: the change these workloads and nodes show is the one the tuner
-    made and verified (each new pod Ready where it was placed), not one the load made; without
+    ``own``: the tuner's last transition. In the window right after it (checked from its start,
+    :meth:`OwnChange.seen_by`), a workload it started pods of is not a workload that grew: it
+    changed by the tuner's own verified moves (the window right after a change made during a decline
+    always sees that change). Such a workload counts as settled like the shrinking ones, and, when
+    no other workload grew, the nodes the moved pods are Ready on count as settled like the emptied
+    ones, as long as no more pods of it run than the transition left (:meth:`Release.left_as_moved`,
+    once the cluster is read): an HPA that scaled it up refuses, and anything else that changed
+    refuses as before. Why this is safe: the change these workloads and nodes show is the one the
+    tuner made and verified (each new pod Ready where it was placed), not one the load made; without
     it the next look after every removal during a decline is refused, and the nodes the decline
     empties wait a retry more.
     """
@@ -328,7 +336,7 @@ def decline_release(
         )
     if unsettled.blockers and not unsettled.only_leaving:
         return Release(False, "; ".join(unsettled.blockers), "blocked")
-    ours = own if own is not None and window.checked_from >= own.at else OwnChange(math.inf)
+    ours = own if own is not None and own.seen_by(window) else OwnChange(math.inf, math.inf)
     moved = tuple((w, n) for w, n in ours.counts if w in unsettled.workloads - unsettled.shrinking)
     grown = sorted(str(w) for w in unsettled.workloads - unsettled.shrinking - ours.workloads)
     if grown and not unsettled.shrinking:
