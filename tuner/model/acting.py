@@ -36,13 +36,14 @@ def decline_candidate_delay_s(settings: Settings) -> float:
     decline that is already established — the load fell over the whole forecast horizon, the
     forecast expects no rise over the next one (a node's start-up plus a window), nothing is
     Pending, no node is joining — and a removal still leaves the headroom
-    (:mod:`tuner.analyse.headroom`) and the HPAs' next step. What a wait still buys is that
-    the HPAs' scale-down is over before the tuner moves their pods (a pod started in the
+    (:mod:`tuner.analyse.headroom`) and the HPAs' next step. What a wait still buys is time
+    for the HPAs' scale-down to end before the tuner moves their pods: a pod started in the
     middle of a scale-down has no metrics yet, which an HPA counts as at its target, and the
-    scale-down stalls: with no wait at all the simulator shows it); two looks a retry apart
-    ask the node to be a candidate across a whole retry, not at one instant. The decline
-    settle time (:func:`decline_settle_s`), which the delay used to be, is a node's start-up:
-    how long a change must stand before the next, not how long a node must stay unneeded.
+    scale-down stalls (with no wait at all the simulator shows it: more cost, nothing pending).
+    Two looks a retry apart ask the node to be a candidate across a whole retry, not at one
+    instant; a scale-down longer than that may still be caught. The decline settle time
+    (:func:`decline_settle_s`) is a node's start-up: how long a change must stand before the
+    next, not how long a node must stay unneeded.
     """
     return min(settings.analyse.candidate_delay_s, settings.windows.retry_s)
 
