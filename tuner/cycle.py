@@ -15,11 +15,12 @@ ports so the same cycle runs against a real cluster, the simulator or a dry run:
 Rules (thesis §3.2; concepts.md): act only on an actionable window — under ``windows.scope``
 ``cluster`` one stable as a whole, under ``touched`` one without a pod pending or a node joining
 or leaving, whose changed nodes and workloads the analysis keeps out of the plan, or one the
-decline rule releases (:class:`~tuner.model.window_report.Acting`); record the deployment only
+decline rule releases (:class:`~tuner.model.acting.Acting`); record the deployment only
 after a whole window in which the whole cluster was stable (its key is the whole load); a window
 not actionable is retried after ``windows.retry_s`` (the sliding window); after any change the
-next window starts a warm-up after the change ended (during a decline, a settle time); a chosen
-previous deployment, looked up for the load expected next, is deleted from the knowledge base
+next window starts a warm-up after the change ended (during a decline, a settle time, in which
+the decline rule tells the transition's own moves, :attr:`CycleState.own`, from the load's); a
+chosen previous deployment, looked up for the load expected next, is deleted from the knowledge base
 and comes back when the next window proves the whole deployment stable;
 the option reads only the cheapest ``knowledge.lookup_limit`` entries that cost less than the
 cluster now (:func:`~tuner.recall.previous_candidates`), and those found unattainable are deleted;
@@ -62,6 +63,7 @@ from tuner.holds import (
     paused_by,
     settle,
 )
+from tuner.model.acting import Acting, decline_settle_s, window_start
 from tuner.model.cluster import Cluster
 from tuner.model.conventions import Keys
 from tuner.model.demand import decided_by, expected_load
@@ -70,7 +72,8 @@ from tuner.model.forecast import Forecast, LoadSeries, forecast_from
 from tuner.model.load import Load
 from tuner.model.reserve import Reserve, ReserveOutcome
 from tuner.model.unseen import Unseen, unseen
-from tuner.model.window_report import Acting, Release, decline_settle_s, window_start
+from tuner.model.window_report import OwnChange, Release
+from tuner.own_moves import own_change
 from tuner.plan.actions import Action, evictions
 from tuner.recall import entries_for, forget_entry, record
 from tuner.report.build import PlanReport, build_report
@@ -185,6 +188,9 @@ class CycleState:
     kept: tuple[tuple[str, float], ...] = ()
     """Nodes taken back from an autoscaler that did not remove them, and when: the analysis
     does not remove them for :data:`KEEP_S` (removing them again would only repeat that)."""
+    own: OwnChange | None = None
+    """What the last transition changed by its verified moves (:func:`own_change`): the
+    decline rule tells it from what the load changed."""
 
     def keep(self, nodes: Sequence[str], now: float) -> CycleState:
         """Remember the nodes taken back at ``now``; forget those kept :data:`KEEP_S`."""
@@ -323,9 +329,11 @@ def _cycle(
         return replace(report, paused=paused), state
     start, whole = opening
     window = ports.observer.observe(start, now)
-    acting = Acting.of(window, decided_by(forecast, settings), whole, windows.release_on_decline)
+    acting = Acting.of(
+        window, decided_by(forecast, settings), whole, windows.release_on_decline, state.own
+    )
     cluster = ports.actuator.read() if acting.actionable else None
-    acting = acting.scaled_by(cluster.hpa_targets) if cluster else acting
+    acting = acting.read(cluster) if cluster else acting
     late = unseen(window, cluster, Keys(settings.execute.label_prefix)) if cluster else Unseen()
     if cluster is None or window.load is None or not acting.actionable or late.blocker:
         retry = windows.retry_s if whole else min(wait, windows.retry_s)
@@ -439,7 +447,9 @@ def _transition(
         ), state
     result = ports.actuator.carry_out(plan.actions)
     settle(ports.safeguards, plan.actions, len(result.done) + (0 if result.completed else 1))
-    state = replace(state, stable_since=now + windows.warmup_s)
+    stable = now + windows.warmup_s
+    own = own_change(base.cluster, result, now, stable) if base.cluster else None
+    state = replace(state, stable_since=stable, own=own)
     changed = replace(base, result=result, next_in=windows.warmup_s + windows.measure_s)
     if not result.completed:
         done = f"{len(result.done)} of {len(plan.actions)}"

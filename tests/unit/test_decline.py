@@ -17,19 +17,18 @@ from tests.unit.test_cycle import Recorder
 from tests.unit.test_monitor_stability import NS, RS, STEPS, TIMES, healthy, instant, ranged
 from tuner.analyse.options import Refusal
 from tuner.cycle import CycleState, Outcome, Ports, run_cycle
+from tuner.model.acting import Acting, decline_candidate_delay_s, window_start
 from tuner.model.cluster import Cluster, Hpa, Workload
 from tuner.model.conventions import Keys
 from tuner.model.forecast import DAY_S, Band, Basis, Forecast, LoadSeries
 from tuner.model.load import SCALAR, Load
 from tuner.model.window_report import (
-    Acting,
     Scope,
     Unsettled,
     Verdict,
     WindowReport,
     decline_release,
     falling,
-    window_start,
 )
 from tuner.monitor.evidence import Probe, evidence_from_series
 from tuner.monitor.stability import assess as judge
@@ -240,15 +239,28 @@ def test_the_cycle_removes_a_node_during_a_decline_and_looks_again_after_the_set
     assert state.stable_since == falling_at
 
 
-def test_during_a_decline_a_candidate_waits_the_settle_time_not_the_candidate_delay() -> None:
+def test_during_a_decline_a_candidate_waits_one_retry_not_the_candidate_delay() -> None:
     falling_at = 10 * DAY_S + 0.75 * DAY_S
     report, state, _ = decline_cycle(falling_at, delay=600.0)
     assert report.outcome is Outcome.STAYED and report.plan is not None
     assert report.plan.analysis.proposals[0].refusal is Refusal.CANDIDATE_DELAY
-    report, _, actuator = decline_cycle(falling_at + 60, state, delay=600.0)
+    assert report.next_in == 60.0  # windows.retry_s: the candidate's second look
+    report, _, actuator = decline_cycle(falling_at + 30, state, delay=600.0)
     assert report.outcome is Outcome.STAYED and actuator.calls == []
-    report, _, actuator = decline_cycle(falling_at + 120, state, delay=600.0)
+    report, _, actuator = decline_cycle(falling_at + 60, state, delay=600.0)
     assert report.outcome is Outcome.ACTED and len(actuator.calls) == 1
+    report, _, actuator = decline_cycle(falling_at + 60, state, delay=600.0, retry_s=300.0)
+    assert report.outcome is Outcome.STAYED and actuator.calls == []  # a longer retry: longer
+
+
+def test_the_decline_candidate_delay_is_the_retry_never_above_the_candidate_delay() -> None:
+    def delay(candidate: float, retry: float) -> float:
+        s = Settings(analyse=Analyse(candidate_delay_s=candidate), windows=Windows(retry_s=retry))
+        return decline_candidate_delay_s(s)
+
+    assert delay(600.0, 60.0) == 60.0
+    assert delay(30.0, 60.0) == 30.0
+    assert delay(600.0, 120.0) == 120.0
 
 
 def test_without_the_rule_or_on_a_rise_the_shrinking_workload_stays_out_of_the_plan() -> None:

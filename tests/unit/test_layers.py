@@ -34,6 +34,7 @@ UNITS: dict[str, str] = {
     "tuner.recall": "cycle",
     "tuner.reserving": "cycle",
     "tuner.holds": "cycle",
+    "tuner.own_moves": "cycle",
     "tuner.report": "cycle",
     "tuner.monitor": "monitor",
     "tuner.execute": "execute",

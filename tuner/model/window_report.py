@@ -1,16 +1,17 @@
-"""The monitor's verdict on one window and the report the cycle acts on."""
+"""The monitor's verdict on one window, and the decline rule's answer on it (what the cycle does
+with both: :mod:`tuner.model.acting`)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field, replace
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from tuner.model.cluster import Workload
 from tuner.model.forecast import Forecast
 from tuner.model.load import Load
-from tuner.settings import Settings
 
 
 class Verdict(StrEnum):
@@ -201,6 +202,32 @@ share below its highest (a dip after a rise is no decline)."""
 
 
 @dataclass(frozen=True)
+class OwnChange:
+    """What the tuner's last transition changed itself, by its verified moves (the decline rule
+    tells it from what the load changed: :func:`decline_release`)."""
+
+    at: float
+    """When the transition began."""
+    until: float
+    """When the warm-up after it ended (``stable_since``): a window checked from between
+    :attr:`at` and here sees all of the change and nothing before it."""
+    counts: tuple[tuple[Workload, int], ...] = ()
+    """The workloads it started pods of, each with its pod count after the transition."""
+    nodes: frozenset[str] = frozenset()
+    """The nodes those pods were verified Ready on (none for a pod the scheduler placed)."""
+
+    @property
+    def workloads(self) -> frozenset[Workload]:
+        """The workloads it started pods of."""
+        return frozenset(w for w, _ in self.counts)
+
+    def seen_by(self, window: WindowReport) -> bool:
+        """Whether ``window`` is the one right after the change: checked from its start (or
+        within the warm-up after it), so that the change is all in it and nothing before."""
+        return self.at <= window.checked_from <= self.until
+
+
+@dataclass(frozen=True)
 class Release:
     """The decline rule's answer on one window: whether acting is safe although HPAs are
     scaling workloads down, why, and what it counts as settled."""
@@ -213,7 +240,11 @@ class Release:
     workloads: frozenset[Workload] = frozenset()
     """The workloads the HPAs shrink: settled for a removal or a replacement."""
     nodes: frozenset[str] = frozenset()
-    """The nodes that only lost pods: settled too."""
+    """The nodes that only lost pods, and those the tuner's own moves started pods on:
+    settled too."""
+    moved: tuple[tuple[Workload, int], ...] = ()
+    """The workloads only the tuner's own last change started pods of, each with its pod count
+    after it (:class:`OwnChange`): settled too, while no more pods of it run than it left."""
 
     def scaled_by(self, scaled: Collection[Workload]) -> Release:
         """The rule's last condition, once the cluster is read: every shrinking workload is
@@ -224,6 +255,17 @@ class Release:
         other = sorted(str(w) for w in self.workloads if w not in scaled)
         if other:
             return Release(False, f"no HPA scales {_listed(other)}", "no-hpa")
+        return self
+
+    def left_as_moved(self, counts: Mapping[Workload, int]) -> Release:
+        """The condition on the tuner's own moves, once the cluster is read (``counts``: pods
+        per workload now): no workload they settle runs more pods than the transition left (an
+        HPA that scaled one up since refuses)."""
+        if not self.holds:
+            return self
+        grew = sorted(str(w) for w, n in self.moved if counts.get(w, 0) > n)
+        if grew:
+            return Release(False, f"grew since the tuner moved it: {_listed(grew)}", "grown")
         return self
 
 
@@ -254,7 +296,9 @@ def no_rise(forecast: Forecast | None) -> bool:
     return forecast is not None and forecast.peak.expected <= forecast.last
 
 
-def decline_release(window: WindowReport, forecast: Forecast | None) -> Release:
+def decline_release(
+    window: WindowReport, forecast: Forecast | None, own: OwnChange | None = None
+) -> Release:
     """When acting during a falling load is safe (``windows.release_on_decline``): a window
     judged under the ``touched`` scope, over whose last forecast horizon the load fell
     (:func:`falling` over :attr:`Forecast.recent`), with nothing pending and no node joining (a
@@ -266,6 +310,18 @@ def decline_release(window: WindowReport, forecast: Forecast | None) -> Release:
     rise while the total falls) and the nodes pods started on stay kept out of the plan; a
     deployment is still recorded only after a whole-stable window. The last condition, that an
     HPA scales each shrinking workload, needs the cluster: :meth:`Release.scaled_by`.
+
+    ``own``: the tuner's last transition. In the window right after it (checked from its start,
+    :meth:`OwnChange.seen_by`), a workload it started pods of is not a workload that grew: it
+    changed by the tuner's own verified moves (the window right after a change made during a decline
+    always sees that change). Such a workload counts as settled like the shrinking ones, and, when
+    no other workload grew, the nodes the moved pods are Ready on count as settled like the emptied
+    ones, as long as no more pods of it run than the transition left (:meth:`Release.left_as_moved`,
+    once the cluster is read): an HPA that scaled it up refuses, and anything else that changed
+    refuses as before. Why this is safe: the change these workloads and nodes show is the one the
+    tuner made and verified (each new pod Ready where it was placed), not one the load made; without
+    it the next look after every removal during a decline is refused, and the nodes the decline
+    empties wait a retry more.
     """
     unsettled = window.unsettled
     if window.scope is not Scope.TOUCHED or window.verdict is Verdict.UNKNOWN:
@@ -284,7 +340,9 @@ def decline_release(window: WindowReport, forecast: Forecast | None) -> Release:
         )
     if unsettled.blockers and not unsettled.only_leaving:
         return Release(False, "; ".join(unsettled.blockers), "blocked")
-    grown = sorted(str(w) for w in unsettled.workloads - unsettled.shrinking)
+    ours = own if own is not None and own.seen_by(window) else OwnChange(math.inf, math.inf)
+    moved = tuple((w, n) for w, n in ours.counts if w in unsettled.workloads - unsettled.shrinking)
+    grown = sorted(str(w) for w in unsettled.workloads - unsettled.shrinking - ours.workloads)
     if grown and not unsettled.shrinking:
         return Release(
             False, f"no workload only lost pods; changed otherwise: {_listed(grown)}", "grown"
@@ -296,126 +354,23 @@ def decline_release(window: WindowReport, forecast: Forecast | None) -> Release:
             f"{forecast.last:.6g}",
             "disagrees",
         )
-    settled = (
-        f"{_counted(len(unsettled.shrinking), 'workload')} scaling down count as settled"
-        if unsettled.shrinking
-        else "a window stable as a whole waits only the settle time"
-    )
+    if unsettled.shrinking:
+        settled = f"{_counted(len(unsettled.shrinking), 'workload')} scaling down count as settled"
+    elif moved:
+        settled = "only the tuner's own moves changed"
+    else:
+        settled = "a window stable as a whole waits only the settle time"
     reason = (
         f"the load fell {max(loads):.6g} → {loads[-1]:.6g} and the forecast peak "
         f"{forecast.peak.expected:.6g} stays under it: {settled}"
+        + (f" ({_counted(len(moved), 'workload')} the tuner moved settled too)" if moved else "")
         + (f" ({_counted(len(grown), 'workload')} that grew kept out)" if grown else "")
     )
-    return Release(True, reason, "released", unsettled.shrinking, unsettled.emptied)
+    ours_ready = unsettled.nodes & ours.nodes if moved and not grown else frozenset()
+    nodes = unsettled.emptied | ours_ready
+    return Release(True, reason, "released", unsettled.shrinking, nodes, moved)
 
 
 def _listed(names: Sequence[str], most: int = 5) -> str:
     shown = ", ".join(names[:most])
     return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
-
-
-def decline_settle_s(settings: Settings) -> float:
-    """How long after a change the next may come during a decline (``windows.decline_settle_s``,
-    else a node's start-up, ``forecast.node_startup_s``)."""
-    settle = settings.windows.decline_settle_s
-    return settings.forecast.node_startup_s if settle is None else settle
-
-
-def window_start(
-    settings: Settings, forecast: Forecast | None, now: float, stable_since: float
-) -> tuple[float, bool] | None:
-    """Where the window judged at ``now`` starts, and whether it is a whole one: a whole window
-    back once no change came in it (``stable_since``); before that, during a decline (the rule
-    on, the forecast's expected peak not above the load now), the decline settle time back once no
-    change came in that (:func:`decline_settle_s`); else None (wait)."""
-    start = now - settings.windows.measure_s
-    if start >= stable_since:
-        return start, True
-    settle = decline_settle_s(settings)
-    if settings.windows.release_on_decline and no_rise(forecast) and now - settle >= stable_since:
-        return now - settle, False
-    return None
-
-
-@dataclass(frozen=True)
-class Acting:
-    """What the cycle may do with a judged window: act on it as the scope says (a whole window),
-    or on the decline rule's release; record it only when whole and stable as a whole."""
-
-    window: WindowReport
-    whole: bool
-    """The window is a whole ``windows.measure_s`` (not a decline's shorter settle window)."""
-    release: Release | None = None
-    """The decline rule's answer (None: not asked: the rule is off)."""
-
-    @staticmethod
-    def of(window: WindowReport, forecast: Forecast | None, whole: bool, decline: bool) -> Acting:
-        """The window judged, with the decline rule when ``decline`` — asked of a window stable
-        as a whole too: during a falling load the forecast agrees with, a removal candidate need
-        stay one only the settle time there as well (:meth:`settled`)."""
-        return Acting(window, whole, decline_release(window, forecast) if decline else None)
-
-    @property
-    def released(self) -> bool:
-        """The decline rule holds on this window."""
-        return self.release is not None and self.release.holds
-
-    @property
-    def actionable(self) -> bool:
-        """The tuner may act: a load, and a whole actionable window or the decline's release."""
-        if self.window.load is None:
-            return False
-        return (self.whole and self.window.actionable) or self.released
-
-    @property
-    def records(self) -> bool:
-        """The deployment may be recorded: a whole window, stable as a whole."""
-        return self.whole and self.window.whole_stable
-
-    @property
-    def unsettled_nodes(self) -> frozenset[str]:
-        """Nodes a plan keeps out of: those that changed, less those the release settles."""
-        settled = self.release.nodes if self.released and self.release else frozenset()
-        return self.window.unsettled_nodes - settled
-
-    @property
-    def unsettled_workloads(self) -> frozenset[Workload]:
-        """Workloads a plan keeps out of: those that changed, less those the release settles."""
-        settled = self.release.workloads if self.released and self.release else frozenset()
-        return self.window.unsettled_workloads - settled
-
-    def settled(self, settings: Settings) -> Settings:
-        """The settings the analysis runs with: during a released decline a candidate need
-        stay one only the decline settle time (:func:`decline_settle_s`), not the whole
-        ``analyse.candidate_delay_s`` — the forecast says the load keeps falling over the next
-        horizon, which is what the delay waits to see."""
-        if not self.released:
-            return settings
-        delay = min(settings.analyse.candidate_delay_s, decline_settle_s(settings))
-        return replace(settings, analyse=replace(settings.analyse, candidate_delay_s=delay))
-
-    def scaled_by(self, scaled: Collection[Workload]) -> Acting:
-        """The release's last condition (:meth:`Release.scaled_by`) once the cluster is read."""
-        if self.release is None:
-            return self
-        return replace(self, release=self.release.scaled_by(scaled))
-
-    @property
-    def outcome(self) -> str:
-        """The cycle's outcome when it does not act: ``waiting`` on after a decline's settle
-        window, else ``unknown`` or ``unstable`` as judged."""
-        if not self.whole:
-            return "waiting"
-        return "unknown" if self.window.verdict is Verdict.UNKNOWN else "unstable"
-
-    @property
-    def reason(self) -> str:
-        """Why the tuner does not act on the window (by the scope, and the decline rule)."""
-        window = self.window
-        unstable = window.verdict is Verdict.UNSTABLE
-        reason = window.judgement if unstable and window.scope is Scope.TOUCHED else window.reason
-        if not self.whole:
-            reason = f"a settle window during a decline: {reason}"
-        if self.release is not None and not self.release.holds:
-            reason = f"{reason}; not a decline to act on: {self.release.reason}"
-        return reason
