@@ -7,30 +7,28 @@ ports so the same cycle runs against a real cluster, the simulator or a dry run:
 - :class:`Actuator`: read the cluster, carry out actions (or, in a dry run, only check them);
 - the knowledge base (:class:`knowledge.base.KnowledgeBase`);
 - optionally the load's history (:class:`LoadHistory`), from which each cycle forecasts the
-  load of the next horizon (:func:`forecast_at`): the analysis leaves room for its upper band,
-  and a :class:`ReserveKeeper` holds the room its rise asks for each cycle, whatever the window
-  (:func:`~tuner.reserving.reserve_at`), and every ``windows.retry_s`` between cycles
-  (:func:`hold_reserve`).
+  load of the next horizon (:func:`~tuner.reserving.forecast_at`): the analysis leaves room
+  for its upper band, and a :class:`ReserveKeeper` holds the room its rise asks for each
+  cycle, whatever the window (:func:`~tuner.reserving.reserve_at`), and every
+  ``windows.retry_s`` between cycles (:func:`hold_reserve`).
 
-Rules (thesis §3.2; concepts.md): act only on an actionable window — under ``windows.scope``
-``cluster`` one stable as a whole, under ``touched`` one without a pod pending or a node joining
-or leaving, whose changed nodes and workloads the analysis keeps out of the plan, or one the
-decline rule releases (:class:`~tuner.model.acting.Acting`); record the deployment only
-after a whole window in which the whole cluster was stable (its key is the whole load); a window
-not actionable is retried after ``windows.retry_s`` (the sliding window); after any change the
-next window starts a warm-up after the change ended (during a decline, a settle time, in which
-the decline rule tells the transition's own moves, :attr:`CycleState.own`, from the load's); a
-chosen previous deployment, looked up for the load expected next, is deleted from the knowledge base
-and comes back when the next window proves the whole deployment stable;
-the option reads only the cheapest ``knowledge.lookup_limit`` entries that cost less than the
-cluster now (:func:`~tuner.recall.previous_candidates`), and those found unattainable are deleted;
-candidate-delay timers live across cycles. Unless in a dry run, a cycle first takes back the
-nodes an autoscaler did not remove (:meth:`Actuator.reclaim_unremoved`) and keeps them from
-removal for :data:`KEEP_S`. A knowledge base that cannot be reached skips the
-previous-deployment option for that window, nothing else. A dry run reads the knowledge base
-but writes nothing to it, and carries nothing out. The cluster read after the window may hold
-what the window did not see (:mod:`tuner.model.unseen`): a node it did not observe is kept out
-of the plan and nothing is recorded; a pod pending keeps the cycle from acting.
+Rules (thesis §3.2; concepts.md): act only on an actionable window (under ``windows.scope``
+``cluster`` one stable as a whole; under ``touched`` one without a pod pending or a node joining
+or leaving, whose changed nodes and workloads stay out of the plan; or one the decline rule
+releases, :class:`~tuner.model.acting.Acting`); record the deployment only after a whole window
+stable as a whole (its key is the whole load); retry a window not actionable after
+``windows.retry_s``; after a change, start the next window a warm-up after it ended (during a
+decline, a settle time, in which the transition's own moves, :attr:`CycleState.own`, are told
+from the load's). A chosen previous deployment, looked up for the load expected next, is deleted
+from the knowledge base until the next window proves it stable; the option reads only the
+cheapest ``knowledge.lookup_limit`` entries cheaper than the cluster now
+(:func:`~tuner.recall.previous_candidates`) and deletes those found unattainable. Candidate
+timers live across cycles. Unless in a dry run, a cycle first takes back the nodes an autoscaler
+did not remove (:meth:`Actuator.reclaim_unremoved`) and keeps them for :data:`KEEP_S`. An
+unreachable knowledge base skips the previous-deployment option, nothing else; a dry run reads
+it, writes nothing and carries nothing out. What the cluster read holds that the window did not
+see (:mod:`tuner.model.unseen`): an unobserved node stays out of the plan and nothing is
+recorded; a pending pod keeps the cycle from acting.
 
 Limits (``limits``, :mod:`tuner.model.limits`): the analysis keeps within the eviction budget
 the :class:`Safeguards` ledger leaves; a planned change is carried out only while the tuner is
@@ -68,7 +66,7 @@ from tuner.model.cluster import Cluster
 from tuner.model.conventions import Keys
 from tuner.model.demand import decided_by, expected_load
 from tuner.model.execution import execution_of
-from tuner.model.forecast import Forecast, LoadSeries, forecast_from
+from tuner.model.forecast import Forecast, LoadSeries
 from tuner.model.load import Load
 from tuner.model.reserve import Reserve, ReserveOutcome
 from tuner.model.unseen import Unseen, unseen
@@ -77,7 +75,7 @@ from tuner.own_moves import own_change
 from tuner.plan.actions import Action, evictions
 from tuner.recall import entries_for, forget_entry, record
 from tuner.report.build import PlanReport, build_report
-from tuner.reserving import reserve_at
+from tuner.reserving import forecast_at, reserve_at, reserve_forecast
 from tuner.settings import Settings
 
 if TYPE_CHECKING:
@@ -283,27 +281,6 @@ def hold_reserve(
         return None, None
     forecast = reserve_forecast(ports.history, settings, now, None)
     return reserve_at(now, settings, forecast, ports.actuator, ports.reserve, dry_run=False)
-
-
-def forecast_at(
-    history: LoadHistory | None, settings: Settings, now: float
-) -> tuple[Forecast | None, str | None]:
-    """The load forecast for the horizon after ``now`` (:func:`forecast_from`); (None, None)
-    without a history."""
-    return (None, None) if history is None else forecast_from(settings, history.series, now)
-
-
-def reserve_forecast(
-    history: LoadHistory | None, settings: Settings, now: float, forecast: Forecast | None
-) -> Forecast | None:
-    """The forecast a reserve is planned by: the cycle's ``forecast`` (None: made here), or,
-    with reserving on, one that may also rest on the load's own period
-    (:func:`~tuner.model.period.detect_period`): it foresees a rise with under a day of
-    history. The release keeps the cycle's forecast (a period's band, measured over a few
-    cycles, is wide: as headroom it held the nodes through the troughs)."""
-    if history is None or settings.forecast.reserve_max_nodes <= 0:
-        return forecast if forecast is not None else forecast_at(history, settings, now)[0]
-    return forecast_from(settings, history.series, now, own_period=True)[0]
 
 
 def _cycle(

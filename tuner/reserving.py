@@ -1,5 +1,6 @@
-"""Each cycle's reserve: the room the forecast's rise asks for
-(:func:`~tuner.plan.reserve.plan_reserve`), held by the cycle's
+"""Each cycle's forecast and reserve: the load expected over the next horizon
+(:func:`forecast_at`), the forecast a reserve is planned by (:func:`reserve_forecast`), and the
+room its rise asks for (:func:`~tuner.plan.reserve.plan_reserve`), held by the cycle's
 :class:`~tuner.cycle.ReserveKeeper` unless in a dry run (which only reports it)."""
 
 from __future__ import annotations
@@ -7,14 +8,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tuner.model.cluster import Cluster
-from tuner.model.forecast import Forecast
+from tuner.model.forecast import Forecast, forecast_from
 from tuner.model.pools import discover
 from tuner.model.reserve import Reserve, ReserveOutcome
 from tuner.plan.reserve import plan_reserve
 from tuner.settings import Settings
 
 if TYPE_CHECKING:
-    from tuner.cycle import Actuator, ReserveKeeper
+    from tuner.cycle import Actuator, LoadHistory, ReserveKeeper
 
 
 def reserve_at(
@@ -35,3 +36,24 @@ def reserve_at(
     cluster = Cluster((), ()) if off else actuator.read()
     reserve = plan_reserve(cluster, discover(cluster, settings), forecast, settings, now)
     return reserve, None if dry_run or keeper is None else keeper.hold(reserve, now)
+
+
+def forecast_at(
+    history: LoadHistory | None, settings: Settings, now: float
+) -> tuple[Forecast | None, str | None]:
+    """The load forecast for the horizon after ``now`` (:func:`forecast_from`); (None, None)
+    without a history."""
+    return (None, None) if history is None else forecast_from(settings, history.series, now)
+
+
+def reserve_forecast(
+    history: LoadHistory | None, settings: Settings, now: float, forecast: Forecast | None
+) -> Forecast | None:
+    """The forecast a reserve is planned by: the cycle's ``forecast`` (None: made here), or,
+    with reserving on, one that may also rest on the load's own period
+    (:func:`~tuner.model.period.detect_period`): it foresees a rise with under a day of
+    history. The release keeps the cycle's forecast (a period's band, measured over a few
+    cycles, is wide: as headroom it held the nodes through the troughs)."""
+    if history is None or settings.forecast.reserve_max_nodes <= 0:
+        return forecast if forecast is not None else forecast_at(history, settings, now)[0]
+    return forecast_from(settings, history.series, now, own_period=True)[0]

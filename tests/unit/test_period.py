@@ -10,10 +10,10 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from tuner.cycle import forecast_at, reserve_forecast
 from tuner.model.forecast import DAY_S, MIN_ERRORS, Basis, LoadSeries, forecast_load
 from tuner.model.load import SCALAR
 from tuner.model.period import PERIOD_WINDOW_S, detect_period
+from tuner.reserving import forecast_at, reserve_forecast
 from tuner.settings import Settings
 
 Vector = npt.NDArray[np.float64]
