@@ -1,10 +1,17 @@
 """What a forecast load asks of the cluster: the pods the HPAs would run at the forecast's peak.
 
-An HPA keeps each pod's usage near its target, so the replicas of a workload it scales follow
-the load: at ``scale`` times the load they were sized for it runs ``ceil(scale × replicas)``
-pods (the replicas there are now, pending ones included), within the HPA's minimum and
-maximum, and as many as now while the scale is within the HPA's tolerance
-(:data:`HPA_TOLERANCE`). Pods no HPA scales stay as they are. The scale is a band edge of the
+Where an HPA's status gives its current utilisation (:attr:`~tuner.model.cluster.Hpa.usage_ratio`,
+its metric over its target), the HPA's own formula from where it stands: at ``measured`` times
+the last known load (the load that utilisation was measured at) it asks
+``ceil(Ready pods × ratio × measured)``, as many as now within its tolerance
+(:data:`HPA_TOLERANCE`) — so an HPA idling at its minimum well below its target adds nothing
+at a rise that leaves it below. The ratio already counts the pods the HPA keeps from a higher
+load of its stabilisation window (they lower it), so this one is scaled from the last load, not
+from :func:`sized_for`'s. Where the utilisation is not known, as if the HPA sat at its target:
+its replicas follow the load, at ``scale`` times the load they were sized for it runs
+``ceil(scale × replicas)`` pods (the replicas there are now, pending ones included), as many
+as now while the scale is within the tolerance. Either within the HPA's minimum and maximum.
+Pods no HPA scales stay as they are. The scale is a band edge of the
 forecast's peak over the load the replicas now were sized for (:func:`sized_for`: the highest
 of the last five minutes, as an HPA scales down only to the highest recommendation of its
 stabilisation window; the last known load alone would count the pods the HPA keeps from a
