@@ -69,7 +69,8 @@ class Demand:
     """The pods the forecast's band edge asks for, against the pods there are."""
 
     scale: float
-    """The band edge of the forecast's peak over the last known load (1: no change)."""
+    """The band edge of the forecast's peak over the load the replicas now were sized for
+    (1: no change)."""
     workloads: Mapping[Workload, Replicas]
     """Every HPA-scaled workload with at least one pod."""
     requests: Resources
