@@ -165,9 +165,9 @@ def test_the_hpas_ratio_counts_only_its_pods_running_and_ready() -> None:
 def test_a_known_metric_scales_from_the_last_load_not_the_one_the_pods_were_sized_for() -> None:
     f = replace(_forecast(100.0, 150.0), recent=(200.0, 100.0), step_s=60.0)
     assert sized_for(f) == 200.0
-    known = _cluster(4, Hpa("default", "web", WEB, 1, 20, usage_ratio=0.5))
+    known = _cluster(4, Hpa("default", "web", WEB, 1, 20, usage_ratio=1.0))
     demand, _ = forecast_demand(known, f, "placeholder")
-    assert demand.workloads[WEB].then == 3  # ceil(4 x 0.5 x 150 / 100): measured at 100
+    assert demand.workloads[WEB].then == 6  # ceil(4 x 1.0 x 150 / 100): measured at 100
     unknown = _cluster(4, Hpa("default", "web", WEB, 1, 20))
     demand, _ = forecast_demand(unknown, f, "placeholder")
     assert demand.workloads[WEB].then == 3  # ceil(4 x 150 / 200): sized for 200
