@@ -133,3 +133,41 @@ def test_a_peak_under_the_load_the_replicas_serve_adds_no_pod() -> None:
 def test_the_lookup_load_is_scaled_by_the_expected_peak_over_the_last_load() -> None:
     f = replace(_forecast(100.0, 150.0), peak=Band(150.0, 120.0, 180.0), recent=(300.0, 100.0))
     assert expected_load(Load.scalar(10.0), f) == Load.scalar(15.0)
+
+
+def test_an_hpa_well_below_its_target_adds_no_pod_at_a_rise_that_leaves_it_below() -> None:
+    idle = _cluster(4, Hpa("default", "web", WEB, 4, 10, usage_ratio=0.3))
+    assert demand_at(idle, 1.18).added == {}  # 0.3 x 1.18 of its target: it stays at its minimum
+    assert demand_at(idle, 3.0).workloads[WEB].then == 4  # 0.9: within the tolerance
+    assert demand_at(idle, 4.0).workloads[WEB].then == 5  # ceil(4 x 1.2)
+    unknown = _cluster(4, Hpa("default", "web", WEB, 4, 10))
+    assert demand_at(unknown, 1.18).added == {WEB: 1}  # as if it sat at its target
+
+
+def test_an_hpa_above_its_target_asks_for_its_own_formula_from_where_it_stands() -> None:
+    hot = _cluster(4, Hpa("default", "web", WEB, 1, 20, usage_ratio=1.5))
+    assert demand_at(hot, 1.0).workloads[WEB].then == 6  # already short of 2 pods
+    assert demand_at(hot, 2.0).workloads[WEB].then == 12  # ceil(4 x 1.5 x 2)
+    assert demand_at(hot, 0.5).workloads[WEB].then == 3  # 0.75 of its target: ceil(4 x 0.75)
+    cold = _cluster(4, Hpa("default", "web", WEB, 1, 20, usage_ratio=0.5))
+    assert demand_at(cold, 1.0).workloads[WEB].then == 2  # the pods its stabilisation keeps
+    assert demand_at(cold, 1.5).workloads[WEB].then == 3
+
+
+def test_the_hpas_ratio_counts_only_its_pods_running_and_ready() -> None:
+    c = _cluster(4, Hpa("default", "web", WEB, 1, 20, usage_ratio=2.0))
+    new = pod("web-new", None, cpu="500m", memory="1Gi", workload="web")
+    assert demand_at(c, 1.0).workloads[WEB].then == 8
+    with_pending = demand_at(replace(c, pods=(*c.pods, new)), 1.0).workloads[WEB]
+    assert (with_pending.now, with_pending.then) == (5, 8)  # the pending one measured nothing
+
+
+def test_a_known_metric_scales_from_the_last_load_not_the_one_the_pods_were_sized_for() -> None:
+    f = replace(_forecast(100.0, 150.0), recent=(200.0, 100.0), step_s=60.0)
+    assert sized_for(f) == 200.0
+    known = _cluster(4, Hpa("default", "web", WEB, 1, 20, usage_ratio=1.0))
+    demand, _ = forecast_demand(known, f, "placeholder")
+    assert demand.workloads[WEB].then == 6  # ceil(4 x 1.0 x 150 / 100): measured at 100
+    unknown = _cluster(4, Hpa("default", "web", WEB, 1, 20))
+    demand, _ = forecast_demand(unknown, f, "placeholder")
+    assert demand.workloads[WEB].then == 3  # ceil(4 x 150 / 200): sized for 200

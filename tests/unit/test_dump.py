@@ -13,6 +13,7 @@ from tuner.model.constraints import ZONE_KEY as ZONE
 from tuner.model.resources import Resources
 from tuner.monitor.dump import cluster_from_objects, load_dump
 from tuner.monitor.pod_spec import effective_requests
+from tuner.monitor.prune import pruned
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "cluster-dump.json"
 
@@ -212,6 +213,74 @@ def test_pdb_and_hpa_are_read() -> None:
     cluster = cluster_from_objects(items)
     assert cluster.pdbs[0].disruptions_allowed == 0
     assert cluster.hpa_targets == {Workload("shop", "Deployment", "web")}
+
+
+def _hpa(metrics: list[dict[str, Any]], current: list[dict[str, Any]]) -> dict[str, Any]:
+    """An autoscaling/v2 HPA as ``kubectl get hpa -o json`` shows it (status trimmed)."""
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web", "namespace": "shop", "uid": "3f1c"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": 2,
+            "maxReplicas": 10,
+            "metrics": metrics,
+        },
+        "status": {
+            "currentReplicas": 2,
+            "desiredReplicas": 2,
+            "lastScaleTime": "2026-12-06T17:42:10Z",
+            "currentMetrics": current,
+            "conditions": [{"type": "AbleToScale", "status": "True", "reason": "ReadyForNewScale"}],
+        },
+    }
+
+
+def _resource(name: str, part: str, **value: Any) -> dict[str, Any]:
+    return {"type": "Resource", "resource": {"name": name, part: value}}
+
+
+def test_an_hpas_current_utilisation_over_its_target_is_read() -> None:
+    cpu = _resource("cpu", "target", type="Utilization", averageUtilization=60)
+    memory = _resource("memory", "target", type="Utilization", averageUtilization=80)
+    now = [
+        _resource("cpu", "current", averageUtilization=15, averageValue="75m"),
+        _resource("memory", "current", averageUtilization=40, averageValue="205Mi"),
+    ]
+    (hpa,) = cluster_from_objects([_hpa([cpu, memory], now)]).hpas
+    assert (hpa.min_replicas, hpa.max_replicas, hpa.usage_ratio) == (2, 10, 0.5)  # memory's
+    (hpa,) = cluster_from_objects([pruned("HorizontalPodAutoscaler", _hpa([cpu], now))]).hpas
+    assert hpa.usage_ratio == 0.25  # pruning keeps what the ratio is read from
+
+
+@pytest.mark.parametrize(
+    ("metrics", "current"),
+    [
+        ([], []),  # no metric in the spec
+        ([_resource("cpu", "target", type="Utilization", averageUtilization=60)], []),
+        (  # a target in absolute units
+            [_resource("cpu", "target", type="AverageValue", averageValue="500m")],
+            [_resource("cpu", "current", averageValue="75m")],
+        ),
+        (  # a metric of another type beside the CPU's
+            [
+                _resource("cpu", "target", type="Utilization", averageUtilization=60),
+                {"type": "Pods", "pods": {"metric": {"name": "rps"}, "target": {}}},
+            ],
+            [_resource("cpu", "current", averageUtilization=15)],
+        ),
+        (  # a status that is not a list
+            [_resource("cpu", "target", type="Utilization", averageUtilization=60)],
+            "garbled",
+        ),
+    ],
+)
+def test_an_hpa_without_a_usable_current_utilisation_has_no_ratio(
+    metrics: list[dict[str, Any]], current: Any
+) -> None:
+    (hpa,) = cluster_from_objects([_hpa(metrics, current)]).hpas
+    assert hpa.usage_ratio is None and hpa.max_replicas == 10
 
 
 def test_pods_on_unknown_nodes_are_rejected() -> None:

@@ -150,3 +150,20 @@ def test_a_new_pod_has_no_usable_sample_for_the_metric_delay_after_it_is_ready()
     # all six pods at 60m, 1.2x the target, and asks 8
     assert replicas_after_sync(sim, 30) == 6
     assert replicas_after_sync(sim, 45) == 8
+
+
+def test_the_hpas_status_holds_the_utilisation_of_its_last_sync() -> None:
+    hpa = HorizontalPodAutoscaler(PHP)
+    assert hpa.usage_ratio is None  # not measured yet
+    hpa.desired(0, current=4, ready=4, missing=0, usage=680, request=200)
+    assert (hpa.utilization, hpa.usage_ratio) == (85, 85 / 80)
+
+
+def test_the_tuner_reads_each_hpas_status_as_of_its_last_sync() -> None:
+    sim = Simulation(stepped(), 1)
+    replicas_after_sync(sim, -15)
+    (hpa,) = sim.cluster().hpas
+    assert (hpa.min_replicas, hpa.max_replicas, hpa.usage_ratio) == (1, 20, 1.0)  # 100m / 2
+    replicas_after_sync(sim, 0)
+    (hpa,) = sim.cluster().hpas
+    assert hpa.usage_ratio == 3.0  # the load of 30 on the 2 pods measured, not the 6 asked for

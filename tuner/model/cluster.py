@@ -130,6 +130,11 @@ class Hpa:
     target: Workload
     min_replicas: int
     max_replicas: int
+    usage_ratio: float | None = None
+    """Its current metric over its target, as it last measured them (``status.currentMetrics``'
+    ``averageUtilization`` over the spec's, the highest of its CPU and memory Utilization
+    metrics), over its pods Ready then; None where not known (a metric of another type, or not
+    measured yet)."""
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,17 @@
 """What a forecast load asks of the cluster: the pods the HPAs would run at the forecast's peak.
 
-An HPA keeps each pod's usage near its target, so the replicas of a workload it scales follow
-the load: at ``scale`` times the load they were sized for it runs ``ceil(scale × replicas)``
-pods (the replicas there are now, pending ones included), within the HPA's minimum and
-maximum, and as many as now while the scale is within the HPA's tolerance
-(:data:`HPA_TOLERANCE`). Pods no HPA scales stay as they are. The scale is a band edge of the
+Where an HPA's status gives its current utilisation (:attr:`~tuner.model.cluster.Hpa.usage_ratio`,
+its metric over its target), the HPA's own formula from where it stands: at ``measured`` times
+the last known load (the load that utilisation was measured at) it asks
+``ceil(Ready pods × ratio × measured)``, as many as now within its tolerance
+(:data:`HPA_TOLERANCE`) — so an HPA idling at its minimum well below its target adds nothing
+at a rise that leaves it below. The ratio already counts the pods the HPA keeps from a higher
+load of its stabilisation window (they lower it), so this one is scaled from the last load, not
+from :func:`sized_for`'s. Where the utilisation is not known, as if the HPA sat at its target:
+its replicas follow the load, at ``scale`` times the load they were sized for it runs
+``ceil(scale × replicas)`` pods (the replicas there are now, pending ones included), as many
+as now while the scale is within the tolerance. Either within the HPA's minimum and maximum.
+Pods no HPA scales stay as they are. The scale is a band edge of the
 forecast's peak over the load the replicas now were sized for (:func:`sized_for`: the highest
 of the last five minutes, as an HPA scales down only to the highest recommendation of its
 stabilisation window; the last known load alone would count the pods the HPA keeps from a
@@ -22,7 +29,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from types import MappingProxyType
 
-from tuner.model.cluster import Cluster, Pod, Workload
+from tuner.model.cluster import Cluster, Hpa, Pod, Workload
 from tuner.model.constraints import Constraints
 from tuner.model.forecast import Band, Forecast
 from tuner.model.load import Load
@@ -62,7 +69,8 @@ class Demand:
     """The pods the forecast's band edge asks for, against the pods there are."""
 
     scale: float
-    """The band edge of the forecast's peak over the last known load (1: no change)."""
+    """The band edge of the forecast's peak over the load the replicas now were sized for
+    (1: no change)."""
     workloads: Mapping[Workload, Replicas]
     """Every HPA-scaled workload with at least one pod."""
     requests: Resources
@@ -127,16 +135,20 @@ def decided_by(forecast: Forecast | None, settings: Settings) -> Forecast | None
     return replace(forecast, peak=lead_band(forecast, settings.forecast.lead(settings.windows)))
 
 
-def demand_at(cluster: Cluster, scale: float) -> Demand:
-    """The pods the cluster runs at ``scale`` times the last known load."""
+def demand_at(cluster: Cluster, scale: float, measured: float | None = None) -> Demand:
+    """The pods the cluster runs at a load ``scale`` times the one the replicas now were sized
+    for and ``measured`` times the last known load (where the HPAs measured their metrics;
+    ``scale`` when not given): each HPA as :func:`wanted` asks."""
     counts = Counter(p.workload for p in cluster.pods)
+    ready = Counter(p.workload for p in cluster.pods if p.node is not None and p.ready)
     pods = {p.workload: p.requests for p in cluster.pods}
     workloads: dict[Workload, Replicas] = {}
+    growth = scale if measured is None else measured
     for hpa in cluster.hpas:
         now = counts.get(hpa.target, 0)
         if now == 0:
             continue
-        wanted = now if within_tolerance(scale) else math.ceil(now * scale - 1e-9)
+        wanted = _wanted(hpa, now, ready.get(hpa.target, 0), scale, growth)
         then = min(max(wanted, hpa.min_replicas), hpa.max_replicas)
         workloads[hpa.target] = Replicas(now, max(then, 1), pods[hpa.target])
     total = Resources.total([p.requests for p in cluster.pods])
@@ -144,6 +156,22 @@ def demand_at(cluster: Cluster, scale: float) -> Demand:
         grown, shrunk = _times(r.pod, max(r.then - r.now, 0)), _times(r.pod, max(r.now - r.then, 0))
         total = total + grown - shrunk
     return Demand(scale, MappingProxyType(dict(sorted(workloads.items()))), total)
+
+
+def _wanted(hpa: Hpa, now: int, ready: int, scale: float, measured: float) -> int:
+    """The replicas ``hpa`` asks for (before its bounds), running ``now`` pods (``ready`` of
+    them Ready), at ``scale`` times the load they were sized for and ``measured`` times the
+    load its metric was measured at. With its usage ratio known, its own formula from where it
+    stands: ``ceil(ready × ratio × measured)``, as many as now within the tolerance, and never
+    fewer than now on a rise nor more on a fall (its pods not Ready count as using nothing, or
+    are left out); else as if it sat at its target: ``ceil(now × scale)``."""
+    if hpa.usage_ratio is None or ready == 0:
+        return now if within_tolerance(scale) else math.ceil(now * scale - 1e-9)
+    ratio = hpa.usage_ratio * measured
+    if within_tolerance(ratio):
+        return now
+    wanted = math.ceil(ready * ratio - 1e-9)
+    return max(wanted, now) if ratio > 1 else min(wanted, now)
 
 
 def next_step(replicas: int, most: int) -> int:
@@ -215,7 +243,15 @@ def forecast_demand(cluster: Cluster, forecast: Forecast, placeholder: str) -> t
     real = tuple(p for p in cluster.pods if placeholder not in p.labels)
     if len(real) < len(cluster.pods):
         cluster = replace(cluster, pods=real)
-    return demand_at(cluster, band_scale(forecast, forecast.peak.upper)), forecast.peak
+    return demand_for(cluster, forecast, forecast.peak.upper), forecast.peak
+
+
+def demand_for(cluster: Cluster, forecast: Forecast, edge: float) -> Demand:
+    """The demand at ``edge`` of the forecast's peak: scaled from the load the replicas now
+    were sized for (:func:`band_scale`) where an HPA's metric is not known, from the last known
+    load where it is (the metric was measured at that load, and its ratio to the target already
+    counts the pods kept from a higher one)."""
+    return demand_at(cluster, band_scale(forecast, edge), _scale(edge, forecast.last))
 
 
 def expected_load(load: Load, forecast: Forecast | None) -> Load:

@@ -352,6 +352,7 @@ def _pdb(obj: Obj) -> Pdb:
 
 def _hpa(obj: Obj) -> Hpa:
     (meta, name), spec = metadata(obj), obj.get("spec") or {}
+    status = obj.get("status") or {}
     namespace = meta.get("namespace", "default")
     target = spec["scaleTargetRef"]
     low = whole(spec.get("minReplicas", 1), "spec.minReplicas")
@@ -368,4 +369,45 @@ def _hpa(obj: Obj) -> Hpa:
         ),
         min_replicas=low,
         max_replicas=high,
+        usage_ratio=_usage_ratio(spec.get("metrics"), status.get("currentMetrics")),
     )
+
+
+def _usage_ratio(metrics: object, current: object) -> float | None:
+    """The highest of an HPA's current CPU or memory utilisation over its target
+    (``status.currentMetrics[].resource.current.averageUtilization`` over
+    ``spec.metrics[].resource.target.averageUtilization``), or None unless every metric of its
+    spec is such a target with a current utilisation in its status (a status that says nothing
+    usable leaves the ratio unknown, not the HPA refused)."""
+    targets = {m.get("name"): m.get("target") or {} for m in _resources(metrics)}
+    now = {m.get("name"): m.get("current") for m in _resources(current)}
+    if not targets or not isinstance(metrics, list) or len(targets) != len(metrics):
+        return None
+    ratios = []
+    for name, target in targets.items():
+        goal, used = _utilization(target), _utilization(now.get(name))
+        if goal is None or used is None or goal == 0 or target.get("type") != "Utilization":
+            return None
+        ratios.append(used / goal)
+    return max(ratios)
+
+
+def _resources(metrics: object) -> list[Obj]:
+    """The ``resource`` parts of the Resource metrics of an HPA's spec or status."""
+    if not isinstance(metrics, list):
+        return []
+    return [
+        m["resource"]
+        for m in metrics
+        if isinstance(m, OBJECT)
+        and m.get("type") == "Resource"
+        and isinstance(m.get("resource"), OBJECT)
+    ]
+
+
+def _utilization(part: object) -> int | None:
+    """A metric target's or value's ``averageUtilization`` (a whole percentage), else None."""
+    value = part.get("averageUtilization") if isinstance(part, OBJECT) else None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value

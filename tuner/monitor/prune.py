@@ -145,7 +145,9 @@ PRUNERS: Mapping[str, Pruner] = {
         labels=False, spec=_keys("selector"), status=_keys("disruptionsAllowed")
     ),
     "HorizontalPodAutoscaler": _shape(
-        labels=False, spec=_keys("scaleTargetRef", "minReplicas", "maxReplicas")
+        labels=False,
+        spec=_keys("scaleTargetRef", "minReplicas", "maxReplicas", "metrics"),
+        status=_keys("currentMetrics"),
     ),
     "PersistentVolumeClaim": _shape(labels=False, spec=_keys("volumeName")),
     "PersistentVolume": _shape(labels=True, spec=_keys("nodeAffinity")),

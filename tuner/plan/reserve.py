@@ -7,7 +7,7 @@ and the simulator's.
    band. A rise due later is the business of a later cycle (a cycle runs at least every
    ``windows.retry_s`` while reserving is on: :func:`~tuner.cycle.run_cycle`); holding room for
    it now only pays for a node before anything needs it. The pods each HPA-scaled workload
-   adds by then (:func:`~tuner.model.demand.demand_at`), each like one of its pods now (its
+   adds by then (:func:`~tuner.model.demand.demand_for`), each like one of its pods now (its
    requests and scheduling rules).
 2. In a fork of the cluster's scheduling simulation (:class:`~tuner.model.snapshot.Snapshot`,
    every rule of the real scheduler), the pods pending now are placed first where they fit
@@ -61,7 +61,7 @@ from dataclasses import replace
 from tuner.model.change import NewNode, daemon_pods, templates
 from tuner.model.cluster import Cluster, Pod, Workload
 from tuner.model.conventions import Keys
-from tuner.model.demand import band_scale, demand_at, lead_band
+from tuner.model.demand import demand_for, lead_band
 from tuner.model.forecast import Forecast
 from tuner.model.movability import disruption_blocker
 from tuner.model.pools import NodePool, Pools
@@ -98,7 +98,7 @@ def plan_reserve(
         return Reserve(forecast.at, until, reason=why)
     held = {p.node for p in cluster.pods if placeholder in p.labels and p.node is not None}
     cluster = replace(cluster, pods=tuple(p for p in cluster.pods if placeholder not in p.labels))
-    added = demand_at(cluster, band_scale(forecast, edge)).added
+    added = demand_for(cluster, forecast, edge).added
     if not added:
         return Reserve(forecast.at, until, reason=f"{peak}: no HPA adds a pod")
     arriving, unfit, snapshot = _unfit(cluster, held, added)
@@ -106,7 +106,7 @@ def plan_reserve(
     if not unfit:
         return Reserve(forecast.at, until, reason=f"{what}, all fit in the nodes there are")
     lower = lead_band(forecast, lead).lower
-    if not _unfit(cluster, held, demand_at(cluster, band_scale(forecast, lower)).added)[1]:
+    if not _unfit(cluster, held, demand_for(cluster, forecast, lower).added)[1]:
         why = (
             f"{what}, {len(unfit)} fit in no node there is; at the band's lower edge "
             f"({lower:.4g}) all fit: no sure need"

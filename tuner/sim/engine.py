@@ -118,11 +118,6 @@ class Simulation:
         )
         self.replicas = self.controllers.replicas
         """Desired replicas per workload (the controllers')."""
-        self.hpa_values = tuple(
-            Hpa(s.namespace, s.name, s.workload, s.hpa.min_replicas, s.hpa.max_replicas)
-            for s in scenario.services
-            if s.hpa is not None
-        )
         self.tracker = WindowTracker(scenario, self.clock, self.cluster_state)
         self.handed_over = self.tracker.handed_over
         """Nodes the tuner's executor left to the autoscaler (the tracker's)."""
@@ -154,7 +149,22 @@ class Simulation:
 
     def cluster(self) -> Cluster:
         """The cluster now, as the tuner's monitor would read it."""
-        return self.cluster_state.view(self.now, self.hpa_values)
+        return self.cluster_state.view(self.now, self._hpa_values())
+
+    def _hpa_values(self) -> tuple[Hpa, ...]:
+        """Every HPA as the API holds it: its spec, and its status's utilisation of its last
+        sync (a reading of the past, never of the load to come)."""
+        return tuple(
+            Hpa(
+                s.namespace,
+                s.name,
+                s.workload,
+                hpa.spec.min_replicas,
+                hpa.spec.max_replicas,
+                hpa.usage_ratio,
+            )
+            for s, hpa in self.controllers.hpas.items()
+        )
 
     def advance(self, seconds: float) -> None:
         """Run ``seconds`` of simulated time, and on while the strategy's turn waits (for a

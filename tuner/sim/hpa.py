@@ -81,7 +81,11 @@ def usage_ratio(total: int, pods: int, request: int, target: float) -> float:
     ``total`` millicores: the utilisation as a whole percentage, truncated, over the target
     percentage (v1.33 ``metrics/utilization.go`` ``GetResourceUtilizationRatio``:
     ``int32(total * 100 / requests)``)."""
-    return (total * 100 // (pods * request)) / round(target * 100)
+    return _percent(total, pods, request) / round(target * 100)
+
+
+def _percent(total: int, pods: int, request: int) -> int:
+    return total * 100 // (pods * request)
 
 
 def recommend(
@@ -129,6 +133,16 @@ class HorizontalPodAutoscaler:
 
     spec: HpaSpec
     history: deque[tuple[float, int]] = field(default_factory=deque)
+    utilization: int | None = None
+    """The average utilisation of its last sync (``status.currentMetrics``): of the pods with a
+    usable metric, as :func:`usage_ratio` takes it; None before one was measured."""
+
+    @property
+    def usage_ratio(self) -> float | None:
+        """Its status's utilisation over its target (None when not measured)."""
+        if self.utilization is None:
+            return None
+        return self.utilization / round(self.spec.target * 100)
 
     def desired(
         self,
@@ -142,6 +156,8 @@ class HorizontalPodAutoscaler:
     ) -> int:
         """The replica count the HPA sets at ``now`` (arguments as :func:`recommend`'s)."""
         raw = recommend(self.spec, current, ready, missing, usage, request, unready)
+        if ready and request > 0:
+            self.utilization = _percent(samples(usage, ready), ready, request)
         self.history.append((now, raw))
         while self.history and self.history[0][0] < now - DOWNSCALE_STABILIZATION:
             self.history.popleft()

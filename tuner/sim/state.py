@@ -217,7 +217,7 @@ class SimCluster:
         """The tuner's placeholder pods (pending or bound): preemption has victims to look for."""
         self._uid = 0
         self._node_seq = 0
-        self._view: tuple[int, Cluster] | None = None
+        self._view: tuple[int, tuple[Hpa, ...], Cluster] | None = None
 
     # -- nodes ---------------------------------------------------------------------------------
 
@@ -373,8 +373,9 @@ class SimCluster:
     def view(self, now: float, hpas: Iterable[Hpa] = ()) -> Cluster:
         """The cluster as the tuner sees it: registered, ready nodes and their pods, and the
         services' PodDisruptionBudgets with the disruptions they allow now."""
-        if self._view is not None and self._view[0] == self.version:
-            return self._view[1]
+        hpas = tuple(hpas)
+        if self._view is not None and self._view[:2] == (self.version, hpas):
+            return self._view[2]
         nodes = tuple(
             _node_value(n)
             for n in sorted(self.nodes.values(), key=lambda n: n.name)
@@ -396,8 +397,8 @@ class SimCluster:
             for service in sorted(self.by_service, key=lambda s: (s.namespace, s.name))
             if service.pdb_max_unavailable is not None
         )
-        cluster = Cluster(nodes=nodes, pods=pods, hpas=tuple(hpas), pdbs=pdbs)
-        self._view = (self.version, cluster)
+        cluster = Cluster(nodes=nodes, pods=pods, hpas=hpas, pdbs=pdbs)
+        self._view = (self.version, hpas, cluster)
         return cluster
 
 
