@@ -13,6 +13,7 @@ from tuner.model.demand import (
     band_scale,
     decided_by,
     demand_at,
+    demand_for,
     expected_load,
     forecast_demand,
     lead_band,
@@ -171,3 +172,14 @@ def test_a_known_metric_scales_from_the_last_load_not_the_one_the_pods_were_size
     unknown = _cluster(4, Hpa("default", "web", WEB, 1, 20))
     demand, _ = forecast_demand(unknown, f, "placeholder")
     assert demand.workloads[WEB].then == 3  # ceil(4 x 150 / 200): sized for 200
+
+
+def test_the_room_a_removal_keeps_is_the_more_of_the_two_estimates() -> None:
+    f = replace(_forecast(100.0, 150.0), recent=(100.0,), step_s=60.0)
+    idle = _cluster(4, Hpa("default", "web", WEB, 4, 10, usage_ratio=0.3))
+    assert not demand_for(idle, f, 150.0).added  # the reserve's: 0.45 of its target, no pod
+    demand, _ = forecast_demand(idle, f, "placeholder")
+    assert demand.workloads[WEB].then == 6  # the headroom's: as if at its target, ceil(4 x 1.5)
+    hot = _cluster(4, Hpa("default", "web", WEB, 1, 20, usage_ratio=1.5))
+    demand, _ = forecast_demand(hot, f, "placeholder")
+    assert demand.workloads[WEB].then == 9  # its own formula is the more: ceil(4 x 1.5 x 1.5)
