@@ -12,6 +12,7 @@ from testkit.builders import cluster, node, pod
 from tuner.analyse.decision import Analysis, analyse
 from tuner.analyse.options import Choice, Refusal
 from tuner.model.cluster import Cluster, Hpa, Workload
+from tuner.model.constraints import Constraints, LabelSelector, SpreadConstraint
 from tuner.model.demand import expected_load, next_step, next_steps
 from tuner.model.forecast import Band, Basis, Forecast
 from tuner.model.load import Load
@@ -225,3 +226,31 @@ def test_with_provisioning_ahead_a_removal_leaves_room_only_for_the_rise_before_
     assert len(removal(decide(c, on, late_rise))) == 2  # 1.1 x: the four and a fifth fit
     early_rise = replace(late_rise, path=(100.0, 300.0, 300.0, 300.0, 300.0, 300.0))
     assert decide(c, on, early_rise).decision is Choice.STAY
+
+
+def test_a_spread_workloads_next_step_is_placed_pod_by_pod_under_its_rule() -> None:
+    # web spreads over zones (maxSkew 1, DoNotSchedule), five pods in each; its next step adds
+    # two. Without c, zone b has no room for a web pod: the first new pod goes to zone a
+    # (6 against 5), the second would make the skew 2 there. Counted by requests alone, zone
+    # a's room holds both.
+    spread = SpreadConstraint(1, "zone", LabelSelector((("app", "web"),)))
+    rules = Constraints(spread=(spread,))
+    webs = [
+        pod(f"web-{i}", "a1" if i < 5 else "b1", "200m", labels={"app": "web"}, constraints=rules)
+        for i in range(10)
+    ]
+    nodes = [
+        node("a1", "4", "16Gi", labels={"zone": "a"}),
+        node("b1", "2", "16Gi", labels={"zone": "b"}),
+        node("c1", "2", "16Gi", labels={"zone": "b"}),
+    ]
+    db = pod("db-0", "b1", "900m", workload="db", kind="StatefulSet")  # never moved: b1 stays
+    pods = [*webs, db, pod("x-1", "c1", "100m")]
+    refused = decide(with_hpa(cluster(nodes, pods)), settings(), None)
+    assert refused.decision is Choice.STAY
+    assert refused.proposals[0].refusal is Refusal.NEXT_STEP
+    assert "2 more pod(s) of default/Deployment/web would fit on no node left" in refused.reason
+    # with room for one web pod left in zone b, the step fits: c goes
+    smaller = pod("db-0", "b1", "600m", workload="db", kind="StatefulSet")
+    roomier = [*webs, smaller, pod("x-1", "c1", "100m")]
+    assert removal(decide(with_hpa(cluster(nodes, roomier)), settings(), None)) == ("c1",)

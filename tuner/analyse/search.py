@@ -34,6 +34,7 @@ from tuner.analyse.options import Choice, Proposal, Refusal
 from tuner.analyse.usable import node_usable
 from tuner.model.change import DesiredChange, Relocation
 from tuner.model.cluster import Pod
+from tuner.model.demand import counted_alike
 from tuner.model.pod_counting import Mask
 from tuner.model.resources import Resources
 
@@ -251,11 +252,22 @@ class Search:
         return None
 
     def _step_fits(self, pod: Pod, count: int, kept_out: Mask, allowed: Mask | None) -> bool:
-        """Whether ``count`` new pods like ``pod`` fit on the nodes that admit the first of
-        them, counted by their requests (exact when their requests alone decide,
-        :func:`~tuner.model.demand.counted_alike`, and for one pod; for more pods of a rule that
-        counts pods, such as a spread, the rule is judged for the first only)."""
-        return self.snapshot.count_fitting(pod, self._admits(pod, kept_out, allowed)) >= count
+        """Whether ``count`` new pods like ``pod`` fit: counted by their requests on the nodes
+        that admit the first when their requests alone decide
+        (:func:`~tuner.model.demand.counted_alike`) or for one pod; else placed one by one where
+        the scheduler would put them, each judged under its rules (a spread or an
+        anti-affinity counts the ones placed before it), in a fork reverted after (each
+        workload's step on its own)."""
+        snap = self.snapshot
+        if count == 1 or counted_alike(pod.constraints):
+            return snap.count_fitting(pod, self._admits(pod, kept_out, allowed)) >= count
+        with snap.forked():
+            for _ in range(count):
+                mask = self._admits(pod, kept_out, allowed)
+                if not mask.any():
+                    return False
+                snap.place(pod, snap.best_fit(pod, mask))
+        return True
 
     def _admits(self, pod: Pod, kept_out: Mask, allowed: Mask | None) -> Mask:
         """The nodes a new pod may go to now: open ones it fits (the ``allowed`` ones, None:
