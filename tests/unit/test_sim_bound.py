@@ -284,18 +284,23 @@ def _brute(
     return math.inf
 
 
+def _random_pools(rng: random.Random) -> tuple[NodeGroup, ...]:
+    """One to three pools of a random node type, minimum 0 or 1, maximum 2, each in its own
+    zone (or none)."""
+    zones = rng.sample(["a", "b", "c", ""], rng.randrange(1, 4))
+    return tuple(
+        NodeGroup(f"p{i}", rng.choice((E2, E4, HIGHMEM)), rng.randrange(0, 2), 2, zone=z)
+        for i, z in enumerate(zones)
+    )
+
+
 def test_the_rule_bound_never_exceeds_the_cheapest_placement_nor_undercuts_the_whole_bound() -> (
     None
 ):
     rng = random.Random(11)
-    kinds = (E2, E4, HIGHMEM)
     checked = strict = 0
     for _ in range(60):
-        zones = rng.sample(["a", "b", "c", ""], rng.randrange(1, 4))
-        pools = tuple(
-            NodeGroup(f"p{i}", rng.choice(kinds), rng.randrange(0, 2), 2, zone=z)
-            for i, z in enumerate(zones)
-        )
+        pools = _random_pools(rng)
         services = (
             Service(
                 "spread",
@@ -392,14 +397,9 @@ def test_the_pinned_bound_is_between_the_rule_bound_and_the_cheapest_placement()
     """Tiny random instances, pinned pods each alone on a node that stays: the pinned bound
     never goes below the rule bound nor above the cheapest placement that keeps them."""
     rng = random.Random(23)
-    kinds = (E2, E4, HIGHMEM)
     checked = strict = 0
     for _ in range(60):
-        zones = rng.sample(["a", "b", "c", ""], rng.randrange(1, 4))
-        pools = tuple(
-            NodeGroup(f"p{i}", rng.choice(kinds), rng.randrange(0, 2), 2, zone=z)
-            for i, z in enumerate(zones)
-        )
+        pools = _random_pools(rng)
         services = (
             Service("spread", rng.choice((600, 1200)), 0, spread=(Spread(ZONE_KEY, 1, True),)),
             Service("host", rng.choice((500, 1500)), 1 * GIB, anti_affinity=HOSTNAME_KEY),

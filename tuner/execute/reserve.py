@@ -229,12 +229,7 @@ class KubeReserveKeeper:
         try:
             drained(kube, node, time.time())
             for h in held:
-                outcome = delete_placeholder(kube, self.namespace, h.name)
-                if not outcome.ok:
-                    raise ActionFailed(outcome.reason)
-                self.standing.pop(h.name, None)
-                self.commanded.discard(h.name)
-                self.made.pop(h.name, None)
+                self._delete(h.name)
                 removed.append(h.name)
             removal = check_remove_node(kube, RemoveNode(node))
             if isinstance(removal, NodeRemoval) and removal.pods:
@@ -296,13 +291,17 @@ class KubeReserveKeeper:
 
     def _remove(self, held: Placeholder) -> None:
         """Delete a placeholder, verified gone, then drop its journal record."""
-        outcome = delete_placeholder(self.kube, self.namespace, held.name)
+        self._delete(held.name)
+        self._released(held.name)
+
+    def _delete(self, name: str) -> None:
+        """Delete a placeholder, verified gone, and forget it (its journal record stays)."""
+        outcome = delete_placeholder(self.kube, self.namespace, name)
         if not outcome.ok:
             raise ActionFailed(outcome.reason)
-        self.standing.pop(held.name, None)
-        self.commanded.discard(held.name)
-        self.made.pop(held.name, None)
-        self._released(held.name)
+        self.standing.pop(name, None)
+        self.commanded.discard(name)
+        self.made.pop(name, None)
 
     def _released(self, name: str) -> None:
         """The placeholder is gone: drop its journal record (if this keeper wrote one)."""

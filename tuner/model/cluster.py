@@ -106,6 +106,11 @@ class Pod:
         """DaemonSet and mirror pods stay with their node and vanish with it."""
         return self.owner_kind in ("DaemonSet", "Node")
 
+    @property
+    def pending(self) -> bool:
+        """Not bound to a node yet, or bound but still in phase Pending."""
+        return self.node is None or self.phase == "Pending"
+
 
 @dataclass(frozen=True, slots=True)
 class Pdb:

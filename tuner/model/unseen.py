@@ -54,8 +54,6 @@ def unseen(window: WindowReport, cluster: Cluster, keys: Keys) -> Unseen:
     pending = sorted(
         p.key
         for p in cluster.pods
-        if (p.node is None or p.phase == "Pending")
-        and keys.placeholder not in p.labels
-        and p.owner_kind != "Job"
+        if p.pending and keys.placeholder not in p.labels and p.owner_kind != "Job"
     )
     return Unseen(nodes, tuple(pending))

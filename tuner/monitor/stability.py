@@ -157,7 +157,7 @@ def compare_snapshots(
         if was != now:
             findings.append(f"{workload}: pod count {was} → {now}")
     for when, cluster in ((clock_time(start_time), start), (clock_time(end_time), end)):
-        pending = {p.key for p in _counted(cluster.pods) if _is_pending(p)}
+        pending = {p.key for p in _counted(cluster.pods) if p.pending}
         unready = {p.key for p in _counted(cluster.pods) if not p.ready} - pending
         if pending:
             findings.append(f"pending at {when}: {_names(pending)}")
@@ -241,9 +241,9 @@ def _snapshot_unsettled(start: Cluster, end: Cluster, handed_over: frozenset[str
     troubled: set[Workload] = set()
     for cluster in (start, end):
         for pod in _counted(cluster.pods):
-            if _is_pending(pod):
+            if pod.pending:
                 pending.add(pod.key)
-            if _is_pending(pod) or not pod.ready:
+            if pod.pending or not pod.ready:
                 troubled.add(pod.workload)
     blockers = _blockers(pending, comings - handed_over)
     unsettled = Unsettled(frozenset(nodes), frozenset(workloads | troubled), tuple(blockers))
@@ -422,10 +422,6 @@ def _without_placeholders(cluster: Cluster, keys: Keys) -> Cluster:
 def _counted(pods: Iterable[Pod]) -> list[Pod]:
     """Pods that count for stability: Job pods come and go by design."""
     return [p for p in pods if p.owner_kind != "Job"]
-
-
-def _is_pending(pod: Pod) -> bool:
-    return pod.node is None or pod.phase == "Pending"
 
 
 def _pod_counts(cluster: Cluster) -> Mapping[Workload, int]:

@@ -123,31 +123,34 @@ class Comparison:
     pinned_bound_nodes: tuple[int, ...] = ()
     """Nodes of the pinned bound at each tick."""
 
+    def _over_time(self, per_tick: Sequence[float]) -> float:
+        """A per-tick series summed over the run, in hours of it."""
+        return sum(per_tick) * self.outcomes[0].tick / 3600
+
     @property
     def lower_bound_cost(self) -> float:
         """Total cost of the lower bound."""
-        tick = self.outcomes[0].tick
-        return sum(self.lower_bound) * tick / 3600
+        return self._over_time(self.lower_bound)
 
     @property
     def whole_bound_cost(self) -> float:
         """Total cost of the whole-node bound."""
-        return sum(self.whole_bound) * self.outcomes[0].tick / 3600
+        return self._over_time(self.whole_bound)
 
     @property
     def lower_bound_node_hours(self) -> float:
         """Node-hours of the lower bound."""
-        return sum(self.lower_bound_nodes) * self.outcomes[0].tick / 3600
+        return self._over_time(self.lower_bound_nodes)
 
     @property
     def pinned_bound_cost(self) -> float:
         """Total cost of the pinned bound."""
-        return sum(self.pinned_bound) * self.outcomes[0].tick / 3600
+        return self._over_time(self.pinned_bound)
 
     @property
     def pinned_bound_node_hours(self) -> float:
         """Node-hours of the pinned bound."""
-        return sum(self.pinned_bound_nodes) * self.outcomes[0].tick / 3600
+        return self._over_time(self.pinned_bound_nodes)
 
     def outcome(self, strategy: str) -> StrategyRun:
         """The outcome of one strategy."""
