@@ -10,7 +10,7 @@ from dataclasses import replace
 from tuner.sim.evaluate import summary, work
 from tuner.sim.forecast_error import ForecastError, forecast_key
 from tuner.sim.metrics import ActionCounts, TickSeries
-from tuner.sim.report import Comparison, StrategyRun, forecast_keys, table
+from tuner.sim.report import Comparison, StrategyRun, forecast_keys, highest_ahead, table
 from tuner.sim.scenarios import scenario
 from tuner.sim.strategies.tuner import simulation_settings
 
@@ -126,3 +126,36 @@ def test_worker_processes_start_the_costliest_scenarios_first() -> None:
     )
 
     assert by_work == ["diurnal-week", "large", "diurnal", "thesis-wide"]
+
+
+def test_the_no_wait_bound_pays_each_rise_a_provisioning_delay_before_it() -> None:
+    """A rule bound of 0.8/h with one 10-minute rise to 1.2/h: a run whose pods never wait pays
+    the rise from a provisioning delay (120 s, 24 ticks) before it, so 24 more ticks at 1.2."""
+    delay = SCENARIO.autoscaler.provisioning_delay
+    assert delay == 120.0
+    bound = [0.8] * TICKS
+    bound[360:480] = [1.2] * 120
+    comparison = replace(compared(0.8, tuner=0.95), lower_bound=tuple(bound))
+
+    text = table(comparison)
+    figures = summary(comparison)
+
+    expected = (0.8 * (TICKS - 144) + 1.2 * 144) * 5 / 3600
+    assert math.isclose(comparison.no_wait_bound_cost, expected)
+    assert comparison.no_wait_bound[335] == 0.8
+    assert comparison.no_wait_bound[336] == 1.2
+    assert comparison.no_wait_bound[479] == 1.2
+    assert comparison.no_wait_bound[480] == 0.8
+    assert figures["lower_bound"]["no_wait_cost"] == round(expected, 4)
+    assert figures["no_wait_room"] == round(1 - expected, 4)
+    header = row(text, "strategy")
+    assert row(text, "no-wait bound")[header.index("node-hours")] == "—"
+    assert (
+        row(text, "no-wait bound")[header.index("savings vs CA")]
+        == f"{(1 - expected) * 100:+.1f} %"
+    )
+
+
+def test_the_highest_value_ahead_stops_at_the_series_end() -> None:
+    assert highest_ahead((1.0, 3.0, 2.0, 0.5), 1) == (3.0, 3.0, 2.0, 0.5)
+    assert highest_ahead((1.0, 3.0, 2.0, 0.5), 0) == (1.0, 3.0, 2.0, 0.5)

@@ -103,9 +103,11 @@ def summary(comparison: Comparison) -> dict[str, Any]:
             "whole_node_cost": round(comparison.whole_bound_cost, 4),
             "pinned_cost": round(comparison.pinned_bound_cost, 4),
             "pinned_node_hours": round(comparison.pinned_bound_node_hours, 3),
+            "no_wait_cost": round(comparison.no_wait_bound_cost, 4),
         },
         "room": round(comparison.room, 4),
         "safe_room": round(comparison.safe_room, 4),
+        "no_wait_room": round(comparison.no_wait_room, 4),
         "strategies": {
             o.strategy: {
                 "node_hours": round(o.node_hours, 3),
