@@ -244,6 +244,11 @@ class Search:
                     f"{Refusal.NEXT_STEP.value}: {count} more pod(s) of {pod.workload} would "
                     "fit on no node left"
                 )
+        if not self._steps_fit(headroom.imminent, kept_out, allowed):
+            return Refusal.NEXT_STEP, (
+                f"{Refusal.NEXT_STEP.value}: the next steps of the {len(headroom.imminent)} "
+                "HPA(s) at or above their target would not all fit on the nodes left"
+            )
         for pod in headroom.added_pods(self.context.cluster) or ():
             mask = self._admits(pod, kept_out, allowed)
             if not mask.any():
@@ -258,15 +263,23 @@ class Search:
         the scheduler would put them, each judged under its rules (a spread or an
         anti-affinity counts the ones placed before it), in a fork reverted after (each
         workload's step on its own)."""
-        snap = self.snapshot
         if count == 1 or counted_alike(pod.constraints):
-            return snap.count_fitting(pod, self._admits(pod, kept_out, allowed)) >= count
+            return self.snapshot.count_fitting(pod, self._admits(pod, kept_out, allowed)) >= count
+        return self._steps_fit(((pod, count),), kept_out, allowed)
+
+    def _steps_fit(
+        self, steps: Sequence[tuple[Pod, int]], kept_out: Mask, allowed: Mask | None
+    ) -> bool:
+        """Whether the ``steps`` fit all together, their pods placed one after another where the
+        scheduler would put them, in a fork reverted after."""
+        snap = self.snapshot
         with snap.forked():
-            for _ in range(count):
-                mask = self._admits(pod, kept_out, allowed)
-                if not mask.any():
-                    return False
-                snap.place(pod, snap.best_fit(pod, mask))
+            for pod, count in steps:
+                for _ in range(count):
+                    mask = self._admits(pod, kept_out, allowed)
+                    if not mask.any():
+                        return False
+                    snap.place(pod, snap.best_fit(pod, mask))
         return True
 
     def _admits(self, pod: Pod, kept_out: Mask, allowed: Mask | None) -> Mask:
