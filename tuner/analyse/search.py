@@ -23,6 +23,7 @@ nodes one after another, each accepted drain committed before the next is tried)
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -75,6 +76,8 @@ class Search:
         }
         """Pods on each node in the simulated state (committed drains included)."""
         self.totals = context.totals
+        self.running = Counter(p.workload for p in context.cluster.pods if p.node is not None)
+        """Each workload's pods on a node (a move keeps the count)."""
 
     def usable_of(self, name: str) -> Resources:
         """Usable capacity of a node in the simulated state; a cordoned node's free part is
@@ -86,6 +89,13 @@ class Search:
     def movers(self, name: str) -> list[Pod]:
         """The pods to re-place when the node goes."""
         return [p for p in self.residents.get(name, ()) if not p.follows_node]
+
+    def stranded(self, name: str) -> int:
+        """How many of the node's pods to re-place are of a workload with no pod on any other
+        node: while they move, nothing serves it until its new pods start."""
+        pods = self.movers(name)
+        here = Counter(p.workload for p in pods)
+        return sum(1 for p in pods if self.running[p.workload] <= here[p.workload])
 
     def passes_check(self, name: str) -> bool:
         """The linear candidate check in the simulated state."""
