@@ -10,6 +10,7 @@ from fractions import Fraction
 
 from testkit.builders import cluster, node, pod
 from tuner.analyse.decision import Analysis, analyse
+from tuner.analyse.headroom import FIT_LIMIT, imminent_steps
 from tuner.analyse.options import Choice, Refusal
 from tuner.model.cluster import Cluster, Hpa, Workload
 from tuner.model.constraints import Constraints, LabelSelector, SpreadConstraint
@@ -165,9 +166,9 @@ def test_a_removal_that_leaves_no_node_room_for_an_hpas_next_pod_is_refused() ->
     assert removal(decide(c, settings(headroom="none"), None)) == ("c",)
 
 
-def test_each_workloads_next_step_must_fit_on_its_own_not_all_at_once() -> None:
-    # a second HPA-scaled workload whose next pod asks 200m too: b keeps 250m free after c's
-    # pod moved there, room for either next pod, not for both at once
+def two_steps_with_room_for_one(ratio: float | None) -> Cluster:
+    """web and api, each one 200m pod, their HPAs at ``ratio`` of their target: without c, b
+    keeps 250m free, room for either next pod, not for both."""
     pods = [
         pod("fill-1", "a", "1800m", workload="fill"),
         pod("web-1", "a", "200m"),
@@ -177,8 +178,47 @@ def test_each_workloads_next_step_must_fit_on_its_own_not_all_at_once() -> None:
     ]
     c = cluster([node("a", "2", "16Gi"), node("b", "2", "16Gi"), node("c", "2", "16Gi")], pods)
     api = Workload("default", "Deployment", "api")
-    both = replace(with_hpa(c), hpas=(*with_hpa(c).hpas, Hpa("default", "api", api, 1, 100)))
-    assert removal(decide(both, settings(), None)) == ("c",)
+    hpas = (Hpa("default", "web", WEB, 1, 100, ratio), Hpa("default", "api", api, 1, 100, ratio))
+    return replace(c, hpas=hpas)
+
+
+def test_each_workloads_next_step_must_fit_on_its_own_not_all_at_once() -> None:
+    # a second HPA-scaled workload whose next pod asks 200m too (their HPAs' utilisation not
+    # known): b keeps 250m free after c's pod moved there, room for either next pod
+    assert removal(decide(two_steps_with_room_for_one(None), settings(), None)) == ("c",)
+
+
+def test_the_next_steps_of_the_hpas_at_their_target_must_fit_all_together() -> None:
+    # both HPAs at or above their target: one small rise adds a pod of each, and only one fits
+    for ratio in (1.0, 1.08):
+        refused = decide(two_steps_with_room_for_one(ratio), settings(), None)
+        assert refused.decision is Choice.STAY
+        assert refused.proposals[0].refusal is Refusal.NEXT_STEP
+        assert "the next steps of the 2 HPA(s) at or above their target" in refused.reason
+        with_forecast = decide(two_steps_with_room_for_one(ratio), settings(), forecast(1.0, 1.0))
+        assert with_forecast.proposals[0].refusal is Refusal.NEXT_STEP
+    # below their target, or not measured: each step on its own fits, c goes
+    for below in (0.99, 0.5, None):
+        assert removal(decide(two_steps_with_room_for_one(below), settings(), None)) == ("c",)
+    # headroom "none" checks no step
+    none = settings(headroom="none")
+    assert removal(decide(two_steps_with_room_for_one(1.0), none, None)) == ("c",)
+
+
+def test_the_imminent_steps_are_the_highest_ratios_first_within_the_fit_limit() -> None:
+    c = two_steps_with_room_for_one(None)
+    api = Workload("default", "Deployment", "api")
+    ratios = replace(
+        c, hpas=(Hpa("default", "web", WEB, 1, 100, 1.02), Hpa("default", "api", api, 1, 100, 1.05))
+    )
+    assert [(p.workload, n) for p, n in imminent_steps(ratios)] == [(api, 1), (WEB, 1)]
+    # 3,000 pods step up by 301: the first FIT_LIMIT of them are placed
+    many = [pod(f"web-{i}", "a", "1m") for i in range(3000)]
+    crowd = replace(
+        cluster([node("a", "64", "64Gi")], many), hpas=(Hpa("default", "web", WEB, 1, 5000, 1.0),)
+    )
+    assert next_step(3000, 5000) > FIT_LIMIT
+    assert [n for _, n in imminent_steps(crowd)] == [FIT_LIMIT]
 
 
 def test_of_the_steps_placed_alike_only_those_no_bigger_step_covers_are_checked() -> None:

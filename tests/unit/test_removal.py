@@ -103,6 +103,21 @@ def test_ties_go_to_fewest_pods_then_most_even_spread() -> None:
     assert result.removal is not None and result.removal.nodes == ("b",)
 
 
+def test_of_nodes_with_as_many_pods_the_one_stranding_the_fewest_workloads_goes() -> None:
+    # a and b hold two pods each; a's solo-1 is solo's only pod (while it moves nothing serves
+    # solo), b's two are of web, which runs on a and c too
+    nodes = [node("a"), node("b"), node("c")]
+    pods = [pod("solo-1", "a", workload="solo"), pod("web-1", "a", workload="web")]
+    pods += [pod(f"web-{i}", "b", workload="web") for i in (2, 3)]
+    pods += [pod("web-4", "c", workload="web"), pod("db-0", "c", workload="db", kind="StatefulSet")]
+    result = run(cluster(nodes, pods), settings(max_parallel_removals=1))
+    assert result.removal is not None and result.removal.nodes == ("b",)
+    # fewer pods to move still come first: with web-1 gone, a moves one pod against b's two
+    fewer = [p for p in pods if p.name != "web-1"]
+    result = run(cluster(nodes, fewer), settings(max_parallel_removals=1))
+    assert result.removal is not None and result.removal.nodes == ("a",)
+
+
 def test_pods_never_land_on_a_node_being_removed() -> None:
     c = figure_3_1()
     result = run(c, settings(max_parallel_removals=3))

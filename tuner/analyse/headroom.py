@@ -19,18 +19,25 @@ adds at its smallest step up must fit, one by one, where the scheduler would put
 in total is not enough: a cluster packed until every node keeps less than one pod's request
 free makes the next scale-up of any workload wait a node's start-up (on the large scenario the
 removals left 3.6 free cores in slivers of at most 0.13 core, and every 0.2-core pod an HPA
-added waited for a new node).
+added waited for a new node). Each step on its own is not enough either: every HPA that last
+measured its metric at or above its target (not yet past its tolerance) is one small rise from
+its next step, and those steps, all together, must fit where the scheduler would put them
+(:func:`imminent_steps`). On the large scenario, with each step checked on its own only, the
+removals left the nodes so full that the HPAs' ordinary steps up soon found no room: twelve
+removals, ten nodes the Cluster Autoscaler added back, each after pods waited its start-up.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tuner.analyse.usable import under_thresholds
+from tuner.model.change import templates
 from tuner.model.cluster import Cluster, Node, Pod
 from tuner.model.conventions import Keys
-from tuner.model.demand import Demand, decided_by, forecast_demand, next_steps
+from tuner.model.demand import Demand, decided_by, forecast_demand, next_step, next_steps
 from tuner.model.forecast import Band, Forecast
 from tuner.model.resources import Resources
 from tuner.settings import Settings, Thresholds
@@ -59,6 +66,9 @@ class Headroom:
     steps: tuple[tuple[Pod, int], ...] = ()
     """One pod of each HPA-scaled workload and the pods its next step adds, to fit each on its
     own (:func:`~tuner.model.demand.next_steps`; none under ``none``)."""
+    imminent: tuple[tuple[Pod, int], ...] = ()
+    """One pod and the next step of each workload whose HPA stands at or above its target, to
+    fit all together (:func:`imminent_steps`; none under ``none``)."""
 
     @staticmethod
     def of(cluster: Cluster, settings: Settings, forecast: Forecast | None) -> Headroom:
@@ -66,13 +76,13 @@ class Headroom:
         mode = settings.analyse.headroom
         if mode == "none":
             return Headroom(Thresholds())
-        steps = next_steps(cluster)
+        steps, imminent = next_steps(cluster), imminent_steps(cluster)
         forecast = decided_by(forecast, settings)
         if mode == "forecast" and forecast is not None and forecast.foresees:
             placeholder = Keys(settings.execute.label_prefix).placeholder
             demand, band = forecast_demand(cluster, forecast, placeholder)
-            return Headroom(Thresholds(), demand, band, forecast.last, steps)
-        return Headroom(settings.analyse.thresholds, steps=steps)
+            return Headroom(Thresholds(), demand, band, forecast.last, steps, imminent)
+        return Headroom(settings.analyse.thresholds, steps=steps, imminent=imminent)
 
     def why(self, detail: str = "") -> str:
         """Why a change leaves too little room for the forecast, in the user's words."""
@@ -121,3 +131,28 @@ class Headroom:
         for pod in cluster.pods:
             first.setdefault(pod.workload, pod)
         return tuple(first[w] for w, n in added.items() for _ in range(n))
+
+
+IMMINENT_RATIO = 1.0
+"""An HPA whose last measured metric is at least this share of its target (at or above it, not
+yet past its tolerance) is one small rise from its next step up."""
+
+
+def imminent_steps(cluster: Cluster) -> tuple[tuple[Pod, int], ...]:
+    """One pod and the next step up (:func:`~tuner.model.demand.next_step`) of every
+    HPA-scaled workload whose HPA last measured its metric at or above its target
+    (:data:`IMMINENT_RATIO`), the highest ratio first, up to :data:`FIT_LIMIT` pods in all."""
+    counts = Counter(p.workload for p in cluster.pods)
+    like = templates(cluster)
+    near = sorted(
+        (h for h in cluster.hpas if h.usage_ratio is not None and h.usage_ratio >= IMMINENT_RATIO),
+        key=lambda h: -(h.usage_ratio or 0.0),
+    )
+    steps: list[tuple[Pod, int]] = []
+    left = FIT_LIMIT
+    for hpa in near:
+        added = min(next_step(counts[hpa.target], hpa.max_replicas), left)
+        if hpa.target in like and added > 0:
+            steps.append((like[hpa.target], added))
+            left -= added
+    return tuple(steps)

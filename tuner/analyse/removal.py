@@ -9,7 +9,9 @@ Follows the down-scaling thesis (003) and the parallel-drain proposal (001):
    with every modelled fit rule (never onto a node being removed);
 4. the resulting state must keep requests/usable capacity under the thresholds;
 5. the most expensive removable node wins; ties go to the fewest pods to move, then to the
-   lowest maximum CPU share of the receiving nodes (the thesis' most even spread);
+   fewest pods of a workload with no pod on another node (while they move nothing serves it
+   until its new pods start), then to the lowest maximum CPU share of the receiving nodes (the
+   thesis' most even spread);
 6. up to ``max_parallel_removals`` nodes, greedily: each accepted node's pods are committed into
    the snapshot before the next node is tried, so the set is removable together;
 7. never a pool below its minimum (:class:`~tuner.model.pools.Pools`): nodes are counted per
@@ -121,7 +123,7 @@ class _Greedy:
 
     def try_node(
         self, name: str, price: float
-    ) -> tuple[tuple[float, int, float], DrainOutcome] | tuple[Refusal, str]:
+    ) -> tuple[tuple[float, int, int, float], DrainOutcome] | tuple[Refusal, str]:
         """Evaluate removing one node (the snapshot is left as it was): (rank key, drain), or
         why not."""
         search = self.search
@@ -142,19 +144,22 @@ class _Greedy:
             if refused is not None:
                 return Refusal.BUDGET, refused
             spread = search.snapshot.max_cpu_share({m.node for m in drain.moves})
-            return (-price, len(moved), spread), drain
+            return (-price, len(moved), search.stranded(name), spread), drain
 
     def best(
-        self, order: list[str], rank: Callable[[str], tuple[float, int]], prices: dict[str, float]
+        self,
+        order: list[str],
+        rank: Callable[[str], tuple[float, int, int]],
+        prices: dict[str, float],
     ) -> DrainOutcome | None:
         """The best node to remove next among ``order`` (sorted by ``rank``): the first
         removable one and up to :data:`TIE_LIMIT` of those ranked equal to it, the lowest
         maximum CPU share of the receiving nodes winning; each node passed over leaves its
         refusal in :attr:`refusal` and :attr:`last_reason`."""
-        best: tuple[tuple[float, int, float], DrainOutcome] | None = None
+        best: tuple[tuple[float, int, int, float], DrainOutcome] | None = None
         ties = 0
         for name in order:
-            if best is not None and (ties >= TIE_LIMIT or rank(name) != best[0][:2]):
+            if best is not None and (ties >= TIE_LIMIT or rank(name) != best[0][:3]):
                 break
             refused = self.over_budget(name, self.search.movers(name))
             if refused is not None:
@@ -223,8 +228,8 @@ def removal_in(context: Context) -> RemovalResult:
             )
         for _ in range(settings.analyse.max_parallel_removals):
 
-            def rank(name: str) -> tuple[float, int]:
-                return (-prices[name], len(search.movers(name)))
+            def rank(name: str) -> tuple[float, int, int]:
+                return (-prices[name], len(search.movers(name)), search.stranded(name))
 
             removed = {n for d in chosen for n in d.nodes}
             order = sorted(

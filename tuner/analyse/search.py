@@ -23,6 +23,7 @@ nodes one after another, each accepted drain committed before the next is tried)
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -75,6 +76,8 @@ class Search:
         }
         """Pods on each node in the simulated state (committed drains included)."""
         self.totals = context.totals
+        self.running = Counter(p.workload for p in context.cluster.pods if p.node is not None)
+        """Each workload's pods on a node (a move keeps the count)."""
 
     def usable_of(self, name: str) -> Resources:
         """Usable capacity of a node in the simulated state; a cordoned node's free part is
@@ -86,6 +89,13 @@ class Search:
     def movers(self, name: str) -> list[Pod]:
         """The pods to re-place when the node goes."""
         return [p for p in self.residents.get(name, ()) if not p.follows_node]
+
+    def stranded(self, name: str) -> int:
+        """How many of the node's pods to re-place are of a workload with no pod on any other
+        node: while they move, nothing serves it until its new pods start."""
+        pods = self.movers(name)
+        here = Counter(p.workload for p in pods)
+        return sum(1 for p in pods if self.running[p.workload] <= here[p.workload])
 
     def passes_check(self, name: str) -> bool:
         """The linear candidate check in the simulated state."""
@@ -244,6 +254,11 @@ class Search:
                     f"{Refusal.NEXT_STEP.value}: {count} more pod(s) of {pod.workload} would "
                     "fit on no node left"
                 )
+        if not self._steps_fit(headroom.imminent, kept_out, allowed):
+            return Refusal.NEXT_STEP, (
+                f"{Refusal.NEXT_STEP.value}: the next steps of the {len(headroom.imminent)} "
+                "HPA(s) at or above their target would not all fit on the nodes left"
+            )
         for pod in headroom.added_pods(self.context.cluster) or ():
             mask = self._admits(pod, kept_out, allowed)
             if not mask.any():
@@ -258,15 +273,23 @@ class Search:
         the scheduler would put them, each judged under its rules (a spread or an
         anti-affinity counts the ones placed before it), in a fork reverted after (each
         workload's step on its own)."""
-        snap = self.snapshot
         if count == 1 or counted_alike(pod.constraints):
-            return snap.count_fitting(pod, self._admits(pod, kept_out, allowed)) >= count
+            return self.snapshot.count_fitting(pod, self._admits(pod, kept_out, allowed)) >= count
+        return self._steps_fit(((pod, count),), kept_out, allowed)
+
+    def _steps_fit(
+        self, steps: Sequence[tuple[Pod, int]], kept_out: Mask, allowed: Mask | None
+    ) -> bool:
+        """Whether the ``steps`` fit all together, their pods placed one after another where the
+        scheduler would put them, in a fork reverted after."""
+        snap = self.snapshot
         with snap.forked():
-            for _ in range(count):
-                mask = self._admits(pod, kept_out, allowed)
-                if not mask.any():
-                    return False
-                snap.place(pod, snap.best_fit(pod, mask))
+            for pod, count in steps:
+                for _ in range(count):
+                    mask = self._admits(pod, kept_out, allowed)
+                    if not mask.any():
+                        return False
+                    snap.place(pod, snap.best_fit(pod, mask))
         return True
 
     def _admits(self, pod: Pod, kept_out: Mask, allowed: Mask | None) -> Mask:
