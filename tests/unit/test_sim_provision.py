@@ -82,6 +82,35 @@ def test_a_replace_grows_the_selected_pool_and_the_pods_land_on_the_new_node() -
     assert sim.actions.provision_node == 1
 
 
+def test_a_pod_scaled_in_while_the_provision_waits_is_nothing_to_move_and_the_replace_ends() -> (
+    None
+):
+    sim = simulation()
+    sim.advance(60)
+    web = [p for p in sim.cluster().pods if p.workload == WEB.workload]
+    old = sorted({p.node or "" for p in web})
+    plan: list[Action] = [
+        provision(),
+        *(Migrate(p, "big+1") for p in web),
+        *(RemoveNode(n) for n in old),
+    ]
+    controls = sim.controls
+    service = controls.service_of(WEB.workload)
+    state = sim.cluster_state
+    gone = state.pods[state.by_name[web[0].name]]
+    assert service is not None
+    controls.scale(service, -1)  # its HPA scales web in: that very pod deleted
+    controls.delete_pod(gone)
+
+    results = sim.apply(plan, node_removal="command")
+
+    assert [r.verified for r in results] == [True] * len(plan), [r.detail for r in results]
+    assert results[1].detail == f"pod {web[0].key} is gone: nothing to move"
+    (new,) = [n for n in sim.cluster_state.nodes.values() if n.pool == "big"]
+    assert {p.node for p in sim.cluster().pods} == {new.name}
+    assert set(old).isdisjoint(sim.cluster_state.nodes)
+
+
 def test_a_pool_at_its_maximum_is_not_grown_and_the_provision_times_out() -> None:
     sim = simulation(big_max=0)
     sim.advance(60)

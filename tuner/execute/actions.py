@@ -82,9 +82,18 @@ class OnProvisioned:
 
 
 # ------------------------------------------------------------------ reads/checks --
+def _gone(pod: Any) -> bool:
+    """The pod is deleted or being deleted."""
+    return pod is None or bool(pod.metadata.deletion_timestamp)
+
+
 def _pod(kube: KubePort, namespace: str, name: str, node: str | None) -> Any:
-    pod = kube.pod(namespace, name)
-    if pod is None or pod.metadata.deletion_timestamp:
+    return _present(kube, kube.pod(namespace, name), namespace, name, node)
+
+
+def _present(kube: KubePort, pod: Any, namespace: str, name: str, node: str | None) -> Any:
+    """The pod read, refused when it is gone, not on ``node`` or not movable."""
+    if _gone(pod):
         raise ActionFailed(f"pod {namespace}/{name} is gone")
     if node and pod.spec.node_name != node:
         raise ActionFailed(f"pod {namespace}/{name} is on {pod.spec.node_name}, not {node}")
@@ -232,10 +241,14 @@ def _avoided(draining: frozenset[str], source: str | None = None) -> dict[str, s
     return avoid
 
 
-def check_migrate(kube: KubePort, action: Migrate, draining: frozenset[str]) -> Migration:
-    """The pod is there and movable, its workload known, the destination open."""
+def check_migrate(kube: KubePort, action: Migrate, draining: frozenset[str]) -> Migration | Gone:
+    """The pod is there and movable, its workload known, the destination open; or it is gone
+    (:class:`Gone`)."""
     namespace, target = action.pod.namespace, action.target
-    pod = _pod(kube, namespace, action.pod.name, action.source)
+    pod = kube.pod(namespace, action.pod.name)
+    if _gone(pod):
+        return Gone(f"{namespace}/{action.pod.name}")
+    pod = _present(kube, pod, namespace, action.pod.name, action.source)
     rs, _, workload = _workload_of(kube, pod)
     if not provisional(target):
         _destination(kube, target)
@@ -252,6 +265,25 @@ def check_migrate(kube: KubePort, action: Migrate, draining: frozenset[str]) -> 
     )
     cordon = None if source in draining else source
     return Migration(pod, landing, f"{namespace}/{workload}", cordon)
+
+
+@dataclass(frozen=True)
+class Gone:
+    """A migrate whose pod was deleted since the plan (its workload's HPA scaled it in while
+    the transition ran, e.g. during a provision's wait): nothing is left to move, its source no
+    longer holds it, and the room it held on its destination only makes the plan's later
+    actions fit the more; done, not failed (a failure would stop the transition with its new
+    node obtained and its pods half moved)."""
+
+    pod: str
+
+    def would(self) -> str:
+        """What :meth:`apply` would do."""
+        return f"would do nothing: pod {self.pod} is gone"
+
+    def apply(self, kube: KubePort, events: Sink) -> Done:
+        """Nothing to move."""
+        return Done(f"pod {self.pod} is gone: nothing to move", steered=False)
 
 
 @dataclass(frozen=True)
