@@ -105,7 +105,7 @@ def test_a_pod_scaled_in_while_the_provision_waits_is_nothing_to_move_and_the_re
     results = sim.apply(plan, node_removal="command")
 
     assert [r.verified for r in results] == [True] * len(plan), [r.detail for r in results]
-    assert results[1].detail == f"pod {web[0].key} is gone: nothing to move"
+    assert results[1].detail == f"pod {web[0].key} is already gone"
     (new,) = [n for n in sim.cluster_state.nodes.values() if n.pool == "big"]
     assert {p.node for p in sim.cluster().pods} == {new.name}
     assert set(old).isdisjoint(sim.cluster_state.nodes)

@@ -28,7 +28,7 @@ from tuner.execute.port import KubePort
 from tuner.execute.provision import check_provision, pending_target
 from tuner.execute.retry import ActionFailed
 from tuner.execute.scaling import Scaled, restore, settled, take, withdraw
-from tuner.execute.step import Done, Step
+from tuner.execute.step import Done, Gone, Step
 from tuner.execute.watch import Check, Verification
 from tuner.model.movability import MOVABLE_OWNERS
 from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode, provisional
@@ -247,7 +247,7 @@ def check_migrate(kube: KubePort, action: Migrate, draining: frozenset[str]) -> 
     namespace, target = action.pod.namespace, action.target
     pod = kube.pod(namespace, action.pod.name)
     if _gone(pod):
-        return Gone(f"{namespace}/{action.pod.name}")
+        return Gone(f"pod {namespace}/{action.pod.name}")
     pod = _present(kube, pod, namespace, action.pod.name, action.source)
     rs, _, workload = _workload_of(kube, pod)
     if not provisional(target):
@@ -265,25 +265,6 @@ def check_migrate(kube: KubePort, action: Migrate, draining: frozenset[str]) -> 
     )
     cordon = None if source in draining else source
     return Migration(pod, landing, f"{namespace}/{workload}", cordon)
-
-
-@dataclass(frozen=True)
-class Gone:
-    """A migrate whose pod was deleted since the plan (its workload's HPA scaled it in while
-    the transition ran, e.g. during a provision's wait): nothing is left to move, its source no
-    longer holds it, and the room it held on its destination only makes the plan's later
-    actions fit the more; done, not failed (a failure would stop the transition with its new
-    node obtained and its pods half moved)."""
-
-    pod: str
-
-    def would(self) -> str:
-        """What :meth:`apply` would do."""
-        return f"would do nothing: pod {self.pod} is gone"
-
-    def apply(self, kube: KubePort, events: Sink) -> Done:
-        """Nothing to move."""
-        return Done(f"pod {self.pod} is gone: nothing to move", steered=False)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ A new pod that stays pending, or lands on its source or a node the transition em
 verification, and the transition stops. A migrate whose pod is gone (its HPA scaled it in since
 the plan, e.g. while a provision waited for its node) has nothing to move: done, and the
 transition goes on (the room the pod held only makes later actions fit the more), as in the
-real executor (:class:`tuner.execute.actions.Gone`). The 2019 tuner's executor
+real executor (:class:`tuner.execute.step.Gone`). The 2019 tuner's executor
 (``on_target_only``) drains nothing ahead and fails every pod that lands off its target, as its
 code did.
 """
@@ -182,7 +182,7 @@ class SimulatedExecutor:
             case Migrate(pod=pod, target=target):
                 sim_pod = cluster.pod_named(pod.name)
                 if sim_pod is None:  # deleted since the plan (its HPA scaled it in)
-                    return ActionResult(action, True, f"pod {pod.key} is gone: nothing to move")
+                    return ActionResult(action, True, f"pod {pod.key} is already gone")
                 if sim_pod.node != pod.node:
                     return ActionResult(action, False, f"pod {pod.key} is not on {pod.node}")
                 cluster.evict(sim_pod)
