@@ -10,6 +10,7 @@ import random
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from knowledge.memory import MemoryKnowledge
 from testkit.builders import cluster, node, pod
@@ -17,7 +18,13 @@ from tests.unit.test_cycle import Recorder
 from tests.unit.test_monitor_stability import NS, RS, STEPS, TIMES, healthy, instant, ranged
 from tuner.analyse.options import Refusal
 from tuner.cycle import CycleState, Outcome, Ports, run_cycle
-from tuner.model.acting import Acting, decline_candidate_delay_s, window_start
+from tuner.model.acting import (
+    DECLINE_REPLACE_STANDS_S,
+    Acting,
+    decline_candidate_delay_s,
+    freed_in_s,
+    window_start,
+)
 from tuner.model.cluster import Cluster, Hpa, Workload
 from tuner.model.conventions import Keys
 from tuner.model.forecast import DAY_S, Band, Basis, Forecast, LoadSeries
@@ -261,6 +268,32 @@ def test_the_decline_candidate_delay_is_the_retry_never_above_the_candidate_dela
     assert delay(600.0, 60.0) == 60.0
     assert delay(30.0, 60.0) == 30.0
     assert delay(600.0, 120.0) == 120.0
+
+
+def test_no_node_is_replaced_during_a_decline_that_frees_a_nodes_room_before_it_would_stand() -> (
+    None
+):
+    # a 2-core node is half the 4 cores requested: the load must lose half of itself
+    pods = [pod(f"web-{i}", "a", cpu="500m", workload="web") for i in range(8)]
+    nodes = cluster([node("a", "4"), node("b", "2")], pods)
+    nodes = replace(nodes, hpas=(Hpa("default", "web", WEB, 1, 10),))
+    fast = (200.0, 190.0, 180.0, 170.0, 150.0)  # 50 in 240 s: 75 more in 360 s
+    slow = (200.0, 199.0, 198.0, 197.0, 196.0)  # 4 in 240 s: 98 more in 5,880 s
+    assert freed_in_s(forecast(fast), nodes) == pytest.approx(360.0)
+    assert freed_in_s(forecast(slow), nodes) == pytest.approx(5880.0)
+    assert freed_in_s(forecast((150.0, 150.0)), nodes) == float("inf")
+    assert 360.0 < DECLINE_REPLACE_STANDS_S < 5880.0
+
+    def replaces(recent: tuple[float, ...], unsettled: Unsettled = SHRUNK) -> bool:
+        load = forecast(recent, expected=recent[-1])
+        release = decline_release(window(unsettled), load)
+        acting = Acting(window(unsettled), True, release, load).read(nodes)
+        return acting.settled(Settings()).analyse.replace_nodes
+
+    assert not replaces(fast)
+    assert replaces(slow)
+    grown = replace(SHRUNK, shrinking=frozenset())
+    assert replaces(fast, grown)  # not released: a replacement as on any window
 
 
 def test_without_the_rule_or_on_a_rise_the_shrinking_workload_stays_out_of_the_plan() -> None:

@@ -307,6 +307,25 @@ def test_a_failed_transition_uncordons_every_node_it_marked() -> None:
     assert marks_left(kube) == []
 
 
+def test_a_pod_its_hpa_scaled_in_since_the_plan_is_nothing_to_move_and_the_node_still_goes() -> (
+    None
+):
+    kube = shop()
+    plan = empty_source(kube)
+    gone = pods_on(kube, SOURCE)[1]  # a web pod: the HPA scales web in while the plan waits
+    kube.deployments[(NS, "web")]["spec"]["replicas"] = 1
+    del kube.pod_docs[(NS, gone.name)]
+
+    result, events = run(kube, plan)
+
+    assert result.completed, result.reason  # type: ignore[attr-defined]
+    assert ("evict", f"{NS}/{gone.name}") not in kube.mutations()
+    assert any(f"pod {NS}/{gone.name} is already gone" in e.note for e in events)
+    assert result.done == tuple(plan)  # type: ignore[attr-defined]
+    assert kube.keys.left_for_removal in kube.nodes[SOURCE]["metadata"]["annotations"]
+    assert {p.spec.node_name for p in kube.live_pods(NS, "web")} == {TARGET}
+
+
 def test_a_node_another_autoscaler_is_removing_fails_the_transition_before_any_move() -> None:
     kube = shop()
     taint = {"key": "ToBeDeletedByClusterAutoscaler", "value": "1", "effect": "NoSchedule"}

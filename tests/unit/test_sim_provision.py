@@ -10,7 +10,7 @@ from types import MappingProxyType
 
 import pytest
 
-from tuner.model.cluster import Node
+from tuner.model.cluster import Node, Pod
 from tuner.model.conventions import POOL_LABEL_BY_SYSTEM
 from tuner.model.pools import NodePool
 from tuner.model.resources import Resources
@@ -55,8 +55,9 @@ def provision() -> ProvisionNode:
 WEB_TWO = Resources(2000, 2 << 30)
 
 
-def test_a_replace_grows_the_selected_pool_and_the_pods_land_on_the_new_node() -> None:
-    sim = simulation()
+def replace_web(sim: Simulation) -> tuple[list[Pod], list[str], list[Action]]:
+    """After a minute: web's pods, the nodes they run on, and the plan that replaces those
+    nodes by a new big one."""
     sim.advance(60)
     web = [p for p in sim.cluster().pods if p.workload == WEB.workload]
     old = sorted({p.node or "" for p in web})
@@ -65,6 +66,12 @@ def test_a_replace_grows_the_selected_pool_and_the_pods_land_on_the_new_node() -
         *(Migrate(p, "big+1") for p in web),
         *(RemoveNode(n) for n in old),
     ]
+    return web, old, plan
+
+
+def test_a_replace_grows_the_selected_pool_and_the_pods_land_on_the_new_node() -> None:
+    sim = simulation()
+    web, old, plan = replace_web(sim)
     start = sim.now
 
     results = sim.apply(plan, node_removal="command")
@@ -80,6 +87,28 @@ def test_a_replace_grows_the_selected_pool_and_the_pods_land_on_the_new_node() -
     assert not any(p.placeholder for p in sim.cluster_state.pods.values())
     assert max(sim.series.pending) == 0  # the placeholder is no workload's pending pod
     assert sim.actions.provision_node == 1
+
+
+def test_a_pod_scaled_in_while_the_provision_waits_is_nothing_to_move_and_the_replace_ends() -> (
+    None
+):
+    sim = simulation()
+    web, old, plan = replace_web(sim)
+    controls = sim.controls
+    service = controls.service_of(WEB.workload)
+    state = sim.cluster_state
+    gone = state.pods[state.by_name[web[0].name]]
+    assert service is not None
+    controls.scale(service, -1)  # its HPA scales web in: that very pod deleted
+    controls.delete_pod(gone)
+
+    results = sim.apply(plan, node_removal="command")
+
+    assert [r.verified for r in results] == [True] * len(plan), [r.detail for r in results]
+    assert results[1].detail == f"pod {web[0].key} is already gone"
+    (new,) = [n for n in sim.cluster_state.nodes.values() if n.pool == "big"]
+    assert {p.node for p in sim.cluster().pods} == {new.name}
+    assert set(old).isdisjoint(sim.cluster_state.nodes)
 
 
 def test_a_pool_at_its_maximum_is_not_grown_and_the_provision_times_out() -> None:

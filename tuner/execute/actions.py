@@ -28,7 +28,7 @@ from tuner.execute.port import KubePort
 from tuner.execute.provision import check_provision, pending_target
 from tuner.execute.retry import ActionFailed
 from tuner.execute.scaling import Scaled, restore, settled, take, withdraw
-from tuner.execute.step import Done, Step
+from tuner.execute.step import Done, Gone, Step
 from tuner.execute.watch import Check, Verification
 from tuner.model.movability import MOVABLE_OWNERS
 from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode, provisional
@@ -82,9 +82,18 @@ class OnProvisioned:
 
 
 # ------------------------------------------------------------------ reads/checks --
+def _gone(pod: Any) -> bool:
+    """The pod is deleted or being deleted."""
+    return pod is None or bool(pod.metadata.deletion_timestamp)
+
+
 def _pod(kube: KubePort, namespace: str, name: str, node: str | None) -> Any:
-    pod = kube.pod(namespace, name)
-    if pod is None or pod.metadata.deletion_timestamp:
+    return _present(kube, kube.pod(namespace, name), namespace, name, node)
+
+
+def _present(kube: KubePort, pod: Any, namespace: str, name: str, node: str | None) -> Any:
+    """The pod read, refused when it is gone, not on ``node`` or not movable."""
+    if _gone(pod):
         raise ActionFailed(f"pod {namespace}/{name} is gone")
     if node and pod.spec.node_name != node:
         raise ActionFailed(f"pod {namespace}/{name} is on {pod.spec.node_name}, not {node}")
@@ -232,10 +241,14 @@ def _avoided(draining: frozenset[str], source: str | None = None) -> dict[str, s
     return avoid
 
 
-def check_migrate(kube: KubePort, action: Migrate, draining: frozenset[str]) -> Migration:
-    """The pod is there and movable, its workload known, the destination open."""
+def check_migrate(kube: KubePort, action: Migrate, draining: frozenset[str]) -> Migration | Gone:
+    """The pod is there and movable, its workload known, the destination open; or it is gone
+    (:class:`Gone`)."""
     namespace, target = action.pod.namespace, action.target
-    pod = _pod(kube, namespace, action.pod.name, action.source)
+    pod = kube.pod(namespace, action.pod.name)
+    if _gone(pod):
+        return Gone(f"pod {namespace}/{action.pod.name}")
+    pod = _present(kube, pod, namespace, action.pod.name, action.source)
     rs, _, workload = _workload_of(kube, pod)
     if not provisional(target):
         _destination(kube, target)

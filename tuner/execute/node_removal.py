@@ -19,7 +19,7 @@ from tuner.execute.kube import now_iso
 from tuner.execute.marks import hand_over
 from tuner.execute.port import KubePort
 from tuner.execute.retry import ActionFailed
-from tuner.execute.step import Done
+from tuner.execute.step import Done, Gone
 from tuner.plan.actions import RemoveNode
 
 
@@ -29,7 +29,7 @@ def check_remove_node(kube: KubePort, action: RemoveNode) -> NodeRemoval | Gone:
     name = action.node
     node = kube.node(name)
     if node is None:
-        return Gone(name)
+        return Gone(f"node {name}")
     refusal = checks.node_refusal(kube.serialize(node))
     if refusal:
         raise ActionFailed(refusal)
@@ -39,21 +39,6 @@ def check_remove_node(kube: KubePort, action: RemoveNode) -> NodeRemoval | Gone:
         if refusal:
             raise ActionFailed(f"node {name} cannot be emptied: {refusal}")
     return NodeRemoval(name, pods, kube.settings.node_removal)
-
-
-@dataclass(frozen=True)
-class Gone:
-    """A node to remove that is already gone."""
-
-    node: str
-
-    def would(self) -> str:
-        """Nothing to do."""
-        return f"node {self.node} is already gone"
-
-    def apply(self, kube: KubePort, events: Sink) -> Done:
-        """Nothing to do."""
-        return Done(self.would())
 
 
 @dataclass(frozen=True)

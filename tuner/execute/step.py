@@ -30,6 +30,26 @@ class Done:
     autoscaler: ``LeftForAutoscaler``, not ``NodeRemoved``)."""
 
 
+@dataclass(frozen=True)
+class Gone:
+    """An action whose object is already gone, which leaves it nothing to do: a node to remove
+    (a provider command deleted it), a pod to move (its HPA scaled the workload in since the
+    plan, e.g. while a provision waited for its node: the room it held only makes the plan's
+    later actions fit the more, and failing would stop a replace with its new node obtained and
+    its pods half moved)."""
+
+    what: str
+    """The object, as ``node <name>`` or ``pod <namespace>/<name>``."""
+
+    def would(self) -> str:
+        """Nothing to do."""
+        return f"{self.what} is already gone"
+
+    def apply(self, kube: KubePort, events: Sink) -> Done:
+        """Nothing to do."""
+        return Done(self.would())
+
+
 class Step(Protocol):
     """An action that passed its checks, with what they read."""
 

@@ -42,13 +42,10 @@ class ClusterControls:
         self.by_workload = {s.workload: s for s in controllers.scenario.services}
         self._placeholders = 0
 
-    def pod_on(self, name: str, node: str | None) -> SimPod | None:
-        """The pod called ``name`` if it runs on ``node``."""
+    def pod_named(self, name: str) -> SimPod | None:
+        """The pod called ``name``, bound or pending; None when it is gone."""
         uid = self.state.by_name.get(name)
-        if uid is None:
-            return None
-        pod = self.state.pods[uid]
-        return pod if pod.node == node and node is not None else None
+        return None if uid is None else self.state.pods[uid]
 
     def service_of(self, workload: Workload) -> Service | None:
         """The simulated workload, or None."""

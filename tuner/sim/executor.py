@@ -23,8 +23,12 @@
   to that node.
 
 A new pod that stays pending, or lands on its source or a node the transition empties, fails
-verification, and the transition stops. The 2019 tuner's executor (``on_target_only``) drains
-nothing ahead and fails every pod that lands off its target, as its code did.
+verification, and the transition stops. A migrate whose pod is gone (its HPA scaled it in since
+the plan, e.g. while a provision waited for its node) has nothing to move: done, and the
+transition goes on (the room the pod held only makes later actions fit the more), as in the
+real executor (:class:`tuner.execute.step.Gone`). The 2019 tuner's executor
+(``on_target_only``) drains nothing ahead and fails every pod that lands off its target, as its
+code did.
 """
 
 from __future__ import annotations
@@ -58,8 +62,8 @@ class Controls(Protocol):
     :class:`tuner.sim.controls.ClusterControls`; the executor never touches the simulation's
     state)."""
 
-    def pod_on(self, name: str, node: str | None) -> SimPod | None:
-        """The pod called ``name`` if it runs on ``node``."""
+    def pod_named(self, name: str) -> SimPod | None:
+        """The pod called ``name``, bound or pending; None when it is gone."""
 
     def service_of(self, workload: Workload) -> Service | None:
         """The simulated workload, or None."""
@@ -176,9 +180,11 @@ class SimulatedExecutor:
             case ProvisionNode():
                 return self._provision(action, provision_timeout_s, bindings)
             case Migrate(pod=pod, target=target):
-                sim_pod = cluster.pod_on(pod.name, pod.node)
-                if sim_pod is None:
-                    return ActionResult(action, False, f"pod {pod.key} is gone")
+                sim_pod = cluster.pod_named(pod.name)
+                if sim_pod is None:  # deleted since the plan (its HPA scaled it in)
+                    return ActionResult(action, True, f"pod {pod.key} is already gone")
+                if sim_pod.node != pod.node:
+                    return ActionResult(action, False, f"pod {pod.key} is not on {pod.node}")
                 cluster.evict(sim_pod)
                 return self._steer(action, sim_pod.service, target, draining, source=pod.node)
             case Add(workload=workload, target=target):
@@ -188,9 +194,9 @@ class SimulatedExecutor:
                 cluster.scale(added, +1)
                 return self._steer(action, added, target, draining)
             case Remove(pod=pod):
-                sim_pod = cluster.pod_on(pod.name, pod.node)
-                if sim_pod is None:
-                    return ActionResult(action, False, f"pod {pod.key} is gone")
+                sim_pod = cluster.pod_named(pod.name)
+                if sim_pod is None or sim_pod.node != pod.node:
+                    return ActionResult(action, False, f"pod {pod.key} is not on {pod.node}")
                 cluster.scale(sim_pod.service, -1)
                 cluster.delete_pod(sim_pod)
                 return ActionResult(action, True)
