@@ -183,16 +183,3 @@ def test_the_room_a_removal_keeps_is_the_more_of_the_two_estimates() -> None:
     hot = _cluster(4, Hpa("default", "web", WEB, 1, 20, usage_ratio=1.5))
     demand, _ = forecast_demand(hot, f, "placeholder")
     assert demand.workloads[WEB].then == 9  # its own formula is the more: ceil(4 x 1.5 x 1.5)
-
-
-def test_the_nodes_the_reserve_buys_count_the_fewer_of_the_two_estimates() -> None:
-    """An HPA at the edge of its tolerance asks for pods or not with the noise of one sync:
-    where the load itself does not rise, the reserve's demand (``pick=min``) adds no pod."""
-    edge = _cluster(20, Hpa("default", "web", WEB, 1, 40, usage_ratio=1.1))
-    flat = replace(_forecast(100.0, 101.0), recent=(100.0,), step_s=60.0)
-    assert demand_for(edge, flat, 101.0).added == {WEB: 3}  # its formula: ceil(20 x 1.111)
-    assert demand_for(edge, flat, 101.0, pick=min).added == {}  # the load: +1 %, in tolerance
-    rise = replace(_forecast(100.0, 150.0), recent=(100.0,), step_s=60.0)
-    assert demand_for(edge, rise, 150.0, pick=min).workloads[WEB].then == 30  # ceil(20 x 1.5)
-    idle = _cluster(4, Hpa("default", "web", WEB, 4, 10, usage_ratio=0.3))
-    assert not demand_for(idle, rise, 150.0, pick=min).added  # its formula: 0.45 of its target

@@ -204,18 +204,6 @@ def test_the_expected_rise_reserves_however_low_the_lower_edge_of_the_band() -> 
         assert reserve.nodes == plan_reserve(c, discover(c, s), sure, s, 1000.0).nodes
 
 
-def test_pods_the_hpa_asks_for_where_the_load_does_not_rise_reserve_nothing() -> None:
-    """Its status says the HPA is above its target (one sync old, at the edge of its tolerance
-    the noise of one sync), but the load is not expected to rise: nodes bought ahead count the
-    fewer of its two estimates of its pods (:data:`~tuner.model.demand.Pick`)."""
-    hot = Hpa("default", "web", WEB, 1, 40, usage_ratio=2.0)
-    c, s = replace(_cluster(6), hpas=(hot,)), _settings()
-    flat = _path_forecast(100, (101, 101, 101), 130)  # its formula: ceil(6 x 2.02), 7 more
-    assert plan_reserve(c, discover(c, s), flat, s, 1000.0).nodes == ()
-    rise = _path_forecast(100, (250, 250, 250), 300)  # both ask for more than there is room
-    assert len(plan_reserve(c, discover(c, s), rise, s, 1000.0).nodes) == 2
-
-
 PLACEHOLDER = "tuner.dev/placeholder"
 
 

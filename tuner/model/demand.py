@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from types import MappingProxyType
@@ -45,10 +45,6 @@ within it of the load now adds no pod."""
 DOWNSCALE_STABILIZATION_S = 300.0
 """An HPA scales down to the highest of its recommendations over this span
 (``behavior.scaleDown.stabilizationWindowSeconds``, default 300)."""
-Pick = Callable[[int, int], int]
-"""Which of an HPA's two estimates of its replicas counts where its usage ratio is known
-(:func:`_wanted`): ``max``, the more (the room a removal keeps errs on the side of more pods),
-or ``min``, the fewer (the nodes the reserve buys err on the side of fewer)."""
 
 
 def within_tolerance(ratio: float) -> bool:
@@ -141,12 +137,12 @@ def decided_by(forecast: Forecast | None, settings: Settings) -> Forecast | None
 
 
 def demand_at(
-    cluster: Cluster, scale: float, measured: float | None = None, *, pick: Pick | None = None
+    cluster: Cluster, scale: float, measured: float | None = None, *, cautious: bool = False
 ) -> Demand:
     """The pods the cluster runs at a load ``scale`` times the one the replicas now were sized
     for and ``measured`` times the last known load (where the HPAs measured their metrics;
-    ``scale`` when not given): each HPA as :func:`_wanted` asks (``pick``: of its two
-    estimates)."""
+    ``scale`` when not given): each HPA as :func:`_wanted` asks (``cautious``: the more of its
+    two estimates)."""
     counts = Counter(p.workload for p in cluster.pods)
     ready = Counter(p.workload for p in cluster.pods if p.node is not None and p.ready)
     pods = {p.workload: p.requests for p in cluster.pods}
@@ -156,7 +152,7 @@ def demand_at(
         now = counts.get(hpa.target, 0)
         if now == 0:
             continue
-        wanted = _wanted(hpa, now, ready.get(hpa.target, 0), scale, growth, pick)
+        wanted = _wanted(hpa, now, ready.get(hpa.target, 0), scale, growth, cautious)
         then = min(max(wanted, hpa.min_replicas), hpa.max_replicas)
         workloads[hpa.target] = Replicas(now, max(then, 1), pods[hpa.target])
     total = Resources.total([p.requests for p in cluster.pods])
@@ -166,20 +162,16 @@ def demand_at(
     return Demand(scale, MappingProxyType(dict(sorted(workloads.items()))), total)
 
 
-def _wanted(
-    hpa: Hpa, now: int, ready: int, scale: float, measured: float, pick: Pick | None
-) -> int:
+def _wanted(hpa: Hpa, now: int, ready: int, scale: float, measured: float, cautious: bool) -> int:
     """The replicas ``hpa`` asks for (before its bounds), running ``now`` pods (``ready`` of
     them Ready), at ``scale`` times the load they were sized for and ``measured`` times the
     load its metric was measured at. With its usage ratio known, its own formula from where it
     stands: ``ceil(ready × ratio × measured)``, as many as now within the tolerance, and never
     fewer than now on a rise nor more on a fall (its pods not Ready count as using nothing, or
-    are left out); else as if it sat at its target: ``ceil(now × scale)``. ``pick`` (None: the
-    formula) chooses of the two where the ratio is known: the status is one sync old, so the
-    utilisation of an HPA below its target can climb faster than the load (room kept for a
-    removal takes the more), and one at the edge of its tolerance asks for pods or not with the
-    noise of one sync, where the load's own rise may ask for none (nodes bought ahead take the
-    fewer)."""
+    are left out); else as if it sat at its target: ``ceil(now × scale)``. ``cautious``: the
+    more of the two where the ratio is known (the status is one sync old and the utilisation
+    of an HPA below its target can climb faster than the load: room kept for a removal errs on
+    the side of more pods)."""
     at_target = now if within_tolerance(scale) else math.ceil(now * scale - 1e-9)
     if hpa.usage_ratio is None or ready == 0:
         return at_target
@@ -189,7 +181,7 @@ def _wanted(
     else:
         wanted = math.ceil(ready * ratio - 1e-9)
         formula = max(wanted, now) if ratio > 1 else min(wanted, now)
-    return formula if pick is None else pick(formula, at_target)
+    return max(formula, at_target) if cautious else formula
 
 
 def next_step(replicas: int, most: int) -> int:
@@ -256,24 +248,24 @@ def _times(pod: Resources, count: int) -> Resources:
 
 def forecast_demand(cluster: Cluster, forecast: Forecast, placeholder: str) -> tuple[Demand, Band]:
     """The demand at the upper edge of the forecast's peak, and the band it came from: what a
-    removal must leave room for, so each HPA asks the more of its two estimates (:data:`Pick`,
+    removal must leave room for, so each HPA asks the more of its two estimates (``cautious``,
     :func:`demand_for`). Pods labelled ``placeholder`` (the reserve's, which hold room for this
     very demand) are no demand."""
     real = tuple(p for p in cluster.pods if placeholder not in p.labels)
     if len(real) < len(cluster.pods):
         cluster = replace(cluster, pods=real)
-    return demand_for(cluster, forecast, forecast.peak.upper, pick=max), forecast.peak
+    return demand_for(cluster, forecast, forecast.peak.upper, cautious=True), forecast.peak
 
 
 def demand_for(
-    cluster: Cluster, forecast: Forecast, edge: float, *, pick: Pick | None = None
+    cluster: Cluster, forecast: Forecast, edge: float, *, cautious: bool = False
 ) -> Demand:
     """The demand at ``edge`` of the forecast's peak: scaled from the load the replicas now
     were sized for (:func:`band_scale`) where an HPA's metric is not known, from the last known
     load where it is (the metric was measured at that load, and its ratio to the target already
-    counts the pods kept from a higher one); ``pick``: of the two there (:data:`Pick`)."""
+    counts the pods kept from a higher one); ``cautious``: the more of the two there."""
     scale, measured = band_scale(forecast, edge), _scale(edge, forecast.last)
-    return demand_at(cluster, scale, measured, pick=pick)
+    return demand_at(cluster, scale, measured, cautious=cautious)
 
 
 def expected_load(load: Load, forecast: Forecast | None) -> Load:

@@ -7,11 +7,8 @@ and the simulator's.
    band. A rise due later is the business of a later cycle (a cycle runs at least every
    ``windows.retry_s`` while reserving is on: :func:`~tuner.cycle.run_cycle`); holding room for
    it now only pays for a node before anything needs it. The pods each HPA-scaled workload
-   adds by then (:func:`~tuner.model.demand.demand_for`), the fewer of its two estimates where
-   its utilisation is known (its own formula from its last sync, which at the edge of its
-   tolerance asks for pods or not with the noise of one sync, and the rise of the load over the
-   load its replicas were sized for), each like one of its pods now (its requests and
-   scheduling rules).
+   adds by then (:func:`~tuner.model.demand.demand_for`), each like one of its pods now (its
+   requests and scheduling rules).
 2. In a fork of the cluster's scheduling simulation (:class:`~tuner.model.snapshot.Snapshot`,
    every rule of the real scheduler), the pods pending now are placed first where they fit
    (they take room before the forecast's pods; those that fit nowhere are their autoscaler's
@@ -103,7 +100,7 @@ def plan_reserve(
         return Reserve(forecast.at, until, reason=why)
     held = {p.node for p in cluster.pods if placeholder in p.labels and p.node is not None}
     cluster = replace(cluster, pods=tuple(p for p in cluster.pods if placeholder not in p.labels))
-    added = demand_for(cluster, forecast, edge, pick=min).added
+    added = demand_for(cluster, forecast, edge).added
     if not added:
         return Reserve(forecast.at, until, reason=f"{peak}: no HPA adds a pod")
     arriving, unfit, snapshot = _unfit(cluster, held, added)
