@@ -81,7 +81,8 @@ def plan_reserve(
     cluster: Cluster, pools: Pools, forecast: Forecast | None, settings: Settings, now: float
 ) -> Reserve:
     """The nodes to hold for the rise ``forecast`` (made at ``now``) expects; none when there is
-    no forecast, when the demand at its upper band fits, or when reserving is off."""
+    no forecast, when it foresees nothing, when the demand at the load it expects over the lead
+    fits, or when reserving is off."""
     cap = settings.forecast.reserve_max_nodes
     if forecast is None:
         return Reserve(now, now, reason="no forecast: nothing reserved")
