@@ -158,7 +158,7 @@ def test_no_forecast_or_no_rise_reserves_nothing() -> None:
     none = plan_reserve(c, discover(c, s), None, s, 1000.0)
     assert none.nodes == () and none.until == 1000.0
     fall = plan_reserve(c, discover(c, s), _forecast(100, 80), s, 1000.0)
-    assert fall.nodes == () and "no sure rise" in fall.reason
+    assert fall.nodes == () and "no HPA adds a pod" in fall.reason
 
 
 def _path_forecast(last: float, path: tuple[float, ...], upper: float) -> Forecast:
@@ -175,7 +175,7 @@ def test_a_rise_due_after_a_start_up_and_a_retry_reserves_nothing_yet() -> None:
 
     assert reserve.nodes == ()
     assert "expected over the next 180 s" in reserve.reason
-    assert "no sure rise" in reserve.reason  # the lead's expected load is the load now
+    assert "no HPA adds a pod" in reserve.reason  # the lead's expected load is the load now
     due = _path_forecast(100, (100, 100, 250, 250, 250), 300)  # due at 3 min
     assert len(plan_reserve(c, discover(c, s), due, s, 1000.0).nodes) == 2
 
@@ -189,31 +189,19 @@ def test_the_reserve_asks_for_the_expected_load_not_the_upper_band_which_only_ca
     assert plan_reserve(c, discover(c, s), capped, s, 1000.0).nodes == ()
 
 
-def test_only_a_rise_that_holds_at_the_lower_edge_of_the_band_reserves() -> None:
-    """A false alarm pays a node for nothing: a rise is reserved for only when the band's lower
-    edge over the lead is above the load now (by the measured errors, the load then fails to
-    rise at most 1 - quantile of the time)."""
+def test_the_expected_rise_reserves_however_low_the_lower_edge_of_the_band() -> None:
+    """The release decides by the band over the lead only while reserving
+    (:func:`~tuner.model.demand.decided_by`), counting on the reserve for a rise due later: so
+    the reserve holds room for the rise the forecast expects, not only for one its band's lower
+    edge holds too (on a noisy load that edge is under the load now nearly always, and nothing
+    was held while the release left no room for the rise)."""
     c, s = _cluster(6), _settings()
     sure = _path_forecast(100, (250, 250, 250), 300)  # its band: 250 to 300
     assert len(plan_reserve(c, discover(c, s), sure, s, 1000.0).nodes) == 2
-    unsure = replace(sure, peak=Band(250, 90, 300))  # the lower edge under the load now
-    reserve = plan_reserve(c, discover(c, s), unsure, s, 1000.0)
-    assert reserve.nodes == () and "no sure rise" in reserve.reason
-
-
-def test_only_a_need_that_holds_at_the_lower_edge_of_the_band_reserves() -> None:
-    """A sure rise of the load is not a sure need of a node: the HPAs add pods only past their
-    tolerance, so nodes are asked for only when the pods the lower edge adds fit nowhere too."""
-    c, s = _cluster(6), _settings()
-    sure = _path_forecast(100, (250, 250, 250), 300)
-    small_rise = replace(sure, peak=Band(250, 105, 300))  # +5 %: within the HPA's tolerance
-    reserve = plan_reserve(c, discover(c, s), small_rise, s, 1000.0)
-    assert reserve.nodes == () and "no sure need" in reserve.reason, reserve.reason
-    fits = replace(sure, peak=Band(250, 150, 300))  # 9 web pods: 3 more, room for 4
-    assert plan_reserve(c, discover(c, s), fits, s, 1000.0).nodes == ()
-    needs = replace(sure, peak=Band(250, 200, 300))  # 12 web pods: 6 more, room for 4
-    sized = plan_reserve(c, discover(c, s), needs, s, 1000.0).nodes
-    assert sized == plan_reserve(c, discover(c, s), sure, s, 1000.0).nodes  # as expected: 2
+    for lower in (90, 105, 150):  # under the load now; within the HPA's tolerance; fits
+        unsure = replace(sure, peak=Band(250, lower, 300))
+        reserve = plan_reserve(c, discover(c, s), unsure, s, 1000.0)
+        assert reserve.nodes == plan_reserve(c, discover(c, s), sure, s, 1000.0).nodes
 
 
 PLACEHOLDER = "tuner.dev/placeholder"
