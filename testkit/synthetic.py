@@ -58,6 +58,9 @@ class WorkloadSpec:
     cpu: int
     memory: int
     hpa: bool = False
+    hpa_utilization: int | None = None
+    """The HPA's last measured CPU utilisation, in percent of requests (its
+    ``status.currentMetrics``); None: the HPA reports none yet."""
     pdb_min_available: int | None = None
     annotations: dict[str, str] = field(default_factory=dict)
     node_selector: dict[str, str] = field(default_factory=dict)
@@ -414,9 +417,21 @@ def _controllers(w: WorkloadSpec) -> list[dict[str, Any]]:
                         }
                     ],
                 },
+                "status": _hpa_status(w),
             }
         )
     return objects
+
+
+def _hpa_status(w: WorkloadSpec) -> dict[str, Any]:
+    """The HPA's status: its replicas and, when measured, its CPU utilisation."""
+    status: dict[str, Any] = {"currentReplicas": w.replicas, "desiredReplicas": w.replicas}
+    if w.hpa_utilization is not None:
+        current = {"averageUtilization": w.hpa_utilization}
+        status["currentMetrics"] = [
+            {"type": "Resource", "resource": {"name": "cpu", "current": current}}
+        ]
+    return status
 
 
 def random_cluster(
@@ -424,7 +439,8 @@ def random_cluster(
 ) -> dict[str, Any]:
     """A large, realistic random cluster (~``pods_per_node`` pods per node, ~60 % requested).
 
-    Mixed node types, many Deployments (some with HPAs and PDBs), a few StatefulSets and two
+    Mixed node types, many Deployments (some with HPAs, each measured between 40 and 90 % of
+    its pods' CPU requests against a 70 % target, and PDBs), a few StatefulSets and two
     DaemonSets on every node; used by the benchmarks. With ``spread_share``, the nodes are in
     three zones and that share of the Deployments spreads over them (and softly over nodes).
     """
@@ -434,6 +450,7 @@ def random_cluster(
     if spread_share:
         specs = [replace(s, zone=f"europe-west1-{'bcd'[i % 3]}") for i, s in enumerate(specs)]
     spreading = random.Random(seed + 1)
+    measuring = random.Random(seed + 2)
     daemonsets = [
         WorkloadSpec("kube-system", "kube-proxy", "DaemonSet", 0, 100, 64 * MIB),
         WorkloadSpec("logging", "fluent-bit", "DaemonSet", 0, 50, 100 * MIB),
@@ -450,6 +467,7 @@ def random_cluster(
         stateful = index % 25 == 3
         cpu = max(10, int(rng.lognormvariate(0, 0.5) * average) // 10 * 10)
         memory = max(32 * MIB, int(cpu * rng.uniform(2, 6)) * MIB // 64 * 64)
+        scaled = not stateful and index % 3 == 0
         workloads.append(
             WorkloadSpec(
                 namespace=f"team-{index % 12}",
@@ -458,7 +476,8 @@ def random_cluster(
                 replicas=replicas,
                 cpu=cpu,
                 memory=memory,
-                hpa=not stateful and index % 3 == 0,
+                hpa=scaled,
+                hpa_utilization=measuring.randint(40, 90) if scaled else None,
                 pdb_min_available=replicas // 2 if index % 4 == 1 else None,
                 spread=not stateful and spreading.random() < spread_share,
             )
