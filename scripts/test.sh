@@ -16,8 +16,12 @@ bash scripts/cluster.sh build-helm
 .venv/bin/mypy
 .venv/bin/python scripts/settings_reference.py --check
 site=$(mktemp -d)
-.venv/bin/mkdocs build --strict --quiet --site-dir "$site"
-rm -rf "$site"
+# Not --quiet: it drops the warnings that --strict fails on. The log is shown only on failure.
+if ! .venv/bin/mkdocs build --strict --site-dir "$site" >"$site.log" 2>&1; then
+  cat "$site.log"
+  exit 1
+fi
+rm -rf "$site" "$site.log"
 if [[ $# -gt 0 ]]; then
   exec .venv/bin/pytest "$@"
 fi
