@@ -127,10 +127,8 @@ class Headroom:
         added = self.demand.added
         if sum(added.values()) > FIT_LIMIT:
             return None
-        first: dict[object, Pod] = {}
-        for pod in cluster.pods:
-            first.setdefault(pod.workload, pod)
-        return tuple(first[w] for w, n in added.items() for _ in range(n))
+        like = templates(cluster)
+        return tuple(like[w] for w, n in added.items() for _ in range(n))
 
 
 IMMINENT_RATIO = 1.0

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from types import MappingProxyType
 
+from tuner.model.change import templates
 from tuner.model.cluster import Cluster, Hpa, Pod, Workload
 from tuner.model.constraints import Constraints
 from tuner.model.forecast import Band, Forecast
@@ -212,9 +213,7 @@ def next_steps(cluster: Cluster) -> tuple[tuple[Pod, int], ...]:
     (:func:`counted_alike`), a step is left out when another asks at least as much CPU and
     memory for at least as many pods."""
     counts = Counter(p.workload for p in cluster.pods)
-    first: dict[Workload, Pod] = {}
-    for pod in cluster.pods:
-        first.setdefault(pod.workload, pod)
+    first = templates(cluster)
     steps: dict[object, tuple[Pod, int]] = {}
     for hpa in cluster.hpas:
         one = first.get(hpa.target)
