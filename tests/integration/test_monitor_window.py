@@ -79,9 +79,16 @@ def wait_past(prometheus: PrometheusHarness, t: float) -> None:
 
 
 def begin(prometheus: PrometheusHarness) -> float:
-    """The state just set is ingested: a window may start now."""
+    """A window may start now: the state just set is ingested, and two evaluation steps
+    (``MIN_STEP_S``) have passed since. Once (under CI load) a window started right after the
+    ingest saw the previous test's nodes at its first step: the scrape that ended their series
+    is timestamped when it starts, before it is ingested, and the margin covers one that starts
+    late (cause not pinned down; the margin costs about 2 s a test)."""
     prometheus.wait_for_scrapes(1)
-    return time.time()
+    start = time.time() + 2 * window_module.MIN_STEP_S
+    while time.time() < start:
+        prometheus.wait_for_scrapes(1)
+    return start
 
 
 def web_pods(ns: str, names: str, phase: str = "Running", ready: bool = True) -> list[ExportedPod]:
