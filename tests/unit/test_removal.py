@@ -293,6 +293,24 @@ def test_a_smaller_movable_pod_makes_room_for_a_pod_that_fits_nowhere() -> None:
     replay(c, actions)
 
 
+def test_room_is_made_by_a_pod_whose_workload_runs_another_before_a_workloads_only_pod() -> None:
+    """n1 lacks 1000m for g-1; a-1 and c-1 (1000m each) would both free it, but a-1 is its
+    workload's only pod (nothing would serve it while it moves) and c-2 runs on n2."""
+    nodes = [node("n1", "4", "8Gi", labels={"color": "green"}), node("n2"), node("n3")]
+    pods = [
+        pod("s-1", "n1", "500m", kind="StatefulSet", workload="s"),
+        pod("a-1", "n1", "1000m", workload="a"),
+        pod("c-1", "n1", "1000m", workload="c"),
+        pod("b-1", "n1", "500m", kind="StatefulSet", workload="b"),
+        pod("s-2", "n2", "1000m", kind="StatefulSet", workload="s"),
+        pod("c-2", "n2", "1000m", workload="c"),
+        pod("g-1", "n3", "2000m", constraints=GREEN, workload="g"),
+    ]
+    result = run(cluster(nodes, pods), settings(make_room=True))
+    assert result.removal is not None and result.removal.nodes == ("n3",)
+    assert {m.pod.name: m.node for m in result.removal.moves} == {"c-1": "n2", "g-1": "n1"}
+
+
 def test_the_eviction_budget_counts_the_pod_moved_to_make_room() -> None:
     c = _make_room()
     s = settings(make_room=True)

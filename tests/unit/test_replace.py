@@ -357,3 +357,23 @@ def test_room_is_made_where_only_a_node_that_stays_admits_a_pod() -> None:
         ("web-1", "big+1"),
     ]
     replay(c, plan(c, found.change))
+
+
+def test_no_new_node_is_opened_for_a_pod_it_does_not_admit() -> None:
+    """g-1 needs green: a new big node would not admit it, so none is opened (and paid for)
+    for it; the room made on the green f-1 takes it, which is a mere removal."""
+    green = Constraints(node_selector=(("color", "green"),))
+    full = node("f-1", "4", "16Gi", instance_type="full-4", labels={"color": "green"})
+    c = cluster(
+        [_small("s-1"), _small("s-2"), full],
+        [
+            pod("g-1", "s-1", "1000m", "1Gi", constraints=green),
+            pod("api-1", "s-2", "1000m", "1Gi"),
+            pod("db-1", "f-1", "2500m", "1Gi", kind="StatefulSet"),
+            pod("tool-1", "f-1", "1000m", "1Gi"),
+        ],
+    )
+    s = _settings(big_price=0.5)
+    s = replace(s, analyse=replace(s.analyse, make_room=True))
+    result = _analyse(c, s)
+    assert result.replacement is None and result.refusal is Refusal.MERE_REMOVAL

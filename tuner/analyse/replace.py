@@ -11,8 +11,10 @@ consolidation the Cluster Autoscaler cannot do and Karpenter's multi-node consol
    instance type none of the drained nodes has (new nodes of a drained node's own type would
    be a removal in disguise: removal finds those, after its candidate delay): the drained
    nodes' movable pods are re-placed, largest first, by best fit on the other open nodes and on
-   new nodes of the pool's type, a new node opened only when a pod fits nowhere else (and
-   when none may open, room made for it by one smaller pod's move, :mod:`~tuner.analyse.search`),
+   new nodes of the pool's type, a new node opened only when a pod fits nowhere else and the
+   new node admits it (one its spread or affinity keeps it off would be paid for and left
+   empty; when none may open, room made for it by one smaller pod's move,
+   :mod:`~tuner.analyse.search`),
    and no more new nodes than cost 99 % of the drained nodes (nor than the pool's maximum allows).
    Every fit rule is the scheduling simulation's (:class:`~tuner.model.snapshot.Snapshot`); a
    new node starts with the requests of the DaemonSets whose pods would run on it.
@@ -40,7 +42,7 @@ from tuner.analyse.context import Context
 from tuner.analyse.options import Choice, Proposal, Refusal
 from tuner.analyse.search import DrainOutcome, Search, proposal_of
 from tuner.model.change import DesiredChange, NewNode, Relocation, daemon_pods
-from tuner.model.cluster import Cluster
+from tuner.model.cluster import Cluster, Pod
 from tuner.model.movability import Movability
 from tuner.model.pools import NodePool, Pools
 from tuner.model.price import node_price
@@ -143,9 +145,11 @@ def _attempt(
     allowed = spares.existing.copy()
     used = 0
 
-    def grow() -> str | None:
+    def grow(pod: Pod, source: str) -> str | None:
+        """Open the next new node, if it admits ``pod`` (the new nodes are alike: when the
+        next does not, no other will)."""
         nonlocal used
-        if used >= most:
+        if used >= most or search.snapshot.why_not(pod, names[used], leaving=source) is not None:
             return None
         allowed[search.snapshot.mask_of([names[used]])] = True
         used += 1

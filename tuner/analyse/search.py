@@ -6,10 +6,11 @@ A pod that fits on no node may take the place of one other pod (the make-room mo
 the :data:`MAKE_ROOM_HOSTS` nodes closest to having room for it among those whose every other
 rule admits it, one of its :data:`MAKE_ROOM_PODS` smallest movable pods that are no larger than
 it (CPU and memory) yet free enough moves, by best fit, to another open node, if the pod then
-fits there (``analyse.make_room``, off by default). One level only (the pod moved is placed
-without making room in turn); finding the hosts closest to having room reads every admissible
-node's free room once per such pod, so the option costs more than a plain drain on large
-clusters (measured in docs/performance.md only with it on, on small ones). It
+fits there (``analyse.make_room``, off by default); a pod whose workload runs another pod goes
+before a workload's only pod (nothing serves that one until its new pod starts). One level only
+(the pod moved is placed without making room in turn); finding the hosts closest to having room
+reads every admissible node's free room once per such pod, so the option costs more than a plain
+drain on large clusters (measured in docs/performance.md only with it on, on small ones). It
 reaches what a drain onto the nodes as they are cannot: a pod bound to a zone by its topology
 spread, or to a node type by its affinity, whose only admissible nodes are full of pods that
 could run anywhere.
@@ -115,12 +116,13 @@ class Search:
         self,
         nodes: Sequence[str],
         allowed: Mask | None = None,
-        grow: Callable[[], str | None] | None = None,
+        grow: Callable[[Pod, str], str | None] | None = None,
         nowhere: str = "fits on no other node",
     ) -> DrainOutcome | str:
         """Close ``nodes`` and re-place their movable pods, largest first, by best fit on the
         ``allowed`` open nodes (None: every open node); when a pod fits none, ``grow`` (if
-        given) allows one more node and returns its name, None when it cannot. Returns the
+        given, called with the pod and its source) allows one more node that admits the pod
+        and returns its name, None when it cannot. Returns the
         drain, or why a pod fits nowhere (``nowhere`` says where it was looked for). Changes
         the snapshot: run it inside :meth:`trying`."""
         snap = self.snapshot
@@ -138,7 +140,7 @@ class Search:
             mask = snap.fit_mask(pod, leaving=source)
             if allowed is not None:
                 mask &= allowed
-            while not mask.any() and grow is not None and (opened := grow()) is not None:
+            while not mask.any() and grow is not None and (opened := grow(pod, source)) is not None:
                 before[opened] = Resources()
                 mask = snap.fit_mask(pod, leaving=source)
                 if allowed is not None:
@@ -202,7 +204,7 @@ class Search:
                     and short.cpu <= p.requests.cpu <= need.cpu
                     and short.memory <= p.requests.memory <= need.memory
                 ),
-                key=_size,
+                key=lambda p: (self.running[p.workload] <= 1, _size(p)),
             )
             for other in others[:MAKE_ROOM_PODS]:
                 mask = snap.fit_mask(other, leaving=host)
