@@ -64,10 +64,11 @@ class Analyse:
     min_saving_per_hour: float = 0.0
     replace_nodes: bool = True
     max_replaced_nodes: int = 3
-    make_room: bool = False
+    make_room: bool = True
     """Whether removal and replace may move one smaller pod off a node that stays, to make
-    room for a pod that fits nowhere else (see :mod:`tuner.analyse.search`); off by default:
-    in the evaluation it bought its savings with pending pods and evictions."""
+    room for a pod that fits nowhere else (see :mod:`tuner.analyse.search`): in the evaluation
+    it takes 8 % of ``heterogeneous``'s room with no pod waiting and changes no other
+    scenario's figures; the forecast's headroom still has to hold after the move."""
     headroom: str = "forecast"
     """What a removal or replace leaves room for: ``forecast`` (the upper band's demand; the
     thresholds without a forecast), ``thresholds`` or ``none``."""

@@ -331,5 +331,5 @@ def test_room_is_made_only_by_a_movable_pod_no_larger_than_the_one_placed() -> N
         _make_room(a_cpu="2500m", b_cpu="500m"), settings(make_room=True)
     )  # 2500m would fit n2
     assert larger.removal is None and larger.refusal is Refusal.NO_ROOM
-    switched_off = run(_make_room(), settings())  # the default
+    switched_off = run(_make_room(), settings(make_room=False))
     assert switched_off.removal is None and switched_off.refusal is Refusal.NO_ROOM

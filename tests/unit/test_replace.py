@@ -345,9 +345,9 @@ def test_room_is_made_where_only_a_node_that_stays_admits_a_pod() -> None:
             pod("tool-1", "f-1", "1000m", "1Gi"),
         ],
     )
-    off = _settings()  # the default
+    s = _settings()  # the default: make_room on
+    off = replace(s, analyse=replace(s.analyse, make_room=False))
     assert _analyse(c, off).replacement is None
-    s = replace(off, analyse=replace(off.analyse, make_room=True))
     found = _analyse(c, s).replacement
     assert found is not None and found.drained == ("s-1", "s-2")
     assert sorted((m.pod.name, m.node) for m in found.moves) == [

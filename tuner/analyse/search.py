@@ -6,7 +6,7 @@ A pod that fits on no node may take the place of one other pod (the make-room mo
 the :data:`MAKE_ROOM_HOSTS` nodes closest to having room for it among those whose every other
 rule admits it, one of its :data:`MAKE_ROOM_PODS` smallest movable pods that are no larger than
 it (CPU and memory) yet free enough moves, by best fit, to another open node, if the pod then
-fits there (``analyse.make_room``, off by default); a pod whose workload runs another pod goes
+fits there (``analyse.make_room``, on by default); a pod whose workload runs another pod goes
 before a workload's only pod (nothing serves that one until its new pod starts). One level only
 (the pod moved is placed without making room in turn); finding the hosts closest to having room
 reads every admissible node's free room once per such pod, so the option costs more than a plain
