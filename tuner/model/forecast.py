@@ -95,6 +95,15 @@ WIDE = 0.5
 FLOOR_SHARE = 0.05
 """Relative errors are against at least this share of the load's 95th percentile."""
 DEFAULT_QUANTILE = 0.95
+RISE = 0.1
+"""A past forecast *called a rise* when the load it expected over the lead was more than this
+share above the load then (an HPA adds no pod within its 10 % tolerance)."""
+CONFIRMED = 0.5
+"""... and the load confirmed the call when its real peak over the lead rose at least this
+share of the called rise above the load then."""
+MIN_CONFIRMED = 5
+"""A forecast has proven it calls rises (:attr:`Forecast.proven`) once at least this many of
+its past rise calls were confirmed."""
 
 
 class Basis(StrEnum):
@@ -207,6 +216,11 @@ class Forecast:
     """The known total at each step of the last horizon up to ``at``, oldest first (no gaps)."""
     period_s: float = 0.0
     """The load's own period the forecast rests on (:attr:`Basis.PERIOD`; 0 otherwise)."""
+    calls: int = 0
+    """The past forecasts (over the same times as the band's errors) that called a rise over the
+    lead (:data:`RISE`)."""
+    confirmed: int = 0
+    """How many of those :attr:`calls` the real load confirmed (:data:`CONFIRMED`)."""
 
     @property
     def foresees(self) -> bool:
@@ -214,6 +228,18 @@ class Forecast:
         :data:`MIN_ERRORS` past errors (else its upper edge, :data:`WIDE` above the expected
         peak or more, says how little is known, not that the load will rise)."""
         return self.basis is not Basis.LEVEL and self.errors >= MIN_ERRORS
+
+    @property
+    def proven(self) -> bool:
+        """Foresees, and has called at least :data:`MIN_CONFIRMED` rises over the lead that the
+        load confirmed (:attr:`confirmed`): the first call of a load whose rises it never saw
+        come is not acted on."""
+        return self.foresees and self.confirmed >= MIN_CONFIRMED
+
+    def calls_rise(self, expected: float) -> bool:
+        """Whether ``expected`` (the load expected over the lead) calls a rise: more than
+        :data:`RISE` above the last known load, as the past calls were counted."""
+        return expected > self.last * (1 + RISE)
 
     @property
     def confidence(self) -> str:
@@ -246,6 +272,8 @@ class Forecast:
             "confidence": self.confidence,
             "path": list(self.path),
             "last": self.last,
+            "rise_calls": self.calls,
+            "confirmed": self.confirmed,
         }
         if self.basis is Basis.PERIOD:
             out["period_s"] = self.period_s
@@ -268,6 +296,8 @@ class _Peak:
     path: Vector
     notes: tuple[str, ...]
     period: int
+    calls: int = 0
+    confirmed: int = 0
 
 
 def forecast_load(
@@ -277,10 +307,12 @@ def forecast_load(
     quantile: float = DEFAULT_QUANTILE,
     *,
     own_period: bool = False,
+    lead_s: float | None = None,
 ) -> Forecast:
     """The load expected over ``(now, now + horizon_s]`` from ``series`` (not past ``now``).
     ``quantile`` (0.5 to 1) sets the band's upper edge among the past errors, ``1 - quantile``
-    the lower. NoHistory when the series holds no load."""
+    the lower; the past rise calls are counted over ``lead_s`` (None: the horizon). NoHistory
+    when the series holds no load."""
     if not 0.5 <= quantile < 1:
         raise ValueError(f"the band quantile must be in [0.5, 1), not {quantile}")
     step = series.step_s
@@ -293,19 +325,20 @@ def forecast_load(
         raise ValueError(f"the horizon must be from one step ({step:g} s) to a day: {horizon_s}")
     origin = math.floor((now - series.start) / step + 1e-9)
     ahead = max(1, math.ceil(horizon_s / step - 1e-9))
+    lead = min(ahead, max(1, math.ceil((lead_s or horizon_s) / step - 1e-9)))
     total = series.total()
     known = np.flatnonzero(~np.isnan(total))
     if origin < 0 or known.size == 0:
         raise NoHistory("no load in the history")
     history_s = now - (series.start + known[0] * step)
     period = detect_period(total, step, origin) if own_period else None
-    peak = _peak(total, origin, ahead, step, quantile, period)
+    peak = _peak(total, origin, (ahead, lead), step, quantile, period)
     dimensions: dict[str, Band] = {}
     if not series.is_scalar:
         for key, values in series.values.items():
             if np.isnan(values).all():
                 continue
-            dimensions[key] = _peak(values, origin, ahead, step, quantile, period).band
+            dimensions[key] = _peak(values, origin, (ahead, lead), step, quantile, period).band
     return Forecast(
         at=now,
         horizon_s=horizon_s,
@@ -321,6 +354,8 @@ def forecast_load(
         notes=peak.notes,
         recent=_recent(total, origin, ahead),
         period_s=peak.period * step,
+        calls=peak.calls,
+        confirmed=peak.confirmed,
     )
 
 
@@ -339,15 +374,26 @@ def forecast_from(
         return None, None
     try:
         series = history(now)
-        return forecast_load(series, now, horizon, options.quantile, own_period=own_period), None
+        lead = options.lead(settings.windows)
+        forecast = forecast_load(
+            series, now, horizon, options.quantile, own_period=own_period, lead_s=lead
+        )
+        return forecast, None
     except (ServiceError, InputError, NoHistory) as err:
         return None, str(err)
 
 
 def _peak(
-    values: Vector, origin: int, ahead: int, step: float, quantile: float, period: Period | None
+    values: Vector,
+    origin: int,
+    steps: tuple[int, int],
+    step: float,
+    quantile: float,
+    period: Period | None,
 ) -> _Peak:
-    """The peak of one series over the ``ahead`` steps after ``origin``, with its band."""
+    """The peak of one series over the ``ahead`` steps after ``origin``, with its band, and the
+    past rise calls over the ``lead`` steps (``steps``: ahead, lead)."""
+    ahead, lead = steps
     y = np.full(origin + 1 + ahead, np.nan)
     have = min(len(values), origin + 1)
     y[:have] = values[:have]
@@ -397,7 +443,27 @@ def _peak(
     sure = basis is not Basis.LEVEL and errors.size >= MIN_ERRORS
     rising = rising_line(y, origin, ahead, max(3, round(TREND_S / step))) if sure else 0.0
     band = _band(raw, (float(low), float(middle), float(high)), floor, sure, rising)
-    return _Peak(band, basis, int(errors.size), path, tuple(notes), chosen)
+    calls = (0, 0)
+    if basis is not Basis.LEVEL:
+        calls = _calls(y, baseline, origin, lead, span, slice(past.start, origin + 1 - lead))
+    return _Peak(band, basis, int(errors.size), path, tuple(notes), chosen, *calls)
+
+
+def _calls(
+    y: Vector, baseline: Vector, origin: int, lead: int, span: int, known: slice
+) -> tuple[int, int]:
+    """Of the past forecasts from ``baseline`` made at the points ``known`` (whose ``lead``
+    steps after are known), how many called a rise over the lead (their expected peak over it
+    more than :data:`RISE` above the load then) and how many of those the load confirmed (its
+    real peak over the lead at least :data:`CONFIRMED` of the called rise above the load
+    then)."""
+    called = corrected(y, baseline, origin, lead, span)[1][known]
+    then = y[known]
+    real = ahead_max(y, lead)[: origin + 1][known]
+    with np.errstate(invalid="ignore"):
+        calls = called > then * (1 + RISE)
+        confirmed = calls & (real - then >= CONFIRMED * (called - then))
+    return int(np.count_nonzero(calls)), int(np.count_nonzero(confirmed))
 
 
 def _band(
