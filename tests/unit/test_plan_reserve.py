@@ -191,21 +191,13 @@ def test_the_reserve_holds_room_for_the_pods_the_rise_adds_not_for_the_hpas_step
     assert reserve.nodes == () and "2 pods added, all fit" in reserve.reason
 
 
-def test_a_rise_within_the_hpas_tolerance_is_no_rise_called() -> None:
-    c, s = _measured(_cluster(6), 1.05), _settings()
-    small = plan_reserve(c, discover(c, s), _forecast(100, 109), s, 1000.0)
-    assert small.nodes == () and "no rise called" in small.reason  # the HPA would add one
-    called = plan_reserve(c, discover(c, s), _forecast(100, 111), s, 1000.0)
-    assert "no rise called" not in called.reason
-
-
 def test_no_forecast_or_no_rise_reserves_nothing() -> None:
     c = _cluster(6)
     s = _settings()
     none = plan_reserve(c, discover(c, s), None, s, 1000.0)
     assert none.nodes == () and none.until == 1000.0
     fall = plan_reserve(c, discover(c, s), _forecast(100, 80), s, 1000.0)
-    assert fall.nodes == () and "no rise called" in fall.reason
+    assert fall.nodes == () and "the rise adds no pod" in fall.reason
 
 
 def _path_forecast(last: float, path: tuple[float, ...], upper: float) -> Forecast:
@@ -222,7 +214,7 @@ def test_a_rise_due_after_a_start_up_and_a_retry_reserves_nothing_yet() -> None:
 
     assert reserve.nodes == ()
     assert "expected over the next 180 s" in reserve.reason
-    assert "no rise called" in reserve.reason  # the lead's expected load is the load now
+    assert "the rise adds no pod" in reserve.reason  # the lead's expected load is the load now
     due = _path_forecast(100, (100, 100, 250, 250, 250), 300)  # due at 3 min
     assert len(plan_reserve(c, discover(c, s), due, s, 1000.0).nodes) == 2
 

@@ -236,11 +236,6 @@ class Forecast:
         come is not acted on."""
         return self.foresees and self.confirmed >= MIN_CONFIRMED
 
-    def calls_rise(self, expected: float) -> bool:
-        """Whether ``expected`` (the load expected over the lead) calls a rise: more than
-        :data:`RISE` above the last known load, as the past calls were counted."""
-        return expected > self.last * (1 + RISE)
-
     @property
     def confidence(self) -> str:
         """One line: the basis, the history, what the band was measured from."""

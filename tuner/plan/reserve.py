@@ -7,8 +7,9 @@ and the simulator's.
    band. A rise due later is the business of a later cycle (a cycle runs at least every
    ``windows.retry_s`` while reserving is on: :func:`~tuner.cycle.run_cycle`); holding room for
    it now only pays for a node before anything needs it. The pods each HPA-scaled workload
-   adds by then (:func:`~tuner.model.demand.demand_for`), each like one of its pods now (its
-   requests and scheduling rules).
+   adds by then (:func:`~tuner.model.demand.demand_for`) beyond those its HPA asks at the load
+   now (:func:`rise_adds`: a step it takes at the load there is now is the autoscaler's to
+   meet as its pods come), each like one of its pods now (its requests and scheduling rules).
 2. In a fork of the cluster's scheduling simulation (:class:`~tuner.model.snapshot.Snapshot`,
    every rule of the real scheduler), the pods pending now are placed first where they fit
    (they take room before the forecast's pods; those that fit nowhere are their autoscaler's
@@ -51,10 +52,11 @@ proven it calls rises (:attr:`~tuner.model.forecast.Forecast.proven`): re-made f
 times whose outcome is known, at least :data:`~tuner.model.forecast.MIN_CONFIRMED` of its calls
 of a rise over the lead (more than the HPAs' 10 % tolerance above the load then) came true (the
 load rose at least half the called rise). A load whose rises the forecast has not yet seen come
-(a day of history, a calm week) gets no node ahead: on ``online-boutique`` (one day of history)
-the reserve's first call, at the first hour, came true, yet the node it brought early set the
-pods out otherwise for the rest of the day, and the row kept a node CA alone removed for two
-hours of its afternoon.
+(a day of history, a calm week) gets no node ahead. On ``online-boutique`` (one day of
+history) the reserve's first node, in the first hour, came for a rise that came, yet it set the
+pods out otherwise for the rest of the day: the row kept a node CA alone removed for two hours
+of the afternoon and cost 1.6 % more than CA alone; its last ones, in the last hour, came for a
+"rise" of 0.3 % that took an HPA just past its tolerance (the step it takes at the load now).
 
 Placeholders standing (pods labelled ``<prefix>/placeholder``) are the reserve itself, not
 demand: they are left out, and a node one is bound to counts as reserved (closed to the pods
@@ -116,8 +118,6 @@ def plan_reserve(
             f"past rise calls confirmed, {MIN_CONFIRMED} needed)"
         )
         return Reserve(forecast.at, until, reason=why)
-    if not forecast.calls_rise(edge):
-        return Reserve(forecast.at, until, reason=f"{peak}: no rise called")
     held = {p.node for p in cluster.pods if placeholder in p.labels and p.node is not None}
     cluster = replace(cluster, pods=tuple(p for p in cluster.pods if placeholder not in p.labels))
     added = rise_adds(cluster, forecast, edge)
