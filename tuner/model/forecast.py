@@ -26,6 +26,9 @@ The model is seasonal, corrected by the recent level:
    comes from may have risen later or slower than today (a weekend morning against a weekday's
    commute), and a band measured mostly on days that followed their baseline would then sit
    under the rise that is plainly happening.
+5. **Rise calls.** Over the same past times, how many forecasts called a rise over the lead and
+   how many came true (:func:`~tuner.model.seasonal.rise_calls`): a reserve acts only on a
+   forecast :attr:`~Forecast.proven` that way.
 
 **The load's own period** (``own_period``: the reserve's forecast only). A load may repeat
 with a period of its own (a batch every half hour): :func:`~tuner.model.period.detect_period`
@@ -57,13 +60,17 @@ from tuner.errors import InputError, ServiceError
 from tuner.model.load import SCALAR
 from tuner.model.period import Period, detect_period
 from tuner.model.seasonal import (
+    age,
     ahead_max,
+    band_edges,
+    blended,
     closer,
     corrected,
+    known_span,
     lagged_mean,
     last_known,
-    mean_abs,
     relative_errors,
+    rise_calls,
     rising_line,
     scale_of,
 )
@@ -95,15 +102,8 @@ WIDE = 0.5
 FLOOR_SHARE = 0.05
 """Relative errors are against at least this share of the load's 95th percentile."""
 DEFAULT_QUANTILE = 0.95
-RISE = 0.1
-"""A past forecast *called a rise* when the load it expected over the lead was more than this
-share above the load then (an HPA adds no pod within its 10 % tolerance)."""
-CONFIRMED = 0.5
-"""... and the load confirmed the call when its real peak over the lead rose at least this
-share of the called rise above the load then."""
 MIN_CONFIRMED = 5
-"""A forecast has proven it calls rises (:attr:`Forecast.proven`) once at least this many of
-its past rise calls were confirmed."""
+"""Past rise calls confirmed (:func:`~tuner.model.seasonal.rise_calls`) that prove a forecast."""
 
 
 class Basis(StrEnum):
@@ -217,10 +217,9 @@ class Forecast:
     period_s: float = 0.0
     """The load's own period the forecast rests on (:attr:`Basis.PERIOD`; 0 otherwise)."""
     calls: int = 0
-    """The past forecasts (over the same times as the band's errors) that called a rise over the
-    lead (:data:`RISE`)."""
+    """Past forecasts that called a rise over the lead, and (``confirmed``) that came true
+    (:func:`~tuner.model.seasonal.rise_calls`)."""
     confirmed: int = 0
-    """How many of those :attr:`calls` the real load confirmed (:data:`CONFIRMED`)."""
 
     @property
     def foresees(self) -> bool:
@@ -231,9 +230,7 @@ class Forecast:
 
     @property
     def proven(self) -> bool:
-        """Foresees, and has called at least :data:`MIN_CONFIRMED` rises over the lead that the
-        load confirmed (:attr:`confirmed`): the first call of a load whose rises it never saw
-        come is not acted on."""
+        """Foresees, and at least :data:`MIN_CONFIRMED` of its past rise calls came true."""
         return self.foresees and self.confirmed >= MIN_CONFIRMED
 
     @property
@@ -267,8 +264,6 @@ class Forecast:
             "confidence": self.confidence,
             "path": list(self.path),
             "last": self.last,
-            "rise_calls": self.calls,
-            "confirmed": self.confirmed,
         }
         if self.basis is Basis.PERIOD:
             out["period_s"] = self.period_s
@@ -347,7 +342,7 @@ def forecast_load(
         last=last_known(total, origin),
         dimensions=MappingProxyType(dimensions),
         notes=peak.notes,
-        recent=_recent(total, origin, ahead),
+        recent=known_span(total, origin, ahead),
         period_s=peak.period * step,
         calls=peak.calls,
         confirmed=peak.confirmed,
@@ -370,10 +365,9 @@ def forecast_from(
     try:
         series = history(now)
         lead = options.lead(settings.windows)
-        forecast = forecast_load(
+        return forecast_load(
             series, now, horizon, options.quantile, own_period=own_period, lead_s=lead
-        )
-        return forecast, None
+        ), None
     except (ServiceError, InputError, NoHistory) as err:
         return None, str(err)
 
@@ -383,7 +377,7 @@ def _peak(
     origin: int,
     steps: tuple[int, int],
     step: float,
-    quantile: float,
+    q: float,
     period: Period | None,
 ) -> _Peak:
     """The peak of one series over the ``ahead`` steps after ``origin``, with its band, and the
@@ -395,7 +389,7 @@ def _peak(
     span = max(1, round(LEVEL_S / step))
     notes: list[str] = []
     if np.isnan(y[origin]):
-        notes.append(f"no load at the last step (the last known is {_age(y, origin, step)})")
+        notes.append(f"no load at the last step (the last known is {age(y, origin, step)})")
     baseline, basis = _baseline(y, origin, max(1, round(DAY_S / step)))
     actual = ahead_max(y, ahead)[: origin + 1]
     floor = FLOOR_SHARE * scale_of(y)
@@ -430,52 +424,16 @@ def _peak(
         path = np.where(np.isnan(path), np.nanmax(path), path)
     errors = relative_errors(actual[past], peaks[past], floor)
     errors = errors[~np.isnan(errors)]
-    low, middle, high = (
-        np.quantile(errors, (1 - quantile, 0.5, quantile)) if errors.size else (0.0, 0.0, 0.0)
-    )
+    low, middle, high = np.quantile(errors, (1 - q, 0.5, q)) if errors.size else (0.0, 0.0, 0.0)
     raw = float(np.max(path))
     path = np.maximum(path + float(middle) * np.maximum(path, floor), 0.0)
     sure = basis is not Basis.LEVEL and errors.size >= MIN_ERRORS
     rising = rising_line(y, origin, ahead, max(3, round(TREND_S / step))) if sure else 0.0
-    band = _band(raw, (float(low), float(middle), float(high)), floor, sure, rising)
-    calls = (0, 0)
-    if basis is not Basis.LEVEL:
-        calls = _calls(y, baseline, origin, lead, span, slice(past.start, origin + 1 - lead))
+    edges = band_edges(raw, (float(low), float(middle), float(high)), floor, sure, rising, WIDE)
+    band = Band(*edges)
+    known = slice(past.start, origin + 1 - lead)  # the calls over the lead whose outcome is known
+    calls = (0, 0) if basis is Basis.LEVEL else rise_calls(y, baseline, lead, span, known)
     return _Peak(band, basis, int(errors.size), path, tuple(notes), chosen, *calls)
-
-
-def _calls(
-    y: Vector, baseline: Vector, origin: int, lead: int, span: int, known: slice
-) -> tuple[int, int]:
-    """Of the past forecasts from ``baseline`` made at the points ``known`` (whose ``lead``
-    steps after are known), how many called a rise over the lead (their expected peak over it
-    more than :data:`RISE` above the load then) and how many of those the load confirmed (its
-    real peak over the lead at least :data:`CONFIRMED` of the called rise above the load
-    then)."""
-    called = corrected(y, baseline, origin, lead, span)[1][known]
-    then = y[known]
-    real = ahead_max(y, lead)[: origin + 1][known]
-    with np.errstate(invalid="ignore"):
-        calls = called > then * (1 + RISE)
-        confirmed = calls & (real - then >= CONFIRMED * (called - then))
-    return int(np.count_nonzero(calls)), int(np.count_nonzero(confirmed))
-
-
-def _band(
-    raw: float, quantiles: tuple[float, float, float], floor: float, sure: bool, rising: float
-) -> Band:
-    """The peak ``raw`` the model made, moved by the ``quantiles`` of its past relative errors
-    (against at least ``floor``); at least :data:`WIDE` either side unless ``sure``; its upper
-    edge at least the ``rising`` trend's (:func:`~tuner.model.seasonal.rising_line`)."""
-    low, middle, high = quantiles
-    unit = max(raw, floor)
-    expected = max(0.0, raw + middle * unit)
-    lower = max(0.0, raw + low * unit)
-    upper = max(0.0, raw + high * unit, rising)
-    if not sure:
-        lower = min(lower, expected * (1 - WIDE))
-        upper = max(upper, expected * (1 + WIDE), floor)
-    return Band(expected, min(lower, expected), max(upper, expected))
 
 
 def _baseline(y: Vector, origin: int, per_day: int) -> tuple[Vector, Basis]:
@@ -487,23 +445,4 @@ def _baseline(y: Vector, origin: int, per_day: int) -> tuple[Vector, Basis]:
     if np.isnan(weekly[origin + 1 :]).all():
         return daily, Basis.DAY
     recent = slice(max(0, origin + 1 - round(BLEND_S / DAY_S * per_day)), origin + 1)
-    day_error = mean_abs(y[recent] - daily[recent])
-    week_error = mean_abs(y[recent] - weekly[recent])
-    if math.isnan(week_error) or math.isnan(day_error) or day_error + week_error == 0:
-        share = 0.5
-    else:
-        share = day_error**2 / (day_error**2 + week_error**2)
-    blended = np.where(np.isnan(weekly), daily, share * weekly + (1 - share) * daily)
-    blended = np.where(np.isnan(daily), weekly, blended)
-    return blended, Basis.WEEK
-
-
-def _age(y: Vector, origin: int, step: float) -> str:
-    known = np.flatnonzero(~np.isnan(y[: origin + 1]))
-    return f"{(origin - known[-1]) * step:.0f} s old" if known.size else "none"
-
-
-def _recent(y: Vector, origin: int, ahead: int) -> tuple[float, ...]:
-    """The known values of the ``ahead`` steps up to ``origin`` (itself included), oldest first."""
-    span = y[max(0, origin - ahead) : origin + 1]
-    return tuple(float(v) for v in span[~np.isnan(span)])
+    return blended(y, daily, weekly, recent), Basis.WEEK
