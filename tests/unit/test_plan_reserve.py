@@ -67,21 +67,6 @@ def test_a_rise_that_does_not_fit_reserves_nodes_of_the_cheapest_pool_that_runs_
     assert "2 of small" in reserve.reason
 
 
-def test_the_reserve_takes_the_pool_that_holds_the_pods_cheapest_not_the_cheapest_node() -> None:
-    c = _cluster(6)
-    # a small node costs a third of a large one but holds a quarter of its CPU
-    priced = settings_from_dict(
-        {
-            "forecast": {"reserve_max_nodes": 3},
-            "pricing": {"node_types": {"e2-standard-2": 0.1, "e2-standard-8": 0.3}},
-        }
-    )
-    reserve = plan_reserve(c, discover(c, priced), _forecast(100, 250), priced, 1000.0)
-    # the 5 x 500m pods that fit nowhere: 2.5 CPU, 1.25 small nodes (0.125/h) or 0.31 of a
-    # large one (0.094/h): one large node holds them all
-    assert [(n.pool, n.requests) for n in reserve.nodes] == [("large", Resources(2500, 5 * GIB))]
-
-
 def test_a_pod_no_small_node_runs_goes_to_the_pool_whose_template_runs_it() -> None:
     big = pod("web-x", None, cpu="3", memory="1Gi", workload="web")  # more than a small node
     c = _cluster(0, web_pod=big)

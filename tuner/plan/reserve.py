@@ -15,12 +15,10 @@ and the simulator's.
    (they take room before the forecast's pods; those that fit nowhere are their autoscaler's
    business already), then the added pods, largest first, by best fit on the nodes there are.
 3. What fits nowhere is packed, largest first, onto new nodes: a pod goes to a new node opened
-   already where it fits, else opens one of the pool that holds the pods that fit nowhere
-   cheapest (:func:`holding_cost`: price per share of a node, not per node) whose template
-   runs it (the template with the DaemonSet pods that would start there, as a replace sees a
-   new node) and that may still grow. One :class:`~tuner.model.reserve.ReservedNode` per new
-   node, asking the requests of the pods packed there (never more than the template's
-   allocatable).
+   already where it fits, else opens one of the cheapest pool whose template runs it (the
+   template with the DaemonSet pods that would start there, as a replace sees a new node) and
+   that may still grow. One :class:`~tuner.model.reserve.ReservedNode` per new node, asking the
+   requests of the pods packed there (never more than the template's allocatable).
 4. At most ``forecast.reserve_max_nodes`` nodes (0: nothing is ever reserved); the reserve holds
    until the end of the forecast's horizon, and a keeper removes each placeholder the next
    reserve no longer asks for (:func:`matched`).
@@ -71,7 +69,6 @@ real pods is not made again while the reserve that made it holds.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -127,8 +124,7 @@ def plan_reserve(
     what = f"{peak}: {len(arriving)} pods added"
     if not unfit:
         return Reserve(forecast.at, until, reason=f"{what}, all fit in the nodes there are")
-    need = Resources.total([p.requests for p in unfit])
-    packing = _Packing(snapshot, cluster, pools, settings, need)
+    packing = _Packing(snapshot, cluster, pools, settings)
     for pod in unfit:
         packing.pack(pod, cap)
     nodes = tuple(
@@ -310,50 +306,24 @@ def _place_where_it_fits(snapshot: Snapshot, pod: Pod) -> bool:
     return True
 
 
-def holding_cost(pool: NodePool, need: Resources, settings: Settings) -> float:
-    """What holding ``need`` costs an hour on ``pool``'s nodes: its node's price times the share
-    of a node (its template's allocatable) the scarcer resource asks (a pool of small cheap
-    nodes may cost more per pod than one of large nodes)."""
-    room = pool.template.allocatable
-    share = max(
-        need.cpu / room.cpu if room.cpu > 0 else math.inf,
-        need.memory / room.memory if room.memory > 0 else math.inf,
-    )
-    return node_price(pool.template, settings.pricing) * share
-
-
 class _Packing:
-    """New nodes opened in the snapshot for the pods that fit nowhere (``need``: their
-    requests), and what each holds."""
+    """New nodes opened in the snapshot for the pods that fit nowhere, and what each holds."""
 
-    def __init__(
-        self,
-        snapshot: Snapshot,
-        cluster: Cluster,
-        pools: Pools,
-        settings: Settings,
-        need: Resources,
-    ):
+    def __init__(self, snapshot: Snapshot, cluster: Cluster, pools: Pools, settings: Settings):
         self.snapshot = snapshot
         self.cluster = cluster
         self.pools = pools
         self.room = {name: pools.room(name) for name in pools.by_name}
         self.by_price = sorted(
-            pools.by_name.values(),
-            key=lambda p: (
-                holding_cost(p, need, settings),
-                node_price(p.template, settings.pricing),
-                p.name,
-            ),
+            pools.by_name.values(), key=lambda p: (node_price(p.template, settings.pricing), p.name)
         )
         self.opened: list[NewNode] = []
         self.pods: dict[str, list[Pod]] = {}
         self.why_not = ""
 
     def pack(self, pod: Pod, cap: int) -> None:
-        """Put the pod on a new node opened already, else on a new one of the first pool (the
-        cheapest to hold the pods: :func:`holding_cost`) that runs it (while fewer than ``cap``
-        are open); else say why not."""
+        """Put the pod on a new node opened already, else on a new one of the cheapest pool
+        that runs it (while fewer than ``cap`` are open); else say why not."""
         snapshot = self.snapshot
         if self.opened:
             mask = snapshot.fit_mask(pod) & snapshot.mask_of(n.name for n in self.opened)
