@@ -28,14 +28,15 @@ NOW = 100_000.0
 
 
 class Rising:
-    """Two days of a load of 100 that rose to 150 for an hour from ``ahead_s`` (two minutes)
-    after now's time of day: a seasonal forecast of a rise."""
+    """A week of a load of 100 that rose to 150 for an hour from ``ahead_s`` (two minutes)
+    after now's time of day: a seasonal forecast of a rise, proven by the rises of the days
+    before."""
 
     def __init__(self, ahead_s: float = 120.0) -> None:
         self.ahead_s = ahead_s
 
     def series(self, end: float) -> LoadSeries:
-        t = np.arange(end - 2 * DAY_S + 60, end + 1, 60.0)
+        t = np.arange(end - 7 * DAY_S + 60, end + 1, 60.0)
         rise = (NOW + self.ahead_s) % DAY_S
         load = np.where((t - rise) % DAY_S < 3600, 150.0, 100.0)
         return LoadSeries.of(t[0], 60.0, {SCALAR: load})

@@ -11,6 +11,7 @@ import pytest
 
 from tuner.model.forecast import (
     DAY_S,
+    MIN_CONFIRMED,
     MIN_ERRORS,
     WEEK_S,
     WIDE,
@@ -209,3 +210,35 @@ def test_a_falling_load_keeps_its_measured_band() -> None:
     values[-25:] = 100.0 - 2.0 * np.arange(1, 26)
     forecast = forecast_load(series_of(values, load.start), now, HORIZON)
     assert forecast.peak.upper == pytest.approx(forecast.peak.expected)
+
+
+def daily_rise(t: Vector) -> Vector:
+    """100, and 150 for an hour from 10:00 every day."""
+    return np.where((t % DAY_S - 10 * 3600) % DAY_S < 3600, 150.0, 100.0)
+
+
+def test_past_rise_calls_the_load_confirmed_prove_the_forecast() -> None:
+    load, now = history(daily_rise, 8, end=7 * DAY_S + 9 * 3600)
+    forecast = forecast_load(load, now, HORIZON, lead_s=180.0)
+    # each of the last week's rises was called from the 3 minutes before it, and came
+    assert forecast.calls >= MIN_CONFIRMED
+    assert forecast.confirmed == forecast.calls
+    assert forecast.proven
+    early, now = history(daily_rise, 2, end=DAY_S + 9 * 3600)  # one past rise only
+    assert not forecast_load(early, now, HORIZON, lead_s=180.0).proven
+
+
+def test_a_called_rise_that_did_not_come_is_not_confirmed() -> None:
+    def stopped(t: Vector) -> Vector:
+        """The daily rise, until it stopped two days ago."""
+        return np.where(t < 6 * DAY_S, daily_rise(t), 100.0)
+
+    load, now = history(stopped, 8, end=7 * DAY_S + 9 * 3600)
+    forecast = forecast_load(load, now, HORIZON, lead_s=180.0)
+    assert forecast.calls > forecast.confirmed  # yesterday's baseline still called it
+
+
+def test_a_flat_load_calls_no_rise() -> None:
+    load, now = history(lambda t: np.full(len(t), 100.0), 8)
+    forecast = forecast_load(load, now, HORIZON, lead_s=180.0)
+    assert (forecast.calls, forecast.confirmed, forecast.proven) == (0, 0, False)

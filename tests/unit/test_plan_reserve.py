@@ -7,7 +7,7 @@ from dataclasses import replace
 from testkit.builders import cluster, node, pod
 from tuner.model.cluster import Cluster, Hpa, Pod, Workload
 from tuner.model.constraints import Constraints
-from tuner.model.forecast import Band, Basis, Forecast
+from tuner.model.forecast import MIN_CONFIRMED, Band, Basis, Forecast
 from tuner.model.pools import discover
 from tuner.model.quantity import GIB
 from tuner.model.reserve import Placeholder
@@ -16,13 +16,15 @@ from tuner.plan.reserve import awaits_its_node, plan_reserve, releases
 from tuner.settings import Settings, settings_from_dict
 
 WEB = Workload("default", "Deployment", "web")
+PROVEN = {"calls": 2 * MIN_CONFIRMED, "confirmed": MIN_CONFIRMED}
+"""A forecast that has called rises the load confirmed (enough to be acted on)."""
 SMALL = {"cloud.google.com/gke-nodepool": "small"}
 LARGE = {"cloud.google.com/gke-nodepool": "large"}
 
 
 def _forecast(last: float, upper: float, at: float = 1000.0) -> Forecast:
     band = Band(upper, upper, upper)
-    return Forecast(at, 720.0, 60.0, 0.95, band, Basis.DAY, 100, 1e6, (), last)
+    return Forecast(at, 720.0, 60.0, 0.95, band, Basis.DAY, 100, 1e6, (), last, **PROVEN)
 
 
 def _cluster(web: int, *, extra: list[Pod] | None = None, web_pod: Pod | None = None) -> Cluster:
@@ -152,19 +154,41 @@ def test_a_forecast_that_foresees_nothing_reserves_nothing() -> None:
     assert plan_reserve(c, discover(c, s), unmeasured, s, 1000.0).nodes == ()
 
 
+def test_a_forecast_whose_rise_calls_are_not_proven_reserves_nothing() -> None:
+    c, s = _cluster(6), _settings()
+    unproven = replace(_forecast(100, 250), calls=20, confirmed=MIN_CONFIRMED - 1)
+    reserve = plan_reserve(c, discover(c, s), unproven, s, 1000.0)
+    assert reserve.nodes == ()
+    assert f"{MIN_CONFIRMED - 1} of its 20 past rise calls confirmed" in reserve.reason
+    proven = replace(unproven, confirmed=MIN_CONFIRMED)
+    assert len(plan_reserve(c, discover(c, s), proven, s, 1000.0).nodes) == 2
+
+
+def _measured(c: Cluster, ratio: float) -> Cluster:
+    """``c`` with web's HPA measuring ``ratio`` of its target at the load now."""
+    return replace(c, hpas=(replace(c.hpas[0], usage_ratio=ratio),))
+
+
+def test_the_reserve_holds_room_for_the_pods_the_rise_adds_not_for_the_hpas_step_now() -> None:
+    c, s = _measured(_cluster(6), 1.5), _settings()  # at the load now the HPA asks 9 pods
+    reserve = plan_reserve(c, discover(c, s), _forecast(100, 120), s, 1000.0)
+    # at 120 it asks ceil(6 x 1.5 x 1.2) = 11: the rise adds 2 beyond the 9, and room for 4
+    assert reserve.nodes == () and "2 pods added, all fit" in reserve.reason
+
+
 def test_no_forecast_or_no_rise_reserves_nothing() -> None:
     c = _cluster(6)
     s = _settings()
     none = plan_reserve(c, discover(c, s), None, s, 1000.0)
     assert none.nodes == () and none.until == 1000.0
     fall = plan_reserve(c, discover(c, s), _forecast(100, 80), s, 1000.0)
-    assert fall.nodes == () and "no HPA adds a pod" in fall.reason
+    assert fall.nodes == () and "the rise adds no pod" in fall.reason
 
 
 def _path_forecast(last: float, path: tuple[float, ...], upper: float) -> Forecast:
     """A forecast made at 1000 s with the expected load ``path`` minute by minute."""
     band = Band(max(path), max(path), upper)
-    return Forecast(1000.0, 720.0, 60.0, 0.95, band, Basis.DAY, 100, 1e6, path, last)
+    return Forecast(1000.0, 720.0, 60.0, 0.95, band, Basis.DAY, 100, 1e6, path, last, **PROVEN)
 
 
 def test_a_rise_due_after_a_start_up_and_a_retry_reserves_nothing_yet() -> None:
@@ -175,7 +199,7 @@ def test_a_rise_due_after_a_start_up_and_a_retry_reserves_nothing_yet() -> None:
 
     assert reserve.nodes == ()
     assert "expected over the next 180 s" in reserve.reason
-    assert "no HPA adds a pod" in reserve.reason  # the lead's expected load is the load now
+    assert "the rise adds no pod" in reserve.reason  # the lead's expected load is the load now
     due = _path_forecast(100, (100, 100, 250, 250, 250), 300)  # due at 3 min
     assert len(plan_reserve(c, discover(c, s), due, s, 1000.0).nodes) == 2
 

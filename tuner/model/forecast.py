@@ -26,6 +26,9 @@ The model is seasonal, corrected by the recent level:
    comes from may have risen later or slower than today (a weekend morning against a weekday's
    commute), and a band measured mostly on days that followed their baseline would then sit
    under the rise that is plainly happening.
+5. **Rise calls.** Over the same past times, how many forecasts called a rise over the lead and
+   how many came true (:func:`~tuner.model.seasonal.rise_calls`): a reserve acts only on a
+   forecast :attr:`~Forecast.proven` that way.
 
 **The load's own period** (``own_period``: the reserve's forecast only). A load may repeat
 with a period of its own (a batch every half hour): :func:`~tuner.model.period.detect_period`
@@ -57,13 +60,17 @@ from tuner.errors import InputError, ServiceError
 from tuner.model.load import SCALAR
 from tuner.model.period import Period, detect_period
 from tuner.model.seasonal import (
+    age,
     ahead_max,
+    band_edges,
+    blended,
     closer,
     corrected,
+    known_span,
     lagged_mean,
     last_known,
-    mean_abs,
     relative_errors,
+    rise_calls,
     rising_line,
     scale_of,
 )
@@ -95,6 +102,8 @@ WIDE = 0.5
 FLOOR_SHARE = 0.05
 """Relative errors are against at least this share of the load's 95th percentile."""
 DEFAULT_QUANTILE = 0.95
+MIN_CONFIRMED = 5
+"""Past rise calls confirmed (:func:`~tuner.model.seasonal.rise_calls`) that prove a forecast."""
 
 
 class Basis(StrEnum):
@@ -207,6 +216,10 @@ class Forecast:
     """The known total at each step of the last horizon up to ``at``, oldest first (no gaps)."""
     period_s: float = 0.0
     """The load's own period the forecast rests on (:attr:`Basis.PERIOD`; 0 otherwise)."""
+    calls: int = 0
+    """Past forecasts that called a rise over the lead, and (``confirmed``) that came true
+    (:func:`~tuner.model.seasonal.rise_calls`)."""
+    confirmed: int = 0
 
     @property
     def foresees(self) -> bool:
@@ -214,6 +227,11 @@ class Forecast:
         :data:`MIN_ERRORS` past errors (else its upper edge, :data:`WIDE` above the expected
         peak or more, says how little is known, not that the load will rise)."""
         return self.basis is not Basis.LEVEL and self.errors >= MIN_ERRORS
+
+    @property
+    def proven(self) -> bool:
+        """Foresees, and at least :data:`MIN_CONFIRMED` of its past rise calls came true."""
+        return self.foresees and self.confirmed >= MIN_CONFIRMED
 
     @property
     def confidence(self) -> str:
@@ -268,6 +286,8 @@ class _Peak:
     path: Vector
     notes: tuple[str, ...]
     period: int
+    calls: int = 0
+    confirmed: int = 0
 
 
 def forecast_load(
@@ -277,10 +297,12 @@ def forecast_load(
     quantile: float = DEFAULT_QUANTILE,
     *,
     own_period: bool = False,
+    lead_s: float | None = None,
 ) -> Forecast:
     """The load expected over ``(now, now + horizon_s]`` from ``series`` (not past ``now``).
     ``quantile`` (0.5 to 1) sets the band's upper edge among the past errors, ``1 - quantile``
-    the lower. NoHistory when the series holds no load."""
+    the lower; the past rise calls are counted over ``lead_s`` (None: the horizon). NoHistory
+    when the series holds no load."""
     if not 0.5 <= quantile < 1:
         raise ValueError(f"the band quantile must be in [0.5, 1), not {quantile}")
     step = series.step_s
@@ -293,19 +315,20 @@ def forecast_load(
         raise ValueError(f"the horizon must be from one step ({step:g} s) to a day: {horizon_s}")
     origin = math.floor((now - series.start) / step + 1e-9)
     ahead = max(1, math.ceil(horizon_s / step - 1e-9))
+    lead = min(ahead, max(1, math.ceil((lead_s or horizon_s) / step - 1e-9)))
     total = series.total()
     known = np.flatnonzero(~np.isnan(total))
     if origin < 0 or known.size == 0:
         raise NoHistory("no load in the history")
     history_s = now - (series.start + known[0] * step)
     period = detect_period(total, step, origin) if own_period else None
-    peak = _peak(total, origin, ahead, step, quantile, period)
+    peak = _peak(total, origin, (ahead, lead), step, quantile, period)
     dimensions: dict[str, Band] = {}
     if not series.is_scalar:
         for key, values in series.values.items():
             if np.isnan(values).all():
                 continue
-            dimensions[key] = _peak(values, origin, ahead, step, quantile, period).band
+            dimensions[key] = _peak(values, origin, (ahead, lead), step, quantile, period).band
     return Forecast(
         at=now,
         horizon_s=horizon_s,
@@ -319,8 +342,10 @@ def forecast_load(
         last=last_known(total, origin),
         dimensions=MappingProxyType(dimensions),
         notes=peak.notes,
-        recent=_recent(total, origin, ahead),
+        recent=known_span(total, origin, ahead),
         period_s=peak.period * step,
+        calls=peak.calls,
+        confirmed=peak.confirmed,
     )
 
 
@@ -339,22 +364,32 @@ def forecast_from(
         return None, None
     try:
         series = history(now)
-        return forecast_load(series, now, horizon, options.quantile, own_period=own_period), None
+        lead = options.lead(settings.windows)
+        return forecast_load(
+            series, now, horizon, options.quantile, own_period=own_period, lead_s=lead
+        ), None
     except (ServiceError, InputError, NoHistory) as err:
         return None, str(err)
 
 
 def _peak(
-    values: Vector, origin: int, ahead: int, step: float, quantile: float, period: Period | None
+    values: Vector,
+    origin: int,
+    steps: tuple[int, int],
+    step: float,
+    q: float,
+    period: Period | None,
 ) -> _Peak:
-    """The peak of one series over the ``ahead`` steps after ``origin``, with its band."""
+    """The peak of one series over the ``ahead`` steps after ``origin``, with its band, and the
+    past rise calls over the ``lead`` steps (``steps``: ahead, lead)."""
+    ahead, lead = steps
     y = np.full(origin + 1 + ahead, np.nan)
     have = min(len(values), origin + 1)
     y[:have] = values[:have]
     span = max(1, round(LEVEL_S / step))
     notes: list[str] = []
     if np.isnan(y[origin]):
-        notes.append(f"no load at the last step (the last known is {_age(y, origin, step)})")
+        notes.append(f"no load at the last step (the last known is {age(y, origin, step)})")
     baseline, basis = _baseline(y, origin, max(1, round(DAY_S / step)))
     actual = ahead_max(y, ahead)[: origin + 1]
     floor = FLOOR_SHARE * scale_of(y)
@@ -389,32 +424,16 @@ def _peak(
         path = np.where(np.isnan(path), np.nanmax(path), path)
     errors = relative_errors(actual[past], peaks[past], floor)
     errors = errors[~np.isnan(errors)]
-    low, middle, high = (
-        np.quantile(errors, (1 - quantile, 0.5, quantile)) if errors.size else (0.0, 0.0, 0.0)
-    )
+    low, middle, high = np.quantile(errors, (1 - q, 0.5, q)) if errors.size else (0.0, 0.0, 0.0)
     raw = float(np.max(path))
     path = np.maximum(path + float(middle) * np.maximum(path, floor), 0.0)
     sure = basis is not Basis.LEVEL and errors.size >= MIN_ERRORS
     rising = rising_line(y, origin, ahead, max(3, round(TREND_S / step))) if sure else 0.0
-    band = _band(raw, (float(low), float(middle), float(high)), floor, sure, rising)
-    return _Peak(band, basis, int(errors.size), path, tuple(notes), chosen)
-
-
-def _band(
-    raw: float, quantiles: tuple[float, float, float], floor: float, sure: bool, rising: float
-) -> Band:
-    """The peak ``raw`` the model made, moved by the ``quantiles`` of its past relative errors
-    (against at least ``floor``); at least :data:`WIDE` either side unless ``sure``; its upper
-    edge at least the ``rising`` trend's (:func:`~tuner.model.seasonal.rising_line`)."""
-    low, middle, high = quantiles
-    unit = max(raw, floor)
-    expected = max(0.0, raw + middle * unit)
-    lower = max(0.0, raw + low * unit)
-    upper = max(0.0, raw + high * unit, rising)
-    if not sure:
-        lower = min(lower, expected * (1 - WIDE))
-        upper = max(upper, expected * (1 + WIDE), floor)
-    return Band(expected, min(lower, expected), max(upper, expected))
+    edges = band_edges(raw, (float(low), float(middle), float(high)), floor, sure, rising, WIDE)
+    band = Band(*edges)
+    known = slice(past.start, origin + 1 - lead)  # the calls over the lead whose outcome is known
+    calls = (0, 0) if basis is Basis.LEVEL else rise_calls(y, baseline, lead, span, known)
+    return _Peak(band, basis, int(errors.size), path, tuple(notes), chosen, *calls)
 
 
 def _baseline(y: Vector, origin: int, per_day: int) -> tuple[Vector, Basis]:
@@ -426,23 +445,4 @@ def _baseline(y: Vector, origin: int, per_day: int) -> tuple[Vector, Basis]:
     if np.isnan(weekly[origin + 1 :]).all():
         return daily, Basis.DAY
     recent = slice(max(0, origin + 1 - round(BLEND_S / DAY_S * per_day)), origin + 1)
-    day_error = mean_abs(y[recent] - daily[recent])
-    week_error = mean_abs(y[recent] - weekly[recent])
-    if math.isnan(week_error) or math.isnan(day_error) or day_error + week_error == 0:
-        share = 0.5
-    else:
-        share = day_error**2 / (day_error**2 + week_error**2)
-    blended = np.where(np.isnan(weekly), daily, share * weekly + (1 - share) * daily)
-    blended = np.where(np.isnan(daily), weekly, blended)
-    return blended, Basis.WEEK
-
-
-def _age(y: Vector, origin: int, step: float) -> str:
-    known = np.flatnonzero(~np.isnan(y[: origin + 1]))
-    return f"{(origin - known[-1]) * step:.0f} s old" if known.size else "none"
-
-
-def _recent(y: Vector, origin: int, ahead: int) -> tuple[float, ...]:
-    """The known values of the ``ahead`` steps up to ``origin`` (itself included), oldest first."""
-    span = y[max(0, origin - ahead) : origin + 1]
-    return tuple(float(v) for v in span[~np.isnan(span)])
+    return blended(y, daily, weekly, recent), Basis.WEEK

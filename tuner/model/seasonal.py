@@ -12,6 +12,12 @@ import numpy.typing as npt
 
 Vector = npt.NDArray[np.float64]
 
+RISE = 0.1
+"""A past forecast *called a rise* when the load it expected over the lead was more than this
+share above the load then (an HPA adds no pod within its 10 % tolerance)."""
+CONFIRMED = 0.5
+"""... and the load confirmed the call when its real peak over the lead rose at least this
+share of the called rise above the load then."""
 LAG_DECAY = 0.2
 LEVEL_CLAMP = 4.0
 """The level correction is at most this factor either way (a near-empty baseline hour)."""
@@ -124,3 +130,69 @@ def scale_of(y: Vector) -> float:
 def last_known(y: Vector, origin: int) -> float:
     known = np.flatnonzero(~np.isnan(y[: origin + 1]))
     return float(y[known[-1]]) if known.size else 0.0
+
+
+def rise_calls(y: Vector, baseline: Vector, lead: int, span: int, known: slice) -> tuple[int, int]:
+    """Of the past forecasts from ``baseline`` made at the points ``known`` (whose ``lead``
+    points after are known), how many called a rise over the lead (their level-corrected peak
+    over it more than :data:`RISE` above the load then) and how many of those the load
+    confirmed (its real peak over the lead at least :data:`CONFIRMED` of the called rise above
+    the load then)."""
+    end = known.stop
+    called = corrected(y, baseline, end, lead, span)[1][known]
+    then = y[known]
+    real = ahead_max(y, lead)[known]
+    with np.errstate(invalid="ignore"):
+        calls = called > then * (1 + RISE)
+        confirmed = calls & (real - then >= CONFIRMED * (called - then))
+    return int(np.count_nonzero(calls)), int(np.count_nonzero(confirmed))
+
+
+def band_edges(
+    raw: float,
+    quantiles: tuple[float, float, float],
+    floor: float,
+    sure: bool,
+    rising: float,
+    wide: float,
+) -> tuple[float, float, float]:
+    """The expected value, lower and upper edge of the band around the peak ``raw`` a model
+    made, moved by the ``quantiles`` of its past relative errors (against at least ``floor``);
+    at least ``wide`` either side unless ``sure``; its upper edge at least the ``rising``
+    trend's (:func:`rising_line`)."""
+    low, middle, high = quantiles
+    unit = max(raw, floor)
+    expected = max(0.0, raw + middle * unit)
+    lower = max(0.0, raw + low * unit)
+    upper = max(0.0, raw + high * unit, rising)
+    if not sure:
+        lower = min(lower, expected * (1 - wide))
+        upper = max(upper, expected * (1 + wide), floor)
+    return expected, min(lower, expected), max(upper, expected)
+
+
+def blended(y: Vector, daily: Vector, weekly: Vector, recent: slice) -> Vector:
+    """The daily and weekly baselines blended by their errors over ``recent`` (each weighs the
+    other's squared mean error: the closer counts more); either alone where the other is not
+    known."""
+    day_error = mean_abs(y[recent] - daily[recent])
+    week_error = mean_abs(y[recent] - weekly[recent])
+    if math.isnan(week_error) or math.isnan(day_error) or day_error + week_error == 0:
+        share = 0.5
+    else:
+        share = day_error**2 / (day_error**2 + week_error**2)
+    mixed = np.where(np.isnan(weekly), daily, share * weekly + (1 - share) * daily)
+    out: Vector = np.where(np.isnan(daily), weekly, mixed)
+    return out
+
+
+def age(y: Vector, origin: int, step: float) -> str:
+    """How old the last known value up to ``origin`` is (``none`` when none is)."""
+    known = np.flatnonzero(~np.isnan(y[: origin + 1]))
+    return f"{(origin - known[-1]) * step:.0f} s old" if known.size else "none"
+
+
+def known_span(y: Vector, origin: int, ahead: int) -> tuple[float, ...]:
+    """The known values of the ``ahead`` steps up to ``origin`` (itself included), oldest first."""
+    span = y[max(0, origin - ahead) : origin + 1]
+    return tuple(float(v) for v in span[~np.isnan(span)])
