@@ -261,6 +261,24 @@ class ClusterHarness:
             },
         )
 
+    def bare_pod(self, name: str, node: str, **spec: Any) -> None:
+        """A pod bound to ``node`` with no owner (never moved: its node is no candidate),
+        100m by default (``containers`` and more spec fields may be given); waits until it
+        runs."""
+        containers = spec.pop(
+            "containers",
+            [{"name": "c", "image": "fake", "resources": {"requests": {"cpu": "100m"}}}],
+        )
+        body = {
+            "metadata": {"name": name, "labels": {"role": name}},
+            "spec": {"nodeName": node, "containers": containers, **spec},
+        }
+        self.core.create_namespaced_pod(self.namespace, body)
+        eventually(
+            lambda: self.core.read_namespaced_pod(name, self.namespace).status.phase == "Running",
+            what=f"bare pod {name} running",
+        )
+
     def wait_available(self, name: str, replicas: int) -> None:
         """Until the Deployment has exactly ``replicas`` Ready pods and nothing else."""
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from testkit.cluster_fixture import REPO_ROOT, ClusterHarness
 from tests.cluster.conftest import make_actuator
 from tuner.analyse.decision import analyse
+from tuner.model.constraints import ZONE_KEY
 from tuner.monitor.kube import read_cluster
 from tuner.report.build import build_report
 from tuner.settings import load_settings
@@ -89,3 +90,43 @@ def test_a_live_plan_says_which_moves_are_eviction_only(
     (web,) = [row for row in table if "/web-" in row]
     assert plain.endswith("not controlled (not onboarded): lands where the scheduler puts it")
     assert "onboarded" not in web
+
+
+def test_a_live_plan_makes_room_for_a_zone_bound_pod_and_carries_it_out(
+    kube: ClusterHarness, tmp_path: Path
+) -> None:
+    """``front`` runs only in zone a. Removing its node needs the other zone-a node's room,
+    which ``filler`` takes: the plan (``analyse.make_room``, the default) moves ``filler`` to
+    zone b first, then ``front`` into the room it left, and the executor does it in that
+    order, each move verified, the node deleted."""
+    zone_a = {ZONE_KEY: "a"}
+    drained = kube.add_node(f"{kube.namespace}-a1", labels=zone_a)
+    kube.deployment("front", 1, cpu="3000m", node_selector=zone_a)
+    host = kube.add_node(f"{kube.namespace}-a2", labels=zone_a)
+    kube.bare_pod("pinned-a", host)  # bare pods keep a2 and b1 from being candidates
+    kube.deployment("filler", 1, cpu="1100m")  # a1 has 1000m left: it lands on a2
+    other = kube.add_node(f"{kube.namespace}-b1", labels={ZONE_KEY: "b"})
+    kube.bare_pod("pinned-b", other)
+    assert set(kube.placement("app=front").values()) == {drained}
+    assert set(kube.placement("app=filler").values()) == {host}
+
+    plan = json.loads(_plan_live(kube, tmp_path, "--format", "json"))
+    assert plan["removed_nodes"] == [drained], plan["reason"]
+    moves = [
+        (a["workload"].rsplit("/", 1)[1], a["to"]) for a in plan["actions"] if a["op"] == "migrate"
+    ]
+    assert moves == [("filler", other), ("front", host)]
+    settings = load_settings(_settings(kube, tmp_path))
+    cluster = read_cluster(kube.api)
+    report = build_report(cluster, settings, analyse(cluster, settings, [], random.Random(0)))
+    assert report.to_json()["actions"] == plan["actions"]
+
+    result = make_actuator(kube).carry_out(list(report.actions))
+
+    assert result.completed, result.reason
+    assert drained not in {n.metadata.name for n in kube.core.list_node().items}
+    kube.wait_available("front", 1)
+    kube.wait_available("filler", 1)
+    assert set(kube.placement("app=front").values()) == {host}
+    assert set(kube.placement("app=filler").values()) == {other}
+    assert kube.leftovers() == []

@@ -72,23 +72,6 @@ def _removed_without_the_rule(
     return list(result.change.remove_nodes)
 
 
-def _bare_pod(kube: ClusterHarness, name: str, node: str, **spec: Any) -> None:
-    """A pod bound to ``node`` with no owner (never moved: its node is no candidate)."""
-    containers = spec.pop(
-        "containers",
-        [{"name": "c", "image": "fake", "resources": {"requests": {"cpu": "100m"}}}],
-    )
-    body = {
-        "metadata": {"name": name, "labels": {"role": name}},
-        "spec": {"nodeName": node, "containers": containers, **spec},
-    }
-    kube.core.create_namespaced_pod(kube.namespace, body)
-    eventually(
-        lambda: kube.core.read_namespaced_pod(name, kube.namespace).status.phase == "Running",
-        what=f"bare pod {name} running",
-    )
-
-
 def _node(kube: ClusterHarness, suffix: str, zone: str = "a", **extra: Any) -> str:
     return kube.add_node(f"{kube.namespace}-{suffix}", labels={ZONE_KEY: zone}, **extra)
 
@@ -135,7 +118,7 @@ def _scheduler_agrees(kube: ClusterHarness, drained: str, app: str) -> None:
 
 def _others_hold_bare_pods(kube: ClusterHarness, nodes: list[str]) -> None:
     for i, node in enumerate(nodes):
-        _bare_pod(kube, f"pinned-{i}", node)
+        kube.bare_pod(f"pinned-{i}", node)
 
 
 @pytest.mark.parametrize(
@@ -176,7 +159,7 @@ def test_a_required_pod_affinity_keeps_a_pod_in_its_partners_zone(
     home = _node(kube, "a0", "a", pods=1)  # its one pod slot holds the cache
     drained = _node(kube, "a1", "a")
     others = [_node(kube, "b1", "b"), _node(kube, "b2", "b")]
-    _bare_pod(kube, "cache", home)
+    kube.bare_pod("cache", home)
     _others_hold_bare_pods(kube, others)
     near_cache = {
         "requiredDuringSchedulingIgnoredDuringExecution": [
@@ -270,7 +253,7 @@ def test_a_host_port_in_use_elsewhere_keeps_its_pod(kube: ClusterHarness, tmp_pa
     drained = _node(kube, "n1")
     others = [_node(kube, "n2"), _node(kube, "n3")]
     for i, node in enumerate(others):
-        _bare_pod(kube, f"proxy-{i}", node, containers=_with_port(8080))
+        kube.bare_pod(f"proxy-{i}", node, containers=_with_port(8080))
     kube.deployment("web", 1, onboarded=False, pod_spec={"containers": _with_port(8080)})
     assert list(kube.placement("app=web").values()) == [drained]
 
@@ -295,8 +278,8 @@ def test_a_gpu_request_keeps_its_pod_on_a_node_with_a_free_gpu(
     drained = _node(kube, "g1", extended={GPU: "1"})
     busy = _node(kube, "g2", extended={GPU: "1"})
     plain = _node(kube, "n3")
-    _bare_pod(kube, "training", busy, containers=_with_gpu())
-    _bare_pod(kube, "pinned", plain)
+    kube.bare_pod("training", busy, containers=_with_gpu())
+    kube.bare_pod("pinned", plain)
     kube.deployment("train", 1, onboarded=False, pod_spec={"containers": _with_gpu()})
     assert list(kube.placement("app=train").values()) == [drained]
 
