@@ -101,17 +101,19 @@ def test_the_peak_within_a_lead_is_the_highest_of_the_path_there_with_the_bands_
     assert lead_band(replace(f, path=()), 120.0) == peak  # no path: the horizon's peak
 
 
-def test_a_release_decides_by_the_peak_within_the_lead_only_when_reserving_is_on() -> None:
+def test_a_release_decides_by_the_peak_within_the_lead_only_when_the_reserve_would_act() -> None:
     peak = Band(200.0, 150.0, 260.0)
-    f = Forecast(
-        0.0, 720.0, 60.0, 0.95, peak, Basis.DAY, 100, 1e5, (100.0, 100.0, 100.0, 200.0), 90
-    )
+    path = (100.0, 100.0, 100.0, 200.0)
+    f = Forecast(0.0, 720.0, 60.0, 0.95, peak, Basis.DAY, 100, 1e5, path, 90, calls=9, confirmed=5)
     off = Settings()
     assert decided_by(f, off) is f and decided_by(None, off) is None
     on = replace(off, forecast=replace(off.forecast, reserve_max_nodes=1))
     near = decided_by(f, on)
     assert near is not None and near.peak == Band(100.0, 75.0, 130.0)  # 3 minutes ahead
     assert replace(near, peak=peak) == f
+    # a forecast whose rise calls are not proven gets no reserve: the release keeps the rise's room
+    unproven = replace(f, confirmed=4)
+    assert decided_by(unproven, on) is unproven
 
 
 def test_the_replicas_were_sized_for_the_highest_load_of_the_hpas_stabilisation_window() -> None:

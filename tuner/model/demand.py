@@ -128,11 +128,13 @@ def lead_band(forecast: Forecast, lead_s: float) -> Band:
 
 def decided_by(forecast: Forecast | None, settings: Settings) -> Forecast | None:
     """The forecast a release decides by (the headroom a removal leaves, the decline rule's
-    agreement): with provisioning ahead on (``forecast.reserve_max_nodes``), its peak over a
-    node's start-up plus a retry only (:func:`lead_band`), since a rise due later is the
-    reserve's to provision when it is that near (:func:`~tuner.plan.reserve.plan_reserve` holds
-    room for the expected load over that lead); else the forecast as it is."""
-    if forecast is None or settings.forecast.reserve_max_nodes <= 0:
+    agreement): with provisioning ahead on (``forecast.reserve_max_nodes``) and a forecast that
+    has proven it calls rises (:attr:`~tuner.model.forecast.Forecast.proven`, as the reserve
+    asks), its peak over a node's start-up plus a retry only (:func:`lead_band`), since a rise
+    due later is the reserve's to provision when it is that near
+    (:func:`~tuner.plan.reserve.plan_reserve` holds room for the expected load over that lead);
+    else the forecast as it is (a reserve that will not act is not counted on)."""
+    if forecast is None or settings.forecast.reserve_max_nodes <= 0 or not forecast.proven:
         return forecast
     return replace(forecast, peak=lead_band(forecast, settings.forecast.lead(settings.windows)))
 

@@ -32,7 +32,7 @@ and the simulator's.
    bound to it.
 
 The rise the forecast expects is held for, not only one its band's lower edge confirms: while
-reserving, a release leaves room only for the band over the lead
+reserving, a release by a proven forecast leaves room only for the band over the lead
 (:func:`~tuner.model.demand.decided_by`), counting on the reserve for a rise due later, so the
 reserve must provision the rise the release did not keep room for. (Asking the lower edge to be
 above the load now, and its pods to fit nowhere, held nothing on a noisy load, whose lower edge
