@@ -308,11 +308,11 @@ def test_without_the_rule_or_on_a_rise_the_shrinking_workload_stays_out_of_the_p
 
 
 class RiseAtMidnight:
-    """A load falling all day from 300 to 100, back at 300 at midnight (two days up to the time
-    asked)."""
+    """A load falling all day from 300 to 100, back at 300 at midnight (a week up to the time
+    asked: the forecast has seen its rises come, so a reserve would act on it)."""
 
     def series(self, end: float) -> LoadSeries:
-        t = np.arange(end - 2 * DAY_S + STEP, end + 1, STEP)
+        t = np.arange(end - 7 * DAY_S + STEP, end + 1, STEP)
         return LoadSeries.of(t[0], STEP, {SCALAR: 300 - 200 * ((t % DAY_S) / DAY_S)})
 
 

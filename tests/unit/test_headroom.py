@@ -257,7 +257,10 @@ def test_with_provisioning_ahead_a_removal_leaves_room_only_for_the_rise_before_
     the peak over that lead only; with it off, for the whole horizon's."""
     c = four_web_pods_on_three_nodes()
     late_rise = replace(
-        forecast(100.0, 330.0, 300.0), path=(100.0, 100.0, 100.0, 100.0, 300.0, 300.0)
+        forecast(100.0, 330.0, 300.0),
+        path=(100.0, 100.0, 100.0, 100.0, 300.0, 300.0),
+        calls=5,
+        confirmed=5,  # proven: the reserve would act on it
     )
     off = settings()
     assert decide(c, off, late_rise).decision is Choice.STAY  # 3 x the load over the horizon
@@ -266,6 +269,8 @@ def test_with_provisioning_ahead_a_removal_leaves_room_only_for_the_rise_before_
     assert len(removal(decide(c, on, late_rise))) == 2  # 1.1 x: the four and a fifth fit
     early_rise = replace(late_rise, path=(100.0, 300.0, 300.0, 300.0, 300.0, 300.0))
     assert decide(c, on, early_rise).decision is Choice.STAY
+    unproven = replace(late_rise, confirmed=4)  # no reserve would act: nothing counts on it
+    assert decide(c, on, unproven).decision is Choice.STAY
 
 
 def test_a_spread_workloads_next_step_is_placed_pod_by_pod_under_its_rule() -> None:
