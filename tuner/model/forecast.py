@@ -322,13 +322,13 @@ def forecast_load(
         raise NoHistory("no load in the history")
     history_s = now - (series.start + known[0] * step)
     period = detect_period(total, step, origin) if own_period else None
-    peak = _peak(total, origin, (ahead, lead), step, quantile, period)
+    peak = _peak(total, origin, ahead, step, quantile, period, lead)
     dimensions: dict[str, Band] = {}
     if not series.is_scalar:
         for key, values in series.values.items():
             if np.isnan(values).all():
                 continue
-            dimensions[key] = _peak(values, origin, (ahead, lead), step, quantile, period).band
+            dimensions[key] = _peak(values, origin, ahead, step, quantile, period).band
     return Forecast(
         at=now,
         horizon_s=horizon_s,
@@ -375,14 +375,14 @@ def forecast_from(
 def _peak(
     values: Vector,
     origin: int,
-    steps: tuple[int, int],
+    ahead: int,
     step: float,
     q: float,
     period: Period | None,
+    lead: int | None = None,
 ) -> _Peak:
-    """The peak of one series over the ``ahead`` steps after ``origin``, with its band, and the
-    past rise calls over the ``lead`` steps (``steps``: ahead, lead)."""
-    ahead, lead = steps
+    """The peak of one series over the ``ahead`` steps after ``origin``, with its band, and
+    the past rise calls over ``lead`` steps when given (the total's; no dimension's is read)."""
     y = np.full(origin + 1 + ahead, np.nan)
     have = min(len(values), origin + 1)
     y[:have] = values[:have]
@@ -431,8 +431,10 @@ def _peak(
     rising = rising_line(y, origin, ahead, max(3, round(TREND_S / step))) if sure else 0.0
     edges = band_edges(raw, (float(low), float(middle), float(high)), floor, sure, rising, WIDE)
     band = Band(*edges)
-    known = slice(past.start, origin + 1 - lead)  # the calls over the lead whose outcome is known
-    calls = (0, 0) if basis is Basis.LEVEL else rise_calls(y, baseline, lead, span, known)
+    calls = (0, 0)
+    if lead is not None and basis is not Basis.LEVEL:
+        known = slice(past.start, origin + 1 - lead)  # the calls whose outcome is known
+        calls = rise_calls(y, baseline, lead, span, known)
     return _Peak(band, basis, int(errors.size), path, tuple(notes), chosen, *calls)
 
 

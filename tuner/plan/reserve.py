@@ -50,11 +50,8 @@ proven it calls rises (:attr:`~tuner.model.forecast.Forecast.proven`): re-made f
 times whose outcome is known, at least :data:`~tuner.model.forecast.MIN_CONFIRMED` of its calls
 of a rise over the lead (more than the HPAs' 10 % tolerance above the load then) came true (the
 load rose at least half the called rise). A load whose rises the forecast has not yet seen come
-(a day of history, a calm week) gets no node ahead. On ``online-boutique`` (one day of
-history) the reserve's first node, in the first hour, came for a rise that came, yet it set the
-pods out otherwise for the rest of the day: the row kept a node CA alone removed for two hours
-of the afternoon and cost 1.6 % more than CA alone; its last ones, in the last hour, came for a
-"rise" of 0.3 % that took an HPA just past its tolerance (the step it takes at the load now).
+(a day of history, a calm week) gets no node ahead (measured: docs/concepts.md, provisioning
+ahead).
 
 Placeholders standing (pods labelled ``<prefix>/placeholder``) are the reserve itself, not
 demand: they are left out, and a node one is bound to counts as reserved (closed to the pods
