@@ -67,6 +67,27 @@ def test_a_rise_that_does_not_fit_reserves_nodes_of_the_cheapest_pool_that_runs_
     assert "2 of small" in reserve.reason
 
 
+def test_a_pool_markedly_cheaper_per_pod_held_is_opened_instead_of_the_cheapest_node() -> None:
+    # A small node at 0.085 an hour for 2 CPU, a large one at 0.268 for 8: the large node holds
+    # a 500m pod for a fifth less (0.0168 against 0.0213), so the rise's pods go there.
+    c = _cluster(6)
+    prices = {"e2-standard-2": 0.085, "e2-standard-8": 0.268}
+    settings = settings_from_dict(
+        {"forecast": {"reserve_max_nodes": 3}, "pricing": {"node_types": prices}}
+    )
+    reserve = plan_reserve(c, discover(c, settings), _forecast(100, 250), settings, 1000.0)
+    assert [n.pool for n in reserve.nodes] == ["large"]
+    assert reserve.nodes[0].requests == Resources(2500, 5 * GIB)
+    # At 0.075 for the small node the large one holds a pod for only a tenth less: the smaller
+    # node, whose false alarm costs less, is opened.
+    prices["e2-standard-2"] = 0.075
+    settings = settings_from_dict(
+        {"forecast": {"reserve_max_nodes": 3}, "pricing": {"node_types": prices}}
+    )
+    reserve = plan_reserve(c, discover(c, settings), _forecast(100, 250), settings, 1000.0)
+    assert [n.pool for n in reserve.nodes] == ["small", "small"]
+
+
 def test_a_pod_no_small_node_runs_goes_to_the_pool_whose_template_runs_it() -> None:
     big = pod("web-x", None, cpu="3", memory="1Gi", workload="web")  # more than a small node
     c = _cluster(0, web_pod=big)
