@@ -325,6 +325,8 @@ class _Packing:
         self.room = {name: pools.room(name) for name in pools.by_name}
         self.price = {n: node_price(p.template, settings.pricing) for n, p in pools.by_name.items()}
         self.by_price = sorted(pools.by_name.values(), key=lambda p: (self.price[p.name], p.name))
+        self.usable: dict[str, Resources] = {}
+        """Per pool, the room a new node offers pods: allocatable less its DaemonSet pods."""
         self.opened: list[NewNode] = []
         self.pods: dict[str, list[Pod]] = {}
         self.why_not = ""
@@ -364,9 +366,11 @@ class _Packing:
         """What holding ``pod`` on a new node of ``pool`` costs per hour: the node's price times
         the largest share of its room (allocatable less its DaemonSet pods) the pod asks; None
         when it does not fit."""
-        node = pool.template
-        daemons = Resources.total([d.requests for d in daemon_pods(self.cluster, node)])
-        room = node.allocatable - daemons
+        room = self.usable.get(pool.name)
+        if room is None:
+            node = pool.template
+            daemons = Resources.total([d.requests for d in daemon_pods(self.cluster, node)])
+            room = self.usable[pool.name] = node.allocatable - daemons
         if room.cpu <= 0 or room.memory <= 0:
             return None
         share = max(pod.requests.cpu / room.cpu, pod.requests.memory / room.memory)
