@@ -7,9 +7,12 @@
   (unless it is cordoned already), evict the pod, let the ReplicaSet's replacement be scheduled
   (its weight-100 preferred affinity to the label: a score the scheduler's others can outweigh,
   hence the cordon), verify it is on a node that is neither its source nor one the transition
-  empties (on another than the target: verified, landed elsewhere), remove the label and the
-  cordon;
-- add: label, one replica more, verify the same way (off the nodes being emptied), unlabel;
+  empties (on another than the target: verified, landed elsewhere), let simulated time pass
+  until it is Ready (or ``execute.verify_timeout_s``), as the real executor waits for the
+  replacement to be Ready before its next action, then remove the label and the cordon (so a
+  transition never has more than one moved pod starting at once, and a workload's replacement
+  serves before the next of its pods goes);
+- add: label, one replica more, verify the same way (off the nodes being emptied, Ready), unlabel;
 - remove: one replica fewer, that very pod deleted;
 - remove_node: cordon and evict what is left, then by ``execute.node_removal``: ``autoscaler``
   leaves the empty node to the Cluster Autoscaler, ``command`` deletes the VM now,
@@ -22,13 +25,13 @@
   bound to a Ready node (or ``provision_timeout_s``), delete it, and bind the provisional name
   to that node.
 
-A new pod that stays pending, or lands on its source or a node the transition empties, fails
-verification, and the transition stops. A migrate whose pod is gone (its HPA scaled it in since
+A new pod that stays pending, lands on its source or a node the transition empties, or is not
+Ready within the verification timeout, fails verification, and the transition stops. A migrate whose pod is gone (its HPA scaled it in since
 the plan, e.g. while a provision waited for its node) has nothing to move: done, and the
 transition goes on (the room the pod held only makes later actions fit the more), as in the
 real executor (:class:`tuner.execute.step.Gone`). The 2019 tuner's executor
 (``on_target_only``) drains nothing ahead and fails every pod that lands off its target, as its
-code did.
+code did, and starts its next action without waiting for the pod to be Ready.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from tuner.plan.actions import (
     first_move,
     resolved,
 )
+from tuner.settings import Execute
 from tuner.sim.metrics import ActionResult
 from tuner.sim.state import HOSTNAME, SimPod, affinity_label
 from tuner.sim.workloads import Service
@@ -90,9 +94,12 @@ class Controls(Protocol):
     def delete_pod(self, pod: SimPod) -> None:
         """Delete a pod (after a scale-down that chose it)."""
 
-    def start_replica(self, service: Service) -> str | None:
-        """The ReplicaSet creates one pod and kube-scheduler binds it now: the node it landed on,
-        or None (pending)."""
+    def start_replica(self, service: Service) -> SimPod:
+        """The ReplicaSet creates one pod and kube-scheduler binds it now: the new pod (its
+        ``node`` None: pending)."""
+
+    def pod_ready(self, pod: SimPod) -> bool:
+        """True when the pod still exists, is bound and Ready (its start-up is over)."""
 
     def drain_node(self, name: str, node_removal: str) -> None:
         """Cordon the node, evict its pods but DaemonSet pods, and remove it as
@@ -128,6 +135,8 @@ class SimulatedExecutor:
 
     def __init__(self, cluster: Controls) -> None:
         self.cluster = cluster
+        self.ready_within: float | None = Execute.verify_timeout_s
+        """Seconds a new pod may take to be Ready (None: not waited for, the 2019 tuner's)."""
 
     def run(
         self,
@@ -136,12 +145,15 @@ class SimulatedExecutor:
         provision_timeout_s: float,
         *,
         on_target_only: bool = False,
+        verify_timeout_s: float = Execute.verify_timeout_s,
     ) -> tuple[ActionResult, ...]:
-        """Carry out the actions in order, each verified, the nodes the plan empties cordoned
-        before its first move and given back when it stops short of removing them; the first
-        failed verification stops the rest (not returned). ``on_target_only``: the 2019 tuner's
-        executor (no drain ahead, a pod verified on its target only)."""
+        """Carry out the actions in order, each verified (a new pod Ready within
+        ``verify_timeout_s``), the nodes the plan empties cordoned before its first move and given
+        back when it stops short of removing them; the first failed verification stops the rest
+        (not returned). ``on_target_only``: the 2019 tuner's executor (no drain ahead, a pod
+        verified on its target only, not waited for)."""
         cluster = self.cluster
+        self.ready_within = None if on_target_only else verify_timeout_s
         nodes = () if on_target_only else emptied(actions)
         first = first_move(actions)
         results: list[ActionResult] = []
@@ -236,7 +248,7 @@ class SimulatedExecutor:
     ) -> ActionResult:
         """Label the target and cordon the ``source`` (a migration's, unless cordoned already),
         let the scheduler place the new pod, verify it is off its source and off ``draining``
-        (None: on the target), undo both."""
+        (None: on the target) and wait until it is Ready, undo both."""
         cluster = self.cluster
         if not cluster.node_ready(target):
             return ActionResult(action, False, f"node {target} is not there")
@@ -244,11 +256,34 @@ class SimulatedExecutor:
         cluster.label_node(target, label, "true")
         cordoned = source if source is not None and cluster.cordon(source) else None
         try:
-            landed = cluster.start_replica(service)
+            pod = cluster.start_replica(service)
+            result = self._landing(action, pod.node, target, draining, source)
+            if result.verified and not self._ready(pod):
+                return ActionResult(action, False, f"not Ready on {pod.node} in time")
         finally:
             cluster.label_node(target, label, None)
             if cordoned is not None:
                 cluster.uncordon(cordoned)
+        return result
+
+    def _ready(self, pod: SimPod) -> bool:
+        """Wait until the new pod is Ready (not at all for the 2019 tuner's executor); whether
+        it was within the timeout."""
+        if self.ready_within is None:
+            return True
+        cluster = self.cluster
+        return cluster.pass_time(lambda: cluster.pod_ready(pod), self.ready_within)
+
+    @staticmethod
+    def _landing(
+        action: Action,
+        landed: str | None,
+        target: str,
+        draining: frozenset[str] | None,
+        source: str | None,
+    ) -> ActionResult:
+        """Where the new pod landed, verified: on the target, or (unless ``draining`` is None)
+        elsewhere off its source and off ``draining``."""
         if landed == target:
             return ActionResult(action, True)
         if landed is None:
