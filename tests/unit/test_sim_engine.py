@@ -8,6 +8,7 @@ from dataclasses import replace
 from tuner.model.cluster import Pod
 from tuner.model.movability import Policy, assess
 from tuner.plan.actions import Migrate, RemoveNode
+from tuner.settings import Execute
 from tuner.sim.autoscaler import CANDIDATE_TAINT
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.load import Phase, Phases
@@ -73,6 +74,27 @@ def test_migration_lands_on_the_labelled_node_and_is_verified() -> None:
     assert moved.key != pod.key
     assert moved.node == target
     assert all(not k.startswith("tuner.dev/") for n in sim.cluster().nodes for k in n.labels)
+
+
+def test_a_migration_returns_once_the_replacement_is_ready_as_the_daemons_executor_does() -> None:
+    """The daemon's executor waits for the replacement to be Ready before its next action: the
+    simulated one lets time pass until then, so a transition never has two moved pods starting
+    at once (a workload's pods moved one by one keep the rest serving)."""
+    sim = Simulation(small(), 1)
+    sim.advance(120)
+    before = sim.now
+    _, _, result = migrate_api(sim)
+    assert result.verified, result.detail
+    assert sim.now >= before + sim.scenario.startup
+    assert sim.controllers.ready_counts()[API] == 1
+
+
+def test_a_replacement_not_ready_within_the_verification_timeout_fails() -> None:
+    sim = Simulation(replace(small(), startup=Execute.verify_timeout_s + 60), 1)
+    sim.advance(60 + Execute.verify_timeout_s + 120)
+    _, _, result = migrate_api(sim)
+    assert not result.verified
+    assert "not Ready" in result.detail
 
 
 def test_a_migrated_pod_the_scheduler_would_score_back_onto_its_source_lands_on_the_target() -> (
