@@ -9,7 +9,8 @@
   hence the cordon), verify it is on a node that is neither its source nor one the transition
   empties (on another than the target: verified, landed elsewhere), let simulated time pass
   until it is Ready (or ``execute.verify_timeout_s``), as the real executor waits for the
-  replacement to be Ready before its next action, then remove the label and the cordon (so a
+  replacement to be Ready before its next action (a replacement the workload's HPA scales in
+  before it is Ready leaves nothing to move: done), then remove the label and the cordon (so a
   transition never has more than one moved pod starting at once, and a workload's replacement
   serves before the next of its pods goes);
 - add: label, one replica more, verify the same way (off the nodes being emptied, Ready), unlabel;
@@ -258,21 +259,31 @@ class SimulatedExecutor:
         try:
             pod = cluster.start_replica(service)
             result = self._landing(action, pod.node, target, draining, source)
-            if result.verified and not self._ready(pod):
-                return ActionResult(action, False, f"not Ready on {pod.node} in time")
+            if result.verified:
+                result = self._ready(action, pod, result)
         finally:
             cluster.label_node(target, label, None)
             if cordoned is not None:
                 cluster.uncordon(cordoned)
         return result
 
-    def _ready(self, pod: SimPod) -> bool:
-        """Wait until the new pod is Ready (not at all for the 2019 tuner's executor); whether
-        it was within the timeout."""
-        if self.ready_within is None:
-            return True
+    def _ready(self, action: Action, pod: SimPod, landed: ActionResult) -> ActionResult:
+        """Wait until the new pod is Ready (not at all for the 2019 tuner's executor): verified
+        as ``landed`` says; verified too when it went before (its HPA scaled the workload in
+        and the ReplicaSet deleted the unready pod first: nothing is left to move, as for a
+        migrate whose pod went since the plan); failed when neither within the timeout."""
         cluster = self.cluster
-        return cluster.pass_time(lambda: cluster.pod_ready(pod), self.ready_within)
+        if self.ready_within is None:
+            return landed
+        cluster.pass_time(
+            lambda: cluster.pod_ready(pod) or cluster.pod_named(pod.name) is None,
+            self.ready_within,
+        )
+        if cluster.pod_named(pod.name) is None:
+            return ActionResult(action, True, f"{pod.name} went before it was Ready")
+        if not cluster.pod_ready(pod):
+            return ActionResult(action, False, f"{pod.name} not Ready on {pod.node} in time")
+        return landed
 
     @staticmethod
     def _landing(
