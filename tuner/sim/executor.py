@@ -27,12 +27,14 @@
   to that node.
 
 A new pod that stays pending, lands on its source or a node the transition empties, or is not
-Ready within the verification timeout, fails verification, and the transition stops. A migrate whose pod is gone (its HPA scaled it in since
-the plan, e.g. while a provision waited for its node) has nothing to move: done, and the
-transition goes on (the room the pod held only makes later actions fit the more), as in the
-real executor (:class:`tuner.execute.step.Gone`). The 2019 tuner's executor
-(``on_target_only``) drains nothing ahead and fails every pod that lands off its target, as its
-code did, and starts its next action without waiting for the pod to be Ready.
+Ready within the verification timeout, fails verification, and the transition stops. A migrate
+whose pod is gone (its HPA scaled it in since the plan, e.g. while a provision waited for its
+node), or whose replacement went before it was Ready (its HPA scaled the workload in meanwhile,
+and the ReplicaSet deletes an unready pod first), has nothing to move: done, and the transition
+goes on (the room the pod held only makes later actions fit the more), as in the real executor
+(:class:`tuner.execute.step.Gone`, :func:`tuner.execute.checks.new_pod_on`). The 2019 tuner's
+executor (``on_target_only``) drains nothing ahead and fails every pod that lands off its
+target, as its code did, and starts its next action without waiting for the pod to be Ready.
 """
 
 from __future__ import annotations
