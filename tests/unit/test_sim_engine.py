@@ -3,6 +3,7 @@ executor (actions verified for what the daemon's executor claims, or reported un
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from tuner.model.cluster import Pod
@@ -95,6 +96,33 @@ def test_a_replacement_not_ready_within_the_verification_timeout_fails() -> None
     _, _, result = migrate_api(sim)
     assert not result.verified
     assert "not Ready" in result.detail
+
+
+def test_a_replacement_its_hpa_scales_in_before_it_is_ready_leaves_nothing_to_move() -> None:
+    """Two api pods, one moved; while its replacement starts, the workload is scaled in to
+    one: the ReplicaSet deletes the unready replacement first, and the move is done, not
+    failed at the verification timeout (the daemon's executor: ``checks.new_pod_on``)."""
+    sim = Simulation(small(), 1)
+    sim.advance(120)
+    api = next(s for s in sim.replicas if s.name == "api")
+    sim.replicas[api] = 2
+    sim.controllers.reconcile()
+    sim.advance(60)
+    controls = sim.controls
+    waits = controls.pass_time
+
+    def scaled_in(done: Callable[[], bool], timeout: float) -> bool:
+        sim.replicas[api] = 1
+        sim.controllers.reconcile()
+        return waits(done, timeout)
+
+    controls.pass_time = scaled_in  # type: ignore[method-assign]
+    before = sim.now
+    _, _, result = migrate_api(sim)
+    assert result.verified, result.detail
+    assert "went before it was Ready" in result.detail
+    assert sim.now < before + Execute.verify_timeout_s
+    assert sim.controllers.ready_counts()[api] == 1
 
 
 def test_a_migrated_pod_the_scheduler_would_score_back_onto_its_source_lands_on_the_target() -> (
