@@ -136,10 +136,12 @@ def placeholder_constraints(pool: NodePool, avoid: tuple[str, ...] = ()) -> Cons
 class SimulatedExecutor:
     """Executes actions through a simulated cluster's :class:`Controls`."""
 
-    def __init__(self, cluster: Controls) -> None:
+    def __init__(
+        self, cluster: Controls, verify_timeout_s: float = Execute.verify_timeout_s
+    ) -> None:
         self.cluster = cluster
-        self.ready_within: float | None = Execute.verify_timeout_s
-        """Seconds a new pod may take to be Ready (None: not waited for, the 2019 tuner's)."""
+        self.verify_timeout_s = verify_timeout_s
+        """Seconds a new pod may take to be Ready (``execute.verify_timeout_s``)."""
 
     def run(
         self,
@@ -148,15 +150,13 @@ class SimulatedExecutor:
         provision_timeout_s: float,
         *,
         on_target_only: bool = False,
-        verify_timeout_s: float = Execute.verify_timeout_s,
     ) -> tuple[ActionResult, ...]:
         """Carry out the actions in order, each verified (a new pod Ready within
-        ``verify_timeout_s``), the nodes the plan empties cordoned before its first move and given
-        back when it stops short of removing them; the first failed verification stops the rest
-        (not returned). ``on_target_only``: the 2019 tuner's executor (no drain ahead, a pod
+        :attr:`verify_timeout_s`), the nodes the plan empties cordoned before its first move and
+        given back when it stops short of removing them; the first failed verification stops the
+        rest (not returned). ``on_target_only``: the 2019 tuner's executor (no drain ahead, a pod
         verified on its target only, not waited for)."""
         cluster = self.cluster
-        self.ready_within = None if on_target_only else verify_timeout_s
         nodes = () if on_target_only else emptied(actions)
         first = first_move(actions)
         results: list[ActionResult] = []
@@ -251,7 +251,8 @@ class SimulatedExecutor:
     ) -> ActionResult:
         """Label the target and cordon the ``source`` (a migration's, unless cordoned already),
         let the scheduler place the new pod, verify it is off its source and off ``draining``
-        (None: on the target) and wait until it is Ready, undo both."""
+        (None: on the target, the 2019 tuner's executor, which does not wait) and wait until it
+        is Ready, undo both."""
         cluster = self.cluster
         if not cluster.node_ready(target):
             return ActionResult(action, False, f"node {target} is not there")
@@ -261,7 +262,7 @@ class SimulatedExecutor:
         try:
             pod = cluster.start_replica(service)
             result = self._landing(action, pod.node, target, draining, source)
-            if result.verified:
+            if result.verified and draining is not None:
                 result = self._ready(action, pod, result)
         finally:
             cluster.label_node(target, label, None)
@@ -270,16 +271,14 @@ class SimulatedExecutor:
         return result
 
     def _ready(self, action: Action, pod: SimPod, landed: ActionResult) -> ActionResult:
-        """Wait until the new pod is Ready (not at all for the 2019 tuner's executor): verified
-        as ``landed`` says; verified too when it went before (its HPA scaled the workload in
-        and the ReplicaSet deleted the unready pod first: nothing is left to move, as for a
-        migrate whose pod went since the plan); failed when neither within the timeout."""
+        """Wait until the new pod is Ready: verified as ``landed`` says; verified too when it
+        went before (its HPA scaled the workload in and the ReplicaSet deleted the unready pod
+        first: nothing is left to move, as for a migrate whose pod went since the plan); failed
+        when neither within the timeout."""
         cluster = self.cluster
-        if self.ready_within is None:
-            return landed
         cluster.pass_time(
             lambda: cluster.pod_ready(pod) or cluster.pod_named(pod.name) is None,
-            self.ready_within,
+            self.verify_timeout_s,
         )
         if cluster.pod_named(pod.name) is None:
             return ActionResult(action, True, f"{pod.name} went before it was Ready")
