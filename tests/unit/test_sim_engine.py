@@ -216,6 +216,16 @@ def test_the_nodes_a_plan_empties_are_cordoned_before_its_first_move() -> None:
     assert third not in sim.cluster_state.nodes
 
 
+def test_a_node_removal_whose_node_is_gone_has_nothing_to_do() -> None:
+    """As the daemon's executor (``check_remove_node``: Gone): the Cluster Autoscaler may remove
+    a node the transition empties while its pods move, one by one."""
+    sim = Simulation(small(), 1)
+    sim.advance(120)
+    (result,) = sim.apply([RemoveNode("pool-9999")], node_removal="command")
+    assert result.verified
+    assert "already gone" in result.detail
+
+
 def test_emptied_node_left_to_the_autoscaler_goes_after_its_unneeded_time() -> None:
     sim = Simulation(small(initial_nodes=4), 1)
     sim.advance(120)

@@ -32,9 +32,11 @@ whose pod is gone (its HPA scaled it in since the plan, e.g. while a provision w
 node), or whose replacement went before it was Ready (its HPA scaled the workload in meanwhile,
 and the ReplicaSet deletes an unready pod first), has nothing to move: done, and the transition
 goes on (the room the pod held only makes later actions fit the more), as in the real executor
-(:class:`tuner.execute.step.Gone`, :func:`tuner.execute.checks.new_pod_on`). The 2019 tuner's
-executor (``on_target_only``) drains nothing ahead and fails every pod that lands off its
-target, as its code did, and starts its next action without waiting for the pod to be Ready.
+(:class:`tuner.execute.step.Gone`, :func:`tuner.execute.checks.new_pod_on`); so has a
+remove_node whose node is gone (the Cluster Autoscaler removed it while the transition moved
+its pods). The 2019 tuner's executor (``on_target_only``) drains nothing ahead and fails every
+pod that lands off its target, as its code did, and starts its next action without waiting for
+the pod to be Ready.
 """
 
 from __future__ import annotations
@@ -216,6 +218,8 @@ class SimulatedExecutor:
                 cluster.delete_pod(sim_pod)
                 return ActionResult(action, True)
             case RemoveNode(node=name):
+                if name not in cluster.node_names():  # deleted since the plan (an autoscaler)
+                    return ActionResult(action, True, f"node {name} is already gone")
                 if not cluster.node_ready(name):
                     return ActionResult(action, False, f"node {name} is not there")
                 cluster.drain_node(name, node_removal)
