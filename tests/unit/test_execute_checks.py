@@ -5,12 +5,13 @@ would let a plan remove, its pods and the window's policy aside."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tuner.execute.checks import destination_refusal, node_refusal, not_movable
+from tuner.execute.checks import destination_refusal, new_pod_on, node_refusal, not_movable
 from tuner.model.movability import DO_NOT_DISRUPT, SAFE_TO_EVICT, Policy, assess
 from tuner.monitor.dump import cluster_from_objects
 
@@ -98,3 +99,28 @@ def test_a_deletion_candidate_may_be_emptied_but_receives_no_pod() -> None:
     assert refusal is not None and "DeletionCandidateOfClusterAutoscaler" in refusal
     deleting = _node({}, [{"key": "ToBeDeletedByClusterAutoscaler", "effect": "NoSchedule"}])
     assert node_refusal(deleting) is not None and destination_refusal(deleting) is not None
+
+
+def _new_pod(node: str | None, ready: bool) -> SimpleNamespace:
+    condition = SimpleNamespace(type="Ready", status="True" if ready else "False")
+    return SimpleNamespace(
+        metadata=SimpleNamespace(uid="new", name="web-2", deletion_timestamp=None),
+        spec=SimpleNamespace(node_name=node),
+        status=SimpleNamespace(conditions=[condition], phase="Running"),
+    )
+
+
+def test_a_replacement_scaled_in_before_it_was_ready_leaves_nothing_to_wait_for() -> None:
+    """The HPA scales the workload in while the replacement starts: the ReplicaSet deletes the
+    unready pod first, and the move is done (not a wait until the verification timeout)."""
+    check = new_pod_on(frozenset({"old"}), {"n1": "its source"})
+    assert check({}) is None  # evicted, no replacement yet: wait
+    assert check({"new": _new_pod("n2", ready=False)}) is None  # starting: wait
+    verdict = check({})
+    assert verdict is not None and verdict.ok and verdict.node is None
+
+
+def test_a_ready_replacement_off_its_source_is_verified_where_it_is() -> None:
+    check = new_pod_on(frozenset({"old"}), {"n1": "its source"})
+    verdict = check({"new": _new_pod("n2", ready=True)})
+    assert verdict is not None and verdict.ok and verdict.node == "n2"

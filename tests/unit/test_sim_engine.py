@@ -3,11 +3,13 @@ executor (actions verified for what the daemon's executor claims, or reported un
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from tuner.model.cluster import Pod
 from tuner.model.movability import Policy, assess
 from tuner.plan.actions import Migrate, RemoveNode
+from tuner.settings import Execute
 from tuner.sim.autoscaler import CANDIDATE_TAINT
 from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.load import Phase, Phases
@@ -73,6 +75,54 @@ def test_migration_lands_on_the_labelled_node_and_is_verified() -> None:
     assert moved.key != pod.key
     assert moved.node == target
     assert all(not k.startswith("tuner.dev/") for n in sim.cluster().nodes for k in n.labels)
+
+
+def test_a_migration_returns_once_the_replacement_is_ready_as_the_daemons_executor_does() -> None:
+    """The daemon's executor waits for the replacement to be Ready before its next action: the
+    simulated one lets time pass until then, so a transition never has two moved pods starting
+    at once (a workload's pods moved one by one keep the rest serving)."""
+    sim = Simulation(small(), 1)
+    sim.advance(120)
+    before = sim.now
+    _, _, result = migrate_api(sim)
+    assert result.verified, result.detail
+    assert sim.now >= before + sim.scenario.startup
+    assert sim.controllers.ready_counts()[API] == 1
+
+
+def test_a_replacement_not_ready_within_the_verification_timeout_fails() -> None:
+    sim = Simulation(replace(small(), startup=Execute.verify_timeout_s + 60), 1)
+    sim.advance(60 + Execute.verify_timeout_s + 120)
+    _, _, result = migrate_api(sim)
+    assert not result.verified
+    assert "not Ready" in result.detail
+
+
+def test_a_replacement_its_hpa_scales_in_before_it_is_ready_leaves_nothing_to_move() -> None:
+    """Two api pods, one moved; while its replacement starts, the workload is scaled in to
+    one: the ReplicaSet deletes the unready replacement first, and the move is done, not
+    failed at the verification timeout (the daemon's executor: ``checks.new_pod_on``)."""
+    sim = Simulation(small(), 1)
+    sim.advance(120)
+    api = next(s for s in sim.replicas if s.name == "api")
+    sim.replicas[api] = 2
+    sim.controllers.reconcile()
+    sim.advance(60)
+    controls = sim.controls
+    waits = controls.pass_time
+
+    def scaled_in(done: Callable[[], bool], timeout: float) -> bool:
+        sim.replicas[api] = 1
+        sim.controllers.reconcile()
+        return waits(done, timeout)
+
+    controls.pass_time = scaled_in  # type: ignore[method-assign]
+    before = sim.now
+    _, _, result = migrate_api(sim)
+    assert result.verified, result.detail
+    assert "went before it was Ready" in result.detail
+    assert sim.now < before + Execute.verify_timeout_s
+    assert sim.controllers.ready_counts()[api] == 1
 
 
 def test_a_migrated_pod_the_scheduler_would_score_back_onto_its_source_lands_on_the_target() -> (
@@ -166,6 +216,16 @@ def test_the_nodes_a_plan_empties_are_cordoned_before_its_first_move() -> None:
     assert third not in sim.cluster_state.nodes
 
 
+def test_a_node_removal_whose_node_is_gone_has_nothing_to_do() -> None:
+    """As the daemon's executor (``check_remove_node``: Gone): the Cluster Autoscaler may remove
+    a node the transition empties while its pods move, one by one."""
+    sim = Simulation(small(), 1)
+    sim.advance(120)
+    (result,) = sim.apply([RemoveNode("pool-9999")], node_removal="command")
+    assert result.verified
+    assert "already gone" in result.detail
+
+
 def test_emptied_node_left_to_the_autoscaler_goes_after_its_unneeded_time() -> None:
     sim = Simulation(small(initial_nodes=4), 1)
     sim.advance(120)
@@ -215,7 +275,7 @@ def test_every_eviction_counts_once_in_the_tick_it_happens() -> None:
     assert sim.cluster_state.evictions == 1 + len(on_victim)
     sim.advance(sim.tick)
     assert sum(sim.series.evictions) == 1 + len(on_victim)
-    assert sim.series.evictions[-1] == 1 + len(on_victim)
+    assert sim.series.evictions[-1] == len(on_victim)  # the move's, ticks before (its wait)
 
 
 def test_nodes_carry_their_pool_and_the_providers_pool_label() -> None:

@@ -210,7 +210,7 @@ def _verified(verdict: Verification, landing: _Landing, workload: str) -> Done:
     onboarded workload off its destination, both nodes (logged, and the Event's note)."""
     if not verdict.ok:
         raise ActionFailed(verdict.reason)
-    elsewhere = landing.onboarded and verdict.node != landing.target
+    elsewhere = landing.onboarded and verdict.node not in (None, landing.target)
     note = verdict.reason + _not_onboarded(landing.onboarded, workload)
     if elsewhere:
         note += (

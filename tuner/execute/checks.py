@@ -127,10 +127,16 @@ def new_pod_on(before: frozenset[str], avoid: Mapping[str, str]) -> Check:
     ``avoid`` fails at once: it went back where it came from, or would be evicted a second
     time. Where it lands otherwise is the scheduler's choice (a destination's label is only a
     preferred affinity): the verdict names the node, and the caller compares it with the plan's.
+    A new pod seen and gone before it was Ready, none left (the workload's HPA scaled it in
+    meanwhile, and a ReplicaSet deletes an unready pod first), leaves nothing to wait for:
+    verified, on no node.
     """
+    seen: set[str] = set()
 
     def check(pods: Mapping[str, Any]) -> Verification | None:
-        placed = [p for p in _live(pods.values(), before) if p.spec.node_name]
+        live = _live(pods.values(), before)
+        seen.update(p.metadata.uid for p in live)
+        placed = [p for p in live if p.spec.node_name]
         for pod in placed:
             where = pod.spec.node_name
             if ready(pod) and where not in avoid:
@@ -143,6 +149,8 @@ def new_pod_on(before: frozenset[str], avoid: Mapping[str, str]) -> Check:
                     f"pod {pod.metadata.name} was scheduled on {where}, {avoid[where]}",
                     where,
                 )
+        if seen and not live:
+            return Verification(True, "the new pod went before it was Ready (scaled in)")
         return None
 
     return check

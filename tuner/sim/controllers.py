@@ -91,10 +91,11 @@ class Controllers:
         """The ReplicaSet's scale-down ranking (:func:`tuner.sim.replicaset.deletion_order`)."""
         startup = self.scenario.startup
         return deletion_order(
-            pods, self.clock.now, lambda p: p.bound_at + startup if self._ready(p) else None
+            pods, self.clock.now, lambda p: p.bound_at + startup if self.ready(p) else None
         )
 
-    def _ready(self, pod: SimPod) -> bool:
+    def ready(self, pod: SimPod) -> bool:
+        """The pod is bound and its start-up is over."""
         return pod.node is not None and self.clock.now >= pod.bound_at + self.scenario.startup
 
     # -- the load and what the HPAs measure ----------------------------------------------------

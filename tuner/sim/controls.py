@@ -102,16 +102,19 @@ class ClusterControls:
         """Delete a pod (after a scale-down that chose it)."""
         self.state.delete_pod(pod)
 
-    def start_replica(self, service: Service) -> str | None:
-        """The ReplicaSet creates one pod and kube-scheduler binds it now: the node it landed
-        on, or None (pending)."""
+    def start_replica(self, service: Service) -> SimPod:
+        """The ReplicaSet creates one pod and kube-scheduler binds it now: the new pod (its
+        ``node`` None: pending)."""
         state, now = self.state, self.clock.now
         pod = state.create_pod(service, now)
         chosen = self.controllers.scheduler.choose(state, pod, now)
-        if chosen is None:
-            return None
-        state.bind(pod, chosen, now)
-        return chosen.name
+        if chosen is not None:
+            state.bind(pod, chosen, now)
+        return pod
+
+    def pod_ready(self, pod: SimPod) -> bool:
+        """True when the pod still exists, is bound and Ready (its start-up is over)."""
+        return self.state.pods.get(pod.uid) is pod and self.controllers.ready(pod)
 
     def create_placeholder(self, requests: Resources, constraints: Constraints) -> SimPod:
         """Create a bare pending pod with these requests and constraints (the placeholder a

@@ -7,9 +7,13 @@
   (unless it is cordoned already), evict the pod, let the ReplicaSet's replacement be scheduled
   (its weight-100 preferred affinity to the label: a score the scheduler's others can outweigh,
   hence the cordon), verify it is on a node that is neither its source nor one the transition
-  empties (on another than the target: verified, landed elsewhere), remove the label and the
-  cordon;
-- add: label, one replica more, verify the same way (off the nodes being emptied), unlabel;
+  empties (on another than the target: verified, landed elsewhere), let simulated time pass
+  until it is Ready (or ``execute.verify_timeout_s``), as the real executor waits for the
+  replacement to be Ready before its next action (a replacement the workload's HPA scales in
+  before it is Ready leaves nothing to move: done), then remove the label and the cordon (so a
+  transition never has more than one moved pod starting at once, and a workload's replacement
+  serves before the next of its pods goes);
+- add: label, one replica more, verify the same way (off the nodes being emptied, Ready), unlabel;
 - remove: one replica fewer, that very pod deleted;
 - remove_node: cordon and evict what is left, then by ``execute.node_removal``: ``autoscaler``
   leaves the empty node to the Cluster Autoscaler, ``command`` deletes the VM now,
@@ -22,13 +26,17 @@
   bound to a Ready node (or ``provision_timeout_s``), delete it, and bind the provisional name
   to that node.
 
-A new pod that stays pending, or lands on its source or a node the transition empties, fails
-verification, and the transition stops. A migrate whose pod is gone (its HPA scaled it in since
-the plan, e.g. while a provision waited for its node) has nothing to move: done, and the
-transition goes on (the room the pod held only makes later actions fit the more), as in the
-real executor (:class:`tuner.execute.step.Gone`). The 2019 tuner's executor
-(``on_target_only``) drains nothing ahead and fails every pod that lands off its target, as its
-code did.
+A new pod that stays pending, lands on its source or a node the transition empties, or is not
+Ready within the verification timeout, fails verification, and the transition stops. A migrate
+whose pod is gone (its HPA scaled it in since the plan, e.g. while a provision waited for its
+node), or whose replacement went before it was Ready (its HPA scaled the workload in meanwhile,
+and the ReplicaSet deletes an unready pod first), has nothing to move: done, and the transition
+goes on (the room the pod held only makes later actions fit the more), as in the real executor
+(:class:`tuner.execute.step.Gone`, :func:`tuner.execute.checks.new_pod_on`); so has a
+remove_node whose node is gone (the Cluster Autoscaler removed it while the transition moved
+its pods). The 2019 tuner's executor (``on_target_only``) drains nothing ahead and fails every
+pod that lands off its target, as its code did, and starts its next action without waiting for
+the pod to be Ready.
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ from tuner.plan.actions import (
     first_move,
     resolved,
 )
+from tuner.settings import Execute
 from tuner.sim.metrics import ActionResult
 from tuner.sim.state import HOSTNAME, SimPod, affinity_label
 from tuner.sim.workloads import Service
@@ -90,9 +99,12 @@ class Controls(Protocol):
     def delete_pod(self, pod: SimPod) -> None:
         """Delete a pod (after a scale-down that chose it)."""
 
-    def start_replica(self, service: Service) -> str | None:
-        """The ReplicaSet creates one pod and kube-scheduler binds it now: the node it landed on,
-        or None (pending)."""
+    def start_replica(self, service: Service) -> SimPod:
+        """The ReplicaSet creates one pod and kube-scheduler binds it now: the new pod (its
+        ``node`` None: pending)."""
+
+    def pod_ready(self, pod: SimPod) -> bool:
+        """True when the pod still exists, is bound and Ready (its start-up is over)."""
 
     def drain_node(self, name: str, node_removal: str) -> None:
         """Cordon the node, evict its pods but DaemonSet pods, and remove it as
@@ -126,8 +138,12 @@ def placeholder_constraints(pool: NodePool, avoid: tuple[str, ...] = ()) -> Cons
 class SimulatedExecutor:
     """Executes actions through a simulated cluster's :class:`Controls`."""
 
-    def __init__(self, cluster: Controls) -> None:
+    def __init__(
+        self, cluster: Controls, verify_timeout_s: float = Execute.verify_timeout_s
+    ) -> None:
         self.cluster = cluster
+        self.verify_timeout_s = verify_timeout_s
+        """Seconds a new pod may take to be Ready (``execute.verify_timeout_s``)."""
 
     def run(
         self,
@@ -137,10 +153,11 @@ class SimulatedExecutor:
         *,
         on_target_only: bool = False,
     ) -> tuple[ActionResult, ...]:
-        """Carry out the actions in order, each verified, the nodes the plan empties cordoned
-        before its first move and given back when it stops short of removing them; the first
-        failed verification stops the rest (not returned). ``on_target_only``: the 2019 tuner's
-        executor (no drain ahead, a pod verified on its target only)."""
+        """Carry out the actions in order, each verified (a new pod Ready within
+        :attr:`verify_timeout_s`), the nodes the plan empties cordoned before its first move and
+        given back when it stops short of removing them; the first failed verification stops the
+        rest (not returned). ``on_target_only``: the 2019 tuner's executor (no drain ahead, a pod
+        verified on its target only, not waited for)."""
         cluster = self.cluster
         nodes = () if on_target_only else emptied(actions)
         first = first_move(actions)
@@ -201,6 +218,8 @@ class SimulatedExecutor:
                 cluster.delete_pod(sim_pod)
                 return ActionResult(action, True)
             case RemoveNode(node=name):
+                if name not in cluster.node_names():  # deleted since the plan (an autoscaler)
+                    return ActionResult(action, True, f"node {name} is already gone")
                 if not cluster.node_ready(name):
                     return ActionResult(action, False, f"node {name} is not there")
                 cluster.drain_node(name, node_removal)
@@ -236,7 +255,8 @@ class SimulatedExecutor:
     ) -> ActionResult:
         """Label the target and cordon the ``source`` (a migration's, unless cordoned already),
         let the scheduler place the new pod, verify it is off its source and off ``draining``
-        (None: on the target), undo both."""
+        (None: on the target, the 2019 tuner's executor, which does not wait) and wait until it
+        is Ready, undo both."""
         cluster = self.cluster
         if not cluster.node_ready(target):
             return ActionResult(action, False, f"node {target} is not there")
@@ -244,11 +264,42 @@ class SimulatedExecutor:
         cluster.label_node(target, label, "true")
         cordoned = source if source is not None and cluster.cordon(source) else None
         try:
-            landed = cluster.start_replica(service)
+            pod = cluster.start_replica(service)
+            result = self._landing(action, pod.node, target, draining, source)
+            if result.verified and draining is not None:
+                result = self._ready(action, pod, result)
         finally:
             cluster.label_node(target, label, None)
             if cordoned is not None:
                 cluster.uncordon(cordoned)
+        return result
+
+    def _ready(self, action: Action, pod: SimPod, landed: ActionResult) -> ActionResult:
+        """Wait until the new pod is Ready: verified as ``landed`` says; verified too when it
+        went before (its HPA scaled the workload in and the ReplicaSet deleted the unready pod
+        first: nothing is left to move, as for a migrate whose pod went since the plan); failed
+        when neither within the timeout."""
+        cluster = self.cluster
+        cluster.pass_time(
+            lambda: cluster.pod_ready(pod) or cluster.pod_named(pod.name) is None,
+            self.verify_timeout_s,
+        )
+        if cluster.pod_named(pod.name) is None:
+            return ActionResult(action, True, f"{pod.name} went before it was Ready")
+        if not cluster.pod_ready(pod):
+            return ActionResult(action, False, f"{pod.name} not Ready on {pod.node} in time")
+        return landed
+
+    @staticmethod
+    def _landing(
+        action: Action,
+        landed: str | None,
+        target: str,
+        draining: frozenset[str] | None,
+        source: str | None,
+    ) -> ActionResult:
+        """Where the new pod landed, verified: on the target, or (unless ``draining`` is None)
+        elsewhere off its source and off ``draining``."""
         if landed == target:
             return ActionResult(action, True)
         if landed is None:
