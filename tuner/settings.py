@@ -200,6 +200,9 @@ class Execute:
     node_removal_command: tuple[str, ...] = ()
     verify_timeout_s: float = 180.0
     max_actions_per_cycle: int = 50
+    max_moves_at_once: int = 10
+    """Most migrations of a transition in flight at once (a wave, :mod:`tuner.plan.waves`); 1
+    moves one pod at a time."""
     label_prefix: str = DEFAULT_PREFIX
     eviction_retries: int = 8
     eviction_backoff_s: float = 2.0
