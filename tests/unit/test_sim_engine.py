@@ -78,9 +78,8 @@ def test_migration_lands_on_the_labelled_node_and_is_verified() -> None:
 
 
 def test_a_migration_returns_once_the_replacement_is_ready_as_the_daemons_executor_does() -> None:
-    """The daemon's executor waits for the replacement to be Ready before its next action: the
-    simulated one lets time pass until then, so a transition never has two moved pods starting
-    at once (a workload's pods moved one by one keep the rest serving)."""
+    """The daemon's executor waits for the replacement to be Ready before its next action (or
+    wave, below): the simulated one lets time pass until then."""
     sim = Simulation(small(), 1)
     sim.advance(120)
     before = sim.now
@@ -88,6 +87,49 @@ def test_a_migration_returns_once_the_replacement_is_ready_as_the_daemons_execut
     assert result.verified, result.detail
     assert sim.now >= before + sim.scenario.startup
     assert sim.controllers.ready_counts()[API] == 1
+
+
+CACHE = Service("cache", 200, 2**27, namespace="shop")
+
+
+def _two_workloads_moved(limit: int) -> tuple[float, float]:
+    """Move the api pod and the cache pod to a third node in one plan: the times their
+    replacements were bound."""
+    sim = Simulation(replace(small(4), services=(WEB, API, CACHE)), 1)
+    sim.advance(120)
+    cluster = sim.cluster()
+    api, cache = (next(p for p in cluster.pods if p.workload.name == w) for w in ("api", "cache"))
+    target = next(n.name for n in cluster.nodes if n.name not in (api.node, cache.node))
+
+    results = sim.apply([Migrate(api, target), Migrate(cache, target)], max_moves_at_once=limit)
+
+    assert [r.verified for r in results] == [True, True]
+    new = {p.service.name: p for p in sim.cluster_state.pods.values() if p.node == target}
+    return new["api"].bound_at, new["cache"].bound_at
+
+
+def test_a_wave_moves_the_pods_of_two_workloads_at_once() -> None:
+    """As the daemon's executor (:mod:`tuner.plan.waves`): both evicted, then both awaited."""
+    api, cache = _two_workloads_moved(Execute.max_moves_at_once)
+    assert api == cache
+    api, cache = _two_workloads_moved(1)  # one at a time: the second after the first is Ready
+    assert cache >= api + small().startup
+
+
+def test_a_workload_of_three_pods_moves_one_at_a_time() -> None:
+    """25 % of three replicas, rounded down, is none: its rollout's allowance is one pod."""
+    sim = Simulation(small(4), 1)
+    sim.advance(120)
+    cluster = sim.cluster()
+    web = sorted((p for p in cluster.pods if p.workload.name == "web"), key=lambda p: p.name)
+    target = next(n.name for n in cluster.nodes if not any(p.node == n.name for p in web))
+    spare = next(n.name for n in cluster.nodes if n.name not in (target, web[0].node, web[1].node))
+    before = sim.now
+
+    results = sim.apply([Migrate(web[0], target), Migrate(web[1], spare)])
+
+    assert [r.verified for r in results] == [True, True]
+    assert sim.now >= before + 2 * small().startup
 
 
 def test_a_replacement_not_ready_within_the_verification_timeout_fails() -> None:

@@ -102,6 +102,10 @@ class ClusterControls:
         """Delete a pod (after a scale-down that chose it)."""
         self.state.delete_pod(pod)
 
+    def desired(self, service: Service) -> int:
+        """The workload's desired replicas (its ReplicaSet's spec)."""
+        return self.controllers.replicas[service]
+
     def start_replica(self, service: Service) -> SimPod:
         """The ReplicaSet creates one pod and kube-scheduler binds it now: the new pod (its
         ``node`` None: pending)."""

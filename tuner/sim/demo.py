@@ -83,7 +83,9 @@ def run_demo(name: str, hours: float, speed: float, seed: int) -> int:
         settings = demo_settings(sim, knowledge_path, seed)
         sim.advance(settings.windows.measure_s)  # no window (nor recorded time) before 0
         end = sim.now + hours * 3600
-        actuator = SimActuator(sim, settings.execute.node_removal)
+        actuator = SimActuator(
+            sim, settings.execute.node_removal, settings.execute.max_moves_at_once
+        )
         counts: dict[str, int] = {}
         knowledge = LazyKnowledge(lambda: EmbeddedKnowledgeBase(knowledge_path))
         ports = Ports(SimObserver(sim), actuator, knowledge, MemorySafeguards(lambda: sim.now))

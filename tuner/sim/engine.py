@@ -185,8 +185,10 @@ class Simulation:
         provision_timeout_s: float = Execute.provision_timeout_s,
         *,
         on_target_only: bool = False,
+        max_moves_at_once: int = Execute.max_moves_at_once,
     ) -> tuple[ActionResult, ...]:
-        """Carry out actions through the simulated executor, in order, verifying each; the
+        """Carry out actions through the simulated executor, in order, verifying each, a wave of
+        migrations at once (at most ``max_moves_at_once``, :mod:`tuner.plan.waves`); the
         first failed verification stops the rest (they are not returned). A provision binds
         its provisional node name; later actions name the node it obtained.
 
@@ -199,7 +201,11 @@ class Simulation:
         the 2019 tuner's executor).
         """
         results = self.executor.run(
-            actions, node_removal, provision_timeout_s, on_target_only=on_target_only
+            actions,
+            node_removal,
+            provision_timeout_s,
+            on_target_only=on_target_only,
+            max_moves_at_once=max_moves_at_once,
         )
         self.actions.count(results)
         return results

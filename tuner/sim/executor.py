@@ -10,9 +10,13 @@
   empties (on another than the target: verified, landed elsewhere), let simulated time pass
   until it is Ready (or ``execute.verify_timeout_s``), as the real executor waits for the
   replacement to be Ready before its next action (a replacement the workload's HPA scales in
-  before it is Ready leaves nothing to move: done), then remove the label and the cordon (so a
-  transition never has more than one moved pod starting at once, and a workload's replacement
-  serves before the next of its pods goes);
+  before it is Ready leaves nothing to move: done), then remove the label and the cordon;
+- a wave (:mod:`tuner.plan.waves`: consecutive migrations, each workload's within its
+  rollout's allowance, none onto a node another leaves, at most ``execute.max_moves_at_once``):
+  each member's pod evicted and its replacement placed and checked as above, one after the
+  other in the same instant, then time passes until every replacement is Ready (a member that
+  fails starts no further one; those started are still awaited); so a workload never has more
+  of its pods starting at once than its rollout allows;
 - add: label, one replica more, verify the same way (off the nodes being emptied, Ready), unlabel;
 - remove: one replica fewer, that very pod deleted;
 - remove_node: cordon and evict what is left, then by ``execute.node_removal``: ``autoscaler``
@@ -59,6 +63,7 @@ from tuner.plan.actions import (
     first_move,
     resolved,
 )
+from tuner.plan.waves import unavailable_allowed, wave
 from tuner.settings import Execute
 from tuner.sim.metrics import ActionResult
 from tuner.sim.state import HOSTNAME, SimPod, affinity_label
@@ -98,6 +103,9 @@ class Controls(Protocol):
 
     def delete_pod(self, pod: SimPod) -> None:
         """Delete a pod (after a scale-down that chose it)."""
+
+    def desired(self, service: Service) -> int:
+        """The workload's desired replicas (its ReplicaSet's spec)."""
 
     def start_replica(self, service: Service) -> SimPod:
         """The ReplicaSet creates one pod and kube-scheduler binds it now: the new pod (its
@@ -152,34 +160,57 @@ class SimulatedExecutor:
         provision_timeout_s: float,
         *,
         on_target_only: bool = False,
+        max_moves_at_once: int = Execute.max_moves_at_once,
     ) -> tuple[ActionResult, ...]:
         """Carry out the actions in order, each verified (a new pod Ready within
-        :attr:`verify_timeout_s`), the nodes the plan empties cordoned before its first move and
-        given back when it stops short of removing them; the first failed verification stops the
-        rest (not returned). ``on_target_only``: the 2019 tuner's executor (no drain ahead, a pod
-        verified on its target only, not waited for)."""
+        :attr:`verify_timeout_s`), a wave of migrations at once (:mod:`tuner.plan.waves`, at
+        most ``max_moves_at_once``), the nodes the plan empties cordoned before its first move
+        and given back when it stops short of removing them; the first failed verification
+        stops the rest (not returned; a wave's other members finish). ``on_target_only``: the
+        2019 tuner's executor (no drain ahead, one action at a time, a pod verified on its
+        target only, not waited for)."""
         cluster = self.cluster
         nodes = () if on_target_only else emptied(actions)
+        draining = None if on_target_only else frozenset(nodes)
         first = first_move(actions)
         results: list[ActionResult] = []
         bindings: dict[str, str] = {}
         marked: list[str] = []
+        index = 0
         try:
-            for index, action in enumerate(actions):
+            while index < len(actions):
                 if index == first:
                     marked = [n for n in nodes if cluster.cordon(n)]
-                live = resolved(action, bindings)
-                avoid = None if on_target_only else frozenset(nodes)
-                result = self.execute(live, node_removal, provision_timeout_s, bindings, avoid)
-                results.append(result)
-                if not result.verified:
+                rest = [resolved(a, bindings) for a in actions[index:]]
+                if draining is not None and isinstance(rest[0], Migrate):
+                    size = wave(rest, self._allowance, max_moves_at_once)
+                    moves = [a for a in rest[:size] if isinstance(a, Migrate)]
+                    done = self._together(moves, draining)
+                else:
+                    done = [
+                        self.execute(rest[0], node_removal, provision_timeout_s, bindings, draining)
+                    ]
+                results += done
+                index += len(done)
+                if not all(r.verified for r in done):
                     break
-                if isinstance(live, RemoveNode) and live.node in marked:
-                    marked.remove(live.node)  # handed over
+                if isinstance(rest[0], RemoveNode) and rest[0].node in marked:
+                    marked.remove(rest[0].node)  # handed over
         finally:
             for name in marked:
                 cluster.uncordon(name)
         return tuple(results)
+
+    def _allowance(self, workload: Workload) -> int:
+        """Pods of a workload a wave may move at once: its rollout's default 25 % of its desired
+        replicas (the simulator models no rollout strategy), no more than its PDB's
+        ``maxUnavailable``, at least one."""
+        service = self.cluster.service_of(workload)
+        if service is None:
+            return 1
+        allowed = unavailable_allowed(None, self.cluster.desired(service))
+        budget = service.pdb_max_unavailable
+        return max(1, allowed if budget is None else min(allowed, budget))
 
     def execute(
         self,
@@ -196,14 +227,21 @@ class SimulatedExecutor:
         match action:
             case ProvisionNode():
                 return self._provision(action, provision_timeout_s, bindings)
-            case Migrate(pod=pod, target=target):
+            case Migrate() if draining is not None:
+                return self._together((action,), draining)[0]
+            case Migrate(pod=pod, target=target):  # the 2019 tuner's: verified on its target
                 sim_pod = cluster.pod_named(pod.name)
                 if sim_pod is None:  # deleted since the plan (its HPA scaled it in)
                     return ActionResult(action, True, f"pod {pod.key} is already gone")
                 if sim_pod.node != pod.node:
                     return ActionResult(action, False, f"pod {pod.key} is not on {pod.node}")
+                cordoned = cluster.cordon(action.source)  # for the move, as the daemon does
                 cluster.evict(sim_pod)
-                return self._steer(action, sim_pod.service, target, draining, source=pod.node)
+                try:
+                    return self._steer(action, sim_pod.service, target, None)
+                finally:
+                    if cordoned:
+                        cluster.uncordon(action.source)
             case Add(workload=workload, target=target):
                 added = cluster.service_of(workload)
                 if added is None:
@@ -245,45 +283,100 @@ class SimulatedExecutor:
         bindings[action.node] = node
         return ActionResult(action, True)
 
-    def _steer(
+    def _together(self, moves: Sequence[Migrate], draining: frozenset[str]) -> list[ActionResult]:
+        """A wave (one migration or more): evict each pod in turn (its target labelled, its
+        source cordoned unless it is already) and let the scheduler place its replacement,
+        verified off its source and ``draining`` (a failure starts no further member); then
+        wait until every replacement is Ready or gone (:meth:`_verdict`); undo the labels and
+        cordons."""
+        cluster = self.cluster
+        results: list[ActionResult] = []
+        started: dict[int, SimPod] = {}
+        labels: dict[tuple[str, str], None] = {}
+        cordoned: list[str] = []
+        try:
+            for move in moves:
+                result, pod = self._start(move, draining, labels, cordoned)
+                results.append(result)
+                if not result.verified:
+                    break
+                if pod is not None:
+                    started[len(results) - 1] = pod
+            self._settled(tuple(started.values()))
+            for index, pod in started.items():
+                results[index] = self._verdict(moves[index], pod, results[index])
+        finally:
+            for target, label in labels:
+                cluster.label_node(target, label, None)
+            for name in cordoned:
+                cluster.uncordon(name)
+        return results
+
+    def _start(
         self,
-        action: Action,
-        service: Service,
-        target: str,
-        draining: frozenset[str] | None,
-        source: str | None = None,
+        move: Migrate,
+        draining: frozenset[str],
+        labels: dict[tuple[str, str], None],
+        cordoned: list[str],
+    ) -> tuple[ActionResult, SimPod | None]:
+        """Evict one member of a wave and place its replacement: where it landed, and the new
+        pod (None when the pod is gone since the plan: nothing to move, done)."""
+        cluster, pod, target = self.cluster, move.pod, move.target
+        sim_pod = cluster.pod_named(pod.name)
+        if sim_pod is None:  # deleted since the plan (its HPA scaled it in)
+            return ActionResult(move, True, f"pod {pod.key} is already gone"), None
+        if sim_pod.node != pod.node:
+            return ActionResult(move, False, f"pod {pod.key} is not on {pod.node}"), None
+        if not cluster.node_ready(target):
+            return ActionResult(move, False, f"node {target} is not there"), None
+        label = (target, affinity_label(sim_pod.service))
+        if label not in labels:
+            cluster.label_node(*label, "true")
+            labels[label] = None
+        if cluster.cordon(move.source):
+            cordoned.append(move.source)
+        cluster.evict(sim_pod)
+        new = cluster.start_replica(sim_pod.service)
+        return self._landing(move, new.node, target, draining, move.source), new
+
+    def _steer(
+        self, action: Action, service: Service, target: str, draining: frozenset[str] | None
     ) -> ActionResult:
-        """Label the target and cordon the ``source`` (a migration's, unless cordoned already),
-        let the scheduler place the new pod, verify it is off its source and off ``draining``
+        """Label the target, let the scheduler place a new pod, verify it is off ``draining``
         (None: on the target, the 2019 tuner's executor, which does not wait) and wait until it
-        is Ready, undo both."""
+        is Ready, unlabel."""
         cluster = self.cluster
         if not cluster.node_ready(target):
             return ActionResult(action, False, f"node {target} is not there")
         label = affinity_label(service)
         cluster.label_node(target, label, "true")
-        cordoned = source if source is not None and cluster.cordon(source) else None
         try:
             pod = cluster.start_replica(service)
-            result = self._landing(action, pod.node, target, draining, source)
+            result = self._landing(action, pod.node, target, draining, None)
             if result.verified and draining is not None:
-                result = self._ready(action, pod, result)
+                self._settled((pod,))
+                result = self._verdict(action, pod, result)
         finally:
             cluster.label_node(target, label, None)
-            if cordoned is not None:
-                cluster.uncordon(cordoned)
         return result
 
-    def _ready(self, action: Action, pod: SimPod, landed: ActionResult) -> ActionResult:
-        """Wait until the new pod is Ready: verified as ``landed`` says; verified too when it
-        went before (its HPA scaled the workload in and the ReplicaSet deleted the unready pod
-        first: nothing is left to move, as for a migrate whose pod went since the plan); failed
-        when neither within the timeout."""
+    def _settled(self, pods: Sequence[SimPod]) -> None:
+        """Let simulated time pass until every pod is Ready or gone, or the verification
+        timeout."""
         cluster = self.cluster
-        cluster.pass_time(
-            lambda: cluster.pod_ready(pod) or cluster.pod_named(pod.name) is None,
-            self.verify_timeout_s,
-        )
+        if pods:
+            gone = cluster.pod_named
+            cluster.pass_time(
+                lambda: all(cluster.pod_ready(p) or gone(p.name) is None for p in pods),
+                self.verify_timeout_s,
+            )
+
+    def _verdict(self, action: Action, pod: SimPod, landed: ActionResult) -> ActionResult:
+        """Once :meth:`_settled`: verified as ``landed`` says when the new pod is Ready; verified
+        too when it went before (its HPA scaled the workload in and the ReplicaSet deleted the
+        unready pod first: nothing is left to move, as for a migrate whose pod went since the
+        plan); failed when neither."""
+        cluster = self.cluster
         if cluster.pod_named(pod.name) is None:
             return ActionResult(action, True, f"{pod.name} went before it was Ready")
         if not cluster.pod_ready(pod):

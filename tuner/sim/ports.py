@@ -23,7 +23,7 @@ from tuner.model.load import Load
 from tuner.model.window_report import Scope, Unsettled, Verdict, WindowReport
 from tuner.plan.actions import Action
 from tuner.plan.take_back import needed_back
-from tuner.settings import Windows
+from tuner.settings import Execute, Windows
 from tuner.sim.engine import Simulation
 from tuner.sim.state import PLACEHOLDER_LABEL
 
@@ -81,9 +81,16 @@ class SimObserver:
 class SimActuator:
     """The actuator port over a simulation."""
 
-    def __init__(self, sim: Simulation, node_removal: str) -> None:
+    def __init__(
+        self,
+        sim: Simulation,
+        node_removal: str,
+        max_moves_at_once: int = Execute.max_moves_at_once,
+    ) -> None:
         self.sim = sim
         self.node_removal = node_removal
+        self.max_moves_at_once = max_moves_at_once
+        """``execute.max_moves_at_once``."""
         self.actions = 0
         """Actions carried out and verified."""
 
@@ -97,7 +104,9 @@ class SimActuator:
 
     def carry_out(self, actions: Sequence[Action]) -> TransitionResult:
         """Run the actions through the simulated executor (verified, stopping at a failure)."""
-        results = self.sim.apply(actions, self.node_removal)
+        results = self.sim.apply(
+            actions, self.node_removal, max_moves_at_once=self.max_moves_at_once
+        )
         done = tuple(r.action for r in results if r.verified)
         self.actions += len(done)
         failed = next((r for r in results if not r.verified), None)
