@@ -7,7 +7,7 @@ import pytest
 from testkit.builders import pod
 from tuner.model.cluster import Workload
 from tuner.plan.actions import Action, Migrate, RemoveNode
-from tuner.plan.waves import unavailable_allowed, wave
+from tuner.plan.waves import spare, unavailable_allowed, wave
 
 
 def _move(name: str, source: str, target: str, workload: str = "web") -> Migrate:
@@ -35,6 +35,22 @@ def test_a_workload_may_lose_what_its_rollout_takes_out_at_once(
     max_unavailable: int | str | None, replicas: int, allowed: int
 ) -> None:
     assert unavailable_allowed(max_unavailable, replicas) == allowed
+
+
+@pytest.mark.parametrize(
+    ("replicas", "utilisation", "spared"),
+    [
+        (8, 0.5, 4),  # at its HPA's 50 % target half the pods stand in for the rest
+        (8, 0.8, 1),  # 8 x 0.8 = 6.4 pods' requests: seven pods hold it, not six
+        (8, 0.75, 2),
+        (4, 1.1, -1),  # over its requests already: no spare pod (the allowance's floor is 1)
+        (8, None, None),  # nothing measured: no limit from the load
+    ],
+)
+def test_a_busy_workload_spares_only_what_its_other_pods_can_stand_in_for(
+    replicas: int, utilisation: float | None, spared: int | None
+) -> None:
+    assert spare(replicas, utilisation) == spared
 
 
 def test_a_node_of_several_workloads_moves_at_once_within_each_allowance() -> None:

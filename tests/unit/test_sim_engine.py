@@ -132,6 +132,32 @@ def test_a_workload_of_three_pods_moves_one_at_a_time() -> None:
     assert sim.now >= before + 2 * small().startup
 
 
+def _two_of_eight_moved(cpu_per_load: float) -> float:
+    """Move two pods of an eight-pod workload (its HPA holds it at eight) whose demand is
+    ``cpu_per_load`` times the load of 10: the seconds the transition took."""
+    busy = Service("busy", 200, 2**27, hpa=HpaSpec(8, 8, 0.5), cpu_per_load=cpu_per_load)
+    sim = Simulation(
+        replace(small(4), services=(busy,), loads={"default": small().loads["shop"]}), 1
+    )
+    sim.advance(300)
+    cluster = sim.cluster()
+    pods = sorted((p for p in cluster.pods if p.workload.name == "busy"), key=lambda p: p.name)
+    first, second = pods[0], next(p for p in pods if p.node != pods[0].node)
+    target = next(n.name for n in cluster.nodes if n.name not in (first.node, second.node))
+    before = sim.now
+    results = sim.apply([Migrate(first, target), Migrate(second, target)])
+    assert [r.verified for r in results] == [True, True]
+    return sim.now - before
+
+
+def test_a_busy_workload_moves_one_pod_at_a_time() -> None:
+    """Two of eight pods may go at once (25 %) while the other six hold its demand within their
+    requests; at 90 % of its requests the others can stand in for none, so one at a time."""
+    startup = small().startup
+    assert _two_of_eight_moved(cpu_per_load=40.0) < 2 * startup  # 400m of 1600m: 25 %
+    assert _two_of_eight_moved(cpu_per_load=144.0) >= 2 * startup  # 1440m of 1600m: 90 %
+
+
 def test_a_replacement_not_ready_within_the_verification_timeout_fails() -> None:
     sim = Simulation(replace(small(), startup=Execute.verify_timeout_s + 60), 1)
     sim.advance(60 + Execute.verify_timeout_s + 120)

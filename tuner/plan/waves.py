@@ -9,8 +9,9 @@ and then awaited together, with
 - at most the workload's *allowance* of its pods in one wave: as many as its own rollout may
   take out of service at once (a Deployment's ``maxUnavailable``, 25 % of its replicas rounded
   down by default, as the Deployment controller resolves it; :func:`unavailable_allowed`), no
-  more than its PodDisruptionBudget allows, and at least one (a lone move is what the executor
-  did before);
+  more than its PodDisruptionBudget allows, no more than its other pods can stand in for
+  within their requests at the utilisation its HPA last measured (:func:`spare`), and at least
+  one (a lone move is what the executor did before);
 - no member moving onto a node another member leaves, nor off a node another member moves onto:
   a wave only adds pods to its destinations, so every destination holds its members exactly as
   the plan's order, which checked each fit in turn, holds them;
@@ -21,6 +22,7 @@ Any other action (an add, a remove, a node's removal or provision) is a wave of 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from tuner.model.cluster import Workload
@@ -43,6 +45,16 @@ def unavailable_allowed(max_unavailable: int | str | None, replicas: int) -> int
             return 1
         value = share * max(replicas, 0) // 100 if value.endswith("%") else share
     return max(value, 1)
+
+
+def spare(replicas: int, utilisation: float | None) -> int | None:
+    """Pods of a workload of ``replicas`` that may be out of service while the others serve
+    its demand within their requests: at ``utilisation`` (its HPA's last measured average, a
+    share of the pods' CPU requests) the demand is ``replicas * utilisation`` pods' requests.
+    None when nothing was measured (no HPA, or none yet)."""
+    if utilisation is None:
+        return None
+    return math.floor(replicas * (1 - utilisation) + 1e-9)
 
 
 def wave(actions: Sequence[Action], allowance: Callable[[Workload], int], limit: int) -> int:

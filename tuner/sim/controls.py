@@ -106,6 +106,12 @@ class ClusterControls:
         """The workload's desired replicas (its ReplicaSet's spec)."""
         return self.controllers.replicas[service]
 
+    def utilisation(self, service: Service) -> float | None:
+        """The average CPU utilisation (a share of requests) the workload's HPA last measured
+        (its status); None without an HPA or a measurement."""
+        hpa = self.controllers.hpas.get(service)
+        return None if hpa is None or hpa.utilization is None else hpa.utilization / 100
+
     def start_replica(self, service: Service) -> SimPod:
         """The ReplicaSet creates one pod and kube-scheduler binds it now: the new pod (its
         ``node`` None: pending)."""

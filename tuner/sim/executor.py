@@ -63,7 +63,7 @@ from tuner.plan.actions import (
     first_move,
     resolved,
 )
-from tuner.plan.waves import unavailable_allowed, wave
+from tuner.plan.waves import spare, unavailable_allowed, wave
 from tuner.settings import Execute
 from tuner.sim.metrics import ActionResult
 from tuner.sim.state import HOSTNAME, SimPod, affinity_label
@@ -106,6 +106,10 @@ class Controls(Protocol):
 
     def desired(self, service: Service) -> int:
         """The workload's desired replicas (its ReplicaSet's spec)."""
+
+    def utilisation(self, service: Service) -> float | None:
+        """The average CPU utilisation (a share of requests) the workload's HPA last measured
+        (its status); None without an HPA or a measurement."""
 
     def start_replica(self, service: Service) -> SimPod:
         """The ReplicaSet creates one pod and kube-scheduler binds it now: the new pod (its
@@ -204,13 +208,19 @@ class SimulatedExecutor:
     def _allowance(self, workload: Workload) -> int:
         """Pods of a workload a wave may move at once: its rollout's default 25 % of its desired
         replicas (the simulator models no rollout strategy), no more than its PDB's
-        ``maxUnavailable``, at least one."""
-        service = self.cluster.service_of(workload)
+        ``maxUnavailable`` nor than its other pods can stand in for at its HPA's last measured
+        utilisation (:func:`~tuner.plan.waves.spare`), at least one."""
+        cluster = self.cluster
+        service = cluster.service_of(workload)
         if service is None:
             return 1
-        allowed = unavailable_allowed(None, self.cluster.desired(service))
-        budget = service.pdb_max_unavailable
-        return max(1, allowed if budget is None else min(allowed, budget))
+        replicas = cluster.desired(service)
+        limits = (
+            unavailable_allowed(None, replicas),
+            service.pdb_max_unavailable,
+            spare(replicas, cluster.utilisation(service)),
+        )
+        return max(1, min(limit for limit in limits if limit is not None))
 
     def execute(
         self,
