@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from tuner.execute import checks
@@ -26,7 +28,7 @@ from tuner.execute.marks import label_node
 from tuner.execute.node_removal import check_remove_node
 from tuner.execute.port import KubePort
 from tuner.execute.provision import check_provision, pending_target
-from tuner.execute.retry import ActionFailed
+from tuner.execute.retry import ActionFailed, failure
 from tuner.execute.scaling import Scaled, restore, settled, take, withdraw
 from tuner.execute.step import Done, Gone, Step
 from tuner.execute.watch import Check, Verification
@@ -178,31 +180,41 @@ class _Landing:
         return f"{ready} (aimed at {self.target})" if self.onboarded else ready
 
 
+@contextmanager
+def _marked(
+    kube: KubePort, landings: Iterable[_Landing], cordons: Iterable[str | None]
+) -> Iterator[None]:
+    """Label the destination of each onboarded landing with its workload's label, and cordon
+    and taint each node of ``cordons`` for the move, each once; undo them all whatever
+    happens."""
+    marked: dict[str, None] = {}
+    try:
+        for target, label in dict.fromkeys((w.target, w.label) for w in landings if w.onboarded):
+            mark(kube, target, partial(label_node, keys=kube.keys, label=label))
+            marked[target] = None
+        since = time.time()
+        for node in dict.fromkeys(c for c in cordons if c is not None):
+            drained(kube, node, since)
+            marked[node] = None
+        yield
+    finally:
+        for node in marked:
+            unmark(kube, node)
+
+
 def _onto(
     kube: KubePort,
     landing: _Landing,
     before: frozenset[str],
     start: Callable[[], None],
     what: str,
-    cordon: str | None = None,
 ) -> Verification:
-    """Steer a new pod: label the destination (onboarded workloads) and cordon and taint the
-    node ``cordon`` for the move; ``start`` the pod (evict or scale up); wait until a pod not in
-    ``before`` is verified (:meth:`_Landing.check`); undo the label and the cordon whatever
-    happens."""
-    marked: list[str] = []
-    try:
-        if landing.onboarded:
-            mark(kube, landing.target, lambda n: label_node(n, kube.keys, landing.label))
-            marked.append(landing.target)
-        if cordon is not None:
-            drained(kube, cordon, time.time())
-            marked.append(cordon)
+    """Steer a new pod: label the destination (onboarded workloads); ``start`` the pod (scale
+    up); wait until a pod not in ``before`` is verified (:meth:`_Landing.check`); undo the
+    label whatever happens."""
+    with _marked(kube, [landing], []):
         start()
         return kube.wait_pods(landing.namespace, landing.selector, landing.check(before), what=what)
-    finally:
-        for node in marked:
-            unmark(kube, node)
 
 
 def _verified(verdict: Verification, landing: _Landing, workload: str) -> Done:
@@ -305,18 +317,78 @@ class Migration:
         )
 
     def apply(self, kube: KubePort, events: Sink) -> Done:
-        """Carry the migration out, verified."""
-        pod, landing = self.pod, self.landing
-        before = _uids(kube.pods(landing.namespace, landing.selector))
-        verdict = _onto(
-            kube,
-            landing,
-            before,
-            lambda: kube.evict(pod),
-            f"the replacement of {pod.metadata.namespace}/{pod.metadata.name}",
-            self.cordon,
-        )
-        return _verified(verdict, landing, self.workload)
+        """Carry the migration out, verified (a wave of one: :func:`together`)."""
+        (outcome,) = together(kube, [self])
+        if isinstance(outcome, ActionFailed):
+            raise outcome
+        return outcome
+
+
+def together(kube: KubePort, members: Sequence[Migration]) -> list[Done | ActionFailed]:
+    """Carry a wave of migrations out (:mod:`tuner.plan.waves`), each verified as
+    :class:`Migration` says: take each workload's pods before any eviction, label the onboarded
+    members' destinations and cordon their sources (each node once), evict the members one after
+    the other (the first eviction that fails is the last: no later member starts), then await
+    per workload as many new pods Ready off every started member's source and the nodes being
+    emptied as members of it started (:func:`~.checks.new_pod_on`); undo every mark whatever
+    happens. The outcome of each member started, in order (a failed eviction's the last)."""
+    workloads: dict[tuple[str, str], list[int]] = {}
+    for index, member in enumerate(members):
+        workloads.setdefault((member.landing.namespace, member.landing.selector), []).append(index)
+    before = {key: _uids(kube.pods(*key)) for key in workloads}
+    outcomes: dict[int, Done | ActionFailed] = {}
+    with _marked(kube, (m.landing for m in members), (m.cordon for m in members)):
+        started = 0
+        for member in members:
+            try:
+                kube.evict(member.pod)
+            except Exception as err:  # a refusal or an unexpected answer: no later member
+                outcomes[started] = failure(err)
+                break
+            started += 1
+        for (namespace, selector), indexes in workloads.items():
+            moved = [(i, members[i]) for i in indexes if i < started]
+            if not moved:
+                continue
+            avoid = {node: why for _, m in moved for node, why in m.landing.avoid.items()}
+            names = ", ".join(f"{m.pod.metadata.namespace}/{m.pod.metadata.name}" for _, m in moved)
+            what = f"the replacement{'s' if len(moved) > 1 else ''} of {names}"
+            try:
+                check = checks.new_pod_on(before[(namespace, selector)], avoid, len(moved))
+                verdict = kube.wait_pods(namespace, selector, check, what=what)
+            except Exception as err:  # a read that failed: these members failed
+                verdict = Verification(False, str(failure(err)))
+            for (i, member), share in zip(moved, _shares(verdict, moved), strict=True):
+                try:
+                    outcomes[i] = _verified(share, member.landing, member.workload)
+                except ActionFailed as err:
+                    outcomes[i] = err
+    return [outcomes[i] for i in sorted(outcomes)]
+
+
+def _shares(verdict: Verification, moved: Sequence[tuple[int, Migration]]) -> list[Verification]:
+    """Each member's part of its workload's verdict: a failure fails them all; a member whose
+    destination got a Ready new pod gets that one, the others the remaining ones (landed
+    elsewhere), in plan order, and any left without one a pod that went before it was Ready."""
+    if not verdict.ok:
+        return [verdict] * len(moved)
+    left = list(verdict.ready_on)
+    pods: dict[int, tuple[str, str]] = {}
+    for i, member in moved:
+        own = next((pod for pod in left if pod[1] == member.landing.target), None)
+        if own is not None:
+            left.remove(own)
+            pods[i] = own
+    for i, _ in moved:
+        if i not in pods and left:
+            pods[i] = left.pop(0)
+    gone = Verification(True, "the new pod went before it was Ready (scaled in)")
+    return [
+        Verification(True, f"pod {pods[i][0]} is Ready on {pods[i][1]}", pods[i][1])
+        if i in pods
+        else gone
+        for i, _ in moved
+    ]
 
 
 def check_add(kube: KubePort, action: Add, draining: frozenset[str]) -> PodAddition:

@@ -14,18 +14,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from tuner.cycle import TransitionResult
 from tuner.execute.action_events import action_event, identified, subject
-from tuner.execute.actions import check
+from tuner.execute.actions import Migration, check, together
+from tuner.execute.allowance import allowance
 from tuner.execute.drain import Drain, DrainFailed, would
 from tuner.execute.events import Ref, Sink
 from tuner.execute.journal import Journal
 from tuner.execute.port import KubePort
 from tuner.execute.provision import Provisioning
-from tuner.execute.retry import ActionFailed
-from tuner.execute.step import Step
+from tuner.execute.retry import ActionFailed, failure
+from tuner.execute.step import Done, Step
 from tuner.plan.actions import Action, ProvisionNode, RemoveNode, emptied, first_move, resolved
+from tuner.plan.waves import wave
 from tuner.report.text import describe
 
 log = logging.getLogger(__name__)
@@ -65,11 +68,32 @@ def _carry_out(
     def stopped(reason: str) -> TransitionResult:
         return TransitionResult(tuple(done), False, reason, tuple(eviction_only), tuple(elsewhere))
 
-    for index, action in enumerate(actions):
-        label = f"action {index + 1}/{len(actions)} ({describe(action)})"
+    def finished(action: Action, live: Action, outcome: Done) -> None:
+        if isinstance(live, RemoveNode):
+            drain.handed_over(live.node)
+        if not outcome.steered:
+            eviction_only.append(action)
+        if outcome.elsewhere and outcome.landed is not None:
+            elsewhere.append((action, outcome.landed))
+        done.append(action)
+
+    index = 0
+    while index < len(actions):
+        action = actions[index]
+        label = _label(index, actions)
         if kube.stop_requested():
             return stopped(f"stop requested before {label}")
-        live = resolved(action, bindings)
+        rest = [resolved(a, bindings) for a in actions[index:]]
+        size = wave(rest, allowance(kube), kube.settings.max_moves_at_once)
+        if size > 1:
+            moved = _wave(kube, actions, index, rest[:size], events, journal, drain)
+            for member, live, outcome in moved.finished:
+                finished(member, live, outcome)
+            if moved.failure is not None:
+                return stopped(moved.failure)
+            index += size
+            continue
+        live = rest[0]
         regarding = journal.ref if isinstance(live, ProvisionNode) else subject(live)
         step: Step | None = None
         try:
@@ -92,13 +116,8 @@ def _carry_out(
             return stopped(f"{label} failed: {reason}")
         log.info("%s done: %s", label, outcome.note)
         events.record(action_event(live, _real(step, regarding), outcome))
-        if isinstance(live, RemoveNode):
-            drain.handed_over(live.node)
-        if not outcome.steered:
-            eviction_only.append(action)
-        if outcome.elsewhere and outcome.landed is not None:
-            elsewhere.append((action, outcome.landed))
-        done.append(action)
+        finished(action, live, outcome)
+        index += 1
     return TransitionResult(
         tuple(done),
         True,
@@ -106,6 +125,79 @@ def _carry_out(
         tuple(eviction_only),
         tuple(elsewhere),
     )
+
+
+def _label(index: int, actions: Sequence[Action]) -> str:
+    return f"action {index + 1}/{len(actions)} ({describe(actions[index])})"
+
+
+@dataclass(frozen=True)
+class _Moved:
+    """How a wave went: each member verified (the action, as bound, how it went), and why the
+    transition stops (None: every member was verified)."""
+
+    finished: tuple[tuple[Action, Action, Done], ...]
+    failure: str | None
+
+
+def _wave(
+    kube: KubePort,
+    actions: Sequence[Action],
+    first: int,
+    live: Sequence[Action],
+    events: Sink,
+    journal: Journal,
+    drain: Drain,
+) -> _Moved:
+    """Carry out the migrations ``live`` (actions ``first``... as bound) together
+    (:func:`~.actions.together`): each checked before any starts (a refusal fails the
+    transition with nothing of the wave started), the drain's before the first, one Event per
+    member; a failed member stops the transition once every started member finished."""
+    labels = [_label(first + i, actions) for i in range(len(live))]
+    draining = frozenset(drain.nodes)
+    refs = [subject(action) for action in live]
+    try:
+        refs = [identified(kube, ref) for ref in refs]
+        journal.step(first)
+    except Exception as err:  # nothing started
+        return _failed(live[0], refs[0], labels[0], failure(err), events)
+    steps: list[Step] = []
+    for action, ref, label in zip(live, refs, labels, strict=True):
+        try:
+            steps.append(check(kube, action, draining=draining))
+        except Exception as err:  # a refusal or an unexpected answer: nothing started
+            return _failed(action, ref, label, failure(err), events)
+    try:
+        drain.before(first)
+    except DrainFailed as err:
+        log.error("before %s: %s", labels[0], err)
+        return _Moved((), f"before {labels[0]}: {err}")
+    log.info("actions %d-%d move at once (a wave)", first + 1, first + len(live))
+    migrations = [s for s in steps if isinstance(s, Migration)]
+    try:
+        moved = iter(together(kube, migrations))
+    except Exception as err:  # a mark that failed: no member was evicted
+        moved = iter([failure(err)])
+    finished: list[tuple[Action, Action, Done]] = []
+    stop: str | None = None
+    for index, (action, step, ref, label) in enumerate(zip(live, steps, refs, labels, strict=True)):
+        outcome = next(moved, None) if isinstance(step, Migration) else step.apply(kube, events)
+        if outcome is None:
+            continue  # not started: an earlier member's eviction failed
+        if isinstance(outcome, ActionFailed):
+            stop = stop or _failed(action, ref, label, outcome, events).failure
+            continue
+        log.info("%s done: %s", label, outcome.note)
+        events.record(action_event(action, ref, outcome))
+        finished.append((actions[first + index], action, outcome))
+    return _Moved(tuple(finished), stop)
+
+
+def _failed(action: Action, ref: Ref, label: str, err: ActionFailed, events: Sink) -> _Moved:
+    """A wave's member failed: logged, its Event, the transition's reason to stop."""
+    log.error("%s failed: %s", label, err)
+    events.record(action_event(action, ref, str(err)))
+    return _Moved((), f"{label} failed: {err}")
 
 
 def _real(step: Step | None, regarding: Ref) -> Ref:
