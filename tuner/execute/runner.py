@@ -3,8 +3,15 @@ the transition (the failing action has already undone its temporary changes, and
 transition cordoned to empty them are given back: :mod:`.drain`). Each action carried out or
 failed is recorded as a Kubernetes Event (:mod:`.action_events`).
 
-A set stop flag (SIGTERM) is checked between actions and inside every wait: the action in
-flight finishes or rolls back, and no further action starts.
+Consecutive migrations move at once, a **wave** (:func:`tuner.plan.waves.wave`, at most
+``execute.max_moves_at_once``, each workload's within its allowance read fresh when the wave
+starts: :mod:`.allowance`): every member is checked before any starts, then all are evicted one
+after the other and their replacements awaited together (:func:`.actions.together`). A member
+that fails stops the transition once every started member finished (its replacement verified
+or failed, every mark undone): nothing is left half-done. The members verified are done.
+
+A set stop flag (SIGTERM) is checked between actions (and waves) and inside every wait: the
+action or wave in flight finishes or rolls back, and no further action starts.
 
 A ``provision_node`` binds its provisional node name (``general-8+1``) to the node it obtained;
 every later action of the transition names the real node instead (its checks, its Event).
@@ -207,16 +214,29 @@ def _real(step: Step | None, regarding: Ref) -> Ref:
     return regarding
 
 
+WAVE = (
+    "a wave: each pod evicted one after the other, then their replacements awaited together; "
+    "each workload's moves within its rollout's maxUnavailable and its PodDisruptionBudget now"
+)
+
+
 def check_transition(
     kube: KubePort, actions: Sequence[Action], echo: Callable[[str], None]
 ) -> TransitionResult:
     """The dry run: check every action and say what applying it would do (reads only), the
-    drain of the nodes the plan empties before its first move."""
+    drain of the nodes the plan empties before its first move, and which actions would move
+    at once (a wave)."""
     refused = 0
     nodes = emptied(actions)
     draining, first = frozenset(nodes), first_move(actions)
+    wave_end = 0
     for index, action in enumerate(actions):
         label = f"dry run: action {index + 1}/{len(actions)} ({describe(action)})"
+        if index >= wave_end:
+            size = wave(actions[index:], allowance(kube), kube.settings.max_moves_at_once)
+            wave_end = index + size
+            if size > 1:
+                echo(f"dry run: actions {index + 1}-{wave_end} would move at once ({WAVE})")
         if nodes and index == first:
             try:
                 echo(f"dry run: before action {index + 1}: {would(kube, nodes)}")
