@@ -15,6 +15,7 @@ from tuner.cycle import TransitionResult
 from tuner.execute.allowance import allowance
 from tuner.execute.checks import new_pod_on
 from tuner.execute.events import Event
+from tuner.execute.retry import ActionFailed
 from tuner.execute.runner import check_transition, run_transition
 from tuner.model.cluster import Workload
 from tuner.plan.actions import Action, Migrate, RemoveNode
@@ -194,6 +195,20 @@ def test_allowance_is_the_rollouts_max_unavailable_within_the_budgets() -> None:
     assert of(Workload(NS, "ReplicaSet", "bare")) == 1
     of(Workload(NS, "Deployment", "web"))
     assert fake.calls.count(("deployment", f"{NS}/web")) == 1  # read once per wave
+
+
+def test_an_allowance_that_cannot_be_read_moves_the_workload_one_pod_at_a_time() -> None:
+    fake = kube()
+    fake.add_deployment(NS, "web", [SOURCE] * 4, strategy=rolling(4))
+
+    def unreadable(namespace: str) -> list[Any]:
+        raise ActionFailed("list PodDisruptionBudgets: 403 Forbidden")
+
+    fake.disruption_budgets = unreadable  # type: ignore[method-assign]
+
+    assert allowance(fake)(Workload(NS, "Deployment", "web")) == 1
+    result, _ = run(fake, moves(fake, "web"))
+    assert result.completed and evicted_before_awaited(fake) == 1
 
 
 def test_a_budget_bounds_the_wave_of_a_workload() -> None:

@@ -9,23 +9,32 @@ first move try, and the Eviction API's refusal (429) is retried as for a lone mo
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from tuner.errors import InputError
 from tuner.execute.port import KubePort
+from tuner.execute.retry import ActionFailed
 from tuner.model.cluster import Workload
 from tuner.monitor.fields import label_selector
 from tuner.plan.waves import unavailable_allowed
 
+log = logging.getLogger(__name__)
+
 
 def allowance(kube: KubePort) -> Callable[[Workload], int]:
-    """The allowance of each workload, read once (for one wave)."""
+    """The allowance of each workload, read once (for one wave); 1 when it cannot be read
+    (the workload's pods then move one at a time)."""
     read: dict[Workload, int] = {}
 
     def of(workload: Workload) -> int:
         if workload not in read:
-            read[workload] = _allowed(kube, workload)
+            try:
+                read[workload] = _allowed(kube, workload)
+            except ActionFailed as err:
+                log.warning("workload %s moves one pod at a time: %s", workload, err)
+                read[workload] = 1
         return read[workload]
 
     return of

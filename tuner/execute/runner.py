@@ -192,7 +192,8 @@ def _wave(
         if outcome is None:
             continue  # not started: an earlier member's eviction failed
         if isinstance(outcome, ActionFailed):
-            stop = stop or _failed(action, ref, label, outcome, events).failure
+            failed = _failed(action, ref, label, outcome, events).failure
+            stop = stop or failed
             continue
         log.info("%s done: %s", label, outcome.note)
         events.record(action_event(action, ref, outcome))
@@ -232,17 +233,17 @@ def check_transition(
     wave_end = 0
     for index, action in enumerate(actions):
         label = f"dry run: action {index + 1}/{len(actions)} ({describe(action)})"
-        if index >= wave_end:
-            size = wave(actions[index:], allowance(kube), kube.settings.max_moves_at_once)
-            wave_end = index + size
-            if size > 1:
-                echo(f"dry run: actions {index + 1}-{wave_end} would move at once ({WAVE})")
         if nodes and index == first:
             try:
                 echo(f"dry run: before action {index + 1}: {would(kube, nodes)}")
             except ActionFailed as err:
                 refused += 1
                 echo(f"dry run: before action {index + 1}: would fail: {err}")
+        if index >= wave_end:
+            size = wave(actions[index:], allowance(kube), kube.settings.max_moves_at_once)
+            wave_end = index + size
+            if size > 1:
+                echo(f"dry run: actions {index + 1}-{wave_end} would move at once ({WAVE})")
         try:
             echo(f"{label}: {check(kube, action, draining=draining).would()}")
         except ActionFailed as err:
