@@ -3,10 +3,11 @@ and refusals (all a dry run needs: the pod, node or workload read fresh and aske
 rules again, :mod:`.checks`) and returns the step whose ``apply`` carries the action out and
 verifies it. A migrate evicts the pod and waits for its replacement to be Ready off its source
 and off the nodes the transition empties (aimed at its destination, verified wherever the
-scheduler put it); an add scales +1 and waits for the new pod the same way; a remove makes its
-pod the cheapest to delete, scales −1 and verifies that exactly that pod went; an add or remove
-that fails its verification scales back. A node's removal is :mod:`.node_removal`, a
-provision :mod:`.provision`.
+scheduler put it), alone or in a wave with the migrations next to it in the plan
+(:func:`together`: all evicted, then their replacements awaited); an add scales +1 and waits
+for the new pod the same way; a remove makes its pod the cheapest to delete, scales −1 and
+verifies that exactly that pod went; an add or remove that fails its verification scales back.
+A node's removal is :mod:`.node_removal`, a provision :mod:`.provision`.
 """
 
 from __future__ import annotations
