@@ -13,26 +13,22 @@ A node's removal is :mod:`.node_removal`, a provision :mod:`.provision`.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
-from contextlib import contextmanager
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from tuner.execute import checks
 from tuner.execute.affinity import has_preference
-from tuner.execute.drain import drained, mark, unmark
 from tuner.execute.events import Sink
 from tuner.execute.kube import selector_text
-from tuner.execute.marks import label_node
+from tuner.execute.landing import Landing, avoided, marked, not_onboarded, onto, verified
 from tuner.execute.node_removal import check_remove_node
 from tuner.execute.port import KubePort
 from tuner.execute.provision import check_provision, pending_target
 from tuner.execute.retry import ActionFailed, failure
 from tuner.execute.scaling import Scaled, restore, settled, take, withdraw
 from tuner.execute.step import Done, Gone, Step
-from tuner.execute.watch import Check, Verification
+from tuner.execute.watch import Verification
 from tuner.model.movability import MOVABLE_OWNERS
 from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode, provisional
 
@@ -155,105 +151,6 @@ def _uids(pods: list[Any]) -> frozenset[str]:
     return frozenset(p.metadata.uid for p in pods)
 
 
-@dataclass(frozen=True)
-class _Landing:
-    """Where a migrated or added pod is aimed and where it must not land: the workload's pods
-    (namespace and label selector), the planned destination and the workload's node label,
-    whether the workload is onboarded (then the destination is labelled: a preferred affinity
-    steers the pod there), and the nodes the pod must not land on, each with what it is (its
-    source, a node the transition empties)."""
-
-    namespace: str
-    selector: str
-    target: str
-    label: str
-    onboarded: bool
-    avoid: Mapping[str, str]
-
-    def check(self, before: frozenset[str]) -> Check:
-        """The verification: a pod not in ``before`` Ready off the nodes to avoid."""
-        return checks.new_pod_on(before, self.avoid)
-
-    def wait(self) -> str:
-        """What the verification waits for, as the dry run says it."""
-        off = ", ".join(sorted(self.avoid))
-        ready = f"Ready on a node other than {off}" if off else "Ready"
-        return f"{ready} (aimed at {self.target})" if self.onboarded else ready
-
-
-@contextmanager
-def _marked(
-    kube: KubePort, landings: Iterable[_Landing], cordons: Iterable[str | None]
-) -> Iterator[None]:
-    """Label the destination of each onboarded landing with its workload's label, and cordon
-    and taint each node of ``cordons`` for the move, each once; undo them all whatever
-    happens."""
-    marked: dict[str, None] = {}
-    try:
-        for target, label in dict.fromkeys((w.target, w.label) for w in landings if w.onboarded):
-            mark(kube, target, partial(label_node, keys=kube.keys, label=label))
-            marked[target] = None
-        since = time.time()
-        for node in dict.fromkeys(c for c in cordons if c is not None):
-            drained(kube, node, since)
-            marked[node] = None
-        yield
-    finally:
-        for node in marked:
-            unmark(kube, node)
-
-
-def _onto(
-    kube: KubePort,
-    landing: _Landing,
-    before: frozenset[str],
-    start: Callable[[], None],
-    what: str,
-) -> Verification:
-    """Steer a new pod: label the destination (onboarded workloads); ``start`` the pod (scale
-    up); wait until a pod not in ``before`` is verified (:meth:`_Landing.check`); undo the
-    label whatever happens."""
-    with _marked(kube, [landing], []):
-        start()
-        return kube.wait_pods(landing.namespace, landing.selector, landing.check(before), what=what)
-
-
-def _verified(verdict: Verification, landing: _Landing, workload: str) -> Done:
-    """The outcome of a verified migrate or add, naming where the pod really landed: for an
-    onboarded workload off its destination, both nodes (logged, and the Event's note)."""
-    if not verdict.ok:
-        raise ActionFailed(verdict.reason)
-    elsewhere = landing.onboarded and verdict.node not in (None, landing.target)
-    note = verdict.reason + _not_onboarded(landing.onboarded, workload)
-    if elsewhere:
-        note += (
-            f", not on its destination {landing.target}: landed elsewhere (the scheduler's "
-            "other scores outweighed the destination's label, a preferred affinity)"
-        )
-        log.warning("workload %s: %s", workload, note)
-    return Done(note, landed=verdict.node, steered=landing.onboarded, elsewhere=elsewhere)
-
-
-# ----------------------------------------------------------------------- actions --
-def _not_onboarded(onboarded: bool, workload: str) -> str:
-    if onboarded:
-        return ""
-    return (
-        f" (workload {workload} is not onboarded: placement not controlled, its pod lands where "
-        "the scheduler puts it)"
-    )
-
-
-DRAINING = "a node this transition empties"
-
-
-def _avoided(draining: frozenset[str], source: str | None = None) -> dict[str, str]:
-    avoid = dict.fromkeys(sorted(draining), DRAINING)
-    if source:
-        avoid[source] = "its source"
-    return avoid
-
-
 def check_migrate(kube: KubePort, action: Migrate, draining: frozenset[str]) -> Migration | Gone:
     """The pod is there and movable, its workload known, the destination open; or it is gone
     (:class:`Gone`)."""
@@ -268,13 +165,13 @@ def check_migrate(kube: KubePort, action: Migrate, draining: frozenset[str]) -> 
     label = kube.keys.workload_label(namespace, workload)
     onboarded = has_preference(_affinity(pod.spec, kube), label)
     source = pod.spec.node_name
-    landing = _Landing(
+    landing = Landing(
         namespace,
         selector_text(rs.spec.selector),
         target,
         label,
         onboarded,
-        _avoided(draining, source),
+        avoided(draining, source),
     )
     cordon = None if source in draining else source
     return Migration(pod, landing, f"{namespace}/{workload}", cordon)
@@ -293,7 +190,7 @@ class Migration:
     back to it."""
 
     pod: Any
-    landing: _Landing
+    landing: Landing
     workload: str
     cordon: str | None
     """The source, when the move must cordon it (None: a node the transition empties, cordoned
@@ -314,7 +211,7 @@ class Migration:
         return (
             f"would {''.join(f'{step}, ' for step in first)}evict pod {namespace}/{name}, wait "
             f"for its replacement to be {landing.wait()}{''.join(f', {step}' for step in last)}"
-            f"{_not_onboarded(landing.onboarded, self.workload)}"
+            f"{not_onboarded(landing.onboarded, self.workload)}"
         )
 
     def apply(self, kube: KubePort, events: Sink) -> Done:
@@ -338,7 +235,7 @@ def together(kube: KubePort, members: Sequence[Migration]) -> list[Done | Action
         workloads.setdefault((member.landing.namespace, member.landing.selector), []).append(index)
     before = {key: _uids(kube.pods(*key)) for key in workloads}
     outcomes: dict[int, Done | ActionFailed] = {}
-    with _marked(kube, (m.landing for m in members), (m.cordon for m in members)):
+    with marked(kube, (m.landing for m in members), (m.cordon for m in members)):
         started = 0
         for member in members:
             try:
@@ -361,7 +258,7 @@ def together(kube: KubePort, members: Sequence[Migration]) -> list[Done | Action
                 verdict = Verification(False, str(failure(err)))
             for (i, member), share in zip(moved, _shares(verdict, moved), strict=True):
                 try:
-                    outcomes[i] = _verified(share, member.landing, member.workload)
+                    outcomes[i] = verified(share, member.landing, member.workload)
                 except ActionFailed as err:
                     outcomes[i] = err
     return [outcomes[i] for i in sorted(outcomes)]
@@ -403,7 +300,7 @@ def check_add(kube: KubePort, action: Add, draining: frozenset[str]) -> PodAddit
     replicas = kube.replicas(wl.kind, wl.namespace, wl.name)
     selector = selector_text(obj.spec.selector)
     scaled = Scaled(wl.kind, wl.namespace, wl.name, selector)
-    landing = _Landing(wl.namespace, selector, target, label, onboarded, _avoided(draining))
+    landing = Landing(wl.namespace, selector, target, label, onboarded, avoided(draining))
     return PodAddition(scaled, f"{wl.namespace}/{wl.name}", landing, replicas)
 
 
@@ -416,7 +313,7 @@ class PodAddition:
 
     scaled: Scaled
     workload: str
-    landing: _Landing
+    landing: Landing
     replicas: int
 
     def would(self) -> str:
@@ -427,7 +324,7 @@ class PodAddition:
             first, last = f"label node {landing.target} {landing.label}, ", ", unlabel"
         return (
             f"would {first}scale {self.scaled} {replicas} -> {replicas + 1}, wait for the new "
-            f"pod to be {landing.wait()}{last}{_not_onboarded(landing.onboarded, self.workload)}"
+            f"pod to be {landing.wait()}{last}{not_onboarded(landing.onboarded, self.workload)}"
         )
 
     def apply(self, kube: KubePort, events: Sink) -> Done:
@@ -435,7 +332,7 @@ class PodAddition:
         scaled, replicas, landing = self.scaled, self.replicas, self.landing
         before = _uids(kube.pods(scaled.namespace, scaled.selector))
         scaled.journal(kube, replicas, replicas + 1, before)
-        verdict = _onto(
+        verdict = onto(
             kube,
             landing,
             before,
@@ -445,7 +342,7 @@ class PodAddition:
         if not verdict.ok:
             raise ActionFailed(f"{verdict.reason}; {withdraw(kube, scaled, before, replicas)}")
         settled(kube)
-        return _verified(verdict, landing, self.workload)
+        return verified(verdict, landing, self.workload)
 
 
 def check_remove(kube: KubePort, action: Remove) -> PodRemoval:
