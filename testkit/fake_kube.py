@@ -55,6 +55,7 @@ MODELS = {
     "rs": "V1ReplicaSet",
     "deploy": "V1Deployment",
     "cm": "V1ConfigMap",
+    "pdb": "V1PodDisruptionBudget",
 }
 
 
@@ -101,6 +102,8 @@ class FakeKube:
         self.deployments: dict[tuple[str, str], dict[str, Any]] = {}
         self.hpas: dict[tuple[str, str, str], str] = {}
         self.config_maps: dict[tuple[str, str], dict[str, Any]] = {}
+        self.budgets: dict[tuple[str, str], dict[str, Any]] = {}
+        """PodDisruptionBudgets (:meth:`add_budget`)."""
         self._serial = 0
         self._client = ApiClient()
 
@@ -124,10 +127,12 @@ class FakeKube:
         *,
         onboarded: bool = True,
         tolerates_all: bool = False,
+        strategy: Mapping[str, Any] | None = None,
     ) -> None:
         """A Deployment with one pod on each node of ``on`` (selector ``app=<name>``);
         ``onboarded``: its pod template prefers its workload label; ``tolerates_all``: its pods
-        tolerate every taint (a cordon and the tuner's taint included)."""
+        tolerate every taint (a cordon and the tuner's taint included); ``strategy``: its
+        ``spec.strategy`` (none: the API server's default, a RollingUpdate of 25 %)."""
         spec: dict[str, Any] = {"containers": [{"name": "app", "image": "app"}]}
         if onboarded:
             spec["affinity"] = with_preference(None, self.keys.workload_label(namespace, name))
@@ -138,11 +143,26 @@ class FakeKube:
             "spec": {
                 "replicas": len(on),
                 "selector": {"matchLabels": {"app": name}},
-                "template": {"spec": spec},
+                "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
+                **({} if strategy is None else {"strategy": dict(strategy)}),
             },
         }
         for node in on:
             self._spawn(namespace, name, node)
+
+    def add_budget(self, namespace: str, workload: str, allowed: int) -> None:
+        """A PodDisruptionBudget over the workload's pods that allows ``allowed`` disruptions
+        now (its status; evictions are refused only by :attr:`refuse_evictions`)."""
+        self.budgets[(namespace, workload)] = {
+            "metadata": {"name": workload, "namespace": namespace},
+            "spec": {"selector": {"matchLabels": {"app": workload}}},
+            "status": {
+                "disruptionsAllowed": allowed,
+                "currentHealthy": 0,
+                "desiredHealthy": 0,
+                "expectedPods": 0,
+            },
+        }
 
     # ------------------------------------------------------------------ state --
     def mutations(self) -> list[tuple[str, str]]:
@@ -256,6 +276,11 @@ class FakeKube:
         self.calls.append(("deployment", f"{namespace}/{name}"))
         doc = self.deployments.get((namespace, name))
         return None if doc is None else self._model(doc, "deploy")
+
+    def disruption_budgets(self, namespace: str) -> list[Any]:
+        self.calls.append(("disruption_budgets", namespace))
+        docs = [d for (ns, _), d in self.budgets.items() if ns == namespace]
+        return [self._model(d, "pdb") for d in docs]
 
     def pods(self, namespace: str, selector: str) -> list[Any]:
         self.calls.append(("pods", f"{namespace}?{selector}"))

@@ -60,6 +60,7 @@ CALLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "poddisruptionbudgets",
         ("list", "watch"),
     ),
+    "list_namespaced_pod_disruption_budget": ("policy", "poddisruptionbudgets", ("list",)),
     "list_horizontal_pod_autoscaler_for_all_namespaces": (
         "autoscaling",
         "horizontalpodautoscalers",

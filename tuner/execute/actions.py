@@ -3,33 +3,32 @@ and refusals (all a dry run needs: the pod, node or workload read fresh and aske
 rules again, :mod:`.checks`) and returns the step whose ``apply`` carries the action out and
 verifies it. A migrate evicts the pod and waits for its replacement to be Ready off its source
 and off the nodes the transition empties (aimed at its destination, verified wherever the
-scheduler put it); an add scales +1 and waits for the new pod the same way; a remove makes its
-pod the cheapest to delete, scales −1 and verifies that exactly that pod went; an add or remove
-that fails its verification scales back. A node's removal is :mod:`.node_removal`, a
-provision :mod:`.provision`.
+scheduler put it), alone or in a wave with the migrations next to it in the plan
+(:func:`together`: all evicted, then their replacements awaited); an add scales +1 and waits
+for the new pod the same way; a remove makes its pod the cheapest to delete, scales −1 and
+verifies that exactly that pod went; an add or remove that fails its verification scales back.
+A node's removal is :mod:`.node_removal`, a provision :mod:`.provision`.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tuner.execute import checks
 from tuner.execute.affinity import has_preference
-from tuner.execute.drain import drained, mark, unmark
 from tuner.execute.events import Sink
 from tuner.execute.kube import selector_text
-from tuner.execute.marks import label_node
+from tuner.execute.landing import Landing, avoided, marked, not_onboarded, onto, verified
 from tuner.execute.node_removal import check_remove_node
 from tuner.execute.port import KubePort
 from tuner.execute.provision import check_provision, pending_target
-from tuner.execute.retry import ActionFailed
+from tuner.execute.retry import ActionFailed, failure
 from tuner.execute.scaling import Scaled, restore, settled, take, withdraw
 from tuner.execute.step import Done, Gone, Step
-from tuner.execute.watch import Check, Verification
+from tuner.execute.watch import Verification
 from tuner.model.movability import MOVABLE_OWNERS
 from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode, provisional
 
@@ -152,95 +151,6 @@ def _uids(pods: list[Any]) -> frozenset[str]:
     return frozenset(p.metadata.uid for p in pods)
 
 
-@dataclass(frozen=True)
-class _Landing:
-    """Where a migrated or added pod is aimed and where it must not land: the workload's pods
-    (namespace and label selector), the planned destination and the workload's node label,
-    whether the workload is onboarded (then the destination is labelled: a preferred affinity
-    steers the pod there), and the nodes the pod must not land on, each with what it is (its
-    source, a node the transition empties)."""
-
-    namespace: str
-    selector: str
-    target: str
-    label: str
-    onboarded: bool
-    avoid: Mapping[str, str]
-
-    def check(self, before: frozenset[str]) -> Check:
-        """The verification: a pod not in ``before`` Ready off the nodes to avoid."""
-        return checks.new_pod_on(before, self.avoid)
-
-    def wait(self) -> str:
-        """What the verification waits for, as the dry run says it."""
-        off = ", ".join(sorted(self.avoid))
-        ready = f"Ready on a node other than {off}" if off else "Ready"
-        return f"{ready} (aimed at {self.target})" if self.onboarded else ready
-
-
-def _onto(
-    kube: KubePort,
-    landing: _Landing,
-    before: frozenset[str],
-    start: Callable[[], None],
-    what: str,
-    cordon: str | None = None,
-) -> Verification:
-    """Steer a new pod: label the destination (onboarded workloads) and cordon and taint the
-    node ``cordon`` for the move; ``start`` the pod (evict or scale up); wait until a pod not in
-    ``before`` is verified (:meth:`_Landing.check`); undo the label and the cordon whatever
-    happens."""
-    marked: list[str] = []
-    try:
-        if landing.onboarded:
-            mark(kube, landing.target, lambda n: label_node(n, kube.keys, landing.label))
-            marked.append(landing.target)
-        if cordon is not None:
-            drained(kube, cordon, time.time())
-            marked.append(cordon)
-        start()
-        return kube.wait_pods(landing.namespace, landing.selector, landing.check(before), what=what)
-    finally:
-        for node in marked:
-            unmark(kube, node)
-
-
-def _verified(verdict: Verification, landing: _Landing, workload: str) -> Done:
-    """The outcome of a verified migrate or add, naming where the pod really landed: for an
-    onboarded workload off its destination, both nodes (logged, and the Event's note)."""
-    if not verdict.ok:
-        raise ActionFailed(verdict.reason)
-    elsewhere = landing.onboarded and verdict.node not in (None, landing.target)
-    note = verdict.reason + _not_onboarded(landing.onboarded, workload)
-    if elsewhere:
-        note += (
-            f", not on its destination {landing.target}: landed elsewhere (the scheduler's "
-            "other scores outweighed the destination's label, a preferred affinity)"
-        )
-        log.warning("workload %s: %s", workload, note)
-    return Done(note, landed=verdict.node, steered=landing.onboarded, elsewhere=elsewhere)
-
-
-# ----------------------------------------------------------------------- actions --
-def _not_onboarded(onboarded: bool, workload: str) -> str:
-    if onboarded:
-        return ""
-    return (
-        f" (workload {workload} is not onboarded: placement not controlled, its pod lands where "
-        "the scheduler puts it)"
-    )
-
-
-DRAINING = "a node this transition empties"
-
-
-def _avoided(draining: frozenset[str], source: str | None = None) -> dict[str, str]:
-    avoid = dict.fromkeys(sorted(draining), DRAINING)
-    if source:
-        avoid[source] = "its source"
-    return avoid
-
-
 def check_migrate(kube: KubePort, action: Migrate, draining: frozenset[str]) -> Migration | Gone:
     """The pod is there and movable, its workload known, the destination open; or it is gone
     (:class:`Gone`)."""
@@ -255,13 +165,13 @@ def check_migrate(kube: KubePort, action: Migrate, draining: frozenset[str]) -> 
     label = kube.keys.workload_label(namespace, workload)
     onboarded = has_preference(_affinity(pod.spec, kube), label)
     source = pod.spec.node_name
-    landing = _Landing(
+    landing = Landing(
         namespace,
         selector_text(rs.spec.selector),
         target,
         label,
         onboarded,
-        _avoided(draining, source),
+        avoided(draining, source),
     )
     cordon = None if source in draining else source
     return Migration(pod, landing, f"{namespace}/{workload}", cordon)
@@ -280,7 +190,7 @@ class Migration:
     back to it."""
 
     pod: Any
-    landing: _Landing
+    landing: Landing
     workload: str
     cordon: str | None
     """The source, when the move must cordon it (None: a node the transition empties, cordoned
@@ -301,22 +211,82 @@ class Migration:
         return (
             f"would {''.join(f'{step}, ' for step in first)}evict pod {namespace}/{name}, wait "
             f"for its replacement to be {landing.wait()}{''.join(f', {step}' for step in last)}"
-            f"{_not_onboarded(landing.onboarded, self.workload)}"
+            f"{not_onboarded(landing.onboarded, self.workload)}"
         )
 
     def apply(self, kube: KubePort, events: Sink) -> Done:
-        """Carry the migration out, verified."""
-        pod, landing = self.pod, self.landing
-        before = _uids(kube.pods(landing.namespace, landing.selector))
-        verdict = _onto(
-            kube,
-            landing,
-            before,
-            lambda: kube.evict(pod),
-            f"the replacement of {pod.metadata.namespace}/{pod.metadata.name}",
-            self.cordon,
-        )
-        return _verified(verdict, landing, self.workload)
+        """Carry the migration out, verified (a wave of one: :func:`together`)."""
+        (outcome,) = together(kube, [self])
+        if isinstance(outcome, ActionFailed):
+            raise outcome
+        return outcome
+
+
+def together(kube: KubePort, members: Sequence[Migration]) -> list[Done | ActionFailed]:
+    """Carry a wave of migrations out (:mod:`tuner.plan.waves`), each verified as
+    :class:`Migration` says: take each workload's pods before any eviction, label the onboarded
+    members' destinations and cordon their sources (each node once), evict the members one after
+    the other (the first eviction that fails is the last: no later member starts), then await
+    per workload as many new pods Ready off every started member's source and the nodes being
+    emptied as members of it started (:func:`~.checks.new_pod_on`); undo every mark whatever
+    happens. The outcome of each member started, in order (a failed eviction's the last)."""
+    workloads: dict[tuple[str, str], list[int]] = {}
+    for index, member in enumerate(members):
+        workloads.setdefault((member.landing.namespace, member.landing.selector), []).append(index)
+    before = {key: _uids(kube.pods(*key)) for key in workloads}
+    outcomes: dict[int, Done | ActionFailed] = {}
+    with marked(kube, (m.landing for m in members), (m.cordon for m in members)):
+        started = 0
+        for member in members:
+            try:
+                kube.evict(member.pod)
+            except Exception as err:  # a refusal or an unexpected answer: no later member
+                outcomes[started] = failure(err)
+                break
+            started += 1
+        for (namespace, selector), indexes in workloads.items():
+            moved = [(i, members[i]) for i in indexes if i < started]
+            if not moved:
+                continue
+            avoid = {node: why for _, m in moved for node, why in m.landing.avoid.items()}
+            names = ", ".join(f"{m.pod.metadata.namespace}/{m.pod.metadata.name}" for _, m in moved)
+            what = f"the replacement{'s' if len(moved) > 1 else ''} of {names}"
+            try:
+                check = checks.new_pod_on(before[(namespace, selector)], avoid, len(moved))
+                verdict = kube.wait_pods(namespace, selector, check, what=what)
+            except Exception as err:  # a read that failed: these members failed
+                verdict = Verification(False, str(failure(err)))
+            for (i, member), share in zip(moved, _shares(verdict, moved), strict=True):
+                try:
+                    outcomes[i] = verified(share, member.landing, member.workload)
+                except ActionFailed as err:
+                    outcomes[i] = err
+    return [outcomes[i] for i in sorted(outcomes)]
+
+
+def _shares(verdict: Verification, moved: Sequence[tuple[int, Migration]]) -> list[Verification]:
+    """Each member's part of its workload's verdict: a failure fails them all; a member whose
+    destination got a Ready new pod gets that one, the others the remaining ones (landed
+    elsewhere), in plan order, and any left without one a pod that went before it was Ready."""
+    if not verdict.ok:
+        return [verdict] * len(moved)
+    left = list(verdict.ready_on)
+    pods: dict[int, tuple[str, str]] = {}
+    for i, member in moved:
+        own = next((pod for pod in left if pod[1] == member.landing.target), None)
+        if own is not None:
+            left.remove(own)
+            pods[i] = own
+    for i, _ in moved:
+        if i not in pods and left:
+            pods[i] = left.pop(0)
+    gone = Verification(True, "the new pod went before it was Ready (scaled in)")
+    return [
+        Verification(True, f"pod {pods[i][0]} is Ready on {pods[i][1]}", pods[i][1])
+        if i in pods
+        else gone
+        for i, _ in moved
+    ]
 
 
 def check_add(kube: KubePort, action: Add, draining: frozenset[str]) -> PodAddition:
@@ -330,7 +300,7 @@ def check_add(kube: KubePort, action: Add, draining: frozenset[str]) -> PodAddit
     replicas = kube.replicas(wl.kind, wl.namespace, wl.name)
     selector = selector_text(obj.spec.selector)
     scaled = Scaled(wl.kind, wl.namespace, wl.name, selector)
-    landing = _Landing(wl.namespace, selector, target, label, onboarded, _avoided(draining))
+    landing = Landing(wl.namespace, selector, target, label, onboarded, avoided(draining))
     return PodAddition(scaled, f"{wl.namespace}/{wl.name}", landing, replicas)
 
 
@@ -343,7 +313,7 @@ class PodAddition:
 
     scaled: Scaled
     workload: str
-    landing: _Landing
+    landing: Landing
     replicas: int
 
     def would(self) -> str:
@@ -354,7 +324,7 @@ class PodAddition:
             first, last = f"label node {landing.target} {landing.label}, ", ", unlabel"
         return (
             f"would {first}scale {self.scaled} {replicas} -> {replicas + 1}, wait for the new "
-            f"pod to be {landing.wait()}{last}{_not_onboarded(landing.onboarded, self.workload)}"
+            f"pod to be {landing.wait()}{last}{not_onboarded(landing.onboarded, self.workload)}"
         )
 
     def apply(self, kube: KubePort, events: Sink) -> Done:
@@ -362,7 +332,7 @@ class PodAddition:
         scaled, replicas, landing = self.scaled, self.replicas, self.landing
         before = _uids(kube.pods(scaled.namespace, scaled.selector))
         scaled.journal(kube, replicas, replicas + 1, before)
-        verdict = _onto(
+        verdict = onto(
             kube,
             landing,
             before,
@@ -372,7 +342,7 @@ class PodAddition:
         if not verdict.ok:
             raise ActionFailed(f"{verdict.reason}; {withdraw(kube, scaled, before, replicas)}")
         settled(kube)
-        return _verified(verdict, landing, self.workload)
+        return verified(verdict, landing, self.workload)
 
 
 def check_remove(kube: KubePort, action: Remove) -> PodRemoval:

@@ -121,15 +121,15 @@ def _live(pods: Iterable[Any], before: frozenset[str]) -> list[Any]:
     return [p for p in pods if p.metadata.uid not in before and not p.metadata.deletion_timestamp]
 
 
-def new_pod_on(before: frozenset[str], avoid: Mapping[str, str]) -> Check:
-    """Check: a pod not in ``before`` is Ready on any node but those of ``avoid`` (node -> what
-    it is: the pod's source, a node the transition empties). A new pod bound to a node of
-    ``avoid`` fails at once: it went back where it came from, or would be evicted a second
-    time. Where it lands otherwise is the scheduler's choice (a destination's label is only a
-    preferred affinity): the verdict names the node, and the caller compares it with the plan's.
-    A new pod seen and gone before it was Ready, none left (the workload's HPA scaled it in
-    meanwhile, and a ReplicaSet deletes an unready pod first), leaves nothing to wait for:
-    verified, on no node.
+def new_pod_on(before: frozenset[str], avoid: Mapping[str, str], count: int = 1) -> Check:
+    """Check: ``count`` pods not in ``before`` are Ready on any node but those of ``avoid``
+    (node -> what it is: a pod's source, a node the transition empties). A new pod bound to a
+    node of ``avoid`` fails at once: it went back where it came from, or would be evicted a
+    second time. Where they land otherwise is the scheduler's choice (a destination's label is
+    only a preferred affinity): the verdict names the nodes, and the caller compares them with
+    the plan's. A new pod seen and gone before it was Ready (the workload's HPA scaled it in
+    meanwhile, and a ReplicaSet deletes an unready pod first) counts as done once no other new
+    pod is still starting: nothing is left to wait for (verified on no node).
     """
     seen: set[str] = set()
 
@@ -137,20 +137,22 @@ def new_pod_on(before: frozenset[str], avoid: Mapping[str, str]) -> Check:
         live = _live(pods.values(), before)
         seen.update(p.metadata.uid for p in live)
         placed = [p for p in live if p.spec.node_name]
+        landed = [p for p in placed if ready(p) and p.spec.node_name not in avoid][:count]
+        ready_on = tuple((str(p.metadata.name), str(p.spec.node_name)) for p in landed)
+        where = ready_on[0][1] if ready_on else None
+        said = "; ".join(f"pod {name} is Ready on {node}" for name, node in ready_on)
+        if len(landed) == count:
+            return Verification(True, said, where, ready_on)
         for pod in placed:
-            where = pod.spec.node_name
-            if ready(pod) and where not in avoid:
-                return Verification(True, f"pod {pod.metadata.name} is Ready on {where}", where)
-        for pod in placed:
-            where = pod.spec.node_name
-            if where in avoid:
-                return Verification(
-                    False,
-                    f"pod {pod.metadata.name} was scheduled on {where}, {avoid[where]}",
-                    where,
-                )
-        if seen and not live:
-            return Verification(True, "the new pod went before it was Ready (scaled in)")
+            if pod.spec.node_name in avoid:
+                at = pod.spec.node_name
+                why = f"pod {pod.metadata.name} was scheduled on {at}, {avoid[at]}"
+                return Verification(False, why, at)
+        went = len(seen - {p.metadata.uid for p in live})
+        if went and len(landed) + went >= count and len(live) == len(landed):
+            gone = "the new pod went before it was" if went == 1 else f"{went} new pods went before"
+            note = f"{gone} Ready (scaled in)"
+            return Verification(True, f"{said}; {note}" if said else note, where, ready_on)
         return None
 
     return check

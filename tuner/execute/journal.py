@@ -54,7 +54,8 @@ class Journal:
         self.kube.put_config_map(self.namespace, body)
 
     def step(self, index: int) -> None:
-        """Record that action ``index`` (0-based) is about to run."""
+        """Record that action ``index`` (0-based) is about to run (``current``): of a wave of
+        migrations moving at once, its first action."""
         self._patch({"current": str(index)})
 
     def scaling(self, record: Mapping[str, object]) -> None:

@@ -59,6 +59,7 @@ class Kube:
         self.apps: Any = client.AppsV1Api(api)
         self.autoscaling: Any = client.AutoscalingV2Api(api)
         self.scheduling: Any = client.SchedulingV1Api(api)
+        self.policy: Any = client.PolicyV1Api(api)
 
     def stop_requested(self) -> bool:
         """True once a stop (SIGTERM) was requested."""
@@ -101,6 +102,14 @@ class Kube:
             f"read deployment {namespace}/{name}",
             lambda: self.apps.read_namespaced_deployment(name, namespace),
         )
+
+    def disruption_budgets(self, namespace: str) -> list[Any]:
+        """The PodDisruptionBudgets of a namespace."""
+        listing = self.retry.call(
+            f"list PodDisruptionBudgets in {namespace}",
+            lambda: self.policy.list_namespaced_pod_disruption_budget(namespace),
+        )
+        return list(listing.items)
 
     def pods(self, namespace: str, selector: str) -> list[Any]:
         """Pods of a namespace matching a label selector."""

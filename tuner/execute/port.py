@@ -39,6 +39,9 @@ class KubePort(Protocol):
     def deployment(self, namespace: str, name: str) -> Any | None:
         """The Deployment, or None."""
 
+    def disruption_budgets(self, namespace: str) -> list[Any]:
+        """The PodDisruptionBudgets of a namespace."""
+
     def pods(self, namespace: str, selector: str) -> list[Any]:
         """Pods of a namespace matching a label selector."""
 

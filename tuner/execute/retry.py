@@ -30,6 +30,11 @@ class ActionFailed(Exception):
     """An action could not be carried out or verified; the message says why (one line)."""
 
 
+def failure(err: Exception) -> ActionFailed:
+    """An exception as an action's failure (an unexpected one named by its type)."""
+    return err if isinstance(err, ActionFailed) else ActionFailed(f"{type(err).__name__}: {err}")
+
+
 def api_reason(err: ApiException) -> str:
     """The API's own reason (``Conflict``, ``AlreadyExists``, ``TooManyRequests``, ...)."""
     try:

@@ -30,6 +30,9 @@ class Verification:
     reason: str
     node: str | None = None
     """The node the awaited pod is on, when the condition is about one."""
+    ready_on: tuple[tuple[str, str], ...] = ()
+    """(name, node) of each awaited new pod verified Ready, when the condition awaits new pods
+    (:func:`~tuner.execute.checks.new_pod_on`)."""
 
 
 Check = Callable[[Mapping[str, Any]], Verification | None]
