@@ -101,6 +101,8 @@ class FakeKube:
         self.pod_docs: dict[tuple[str, str], dict[str, Any]] = {}
         self.deployments: dict[tuple[str, str], dict[str, Any]] = {}
         self.hpas: dict[tuple[str, str, str], str] = {}
+        self.utilisations: dict[tuple[str, str, str], float] = {}
+        """(namespace, kind, name) -> the utilisation its HPA last measured."""
         self.config_maps: dict[tuple[str, str], dict[str, Any]] = {}
         self.budgets: dict[tuple[str, str], dict[str, Any]] = {}
         """PodDisruptionBudgets (:meth:`add_budget`)."""
@@ -311,6 +313,10 @@ class FakeKube:
     def hpa_scales(self, namespace: str, kind: str, name: str) -> str | None:
         self.calls.append(("hpa_scales", f"{namespace}/{kind}/{name}"))
         return self.hpas.get((namespace, kind, name))
+
+    def hpa_utilisation(self, namespace: str, kind: str, name: str) -> float | None:
+        self.calls.append(("hpa_utilisation", f"{namespace}/{kind}/{name}"))
+        return self.utilisations.get((namespace, kind, name))
 
     def replicas(self, kind: str, namespace: str, name: str) -> int:
         self.calls.append(("replicas", f"{kind} {namespace}/{name}"))

@@ -18,6 +18,7 @@ from tuner.execute.events import Event
 from tuner.execute.retry import ActionFailed
 from tuner.execute.runner import check_transition, run_transition
 from tuner.model.cluster import Workload
+from tuner.monitor.dump import current_utilisation
 from tuner.plan.actions import Action, Migrate, RemoveNode
 from tuner.settings import Execute
 
@@ -195,6 +196,30 @@ def test_allowance_is_the_rollouts_max_unavailable_within_the_budgets() -> None:
     assert of(Workload(NS, "ReplicaSet", "bare")) == 1
     of(Workload(NS, "Deployment", "web"))
     assert fake.calls.count(("deployment", f"{NS}/web")) == 1  # read once per wave
+
+
+def test_a_busy_workload_spares_only_what_its_other_pods_can_stand_in_for() -> None:
+    """At 90 % of its requests (its HPA's last measurement) none of eight pods is spare: one at
+    a time; at 50 % the rollout's two may go; no HPA measurement leaves the rollout's."""
+    fake = kube()
+    for name in ("busy", "idle", "unmeasured"):
+        fake.add_deployment(NS, name, [OTHER] * 8, strategy=rolling(4))
+    fake.utilisations[(NS, "Deployment", "busy")] = 0.9
+    fake.utilisations[(NS, "Deployment", "idle")] = 0.5
+    of = allowance(fake)
+
+    got = {name: of(Workload(NS, "Deployment", name)) for name in ("busy", "idle", "unmeasured")}
+
+    assert got == {"busy": 1, "idle": 4, "unmeasured": 4}
+
+
+def test_the_utilisation_is_the_highest_its_hpa_status_measured() -> None:
+    """``status.currentMetrics`` as the API serves it (what ``KubeApi.hpa_utilisation`` reads)."""
+    cpu = {"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": 73}}}
+    memory = {"type": "Resource", "resource": {"name": "memory", "current": {"averageValue": "1"}}}
+    assert current_utilisation([cpu, memory]) == 0.73
+    assert current_utilisation([memory]) is None
+    assert current_utilisation(None) is None
 
 
 def test_an_allowance_that_cannot_be_read_moves_the_workload_one_pod_at_a_time() -> None:

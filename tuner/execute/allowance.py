@@ -2,7 +2,9 @@
 fresh from the cluster when the wave starts, as Karpenter re-validates a disruption on fresh
 state: a Deployment's ``RollingUpdate`` ``maxUnavailable`` of its replicas
 (:func:`~tuner.plan.waves.unavailable_allowed`; a ``Recreate`` Deployment or a bare
-ReplicaSet: 1), no more than any PodDisruptionBudget covering its pods allows now
+ReplicaSet: 1), no more than its other pods can stand in for within their requests at the
+utilisation its HPA last measured (:func:`~tuner.plan.waves.spare`), and no more than any
+PodDisruptionBudget covering its pods allows now
 (``status.disruptionsAllowed``, at least 1: a budget that allows none still lets the wave's
 first move try, and the Eviction API's refusal (429) is retried as for a lone move).
 """
@@ -18,7 +20,7 @@ from tuner.execute.port import KubePort
 from tuner.execute.retry import ActionFailed
 from tuner.model.cluster import Workload
 from tuner.monitor.fields import label_selector
-from tuner.plan.waves import unavailable_allowed
+from tuner.plan.waves import spare, unavailable_allowed
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,9 @@ def _allowed(kube: KubePort, workload: Workload) -> int:
     rolling = None if strategy is None else strategy.rolling_update
     replicas = 1 if spec.replicas is None else int(spec.replicas)
     allowed = unavailable_allowed(None if rolling is None else rolling.max_unavailable, replicas)
+    spared = spare(replicas, kube.hpa_utilisation(workload.namespace, "Deployment", workload.name))
+    if spared is not None:
+        allowed = min(allowed, max(spared, 1))
     labels = dict((spec.template.metadata and spec.template.metadata.labels) or {})
     for budget in kube.disruption_budgets(workload.namespace):
         if _covers(kube, budget, labels):

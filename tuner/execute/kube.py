@@ -21,6 +21,7 @@ from tuner.execute.marks import Patch
 from tuner.execute.retry import ActionFailed, Retry, describe
 from tuner.execute.watch import Check, Verification, wait_until
 from tuner.model.conventions import Keys
+from tuner.monitor.dump import current_utilisation
 from tuner.settings import Execute
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -152,6 +153,17 @@ class Kube:
 
     def hpa_scales(self, namespace: str, kind: str, name: str) -> str | None:
         """The name of an HPA scaling this workload, or None."""
+        hpa = self._hpa_of(namespace, kind, name)
+        return None if hpa is None else str(hpa.metadata.name)
+
+    def hpa_utilisation(self, namespace: str, kind: str, name: str) -> float | None:
+        """The highest utilisation (a share of requests) the HPA scaling this workload last
+        measured, or None (no HPA, or nothing measured)."""
+        hpa = self._hpa_of(namespace, kind, name)
+        status = None if hpa is None else self.serialize(hpa).get("status") or {}
+        return None if status is None else current_utilisation(status.get("currentMetrics"))
+
+    def _hpa_of(self, namespace: str, kind: str, name: str) -> Any | None:
         listing = self.retry.call(
             f"list HPAs in {namespace}",
             lambda: self.autoscaling.list_namespaced_horizontal_pod_autoscaler(namespace),
@@ -159,7 +171,7 @@ class Kube:
         for hpa in listing.items:
             ref = hpa.spec.scale_target_ref
             if ref.kind == kind and ref.name == name:
-                return str(hpa.metadata.name)
+                return hpa
         return None
 
     def serialize(self, obj: Any) -> dict[str, Any]:

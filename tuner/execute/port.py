@@ -60,6 +60,10 @@ class KubePort(Protocol):
     def hpa_scales(self, namespace: str, kind: str, name: str) -> str | None:
         """The name of an HPA scaling this workload, or None."""
 
+    def hpa_utilisation(self, namespace: str, kind: str, name: str) -> float | None:
+        """The highest utilisation (a share of requests) the HPA scaling this workload last
+        measured, or None (no HPA, or nothing measured)."""
+
     def replicas(self, kind: str, namespace: str, name: str) -> int:
         """The desired replicas of a Deployment or ReplicaSet."""
 

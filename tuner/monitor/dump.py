@@ -392,6 +392,15 @@ def _usage_ratio(metrics: object, current: object) -> float | None:
     return max(ratios)
 
 
+def current_utilisation(current: object) -> float | None:
+    """The highest CPU or memory utilisation an HPA's status measured
+    (``status.currentMetrics[].resource.current.averageUtilization``), as a share of the pods'
+    requests; None when its status gives none."""
+    used = [_utilization(m.get("current")) for m in _resources(current)]
+    known = [u for u in used if u is not None]
+    return max(known) / 100 if known else None
+
+
 def _resources(metrics: object) -> list[Obj]:
     """The ``resource`` parts of the Resource metrics of an HPA's spec or status."""
     if not isinstance(metrics, list):
