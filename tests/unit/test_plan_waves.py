@@ -66,6 +66,22 @@ def test_a_node_of_several_workloads_moves_at_once_within_each_allowance() -> No
     assert wave(plan[4:], _two, 10) == 1
 
 
+def test_a_workload_moving_one_pod_is_never_asked_its_allowance() -> None:
+    """The allowance is at least one: reading it (the daemon asks the API) is only needed for a
+    workload's second pod in a wave."""
+    asked: list[Workload] = []
+
+    def allowance(workload: Workload) -> int:
+        asked.append(workload)
+        return 2
+
+    plan: list[Action] = [_move("web-1", "n1", "n2"), _move("api-1", "n1", "n3", "api")]
+    assert wave(plan, allowance, 10) == 2
+    assert asked == []
+    assert wave([*plan, _move("web-2", "n1", "n3")], allowance, 10) == 3
+    assert [w.name for w in asked] == ["web"]
+
+
 def test_the_limit_and_a_lone_allowance_keep_moves_one_at_a_time() -> None:
     plan = [_move("web-1", "n1", "n2"), _move("api-1", "n1", "n3", "api")]
     assert wave(plan, _two, 1) == 1

@@ -72,7 +72,8 @@ def wave(actions: Sequence[Action], allowance: Callable[[Workload], int], limit:
         if not isinstance(action, Migrate) or provisional(action.target):
             break
         workload, source, target = action.pod.workload, action.source, action.target
-        if taken.get(workload, 0) >= allowance(workload):
+        count = taken.get(workload, 0)
+        if count and count >= allowance(workload):  # asked only past one: it is at least one
             break
         if target in sources or target == source or source in targets:
             break
