@@ -160,8 +160,10 @@ class Kube:
         """The highest utilisation (a share of requests) the HPA scaling this workload last
         measured, or None (no HPA, or nothing measured)."""
         hpa = self._hpa_of(namespace, kind, name)
-        status = None if hpa is None else self.serialize(hpa).get("status") or {}
-        return None if status is None else current_utilisation(status.get("currentMetrics"))
+        if hpa is None:
+            return None
+        status = self.serialize(hpa).get("status") or {}
+        return current_utilisation(status.get("currentMetrics"))
 
     def _hpa_of(self, namespace: str, kind: str, name: str) -> Any | None:
         listing = self.retry.call(

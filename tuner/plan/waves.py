@@ -77,7 +77,7 @@ def wave(actions: Sequence[Action], allowance: Callable[[Workload], int], limit:
             break
         if target in sources or target == source or source in targets:
             break
-        taken[workload] = taken.get(workload, 0) + 1
+        taken[workload] = count + 1
         sources.add(source)
         targets.add(target)
         size += 1

@@ -12,11 +12,11 @@
   replacement to be Ready before its next action (a replacement the workload's HPA scales in
   before it is Ready leaves nothing to move: done), then remove the label and the cordon;
 - a wave (:mod:`tuner.plan.waves`: consecutive migrations, each workload's within its
-  rollout's allowance, none onto a node another leaves, at most ``execute.max_moves_at_once``):
-  each member's pod evicted and its replacement placed and checked as above, one after the
-  other in the same instant, then time passes until every replacement is Ready (a member that
-  fails starts no further one; those started are still awaited); so a workload never has more
-  of its pods starting at once than its rollout allows;
+  allowance, none onto a node another leaves, at most ``execute.max_moves_at_once``): each
+  member's pod evicted and its replacement placed and checked as above, one after the other in
+  the same instant, then time passes until every replacement is Ready (a member that fails
+  starts no further one; those started are still awaited); so a workload never has more of its
+  pods starting at once than its rollout, its PDB and its other pods' spare room allow;
 - add: label, one replica more, verify the same way (off the nodes being emptied, Ready), unlabel;
 - remove: one replica fewer, that very pod deleted;
 - remove_node: cordon and evict what is left, then by ``execute.node_removal``: ``autoscaler``
