@@ -106,6 +106,8 @@ class TransitionResult:
     landed_elsewhere: tuple[tuple[Action, str], ...] = ()
     """The verified migrates and adds (of :attr:`done`) of onboarded workloads whose new pod
     the scheduler put on another node than the labelled destination, each with that node."""
+    took_s: float = 0.0
+    """How long it took, by the actuator's clock: the warm-up after it counts from its end."""
 
 
 class Actuator(Protocol):
@@ -424,7 +426,7 @@ def _transition(
         ), state
     result = ports.actuator.carry_out(plan.actions)
     settle(ports.safeguards, plan.actions, len(result.done) + (0 if result.completed else 1))
-    stable = now + windows.warmup_s
+    stable = now + result.took_s + windows.warmup_s
     own = own_change(base.cluster, result, now, stable) if base.cluster else None
     state = replace(state, stable_since=stable, own=own)
     changed = replace(base, result=result, next_in=windows.warmup_s + windows.measure_s)

@@ -7,6 +7,7 @@ acts again at the next look."""
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import replace
 
 from knowledge.memory import MemoryKnowledge
@@ -14,12 +15,12 @@ from testkit.builders import pod
 from tests.unit.test_cycle import Recorder
 from tests.unit.test_decline import WEB, Diurnal, forecast, two_nodes_one_web_pod_each, window
 from tuner.cycle import CycleState, Outcome, Ports, TransitionResult, run_cycle
-from tuner.model.acting import Acting
+from tuner.model.acting import Acting, decline_settle_s
 from tuner.model.cluster import Workload
 from tuner.model.forecast import DAY_S
 from tuner.model.window_report import OwnChange, Unsettled, WindowReport, decline_release
 from tuner.own_moves import own_change
-from tuner.plan.actions import Add, Migrate, Remove, RemoveNode
+from tuner.plan.actions import Action, Add, Migrate, Remove, RemoveNode
 from tuner.settings import Analyse, Pricing, Settings, Windows
 
 API = Workload("default", "Deployment", "api")
@@ -119,3 +120,38 @@ def test_the_cycle_acts_at_the_next_look_after_its_own_change_during_a_decline()
     report, _ = run_cycle(falling_at, replace(state, own=None), s, ports, random.Random(0))
     assert report.decline is not None and report.decline.kind == "grown"
     assert without.calls == []
+
+
+class Slow(Recorder):
+    """A transition that takes ``took_s`` by the actuator's clock (evictions, pods started)."""
+
+    took_s: float = 40.0
+
+    def carry_out(self, actions: Sequence[Action]) -> TransitionResult:
+        return replace(super().carry_out(actions), took_s=self.took_s)
+
+
+def test_the_look_after_a_transition_that_took_time_still_tells_its_own_moves() -> None:
+    """The warm-up, and the window right after the change, count from the transition's end:
+    a window checked from when it ended sees all of it and nothing before it. Counted from when
+    it began, the next look during a decline (checked from the end) was never right after it,
+    and every own move refused that look as a workload that grew."""
+    falling_at = 10 * DAY_S + 0.75 * DAY_S
+    s = Settings(
+        pricing=Pricing(price_per_core=1.0, price_per_gb=0.0),
+        analyse=Analyse(excluded_namespaces=frozenset(), candidate_delay_s=0.0),
+        windows=Windows(measure_s=600.0),
+    )
+    changed_at = falling_at - 120
+    state = CycleState(stable_since=changed_at, own=replace(OWN, at=changed_at, until=changed_at))
+    slow = Slow(two_nodes_one_web_pod_each())
+    ports = Ports(OwnMoves(), slow, MemoryKnowledge(), history=Diurnal())
+    report, after = run_cycle(falling_at, state, s, ports, random.Random(0))
+    assert report.outcome is Outcome.ACTED
+    ended = falling_at + Slow.took_s
+    assert after.stable_since == ended and after.own is not None
+    assert (after.own.at, after.own.until) == (falling_at, ended)
+    next_look = ended + decline_settle_s(s)  # its window is checked from the end
+    report, _ = run_cycle(next_look, after, s, ports, random.Random(0))
+    assert report.decline is not None and report.decline.holds, report.reason
+    assert report.decline.moved == ((WEB, 2),)

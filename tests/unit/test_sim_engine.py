@@ -15,6 +15,7 @@ from tuner.sim.engine import Scenario, Simulation
 from tuner.sim.load import Phase, Phases
 from tuner.sim.metrics import ActionResult
 from tuner.sim.pools import NodeGroup
+from tuner.sim.ports import SimActuator
 from tuner.sim.prices import NODE_TYPES
 from tuner.sim.scenarios import scenario
 from tuner.sim.strategy import Strategy
@@ -87,6 +88,19 @@ def test_a_migration_returns_once_the_replacement_is_ready_as_the_daemons_execut
     assert result.verified, result.detail
     assert sim.now >= before + sim.scenario.startup
     assert sim.controllers.ready_counts()[API] == 1
+
+
+def test_the_simulated_actuator_says_how_long_a_transition_took_in_simulated_time() -> None:
+    """The cycle counts the warm-up after a change from its end (:attr:`TransitionResult.took_s`):
+    the simulated actuator measures it on the simulated clock, as the daemon's does on its own."""
+    sim = Simulation(small(), 1)
+    sim.advance(120)
+    cluster = sim.cluster()
+    pod = next(p for p in cluster.pods if p.workload.name == "api")
+    target = next(n.name for n in cluster.nodes if n.name != pod.node)
+    before = sim.now
+    result = SimActuator(sim, "autoscaler").carry_out([Migrate(pod, target)])
+    assert result.completed and result.took_s == sim.now - before >= sim.scenario.startup
 
 
 CACHE = Service("cache", 200, 2**27, namespace="shop")

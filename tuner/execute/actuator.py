@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from kubernetes.client import ApiClient
 
@@ -63,14 +65,19 @@ class KubeActuator:
         return check_transition(self.kube, actions, self.echo)
 
     def carry_out(self, actions: Sequence[Action]) -> TransitionResult:
-        """Run the actions in order, verifying each; stop at the first failure."""
+        """Run the actions in order, verifying each; stop at the first failure. What it took
+        is measured from here (a recovery first included)."""
+        began = time.monotonic()
         try:
             if Journal(self.kube).read() is not None:
                 for line in recover(self.kube):
                     log.warning("recovered before the transition: %s", line)
         except ActionFailed as err:
-            return TransitionResult((), False, f"cannot check for an interrupted transition: {err}")
-        return run_transition(self.kube, actions, self.events)
+            reason = f"cannot check for an interrupted transition: {err}"
+            result = TransitionResult((), False, reason)
+        else:
+            result = run_transition(self.kube, actions, self.events)
+        return replace(result, took_s=time.monotonic() - began)
 
     def reclaim_unremoved(self, now: float) -> tuple[str, ...]:
         """Take back the nodes left for an autoscaler that did not remove them within

@@ -209,8 +209,8 @@ class OwnChange:
     at: float
     """When the transition began."""
     until: float
-    """When the warm-up after it ended (``stable_since``): a window checked from between
-    :attr:`at` and here sees all of the change and nothing before it."""
+    """When the warm-up after its end ended (``stable_since``; the transition takes time): a
+    window checked from between :attr:`at` and here sees the change and nothing before it."""
     counts: tuple[tuple[Workload, int], ...] = ()
     """The workloads it started pods of, each with its pod count after the transition."""
     nodes: frozenset[str] = frozenset()

@@ -103,16 +103,19 @@ class SimActuator:
         return TransitionResult((), True, "dry run")
 
     def carry_out(self, actions: Sequence[Action]) -> TransitionResult:
-        """Run the actions through the simulated executor (verified, stopping at a failure)."""
+        """Run the actions through the simulated executor (verified, stopping at a failure),
+        in simulated time."""
+        began = self.sim.now
         results = self.sim.apply(
             actions, self.node_removal, max_moves_at_once=self.max_moves_at_once
         )
         done = tuple(r.action for r in results if r.verified)
         self.actions += len(done)
         failed = next((r for r in results if not r.verified), None)
+        took = self.sim.now - began
         if failed is not None:
-            return TransitionResult(done, False, failed.detail)
-        return TransitionResult(done, True)
+            return TransitionResult(done, False, failed.detail, took_s=took)
+        return TransitionResult(done, True, took_s=took)
 
     def reclaim_unremoved(self, now: float) -> tuple[str, ...]:
         """None: the simulated Cluster Autoscaler always removes what it is left."""
