@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo example test bench bench-kb bench-live bench-replay bench-soak lint evaluate evaluate-heldout ledger
+.PHONY: venv demo example test bench bench-kb bench-live bench-replay bench-soak lint evaluate evaluate-heldout ledger phases
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -85,4 +85,14 @@ ledger: venv
 	$(VENV)/bin/tuner simulate --scenario all --strategy tuner --ledger-doc $(LEDGER_DOC) --jobs $(JOBS)
 	for f in bench/scenarios/heldout/*.json; do \
 		$(VENV)/bin/tuner simulate --scenario $$f --strategy tuner --ledger-doc $(LEDGER_DOC) || exit 1; \
+	done
+
+# How much the headline row's figures owe to where its cycles fall: every scenario and held-out
+# file run PHASES times, its first look 10 s later each time, one row per scenario put into the
+# table between LEDGER_DOC's phases markers (docs/evaluation.md, "How much is the phase").
+PHASES ?= 6
+phases: venv
+	$(VENV)/bin/tuner simulate --scenario all --strategy tuner --phases $(PHASES) --phases-doc $(LEDGER_DOC) --jobs $(JOBS)
+	for f in bench/scenarios/heldout/*.json; do \
+		$(VENV)/bin/tuner simulate --scenario $$f --strategy tuner --phases $(PHASES) --phases-doc $(LEDGER_DOC) --jobs $(JOBS) || exit 1; \
 	done

@@ -23,6 +23,8 @@ simulation (each cycle has more to simulate than the last, without end) and the 
 fires more often than a cycle can finish."""
 MAX_JOBS = 64
 """Most simulations at once (``tuner simulate --jobs``)."""
+MAX_PHASES = 60
+"""Most phases of ``tuner simulate --phases``: a 10-minute window's worth, 10 s apart."""
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
@@ -96,10 +98,19 @@ def speed(text: str) -> float:
 
 def jobs(text: str) -> int:
     """Simulations at once: a whole number in 1..:data:`MAX_JOBS`."""
+    return _whole(text, "jobs", MAX_JOBS)
+
+
+def phases(text: str) -> int:
+    """Phases of the phase spread (``tuner simulate --phases``): 1..:data:`MAX_PHASES`."""
+    return _whole(text, "phases", MAX_PHASES)
+
+
+def _whole(text: str, name: str, most: int) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"jobs must be a whole number, not {text!r}") from None
-    if not 1 <= value <= MAX_JOBS:
-        raise argparse.ArgumentTypeError(f"jobs must be in 1..{MAX_JOBS}, not {text!r}")
+        raise argparse.ArgumentTypeError(f"{name} must be a whole number, not {text!r}") from None
+    if not 1 <= value <= most:
+        raise argparse.ArgumentTypeError(f"{name} must be in 1..{most}, not {text!r}")
     return value

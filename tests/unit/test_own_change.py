@@ -100,15 +100,21 @@ class OwnMoves:
         return replace(window(MOVED_ONTO_A), start=start, end=end, checked_from=start)
 
 
+FALLING_AT = 10 * DAY_S + 0.75 * DAY_S
+"""A time the diurnal history is falling at."""
+SETTINGS = Settings(
+    pricing=Pricing(price_per_core=1.0, price_per_gb=0.0),
+    analyse=Analyse(excluded_namespaces=frozenset(), candidate_delay_s=0.0),
+    windows=Windows(measure_s=600.0),
+)
+CHANGED = CycleState(
+    stable_since=FALLING_AT - 120, own=replace(OWN, at=FALLING_AT - 120, until=FALLING_AT - 120)
+)
+"""The state two minutes after the tuner's last change (instantaneous, then)."""
+
+
 def test_the_cycle_acts_at_the_next_look_after_its_own_change_during_a_decline() -> None:
-    falling_at = 10 * DAY_S + 0.75 * DAY_S
-    s = Settings(
-        pricing=Pricing(price_per_core=1.0, price_per_gb=0.0),
-        analyse=Analyse(excluded_namespaces=frozenset(), candidate_delay_s=0.0),
-        windows=Windows(measure_s=600.0),
-    )
-    changed_at = falling_at - 120
-    state = CycleState(stable_since=changed_at, own=replace(OWN, at=changed_at, until=changed_at))
+    falling_at, s, state = FALLING_AT, SETTINGS, CHANGED
     actuator = Recorder(two_nodes_one_web_pod_each())
     ports = Ports(OwnMoves(), actuator, MemoryKnowledge(), history=Diurnal())
     report, after = run_cycle(falling_at, state, s, ports, random.Random(0))
@@ -136,14 +142,7 @@ def test_the_look_after_a_transition_that_took_time_still_tells_its_own_moves() 
     a window checked from when it ended sees all of it and nothing before it. Counted from when
     it began, the next look during a decline (checked from the end) was never right after it,
     and every own move refused that look as a workload that grew."""
-    falling_at = 10 * DAY_S + 0.75 * DAY_S
-    s = Settings(
-        pricing=Pricing(price_per_core=1.0, price_per_gb=0.0),
-        analyse=Analyse(excluded_namespaces=frozenset(), candidate_delay_s=0.0),
-        windows=Windows(measure_s=600.0),
-    )
-    changed_at = falling_at - 120
-    state = CycleState(stable_since=changed_at, own=replace(OWN, at=changed_at, until=changed_at))
+    falling_at, s, state = FALLING_AT, SETTINGS, CHANGED
     slow = Slow(two_nodes_one_web_pod_each())
     ports = Ports(OwnMoves(), slow, MemoryKnowledge(), history=Diurnal())
     report, after = run_cycle(falling_at, state, s, ports, random.Random(0))

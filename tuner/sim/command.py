@@ -72,6 +72,19 @@ def add_simulate_parser(commands: Any) -> None:
         help="also put each tuner row's room ledger, one summary row per scenario, between this "
         "file's ledger markers, the rows of other scenarios kept (implies --ledger)",
     )
+    simulate.add_argument(
+        "--phases",
+        type=arguments.phases,
+        default=1,
+        help="also run every row but CA alone and Karpenter this many times, its first look "
+        "10 s later each time, and print how its figures and targets spread (default 1: not)",
+    )
+    simulate.add_argument(
+        "--phases-doc",
+        type=Path,
+        help="also put the phase spread, one row per scenario and row, between this file's "
+        "phases markers, the rows of other scenarios kept (needs --phases 2 or more)",
+    )
     simulate.set_defaults(run=run_simulate)
 
 
@@ -97,5 +110,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         args.jobs,
         args.ledger,
         args.ledger_doc,
+        args.phases,
+        args.phases_doc,
     )
     return 0

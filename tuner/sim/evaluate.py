@@ -5,14 +5,17 @@ table) and ``results.json`` (every figure, for scripts). With ``--readme``, the 
 also replace what stands between the README's ``<!-- evaluation:begin -->`` and
 ``<!-- evaluation:end -->`` markers; with ``--ledger-doc``, the room ledger's summary table
 (one row per scenario and tuner row) replaces what stands between that file's
-``<!-- ledger:begin -->`` and ``<!-- ledger:end -->``, the rows of other scenarios kept.
+``<!-- ledger:begin -->`` and ``<!-- ledger:end -->``, the rows of other scenarios kept; with
+``--phases N`` the phase spread (:mod:`tuner.sim.phases`) follows, and with ``--phases-doc``
+its rows go between that file's ``<!-- phases:begin -->`` and ``<!-- phases:end -->``.
 Progress goes to stderr (:mod:`tuner.sim.progress`: a bar on a terminal, else a line every
 5 %). ``--jobs N`` runs N simulations at once in worker processes (the figures do not change).
 
 Everything is checked before the first simulated second: the scenarios (files against their
 schema), ``--output`` (a directory or nothing yet, under a directory, not a dangling link; its
 files regular files or missing, never links; writable with room for the outputs), ``--readme``
-and ``--ledger-doc`` (regular files with their markers, in a writable directory). File names
+``--ledger-doc`` and ``--phases-doc`` (regular files with their markers, in a writable
+directory). File names
 come from scenario names (a schema pattern; sanitised again here), so nothing is written outside
 ``--output``; every file is written to a temporary name beside its target and renamed, keeping
 the mode of the file it replaces (:mod:`tuner.output_files`).
@@ -37,6 +40,15 @@ from tuner.json_input import MAX_BYTES, read_bounded
 from tuner.output_files import check_directory, check_file, write_atomic
 from tuner.sim.engine import Scenario
 from tuner.sim.forecast_error import ForecastError, ForecastKey, keyed_error
+from tuner.sim.phases import (
+    PHASES_BEGIN,
+    PHASES_END,
+    PHASES_HEADER,
+    REFERENCES,
+    at_phases,
+    shifted,
+    spread_row,
+)
 from tuner.sim.plots import plot
 from tuner.sim.progress import Progress
 from tuner.sim.report import (
@@ -52,11 +64,13 @@ from tuner.sim.report import comparison as compare_outcomes
 from tuner.sim.room_ledger import (
     SUMMARY_BEGIN,
     SUMMARY_END,
+    SUMMARY_HEADER,
     ledger_table,
     merged_summary,
     summary_row,
 )
 from tuner.sim.scenarios import SCENARIOS, scenario
+from tuner.sim.targets import KARPENTER
 
 
 def ledgers(results: Sequence[Comparison]) -> str:
@@ -72,15 +86,28 @@ def ledgers(results: Sequence[Comparison]) -> str:
 def update_ledger_doc(doc: Path, results: Sequence[Comparison]) -> None:
     """Put the summary row of every tuner row run with the ledger into ``doc``'s ledger table
     (between its markers), the rows of other scenarios kept."""
-    head, old, tail = marked_parts(doc, "--ledger-doc", SUMMARY_BEGIN, SUMMARY_END)
     rows = [
         summary_row(comparison.ledger(o.strategy))
         for comparison in results
         for o in comparison.outcomes
         if o.trace is not None
     ]
-    table = merged_summary(old.strip("\n"), rows)
-    write_atomic(doc, f"{head}{SUMMARY_BEGIN}\n{table}\n{SUMMARY_END}{tail}")
+    update_table_doc(doc, "--ledger-doc", SUMMARY_BEGIN, SUMMARY_END, rows, SUMMARY_HEADER)
+
+
+def update_table_doc(
+    doc: Path,
+    flag: str,
+    begin: str,
+    end: str,
+    rows: Sequence[str],
+    header: Sequence[str] = PHASES_HEADER,
+) -> None:
+    """Put ``rows`` into the table between ``doc``'s markers in place of those of the same
+    scenario and row, the others kept (:func:`merged_summary`)."""
+    head, old, tail = marked_parts(doc, flag, begin, end)
+    table = merged_summary(old.strip("\n"), rows, header)
+    write_atomic(doc, f"{head}{begin}\n{table}\n{end}{tail}")
 
 
 def scenarios_for(name: str, hours: float | None) -> list[Scenario]:
@@ -161,11 +188,15 @@ def check_outputs(
     readme: Path | None,
     names: Sequence[str],
     ledger_doc: Path | None = None,
+    phases_doc: Path | None = None,
+    phases: int = 1,
 ) -> None:
-    """Refuse, before simulating, an ``--output``, ``--readme`` or ``--ledger-doc`` the results
-    could not be written to (see the module's docstring)."""
+    """Refuse, before simulating, an ``--output``, ``--readme``, ``--ledger-doc`` or
+    ``--phases-doc`` the results could not be written to (see the module's docstring)."""
     if readme is not None and output is None:
         raise InputError("--readme needs --output (where the plots go)")
+    if phases_doc is not None and phases < 2:
+        raise InputError(f"--phases-doc needs --phases 2 or more, not {phases}")
     if output is not None:
         check_directory(output, "--output", OUTPUT_ROOM * len(names))
         for file in (*(f"{file_name(n)}.png" for n in names), *RESULTS):
@@ -175,11 +206,15 @@ def check_outputs(
         head, tail = readme_parts(readme)
         size = len(head.encode("utf-8")) + len(tail.encode("utf-8"))
         check_file(readme, "--readme", size + OUTPUT_ROOM * len(names))
-    if ledger_doc is not None:
-        check_file(ledger_doc, "--ledger-doc", 0)
-        head, old, tail = marked_parts(ledger_doc, "--ledger-doc", SUMMARY_BEGIN, SUMMARY_END)
-        size = len(f"{head}{old}{tail}".encode())
-        check_file(ledger_doc, "--ledger-doc", size + OUTPUT_ROOM)
+    for doc, flag, begin, end in (
+        (ledger_doc, "--ledger-doc", SUMMARY_BEGIN, SUMMARY_END),
+        (phases_doc, "--phases-doc", PHASES_BEGIN, PHASES_END),
+    ):
+        if doc is not None:
+            check_file(doc, flag, 0)
+            head, old, tail = marked_parts(doc, flag, begin, end)
+            size = len(f"{head}{old}{tail}".encode())
+            check_file(doc, flag, size + OUTPUT_ROOM)
 
 
 BEGIN = "<!-- evaluation:begin -->"
@@ -228,36 +263,58 @@ Errors = dict[tuple[int, ForecastKey], ForecastError]
 """The forecast errors, by scenario index and the forecast a tuner's settings make."""
 
 
-def _run_parallel(
+Task = tuple[int, str, float]
+"""One run: the scenario's index, the strategy, when its first turn comes (the phase)."""
+
+
+def _run_all(
     chosen: Sequence[Scenario],
-    names: Sequence[str],
+    tasks: Sequence[Task],
     seeds: Sequence[int],
     jobs: int,
-    outcomes: dict[tuple[int, str], StrategyRun],
     progress: Progress,
     needed: Sequence[tuple[int, ForecastKey]],
-    errors: Errors,
     ledger: bool = False,
-) -> None:
-    """Every (scenario, strategy) run in ``jobs`` worker processes, the most work first (see
-    :func:`work`), then the ``needed`` forecast errors (into ``errors``); ``ledger``: the
-    tuners' runs are recorded for the room ledger."""
-    order = sorted(range(len(chosen)), key=lambda i: -work(chosen[i]))
+) -> tuple[dict[Task, StrategyRun], Errors]:
+    """Every run, then the ``needed`` forecast errors; with ``jobs`` > 1 in that many worker
+    processes, the most work first (see :func:`work`). ``ledger``: the tuners' runs at the
+    first phase are recorded for the room ledger."""
+    outcomes: dict[Task, StrategyRun] = {}
+    errors: Errors = {}
+    if jobs == 1:
+        for i, strategy, at in tasks:
+            progress.describe(f"{chosen[i].name} {strategy}")
+            outcomes[i, strategy, at] = run(
+                chosen[i],
+                strategy,
+                seeds[i],
+                lambda s: progress.update(s / 3600),
+                ledger and not at,
+                at,
+            )
+        for i, key in needed:
+            errors[i, key] = keyed_error(chosen[i], key)
+        return outcomes, errors
+    order = sorted(tasks, key=lambda task: -work(chosen[task[0]]))
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(jobs, mp_context=context) as pool:
         pending = {
-            pool.submit(run, chosen[i], strategy, seeds[i], None, ledger): (i, strategy)
-            for i in order
-            for strategy in names
+            pool.submit(run, chosen[i], strategy, seeds[i], None, ledger and not at, at): (
+                i,
+                strategy,
+                at,
+            )
+            for i, strategy, at in order
         }
         forecasts = {pool.submit(keyed_error, chosen[i], key): (i, key) for i, key in needed}
         for future in as_completed(pending):
-            i, strategy = pending[future]
-            outcomes[i, strategy] = future.result()
+            i, strategy, at = pending[future]
+            outcomes[i, strategy, at] = future.result()
             progress.describe(f"{chosen[i].name} {strategy}")
             progress.update((chosen[i].warmup + chosen[i].duration) / 3600)
         for made in as_completed(forecasts):
             errors[forecasts[made]] = made.result()
+    return outcomes, errors
 
 
 def simulate(
@@ -270,42 +327,39 @@ def simulate(
     jobs: int = 1,
     ledger: bool = False,
     ledger_doc: Path | None = None,
+    phases: int = 1,
+    phases_doc: Path | None = None,
 ) -> list[Comparison]:
     """Run, print and (with ``output``) write the comparison of every scenario; with
     ``readme`` (and ``output``) also fill the README's evaluation section. ``jobs`` > 1 runs
     that many (scenario, strategy) simulations at once in worker processes: each run is
     seeded on its own, so the figures are the same. With ``ledger``, each tuner row's room
     ledger (:mod:`tuner.sim.room_ledger`) is printed after the tables; with ``ledger_doc``
-    (which implies ``ledger``), its summary row also goes into that file's ledger table."""
+    (which implies ``ledger``), its summary row also goes into that file's ledger table. With
+    ``phases`` > 1 (Karpenter then always runs), the phase spread (:mod:`tuner.sim.phases`)
+    is printed after them; with ``phases_doc``, its rows also go into that file's phase table."""
     chosen = scenarios_for(name, hours)
     ledger = ledger or ledger_doc is not None
     # before hours of simulation:
-    check_outputs(output, readme, [item.name for item in chosen], ledger_doc)
+    check_outputs(output, readme, [item.name for item in chosen], ledger_doc, phases_doc, phases)
     names = with_baseline(strategies)
+    if phases > 1 and KARPENTER not in names:
+        names.append(KARPENTER)
+    later = shifted(phases, names)
+    runs = [*((n, 0.0) for n in names), *later]
+    tasks = [(i, s, at) for i in range(len(chosen)) for s, at in runs]
     seeds = [seed if seed is not None else (item.seed or DEFAULT_SEED) for item in chosen]
-    total = sum((s.warmup + s.duration) * len(names) for s in chosen)
-    outcomes: dict[tuple[int, str], StrategyRun] = {}
+    total = sum(chosen[i].warmup + chosen[i].duration for i, _, _ in tasks)
     keys = [forecast_keys(item, seeds[i], names) for i, item in enumerate(chosen)]
     needed = sorted({(i, key) for i, by_name in enumerate(keys) for key in by_name.values()})
-    errors: Errors = {}
     started = time.monotonic()
     with closing(Progress(total / 3600)) as progress:
-        if jobs > 1:
-            _run_parallel(chosen, names, seeds, jobs, outcomes, progress, needed, errors, ledger)
-        else:
-            for i, item in enumerate(chosen):
-                for strategy in names:
-                    progress.describe(f"{item.name} {strategy}")
-                    outcomes[i, strategy] = run(
-                        item, strategy, seeds[i], lambda s: progress.update(s / 3600), ledger
-                    )
-            for i, key in needed:
-                errors[i, key] = keyed_error(chosen[i], key)
+        outcomes, errors = _run_all(chosen, tasks, seeds, jobs, progress, needed, ledger)
     results = [
         compare_outcomes(
             item,
             seeds[i],
-            tuple(outcomes[i, n] for n in names),
+            tuple(outcomes[i, n, 0.0] for n in names),
             {name: errors[i, key] for name, key in keys[i].items()},
         )
         for i, item in enumerate(chosen)
@@ -335,4 +389,24 @@ def simulate(
         print(ledgers(results))
     if ledger_doc is not None:
         update_ledger_doc(ledger_doc, results)
+    if phases > 1:
+        rows = _spread(results, names, later, outcomes)
+        print("\n".join((*PHASES_HEADER, *rows)))
+        if phases_doc is not None:
+            update_table_doc(phases_doc, "--phases-doc", PHASES_BEGIN, PHASES_END, rows)
     return results
+
+
+def _spread(
+    results: Sequence[Comparison],
+    names: Sequence[str],
+    later: Sequence[tuple[str, float]],
+    outcomes: dict[Task, StrategyRun],
+) -> list[str]:
+    """The phase table's rows: every row but the references, on every scenario."""
+    return [
+        spread_row(at_phases(c, s, [outcomes[i, s, at] for t, at in later if t == s]), s)
+        for i, c in enumerate(results)
+        for s in names
+        if s not in REFERENCES
+    ]

@@ -281,10 +281,14 @@ def run(
     seed: int,
     progress: Callable[[float], object] | None = None,
     ledger: bool = False,
+    strategy_from: float = 0.0,
 ) -> StrategyRun:
-    """Simulate the scenario with one strategy; with ``ledger``, a tuner's run is recorded for
-    the room ledger (:mod:`tuner.sim.room_ledger`)."""
-    sim = Simulation(scenario, seed, STRATEGIES[strategy](scenario, seed))
+    """Simulate the scenario with one strategy, its first turn at ``strategy_from`` (0: the
+    warm-up's end; later: the phase spread, :mod:`tuner.sim.phases`); with ``ledger``, a
+    tuner's run is recorded for the room ledger (:mod:`tuner.sim.room_ledger`)."""
+    sim = Simulation(
+        scenario, seed, STRATEGIES[strategy](scenario, seed), strategy_from=strategy_from
+    )
     tuner = sim.strategy
     recorder = LedgerRecorder(sim, tuner) if ledger and isinstance(tuner, ProjectTuner) else None
     total = scenario.warmup + scenario.duration

@@ -400,18 +400,18 @@ def summary_row(ledger: Ledger, top: int = 4) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def merged_summary(old: str, rows: Sequence[str]) -> str:
-    """The summary table (header and rows) of ``old``'s rows (the text between the markers:
+def merged_summary(old: str, rows: Sequence[str], header: Sequence[str] = SUMMARY_HEADER) -> str:
+    """The table (``header`` and rows) of ``old``'s rows (the text between the markers:
     another run's table, or anything else, which is dropped) with ``rows`` in place of those
     of the same scenario and row, new ones appended: runs over different scenario files fill
     one table."""
     table: dict[tuple[str, ...], str] = {}
     lines = old.splitlines()
-    if tuple(lines[: len(SUMMARY_HEADER)]) == SUMMARY_HEADER:
-        table = {_row_key(line): line for line in lines[len(SUMMARY_HEADER) :] if line.strip()}
+    if tuple(lines[: len(header)]) == tuple(header):
+        table = {_row_key(line): line for line in lines[len(header) :] if line.strip()}
     for row in rows:
         table[_row_key(row)] = row
-    return "\n".join((*SUMMARY_HEADER, *table.values()))
+    return "\n".join((*header, *table.values()))
 
 
 def _row_key(row: str) -> tuple[str, ...]:
