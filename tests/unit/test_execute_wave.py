@@ -138,6 +138,31 @@ def test_a_failed_eviction_starts_no_later_member_and_awaits_the_earlier() -> No
     assert marks_left(fake) == []
 
 
+def test_every_wait_of_a_wave_ends_within_one_verification_timeout(monkeypatch: Any) -> None:
+    """The replacements start together, so the wave's waits share one deadline: a first
+    workload that used up ``verify_timeout_s`` leaves the next one only what is left, not a
+    timeout of its own (ten workloads failing one after the other took ten timeouts)."""
+    fake = kube()
+    fake.add_deployment(NS, "web", [SOURCE])
+    fake.add_deployment(NS, "api", [SOURCE])
+    clock = [1000.0]
+    monkeypatch.setattr("tuner.execute.actions.time.monotonic", lambda: clock[0])
+    given: list[float | None] = []
+    real_wait = fake.wait_pods
+
+    def wait_pods(*args: Any, timeout_s: float | None = None, **kwargs: Any) -> Any:
+        given.append(timeout_s)
+        clock[0] += 150.0  # each wait takes 150 s of the 180
+        return real_wait(*args, timeout_s=timeout_s, **kwargs)
+
+    fake.wait_pods = wait_pods  # type: ignore[method-assign]
+
+    result, _ = run(fake, [*moves(fake, "api"), *moves(fake, "web")])
+
+    assert result.completed, result.reason
+    assert given == [180.0, 30.0]
+
+
 def test_a_member_refused_by_its_check_fails_the_wave_before_anything_starts() -> None:
     fake = kube()
     fake.add_deployment(NS, "web", [SOURCE])

@@ -13,6 +13,7 @@ A node's removal is :mod:`.node_removal`, a provision :mod:`.provision`.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -228,8 +229,10 @@ def together(kube: KubePort, members: Sequence[Migration]) -> list[Done | Action
     members' destinations and cordon their sources (each node once), evict the members one after
     the other (the first eviction that fails is the last: no later member starts), then await
     per workload as many new pods Ready off every started member's source and the nodes being
-    emptied as members of it started (:func:`~.checks.new_pod_on`); undo every mark whatever
-    happens. The outcome of each member started, in order (a failed eviction's the last)."""
+    emptied as members of it started (:func:`~.checks.new_pod_on`), every wait within one
+    ``verify_timeout_s`` from the last eviction (the replacements start together, so a wave
+    takes no longer to fail than one move); undo every mark whatever happens. The outcome of
+    each member started, in order (a failed eviction's the last)."""
     workloads: dict[tuple[str, str], list[int]] = {}
     for index, member in enumerate(members):
         workloads.setdefault((member.landing.namespace, member.landing.selector), []).append(index)
@@ -244,16 +247,21 @@ def together(kube: KubePort, members: Sequence[Migration]) -> list[Done | Action
                 outcomes[started] = failure(err)
                 break
             started += 1
+        deadline = time.monotonic() + kube.settings.verify_timeout_s
         for (namespace, selector), indexes in workloads.items():
             moved = [(i, members[i]) for i in indexes if i < started]
             if not moved:
                 continue
             avoid = {node: why for _, m in moved for node, why in m.landing.avoid.items()}
             names = ", ".join(f"{m.pod.metadata.namespace}/{m.pod.metadata.name}" for _, m in moved)
-            what = f"the replacement{'s' if len(moved) > 1 else ''} of {names}"
+            what = (
+                f"the replacement{'s' if len(moved) > 1 else ''} of {names} (the wave's "
+                f"{kube.settings.verify_timeout_s:g} s from its last eviction)"
+            )
             try:
                 check = checks.new_pod_on(before[(namespace, selector)], avoid, len(moved))
-                verdict = kube.wait_pods(namespace, selector, check, what=what)
+                left = max(0.0, deadline - time.monotonic())
+                verdict = kube.wait_pods(namespace, selector, check, what=what, timeout_s=left)
             except Exception as err:  # a read that failed: these members failed
                 verdict = Verification(False, str(failure(err)))
             for (i, member), share in zip(moved, _shares(verdict, moved), strict=True):
