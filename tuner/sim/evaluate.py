@@ -101,7 +101,7 @@ def update_table_doc(
     begin: str,
     end: str,
     rows: Sequence[str],
-    header: Sequence[str] = PHASES_HEADER,
+    header: Sequence[str],
 ) -> None:
     """Put ``rows`` into the table between ``doc``'s markers in place of those of the same
     scenario and row, the others kept (:func:`merged_summary`)."""
@@ -393,7 +393,9 @@ def simulate(
         rows = _spread(results, names, later, outcomes)
         print("\n".join((*PHASES_HEADER, *rows)))
         if phases_doc is not None:
-            update_table_doc(phases_doc, "--phases-doc", PHASES_BEGIN, PHASES_END, rows)
+            update_table_doc(
+                phases_doc, "--phases-doc", PHASES_BEGIN, PHASES_END, rows, PHASES_HEADER
+            )
     return results
 
 
