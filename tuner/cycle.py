@@ -61,7 +61,7 @@ from tuner.holds import (
     paused_by,
     settle,
 )
-from tuner.model.acting import Acting, decline_settle_s, window_start
+from tuner.model.acting import Acting, decline_retry_s, decline_settle_s, window_start
 from tuner.model.cluster import Cluster
 from tuner.model.conventions import Keys
 from tuner.model.demand import decided_by, expected_load
@@ -396,15 +396,16 @@ def _next_after_staying(
 ) -> float:
     """When to look again after staying: a whole window later after a window stable as a
     whole (the next one a deployment is recorded after) but not released (during a released
-    decline the HPAs are about to shrink the workloads), else the retry window later — but no
-    later than the first removal candidate still waiting passes its delay (at least the retry
-    window later)."""
+    decline the HPAs are about to shrink the workloads), else the retry window later (during a
+    released decline ``windows.decline_retry_s`` later) — but no later than the first removal
+    candidate still waiting passes its delay (at least that retry later)."""
     windows = settings.windows
-    wait = windows.measure_s if acting.records and not acting.released else windows.retry_s
+    retry = decline_retry_s(settings) if acting.released else windows.retry_s
+    wait = windows.measure_s if acting.records and not acting.released else retry
     delay = acting.settled(settings).analyse.candidate_delay_s
     since = analysis.timers.since if analysis.timers else ()
     ripening = [t + delay - now for _, t in since if t + delay > now]
-    return min(wait, max(min(ripening), windows.retry_s)) if ripening else wait
+    return min(wait, max(min(ripening), retry)) if ripening else wait
 
 
 def _transition(

@@ -125,6 +125,10 @@ class Windows:
     decline_settle_s: float | None = None
     """During a decline, the next change may come this long after the last (None: a node's
     start-up, ``forecast.node_startup_s``)."""
+    decline_retry_s: float = 30.0
+    """During a released decline, the next look comes this much later after staying, and a
+    removal candidate need stay one only across two such looks (never more than
+    ``retry_s``): two syncs of the HPAs (15 s each by default) between the looks."""
 
 
 @dataclass(frozen=True)

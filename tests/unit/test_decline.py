@@ -246,28 +246,33 @@ def test_the_cycle_removes_a_node_during_a_decline_and_looks_again_after_the_set
     assert state.stable_since == falling_at
 
 
-def test_during_a_decline_a_candidate_waits_one_retry_not_the_candidate_delay() -> None:
+def test_during_a_decline_a_candidate_waits_one_look_not_the_candidate_delay() -> None:
     falling_at = 10 * DAY_S + 0.75 * DAY_S
     report, state, _ = decline_cycle(falling_at, delay=600.0)
     assert report.outcome is Outcome.STAYED and report.plan is not None
     assert report.plan.analysis.proposals[0].refusal is Refusal.CANDIDATE_DELAY
-    assert report.next_in == 60.0  # windows.retry_s: the candidate's second look
-    report, _, actuator = decline_cycle(falling_at + 30, state, delay=600.0)
+    assert report.next_in == 30.0  # windows.decline_retry_s: the candidate's second look
+    report, _, actuator = decline_cycle(falling_at + 15, state, delay=600.0)
     assert report.outcome is Outcome.STAYED and actuator.calls == []
-    report, _, actuator = decline_cycle(falling_at + 60, state, delay=600.0)
+    report, _, actuator = decline_cycle(falling_at + 30, state, delay=600.0)
     assert report.outcome is Outcome.ACTED and len(actuator.calls) == 1
-    report, _, actuator = decline_cycle(falling_at + 60, state, delay=600.0, retry_s=300.0)
-    assert report.outcome is Outcome.STAYED and actuator.calls == []  # a longer retry: longer
+    report, _, actuator = decline_cycle(falling_at + 30, state, delay=600.0, decline_retry_s=60.0)
+    assert report.outcome is Outcome.STAYED and actuator.calls == []  # slower looks: longer
+    report, state, _ = decline_cycle(falling_at, delay=600.0, retry_s=20.0)
+    assert report.next_in == 20.0  # never slower than the retry outside a decline
 
 
-def test_the_decline_candidate_delay_is_the_retry_never_above_the_candidate_delay() -> None:
-    def delay(candidate: float, retry: float) -> float:
-        s = Settings(analyse=Analyse(candidate_delay_s=candidate), windows=Windows(retry_s=retry))
-        return decline_candidate_delay_s(s)
+def test_the_decline_candidate_delay_is_its_looks_pace_never_above_the_retry_or_delay() -> None:
+    def delay(candidate: float, retry: float, decline: float = 30.0) -> float:
+        windows = Windows(retry_s=retry, decline_retry_s=decline)
+        return decline_candidate_delay_s(
+            Settings(analyse=Analyse(candidate_delay_s=candidate), windows=windows)
+        )
 
-    assert delay(600.0, 60.0) == 60.0
-    assert delay(30.0, 60.0) == 30.0
-    assert delay(600.0, 120.0) == 120.0
+    assert delay(600.0, 60.0) == 30.0
+    assert delay(20.0, 60.0) == 20.0
+    assert delay(600.0, 20.0) == 20.0
+    assert delay(600.0, 120.0, 90.0) == 90.0
 
 
 def test_no_node_is_replaced_during_a_decline_that_frees_a_nodes_room_before_it_would_stand() -> (

@@ -58,24 +58,24 @@ def stable_cycle(
     return report, state, actuator
 
 
-def test_on_a_stable_window_while_the_load_falls_a_candidate_waits_only_one_retry() -> None:
+def test_on_a_stable_window_while_the_load_falls_a_candidate_waits_only_one_look() -> None:
     kb = MemoryKnowledge()
     report, state, _ = stable_cycle(FALLING_AT, CycleState(), kb, 600.0)
     assert report.decline is not None and report.decline.holds
     assert report.plan is not None
     assert report.plan.analysis.proposals[0].refusal is Refusal.CANDIDATE_DELAY
-    assert report.next_in == 60.0  # the retry window, not a whole one
-    report, state, actuator = stable_cycle(FALLING_AT + 30, state, kb, 600.0)
+    assert report.next_in == 30.0  # the decline's looks, not a whole window
+    report, state, actuator = stable_cycle(FALLING_AT + 15, state, kb, 600.0)
     assert report.outcome is Outcome.STAYED and actuator.calls == []
-    report, _, actuator = stable_cycle(FALLING_AT + 60, state, kb, 600.0)
-    assert report.outcome is Outcome.ACTED and len(actuator.calls) == 1  # windows.retry_s
+    report, _, actuator = stable_cycle(FALLING_AT + 30, state, kb, 600.0)
+    assert report.outcome is Outcome.ACTED and len(actuator.calls) == 1  # decline_retry_s
 
 
 def test_a_window_overlapping_the_last_recorded_is_not_recorded_again() -> None:
     kb = MemoryKnowledge()
     report, state, _ = stable_cycle(FALLING_AT, CycleState(), kb, 600.0)
     assert report.recorded is not None and state.recorded_to == FALLING_AT
-    report, state, _ = stable_cycle(FALLING_AT + 30, state, kb, 600.0)
+    report, state, _ = stable_cycle(FALLING_AT + 15, state, kb, 600.0)
     assert report.recorded is None and len(kb.list()) == 1
     report, _, _ = stable_cycle(FALLING_AT + 600, state, kb, 600.0)
     assert report.recorded is not None and len(kb.list()) == 2

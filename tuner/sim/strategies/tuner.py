@@ -62,7 +62,8 @@ def unlimited_settings(scenario: Scenario, seed: int) -> Settings:
     """The daemon's defaults in the simulator: no thresholds, headroom for the forecast's upper
     band, the decline rule; emptied nodes left cordoned to the autoscaler (the default
     ``execute.node_removal``); the scenario's prices and pools, up to two nodes per plan, a
-    10-minute window re-checked every minute, no exploration."""
+    10-minute window re-checked every minute (every half minute during a released decline), no
+    exploration."""
     return Settings(
         pricing=pricing(scenario.pools),
         analyse=Analyse(
