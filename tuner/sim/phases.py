@@ -1,17 +1,17 @@
 """The phase spread (``tuner simulate --phases N``): how much a row's figures owe to where its
 cycles fall.
 
-A tuner looks at the cluster every ``windows.retry_s`` at the finest, so which 5-s tick each look
-falls on is an accident of when the daemon started. One run per scenario shows one such accident:
-a removal refused at one look may be allowed ten seconds later, and a single action can carry a
-fifth of a scenario's room. With ``--phases N`` every chosen row except CA alone and Karpenter
-(the references the targets are judged against, run once) is run N times, its first turn
-:data:`PHASE_STEP_S` × k later for k = 0 … N − 1 (k = 0 is the run the tables show), and one row
-per scenario and row gives the spread: the room captured at k = 0 and its least, median and
-most, the other targets' figures from least to most, at how many phases every target of
-:mod:`tuner.sim.targets` is met, and how often each one is missed. ``--phases-doc`` puts those
-rows between a file's ``<!-- phases:begin -->`` and ``<!-- phases:end -->`` markers, the rows
-of other scenarios kept.
+A tuner looks at the cluster every ``windows.retry_s`` at the finest (``decline_retry_s`` during
+a released decline), so which 5-s tick each look falls on is an accident of when the daemon
+started. One run per scenario shows one such accident: a removal refused at one look may be
+allowed ten seconds later, and a single action can carry a fifth of a scenario's room. With
+``--phases N`` every chosen row except CA alone and Karpenter (the references the targets are
+judged against, run once) is run N times, its first turn :data:`PHASE_STEP_S` × k later for
+k = 0 … N − 1 (k = 0 is the run the tables show), and one row per scenario and row gives the
+spread: the room captured at k = 0 and its least, median and most, the other targets' figures
+from least to most, at how many phases every target of :mod:`tuner.sim.targets` is met, and how
+often each one is missed. ``--phases-doc`` puts those rows between a file's
+``<!-- phases:begin -->`` and ``<!-- phases:end -->`` markers, the rows of other scenarios kept.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tuner.sim.report import BASELINE, Comparison, StrategyRun
 from tuner.sim.targets import KARPENTER, missed
 
 PHASE_STEP_S = 10.0
-"""Two ticks: six phases span one retry (60 s) of the default settings."""
+"""Two ticks: six phases span one retry (60 s) of the default settings, two of a decline's looks."""
 PHASES_BEGIN = "<!-- phases:begin -->"
 PHASES_END = "<!-- phases:end -->"
 PHASES_HEADER = (
