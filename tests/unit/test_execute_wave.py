@@ -146,7 +146,7 @@ def test_every_wait_of_a_wave_ends_within_one_verification_timeout(monkeypatch: 
     fake.add_deployment(NS, "web", [SOURCE])
     fake.add_deployment(NS, "api", [SOURCE])
     clock = [1000.0]
-    monkeypatch.setattr("tuner.execute.actions.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("tuner.execute.actions.monotonic", lambda: clock[0])
     given: list[float | None] = []
     real_wait = fake.wait_pods
 

@@ -13,9 +13,9 @@ A node's removal is :mod:`.node_removal`, a provision :mod:`.provision`.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
+from time import monotonic
 from typing import Any
 
 from tuner.execute import checks
@@ -247,7 +247,7 @@ def together(kube: KubePort, members: Sequence[Migration]) -> list[Done | Action
                 outcomes[started] = failure(err)
                 break
             started += 1
-        deadline = time.monotonic() + kube.settings.verify_timeout_s
+        deadline = monotonic() + kube.settings.verify_timeout_s
         for (namespace, selector), indexes in workloads.items():
             moved = [(i, members[i]) for i in indexes if i < started]
             if not moved:
@@ -260,7 +260,7 @@ def together(kube: KubePort, members: Sequence[Migration]) -> list[Done | Action
             )
             try:
                 check = checks.new_pod_on(before[(namespace, selector)], avoid, len(moved))
-                left = max(0.0, deadline - time.monotonic())
+                left = max(0.0, deadline - monotonic())
                 verdict = kube.wait_pods(namespace, selector, check, what=what, timeout_s=left)
             except Exception as err:  # a read that failed: these members failed
                 verdict = Verification(False, str(failure(err)))

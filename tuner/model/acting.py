@@ -45,10 +45,9 @@ def decline_candidate_delay_s(settings: Settings) -> float:
     Two looks ``decline_retry_s`` apart (30 s: two syncs of the HPAs) ask the node to be a
     candidate across an HPA step, not at one instant; a scale-down longer than that may still
     be caught. Measured (seed 1, every phase of the first look): looks a minute apart took
-    75 % of ``thesis-narrow``'s room and half a minute apart 78–83 %, nothing more pending. The
-    decline settle time
-    (:func:`decline_settle_s`) is a node's start-up: how long a change must stand before the
-    next, not how long a node must stay unneeded.
+    75 % of ``thesis-narrow``'s room and half a minute apart 78–83 %, nothing more pending.
+    The decline settle time (:func:`decline_settle_s`) is a node's start-up: how long a change
+    must stand before the next, not how long a node must stay unneeded.
     """
     return min(settings.analyse.candidate_delay_s, decline_retry_s(settings))
 
