@@ -92,9 +92,5 @@ def _captured(shares: Sequence[float | None]) -> str:
 
 
 def _span(values: Sequence[float], spec: str = ".0f") -> str:
-    least, most = min(values), max(values)
-    return (
-        f"{least:{spec}}"
-        if f"{least:{spec}}" == f"{most:{spec}}"
-        else f"{least:{spec}}–{most:{spec}}"
-    )
+    least, most = (f"{value:{spec}}" for value in (min(values), max(values)))
+    return least if least == most else f"{least}–{most}"

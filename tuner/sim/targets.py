@@ -13,8 +13,9 @@ twice CA alone's, whichever is more (``evictions``); and never a higher cost tha
 from __future__ import annotations
 
 from tuner.sim.report import BASELINE, Comparison
+from tuner.sim.strategies.karpenter import KarpenterStrategy
 
-KARPENTER = "karpenter"
+KARPENTER = KarpenterStrategy.name
 ROOM_FOR_TARGETS = 0.03
 CAPTURE = 0.7
 COST_SLACK = 0.005
