@@ -207,6 +207,10 @@ class Execute:
     max_moves_at_once: int = 10
     """Most migrations of a transition in flight at once (a wave, :mod:`tuner.plan.waves`); 1
     moves one pod at a time."""
+    surge_lone_pods: bool = True
+    """Move the pod of a one-replica Deployment whose rollout surges by restarting its rollout
+    (:mod:`tuner.plan.rollout`): its new pod starts first, the old goes once the new one is
+    available. Off: evicted as any other pod."""
     label_prefix: str = DEFAULT_PREFIX
     eviction_retries: int = 8
     eviction_backoff_s: float = 2.0

@@ -110,6 +110,12 @@ class Keys:
         return f"{self.prefix}/onboarded"
 
     @property
+    def moved_at(self) -> str:
+        """Pod template annotation of a Deployment whose lone pod the tuner moved by restarting
+        its rollout (its value: when, ISO 8601, UTC; :mod:`tuner.plan.rollout`)."""
+        return f"{self.prefix}/moved-at"
+
+    @property
     def controller(self) -> str:
         """The ``reportingController`` of the tuner's Kubernetes Events."""
         return f"{self.prefix}/{NAME}"

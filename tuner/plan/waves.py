@@ -27,24 +27,16 @@ from collections.abc import Callable, Sequence
 
 from tuner.model.cluster import Workload
 from tuner.plan.actions import Action, Migrate, provisional
-
-ROLLOUT_MAX_UNAVAILABLE = "25%"
-"""A Deployment's ``spec.strategy.rollingUpdate.maxUnavailable`` when it sets none."""
+from tuner.plan.rollout import resolved
 
 
 def unavailable_allowed(max_unavailable: int | str | None, replicas: int) -> int:
     """Pods of a workload of ``replicas`` that its rollout takes out of service at once: an
     absolute ``maxUnavailable``, or a percentage of the replicas rounded down (the Deployment
-    controller's rounding for it); None is the default, 25 %. At least one."""
-    value = ROLLOUT_MAX_UNAVAILABLE if max_unavailable is None else max_unavailable
-    if isinstance(value, str):
-        number = value.removesuffix("%")
-        try:
-            share = int(number)
-        except ValueError:
-            return 1
-        value = share * max(replicas, 0) // 100 if value.endswith("%") else share
-    return max(value, 1)
+    controller's rounding for it, :func:`~tuner.plan.rollout.resolved`); None is the default,
+    25 %. At least one."""
+    allowed = resolved(max_unavailable, replicas, up=False)
+    return 1 if allowed is None else max(allowed, 1)
 
 
 def spare(replicas: int, utilisation: float | None) -> int | None:
