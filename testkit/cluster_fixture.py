@@ -321,7 +321,8 @@ class ClusterHarness:
         }
 
     def leftovers(self) -> list[str]:
-        """Every tuner label, annotation, taint or cordon left on nodes and pods."""
+        """Every tuner label, annotation, taint or cordon left on nodes and pods (but a surge
+        move's ``moved-at``, which its pod template keeps on purpose, as a record)."""
         found = []
         for node in self.core.list_node().items:
             name = node.metadata.name
@@ -335,7 +336,11 @@ class ClusterHarness:
         for pod in self.core.list_pod_for_all_namespaces().items:
             meta = pod.metadata
             keys = [*(meta.labels or {}), *(meta.annotations or {})]
-            found += [f"pod {meta.name} {k}" for k in keys if KEYS.owns(k) or k == DELETION_COST]
+            found += [
+                f"pod {meta.name} {k}"
+                for k in keys
+                if (KEYS.owns(k) and k != KEYS.moved_at) or k == DELETION_COST
+            ]
         try:
             self.core.read_namespaced_config_map(KEYS.journal, TUNER_NAMESPACE)
             found.append("journal ConfigMap")

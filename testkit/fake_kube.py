@@ -18,6 +18,7 @@ Cluster Autoscaler would, with the selector's labels; the pod is then bound to i
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -36,6 +37,7 @@ MUTATING = frozenset(
     {
         "patch_node",
         "patch_pod",
+        "patch_deployment",
         "evict",
         "scale",
         "delete_node",
@@ -74,7 +76,9 @@ class FakeKube:
     """Nodes, one-ReplicaSet Deployments and their pods, HPAs and ConfigMaps, in memory."""
 
     def __init__(self, settings: Execute | None = None) -> None:
-        self.settings = settings or Execute(eviction_retries=0)
+        self.settings = settings or Execute(eviction_retries=0, surge_lone_pods=False)
+        """No retries; the lone pods of its one-replica Deployments are evicted (surge moves
+        only where a test's settings turn them on)."""
         self.keys = Keys(self.settings.label_prefix)
         self.ready = True
         """Whether new pods become Ready."""
@@ -140,13 +144,25 @@ class FakeKube:
             spec["affinity"] = with_preference(None, self.keys.workload_label(namespace, name))
         if tolerates_all:
             spec["tolerations"] = [{"operator": "Exists"}]
+        replicas = len(on)
         self.deployments[(namespace, name)] = {
-            "metadata": {"name": name, "namespace": namespace, "uid": f"deploy-{name}"},
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": f"deploy-{name}",
+                "generation": 1,
+            },
             "spec": {
-                "replicas": len(on),
+                "replicas": replicas,
                 "selector": {"matchLabels": {"app": name}},
                 "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
                 **({} if strategy is None else {"strategy": dict(strategy)}),
+            },
+            "status": {
+                "observedGeneration": 1,
+                "replicas": replicas,
+                "updatedReplicas": replicas,
+                "availableReplicas": replicas,
             },
         }
         for node in on:
@@ -198,7 +214,7 @@ class FakeKube:
                 "name": name,
                 "namespace": namespace,
                 "uid": f"uid-{self._serial:05d}",
-                "labels": {"app": workload},
+                "labels": {"app": workload, TEMPLATE_HASH: _hashed(spec)},
                 "creationTimestamp": f"2026-01-01T{hour:02d}:{minute:02d}:{second:02d}Z",
                 "ownerReferences": [_owner("ReplicaSet", f"{workload}-rs")],
             },
@@ -263,6 +279,7 @@ class FakeKube:
         workload = name.removesuffix("-rs")
         if (namespace, workload) not in self.deployments:
             return None
+        current = _hashed(self.deployments[(namespace, workload)]["spec"]["template"])
         doc = {
             "metadata": {
                 "name": name,
@@ -270,7 +287,7 @@ class FakeKube:
                 "uid": f"rs-{workload}",
                 "ownerReferences": [_owner("Deployment", workload)],
             },
-            "spec": {"selector": {"matchLabels": {"app": workload}}},
+            "spec": {"selector": {"matchLabels": {"app": workload, TEMPLATE_HASH: current}}},
         }
         return self._model(doc, "rs")
 
@@ -352,6 +369,35 @@ class FakeKube:
             return None
         merge(doc, patch)
         return self._model(doc, "pod")
+
+    def patch_deployment(
+        self, namespace: str, name: str, build: Callable[[Any], Patch | None]
+    ) -> Any | None:
+        self.calls.append(("patch_deployment", f"{namespace}/{name}"))
+        doc = self.deployments.get((namespace, name))
+        patch = None if doc is None else build(self._model(doc, "deploy"))
+        if doc is None or patch is None:
+            return None
+        merge(doc, patch)
+        self._roll(namespace, name)
+        return self._model(doc, "deploy")
+
+    def _roll(self, namespace: str, workload: str) -> None:
+        """A rolling update of surge 1 and none unavailable: pods of the current template up to
+        the replicas, and one pod of another template deleted per new one Ready (a pod of the
+        template set back counts as new: the rollout turns around)."""
+        deployment = self.deployments[(namespace, workload)]
+        current = _hashed(deployment["spec"]["template"])
+        docs = self._docs(namespace, {"app": workload})
+        new = [d for d in docs if d["metadata"]["labels"].get(TEMPLATE_HASH) == current]
+        for _ in range(deployment["spec"]["replicas"] - len(new)):
+            self._spawn(namespace, workload)
+        docs = self._docs(namespace, {"app": workload})
+        new = [d for d in docs if d["metadata"]["labels"].get(TEMPLATE_HASH) == current]
+        old = [d for d in docs if d not in new]
+        ready = sum(_ready(d) for d in new)
+        for doc in old[:ready]:
+            del self.pod_docs[(namespace, doc["metadata"]["name"])]
 
     def create_pod(self, namespace: str, body: Mapping[str, Any]) -> Any:
         name = body["metadata"]["name"]
@@ -435,6 +481,27 @@ class FakeKube:
         if node in self.nodes:
             return Verification(False, f"timed out waiting for node {node} to be deleted")
         return Verification(True, f"node {node} deleted")
+
+
+TEMPLATE_HASH = "pod-template-hash"
+
+
+def _hashed(template: Mapping[str, Any]) -> str:
+    """A pod template's hash, as the Deployment controller labels its ReplicaSet's pods (an
+    empty map counts as none, as the API serves it)."""
+    return hashlib.sha256(json.dumps(_pruned(template), sort_keys=True).encode()).hexdigest()[:10]
+
+
+def _pruned(value: Any) -> Any:
+    if not isinstance(value, Mapping):
+        return value
+    kept = {k: _pruned(v) for k, v in value.items()}
+    return {k: v for k, v in kept.items() if v != {}}
+
+
+def _ready(doc: Mapping[str, Any]) -> bool:
+    conditions = doc.get("status", {}).get("conditions") or ()
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def _labels(doc: Mapping[str, Any]) -> dict[str, str]:

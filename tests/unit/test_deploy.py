@@ -46,6 +46,7 @@ CALLS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "create_namespaced_pod_eviction": ("", "pods/eviction", ("create",)),
     "list_deployment_for_all_namespaces": ("apps", "deployments", ("list", "watch")),
     "read_namespaced_deployment": ("apps", "deployments", ("get",)),
+    "patch_namespaced_deployment": ("apps", "deployments", ("patch",)),
     "read_namespaced_deployment_scale": ("apps", "deployments/scale", ("get",)),
     "patch_namespaced_deployment_scale": ("apps", "deployments/scale", ("patch",)),
     "list_replica_set_for_all_namespaces": ("apps", "replicasets", ("list", "watch")),

@@ -28,7 +28,9 @@ SOURCE, TARGET, OTHER = "node-1", "node-2", "node-3"
 
 def kube(moves_at_once: int = 10) -> FakeKube:
     """Three nodes; the scheduler's favourite is the source (node-1)."""
-    fake = FakeKube(Execute(eviction_retries=0, max_moves_at_once=moves_at_once))
+    fake = FakeKube(
+        Execute(eviction_retries=0, max_moves_at_once=moves_at_once, surge_lone_pods=False)
+    )
     for name in (SOURCE, TARGET, OTHER):
         fake.add_node(name)
     fake.default_node = SOURCE

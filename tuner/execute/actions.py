@@ -4,9 +4,11 @@ rules again, :mod:`.checks`) and returns the step whose ``apply`` carries the ac
 verifies it. A migrate evicts the pod and waits for its replacement to be Ready off its source
 and off the nodes the transition empties (aimed at its destination, verified wherever the
 scheduler put it), alone or in a wave with the migrations next to it in the plan
-(:func:`together`: all evicted, then their replacements awaited); an add scales +1 and waits
-for the new pod the same way; a remove makes its pod the cheapest to delete, scales −1 and
-verifies that exactly that pod went; an add or remove that fails its verification scales back.
+(:func:`together`: all evicted, then their replacements awaited); the lone pod of a Deployment
+whose rollout surges moves by a restart instead, its new pod started first (:mod:`.surge`); an
+add scales +1 and waits for the new pod the same way; a remove makes its pod the cheapest to
+delete, scales −1 and verifies that exactly that pod went; an add or remove that fails its
+verification scales back.
 A node's removal is :mod:`.node_removal`, a provision :mod:`.provision`.
 """
 
@@ -14,14 +16,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import MutableMapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from time import monotonic
 from typing import Any
 
 from tuner.execute import checks
 from tuner.execute.affinity import has_preference
 from tuner.execute.events import Sink
-from tuner.execute.kube import selector_text
 from tuner.execute.landing import Landing, avoided, marked, not_onboarded, onto, verified
 from tuner.execute.node_removal import check_remove_node
 from tuner.execute.port import KubePort
@@ -29,6 +30,7 @@ from tuner.execute.provision import check_provision, pending_target
 from tuner.execute.retry import ActionFailed, failure
 from tuner.execute.scaling import Scaled, restore, settled, take, withdraw
 from tuner.execute.step import Done, Gone, Step
+from tuner.execute.surge import SurgeMove, surge_of
 from tuner.execute.watch import Verification
 from tuner.model.movability import MOVABLE_OWNERS
 from tuner.plan.actions import Action, Add, Migrate, ProvisionNode, Remove, RemoveNode, provisional
@@ -152,15 +154,18 @@ def _uids(pods: list[Any]) -> frozenset[str]:
     return frozenset(p.metadata.uid for p in pods)
 
 
-def check_migrate(kube: KubePort, action: Migrate, draining: frozenset[str]) -> Migration | Gone:
+def check_migrate(
+    kube: KubePort, action: Migrate, draining: frozenset[str]
+) -> Migration | SurgeMove | Gone:
     """The pod is there and movable, its workload known, the destination open; or it is gone
-    (:class:`Gone`)."""
+    (:class:`Gone`). The lone pod of a Deployment whose rollout surges moves by a restart
+    (:class:`~.surge.SurgeMove`), any other by its eviction."""
     namespace, target = action.pod.namespace, action.target
     pod = kube.pod(namespace, action.pod.name)
     if _gone(pod):
         return Gone(f"pod {namespace}/{action.pod.name}")
     pod = _present(kube, pod, namespace, action.pod.name, action.source)
-    rs, _, workload = _workload_of(kube, pod)
+    rs, kind, workload = _workload_of(kube, pod)
     if not provisional(target):
         _destination(kube, target)
     label = kube.keys.workload_label(namespace, workload)
@@ -168,13 +173,17 @@ def check_migrate(kube: KubePort, action: Migrate, draining: frozenset[str]) -> 
     source = pod.spec.node_name
     landing = Landing(
         namespace,
-        selector_text(rs.spec.selector),
+        checks.selector_text(rs.spec.selector),
         target,
         label,
         onboarded,
         avoided(draining, source),
     )
     cordon = None if source in draining else source
+    deployment = surge_of(kube, namespace, workload) if kind == "Deployment" else None
+    if deployment is not None:  # its new pod is another ReplicaSet's: the Deployment's selector
+        whole = replace(landing, selector=checks.selector_text(deployment.spec.selector))
+        return SurgeMove(pod, deployment, whole, f"{namespace}/{workload}", cordon)
     return Migration(pod, landing, f"{namespace}/{workload}", cordon)
 
 
@@ -306,7 +315,7 @@ def check_add(kube: KubePort, action: Add, draining: frozenset[str]) -> PodAddit
     label = kube.keys.workload_label(wl.namespace, wl.name)
     onboarded = has_preference(_affinity(obj.spec.template.spec, kube), label)
     replicas = kube.replicas(wl.kind, wl.namespace, wl.name)
-    selector = selector_text(obj.spec.selector)
+    selector = checks.selector_text(obj.spec.selector)
     scaled = Scaled(wl.kind, wl.namespace, wl.name, selector)
     landing = Landing(wl.namespace, selector, target, label, onboarded, avoided(draining))
     return PodAddition(scaled, f"{wl.namespace}/{wl.name}", landing, replicas)
@@ -361,7 +370,7 @@ def check_remove(kube: KubePort, action: Remove) -> PodRemoval:
     obj = _scalable(kube, namespace, kind, workload)
     replicas = kube.replicas(kind, namespace, workload)
     return PodRemoval(
-        pod, Scaled(kind, namespace, workload, selector_text(obj.spec.selector)), replicas
+        pod, Scaled(kind, namespace, workload, checks.selector_text(obj.spec.selector)), replicas
     )
 
 

@@ -58,12 +58,25 @@ def _allowed(kube: KubePort, workload: Workload) -> int:
     spared = spare(replicas, kube.hpa_utilisation(workload.namespace, "Deployment", workload.name))
     if spared is not None:
         allowed = min(allowed, max(spared, 1))
-    labels = dict((spec.template.metadata and spec.template.metadata.labels) or {})
-    for budget in kube.disruption_budgets(workload.namespace):
+    budget = disruptions_allowed(kube, workload.namespace, template_labels(deployment))
+    return allowed if budget is None else min(allowed, max(budget, 1))
+
+
+def template_labels(deployment: Any) -> dict[str, str]:
+    """The labels of a Deployment's pods (its template's)."""
+    template = deployment.spec.template
+    return dict((template.metadata and template.metadata.labels) or {})
+
+
+def disruptions_allowed(kube: KubePort, namespace: str, labels: dict[str, str]) -> int | None:
+    """The fewest disruptions any PodDisruptionBudget over pods with ``labels`` allows now
+    (``status.disruptionsAllowed``); None when no budget covers them."""
+    allowed: int | None = None
+    for budget in kube.disruption_budgets(namespace):
         if _covers(kube, budget, labels):
             status = budget.status
             now = 0 if status is None else int(status.disruptions_allowed or 0)
-            allowed = min(allowed, max(now, 1))
+            allowed = now if allowed is None else min(allowed, now)
     return allowed
 
 

@@ -19,6 +19,23 @@ from tuner.monitor.kube import parse_live
 from tuner.monitor.owners import MIRROR_ANNOTATION
 
 
+def selector_text(selector: Any) -> str:
+    """A V1LabelSelector as the ``labelSelector`` query string."""
+    parts = [f"{k}={v}" for k, v in sorted((selector.match_labels or {}).items())]
+    for expr in selector.match_expressions or ():
+        values = ",".join(expr.values or ())
+        match expr.operator:
+            case "In":
+                parts.append(f"{expr.key} in ({values})")
+            case "NotIn":
+                parts.append(f"{expr.key} notin ({values})")
+            case "Exists":
+                parts.append(expr.key)
+            case "DoesNotExist":
+                parts.append(f"!{expr.key}")
+    return ",".join(parts)
+
+
 def owner(obj: Any) -> tuple[str, str] | None:
     """(kind, name) of the controller owning an object."""
     ref = next((r for r in obj.metadata.owner_references or () if r.controller), None)

@@ -1,8 +1,9 @@
 """The journal of the transition in flight: a ConfigMap written before every action and
 deleted when the transition ends, so a run that died mid-transition is visible to the next.
 Before an add or remove scales, it also records the workload and its replica count before and
-after the change (``scaled``), so that recovery can restore the count; before a provision
-creates a placeholder pod, its name (``placeholder``).
+after the change (``scaled``), so that recovery can restore the count; before a surge move
+restarts a Deployment's rollout, the annotation it sets (``restarted``), so that recovery can
+set it back; before a provision creates a placeholder pod, its name (``placeholder``).
 """
 
 from __future__ import annotations
@@ -66,6 +67,15 @@ class Journal:
     def settled(self) -> None:
         """The replica change recorded by :meth:`scaling` was verified: drop it."""
         self._patch({"scaled": None})
+
+    def restarting(self, record: Mapping[str, object]) -> None:
+        """Record the rollout restart a surge move is about to make (what to set back after a
+        crash, :func:`~tuner.execute.surge.undo_restart`), until :meth:`restarted`."""
+        self._patch({"restarted": json.dumps(record, sort_keys=True)})
+
+    def restarted(self) -> None:
+        """The restart recorded by :meth:`restarting` was verified or set back: drop it."""
+        self._patch({"restarted": None})
 
     def placeholder(self, name: str | None) -> None:
         """Record the placeholder pod about to be created (None: it was deleted), so that a

@@ -28,23 +28,6 @@ MERGE_PATCH = "application/merge-patch+json"
 MAX_EVICTION_DELAY_S = 60.0
 
 
-def selector_text(selector: Any) -> str:
-    """A V1LabelSelector as the ``labelSelector`` query string."""
-    parts = [f"{k}={v}" for k, v in sorted((selector.match_labels or {}).items())]
-    for expr in selector.match_expressions or ():
-        values = ",".join(expr.values or ())
-        match expr.operator:
-            case "In":
-                parts.append(f"{expr.key} in ({values})")
-            case "NotIn":
-                parts.append(f"{expr.key} notin ({values})")
-            case "Exists":
-                parts.append(expr.key)
-            case "DoesNotExist":
-                parts.append(f"!{expr.key}")
-    return ",".join(parts)
-
-
 class Kube:
     """Reads and writes of the executor, with retries and a stop flag."""
 
@@ -221,41 +204,60 @@ class Kube:
 
     def patch_node(self, name: str, build: Callable[[Any], Patch | None]) -> Any | None:
         """Read the node, build a patch from it, apply it; None when the node or patch is absent."""
-
-        def attempt() -> Any | None:
-            try:
-                node = self.core.read_node(name)
-                patch = build(node)
-                if patch is None:
-                    return None
-                return self.core.patch_node(name, patch, _content_type=MERGE_PATCH)
-            except ApiException as err:
-                if err.status == 404:
-                    return None
-                raise
-
-        return self.retry.call(f"patch node {name}", attempt)
+        return self._patched(
+            f"patch node {name}",
+            lambda: self.core.read_node(name),
+            lambda patch: self.core.patch_node(name, patch, _content_type=MERGE_PATCH),
+            build,
+        )
 
     def patch_pod(
         self, namespace: str, name: str, build: Callable[[Any], Patch | None]
     ) -> Any | None:
         """Read the pod, build a patch from it, apply it; None when the pod or patch is absent."""
+        return self._patched(
+            f"patch pod {namespace}/{name}",
+            lambda: self.core.read_namespaced_pod(name, namespace),
+            lambda patch: self.core.patch_namespaced_pod(
+                name, namespace, patch, _content_type=MERGE_PATCH
+            ),
+            build,
+        )
+
+    def patch_deployment(
+        self, namespace: str, name: str, build: Callable[[Any], Patch | None]
+    ) -> Any | None:
+        """Read the Deployment, build a patch from it, apply it; None when the Deployment or
+        patch is absent."""
+        return self._patched(
+            f"patch deployment {namespace}/{name}",
+            lambda: self.apps.read_namespaced_deployment(name, namespace),
+            lambda patch: self.apps.patch_namespaced_deployment(
+                name, namespace, patch, _content_type=MERGE_PATCH
+            ),
+            build,
+        )
+
+    def _patched(
+        self,
+        what: str,
+        read: Callable[[], Any],
+        write: Callable[[Patch], Any],
+        build: Callable[[Any], Patch | None],
+    ) -> Any | None:
+        """Read an object, build a merge patch from it and apply it, retried; None when the
+        object is gone (404) or there is nothing to patch."""
 
         def attempt() -> Any | None:
             try:
-                pod = self.core.read_namespaced_pod(name, namespace)
-                patch = build(pod)
-                if patch is None:
-                    return None
-                return self.core.patch_namespaced_pod(
-                    name, namespace, patch, _content_type=MERGE_PATCH
-                )
+                patch = build(read())
+                return None if patch is None else write(patch)
             except ApiException as err:
                 if err.status == 404:
                     return None
                 raise
 
-        return self.retry.call(f"patch pod {namespace}/{name}", attempt)
+        return self.retry.call(what, attempt)
 
     def create_pod(self, namespace: str, body: Mapping[str, Any]) -> Any:
         """Create a pod (an earlier attempt whose answer was lost counts: 409 reads it)."""

@@ -82,6 +82,12 @@ class KubePort(Protocol):
     ) -> Any | None:
         """Read the pod, build a patch from it, apply it; None when the pod or patch is absent."""
 
+    def patch_deployment(
+        self, namespace: str, name: str, build: Callable[[Any], Patch | None]
+    ) -> Any | None:
+        """Read the Deployment, build a patch from it, apply it; None when the Deployment or
+        patch is absent."""
+
     def create_pod(self, namespace: str, body: Mapping[str, Any]) -> Any:
         """Create a pod."""
 

@@ -4,7 +4,9 @@ Everything the tuner changes carries the ``<prefix>/managed`` label and a record
 (:mod:`tuner.execute.marks`), so one label selector finds every leftover: node labels, cordons,
 taints and pod-deletion-costs. The journal names the transition that was interrupted and, when
 an add or remove was interrupted after its scaling, the replica count to restore
-(:func:`~tuner.execute.scaling.undo_scale`: only when nobody has changed it since, verified).
+(:func:`~tuner.execute.scaling.undo_scale`: only when nobody has changed it since, verified),
+and when a surge move was interrupted, the rollout restart to set back
+(:func:`~tuner.execute.surge.undo_restart`: only when its rollout is not complete).
 Placeholder pods, of an interrupted provision or held ahead of a forecast rise
 (:mod:`tuner.execute.reserve`), are found by their own label
 (:func:`~tuner.execute.provision.remove_placeholders`), so even one created just before its
@@ -18,6 +20,7 @@ from tuner.execute.marks import undo_node, undo_pod
 from tuner.execute.port import KubePort
 from tuner.execute.provision import remove_placeholders
 from tuner.execute.scaling import undo_scale
+from tuner.execute.surge import undo_restart
 
 
 def recover(kube: KubePort) -> list[str]:
@@ -45,5 +48,7 @@ def recover(kube: KubePort) -> list[str]:
     if data is not None:
         if data.get("scaled"):
             undone.append(undo_scale(kube, data["scaled"]))
+        if data.get("restarted"):
+            undone.append(undo_restart(kube, data["restarted"]))
         journal.end()
     return undone
