@@ -23,7 +23,15 @@ from typing import Any
 from tuner.execute import checks
 from tuner.execute.affinity import has_preference
 from tuner.execute.events import Sink
-from tuner.execute.landing import Landing, avoided, marked, not_onboarded, onto, verified
+from tuner.execute.landing import (
+    Landing,
+    avoided,
+    marked,
+    marks_said,
+    not_onboarded,
+    onto,
+    verified,
+)
 from tuner.execute.node_removal import check_remove_node
 from tuner.execute.port import KubePort
 from tuner.execute.provision import check_provision, pending_target
@@ -210,18 +218,10 @@ class Migration:
         """What :meth:`apply` would do."""
         namespace, name = self.pod.metadata.namespace, self.pod.metadata.name
         landing = self.landing
-        first: list[str] = []
-        last: list[str] = []
-        if landing.onboarded:
-            first.append(f"label node {landing.target} {landing.label}")
-            last.append("unlabel")
-        if self.cordon is not None:
-            first.append(f"cordon and taint node {self.cordon} for the move")
-            last.append("undo the cordon")
+        first, last = marks_said(landing, self.cordon)
         return (
-            f"would {''.join(f'{step}, ' for step in first)}evict pod {namespace}/{name}, wait "
-            f"for its replacement to be {landing.wait()}{''.join(f', {step}' for step in last)}"
-            f"{not_onboarded(landing.onboarded, self.workload)}"
+            f"would {first}evict pod {namespace}/{name}, wait for its replacement to be "
+            f"{landing.wait()}{last}{not_onboarded(landing.onboarded, self.workload)}"
         )
 
     def apply(self, kube: KubePort, events: Sink) -> Done:

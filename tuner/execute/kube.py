@@ -204,60 +204,47 @@ class Kube:
 
     def patch_node(self, name: str, build: Callable[[Any], Patch | None]) -> Any | None:
         """Read the node, build a patch from it, apply it; None when the node or patch is absent."""
-        return self._patched(
-            f"patch node {name}",
-            lambda: self.core.read_node(name),
-            lambda patch: self.core.patch_node(name, patch, _content_type=MERGE_PATCH),
-            build,
-        )
+        core = self.core
+        return self._patched(f"node {name}", core.read_node, core.patch_node, (name,), build)
 
     def patch_pod(
         self, namespace: str, name: str, build: Callable[[Any], Patch | None]
     ) -> Any | None:
         """Read the pod, build a patch from it, apply it; None when the pod or patch is absent."""
-        return self._patched(
-            f"patch pod {namespace}/{name}",
-            lambda: self.core.read_namespaced_pod(name, namespace),
-            lambda patch: self.core.patch_namespaced_pod(
-                name, namespace, patch, _content_type=MERGE_PATCH
-            ),
-            build,
-        )
+        read, write = self.core.read_namespaced_pod, self.core.patch_namespaced_pod
+        return self._patched(f"pod {namespace}/{name}", read, write, (name, namespace), build)
 
     def patch_deployment(
         self, namespace: str, name: str, build: Callable[[Any], Patch | None]
     ) -> Any | None:
         """Read the Deployment, build a patch from it, apply it; None when the Deployment or
         patch is absent."""
+        read, write = self.apps.read_namespaced_deployment, self.apps.patch_namespaced_deployment
         return self._patched(
-            f"patch deployment {namespace}/{name}",
-            lambda: self.apps.read_namespaced_deployment(name, namespace),
-            lambda patch: self.apps.patch_namespaced_deployment(
-                name, namespace, patch, _content_type=MERGE_PATCH
-            ),
-            build,
+            f"deployment {namespace}/{name}", read, write, (name, namespace), build
         )
 
     def _patched(
         self,
         what: str,
-        read: Callable[[], Any],
-        write: Callable[[Patch], Any],
+        read: Callable[..., Any],
+        write: Callable[..., Any],
+        names: tuple[str, ...],
         build: Callable[[Any], Patch | None],
     ) -> Any | None:
-        """Read an object, build a merge patch from it and apply it, retried; None when the
-        object is gone (404) or there is nothing to patch."""
+        """Read an object (the client's ``read(*names)``), build a merge patch from it and
+        apply it (``write``), retried; None when it is gone (404) or there is nothing to patch."""
 
         def attempt() -> Any | None:
             try:
-                patch = build(read())
-                return None if patch is None else write(patch)
+                patch = build(read(*names))
+                return None if patch is None else write(*names, patch, _content_type=MERGE_PATCH)
             except ApiException as err:
                 if err.status == 404:
                     return None
                 raise
 
-        return self.retry.call(what, attempt)
+        return self.retry.call(f"patch {what}", attempt)
 
     def create_pod(self, namespace: str, body: Mapping[str, Any]) -> Any:
         """Create a pod (an earlier attempt whose answer was lost counts: 409 reads it)."""

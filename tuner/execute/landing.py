@@ -102,6 +102,20 @@ def verified(verdict: Verification, landing: Landing, workload: str) -> Done:
     return Done(note, landed=verdict.node, steered=landing.onboarded, elsewhere=elsewhere)
 
 
+def marks_said(landing: Landing, cordon: str | None) -> tuple[str, str]:
+    """How a dry run says the marks of a move (:func:`marked`): what comes before it (``label
+    node ..., cordon and taint node ... for the move, ``) and their undoing after it."""
+    first: list[str] = []
+    last: list[str] = []
+    if landing.onboarded:
+        first.append(f"label node {landing.target} {landing.label}")
+        last.append("unlabel")
+    if cordon is not None:
+        first.append(f"cordon and taint node {cordon} for the move")
+        last.append("undo the cordon")
+    return "".join(f"{step}, " for step in first), "".join(f", {step}" for step in last)
+
+
 def not_onboarded(onboarded: bool, workload: str) -> str:
     if onboarded:
         return ""

@@ -31,7 +31,7 @@ from tuner.execute.allowance import disruptions_allowed, template_labels
 from tuner.execute.events import Sink
 from tuner.execute.journal import Journal
 from tuner.execute.kube import now_iso
-from tuner.execute.landing import Landing, marked, not_onboarded, verified
+from tuner.execute.landing import Landing, marked, marks_said, not_onboarded, verified
 from tuner.execute.onboard import rolled_out
 from tuner.execute.port import KubePort
 from tuner.execute.retry import ActionFailed
@@ -163,20 +163,15 @@ class SurgeMove:
 
     def would(self) -> str:
         """What :meth:`apply` would do."""
-        namespace, name = self.pod.metadata.namespace, self.pod.metadata.name
-        landing = self.landing
-        first = [f"label node {landing.target} {landing.label}"] if landing.onboarded else []
-        last = ["unlabel"] if landing.onboarded else []
-        if self.cordon is not None:
-            first.append(f"cordon and taint node {self.cordon} for the move")
-            last.append("undo the cordon")
-        return (
-            f"would {''.join(f'{step}, ' for step in first)}restart the rollout of Deployment "
-            f"{self.workload} (its one pod {namespace}/{name} replaced by a new one started "
-            f"first), wait for the new pod to be {landing.wait()} and {name} to be gone"
-            f"{''.join(f', {step}' for step in last)}"
-            f"{not_onboarded(landing.onboarded, self.workload)}"
+        first, last = marks_said(self.landing, self.cordon)
+        meta = self.pod.metadata
+        restart = (
+            f"restart the rollout of Deployment {self.workload} (its one pod "
+            f"{meta.namespace}/{meta.name} replaced by a new one started first)"
         )
+        awaited = f"the new pod to be {self.landing.wait()} and {meta.name} to be gone"
+        unsteered = not_onboarded(self.landing.onboarded, self.workload)
+        return f"would {first}{restart}, wait for {awaited}{last}{unsteered}"
 
     def apply(self, kube: KubePort, events: Sink) -> Done:
         """Carry the move out, verified (the restart set back when it fails)."""
