@@ -48,9 +48,10 @@ Driving a simulation from outside (e.g. the daemon's moderator loop for a demo)
 - ``Simulation.apply(actions, node_removal) -> tuple[ActionResult, ...]``: carries out
   ``Migrate``/``Add``/``Remove``/``RemoveNode`` (``tuner.plan.actions``) in order as the real
   executor does (the nodes the plan empties cordoned before its first move; label the target,
-  evict or scale, let the scheduler place the pod with its weight-100 preferred affinity, verify
-  it is Ready off its source and off those nodes, unlabel: ``ActionResult.elsewhere`` when it
-  landed off its target); the first unverified action stops the transition and later actions
+  evict (a one-replica Deployment's pod: surge its rollout, ``surge_lone_pods``) or scale, let
+  the scheduler place the pod with its weight-100 preferred affinity, verify it is Ready off its
+  source and off those nodes, unlabel: ``ActionResult.elsewhere`` when it landed off its
+  target); the first unverified action stops the transition and later actions
   are not run (nor returned). ``node_removal`` is the setting
   ``execute.node_removal``: ``autoscaler`` (cordon, the Cluster Autoscaler deletes the empty
   node after its unneeded time), ``command`` (the VM goes now) or ``delete-node`` (the Node

@@ -74,17 +74,19 @@ class Controllers:
                 state.bind(pod, node, now)
 
     def reconcile(self) -> None:
-        """ReplicaSet controllers: create or delete pods to match the desired replicas."""
+        """ReplicaSet controllers: create or delete pods to match the desired replicas (a surge
+        move's new pod is its new ReplicaSet's: neither counted nor deleted)."""
         state = self.state
-        by_service = state.by_service
         for service, want in self.replicas.items():
-            have = len(by_service.get(service, ()))
+            have = state.replica_count(service)
             if have == want:
                 continue
             for _ in range(want - have):
                 state.create_pod(service, self.clock.now)
             if have > want:
-                for pod in self._deletion_order(state.pods_of(service))[: have - want]:
+                surge = state.surges.get(service)
+                own = [p for p in state.pods_of(service) if p.uid != surge]
+                for pod in self._deletion_order(own)[: have - want]:
                     state.delete_pod(pod)
 
     def _deletion_order(self, pods: list[SimPod]) -> list[SimPod]:

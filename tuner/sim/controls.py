@@ -122,6 +122,30 @@ class ClusterControls:
             state.bind(pod, chosen, now)
         return pod
 
+    def start_surge(self, pod: SimPod) -> SimPod:
+        """Restart the rollout of the pod's one-replica Deployment: its new ReplicaSet creates
+        one pod, which kube-scheduler binds now and the old ReplicaSet does not count (the old
+        pod stays until :meth:`end_surge`); the new pod (its ``node`` None: pending)."""
+        new = self.start_replica(pod.service)
+        self.state.surges[pod.service] = new.uid
+        return new
+
+    def end_surge(self, old: SimPod, new: SimPod, keep: bool) -> None:
+        """A surge move's end. ``keep`` (its new pod Ready): the Deployment controller scales
+        the old ReplicaSet to 0, which deletes the old pod (counted in the evictions per hour,
+        a pod disrupted), and the new pod is the workload's. Else the executor reverts the
+        rollout: the new pod is deleted, the old one stays. Nothing when the new pod is gone
+        (the old one stays)."""
+        state = self.state
+        if state.pods.get(new.uid) is not new:
+            return
+        if not keep:
+            state.delete_pod(new)
+            return
+        del state.surges[new.service]
+        if state.pods.get(old.uid) is old:
+            state.evict(old)
+
     def pod_ready(self, pod: SimPod) -> bool:
         """True when the pod still exists, is bound and Ready (its start-up is over)."""
         return self.state.pods.get(pod.uid) is pod and self.controllers.ready(pod)

@@ -83,8 +83,9 @@ def run_demo(name: str, hours: float, speed: float, seed: int) -> int:
         settings = demo_settings(sim, knowledge_path, seed)
         sim.advance(settings.windows.measure_s)  # no window (nor recorded time) before 0
         end = sim.now + hours * 3600
+        execute = settings.execute
         actuator = SimActuator(
-            sim, settings.execute.node_removal, settings.execute.max_moves_at_once
+            sim, execute.node_removal, execute.max_moves_at_once, execute.surge_lone_pods
         )
         counts: dict[str, int] = {}
         knowledge = LazyKnowledge(lambda: EmbeddedKnowledgeBase(knowledge_path))

@@ -186,11 +186,13 @@ class Simulation:
         *,
         on_target_only: bool = False,
         max_moves_at_once: int = Execute.max_moves_at_once,
+        surge_lone_pods: bool = Execute.surge_lone_pods,
     ) -> tuple[ActionResult, ...]:
         """Carry out actions through the simulated executor, in order, verifying each, a wave of
-        migrations at once (at most ``max_moves_at_once``, :mod:`tuner.plan.waves`); the
-        first failed verification stops the rest (they are not returned). A provision binds
-        its provisional node name; later actions name the node it obtained.
+        migrations at once (at most ``max_moves_at_once``, :mod:`tuner.plan.waves`), a
+        one-replica Deployment's pod by a surge move with ``surge_lone_pods``; the first failed
+        verification stops the rest (they are not returned). A provision binds its provisional
+        node name; later actions name the node it obtained.
 
         ``node_removal``: ``autoscaler`` cordons and leaves the empty node to the Cluster
         Autoscaler; ``command`` deletes the VM now; ``delete-node`` deletes the Node object
@@ -206,6 +208,7 @@ class Simulation:
             provision_timeout_s,
             on_target_only=on_target_only,
             max_moves_at_once=max_moves_at_once,
+            surge_lone_pods=surge_lone_pods,
         )
         self.actions.count(results)
         return results

@@ -11,10 +11,14 @@
   until it is Ready (or ``execute.verify_timeout_s``), as the real executor waits for the
   replacement to be Ready before its next action (a replacement the workload's HPA scales in
   before it is Ready leaves nothing to move: done), then remove the label and the cordon;
+- surge move (``execute.surge_lone_pods``, a one-replica Deployment's pod, its rollout surging:
+  :func:`tuner.plan.rollout.surges_first`): a migrate whose new pod starts beside the old one,
+  which goes once the new one is Ready (an eviction); a new pod that fails is deleted (the
+  rollout reverted), the old one stays;
 - a wave (:mod:`tuner.plan.waves`: consecutive migrations, each workload's within its
   allowance, none onto a node another leaves, at most ``execute.max_moves_at_once``): each
-  member's pod evicted and its replacement placed and checked as above, one after the other in
-  the same instant, then time passes until every replacement is Ready (a member that fails
+  member's new pod started (the old one evicted or surged) and checked as above, one after the
+  other in the same instant, then time passes until every new pod is Ready (a member that fails
   starts no further one; those started are still awaited); so a workload never has more of its
   pods starting at once than its rollout, its PDB and its other pods' spare room allow;
 - add: label, one replica more, verify the same way (off the nodes being emptied, Ready), unlabel;
@@ -63,6 +67,7 @@ from tuner.plan.actions import (
     first_move,
     resolved,
 )
+from tuner.plan.rollout import surges_first
 from tuner.plan.waves import spare, unavailable_allowed, wave
 from tuner.settings import Execute
 from tuner.sim.metrics import ActionResult
@@ -115,6 +120,14 @@ class Controls(Protocol):
         """The ReplicaSet creates one pod and kube-scheduler binds it now: the new pod (its
         ``node`` None: pending)."""
 
+    def start_surge(self, pod: SimPod) -> SimPod:
+        """Restart the pod's Deployment's rollout: a new pod as :meth:`start_replica`'s, which
+        the old pod's ReplicaSet does not count (the old pod stays)."""
+
+    def end_surge(self, old: SimPod, new: SimPod, keep: bool) -> None:
+        """The rollout's end: ``keep`` (the new pod Ready), the old pod goes (an eviction);
+        else it is reverted, the new pod goes; nothing when the new pod is gone."""
+
     def pod_ready(self, pod: SimPod) -> bool:
         """True when the pod still exists, is bound and Ready (its start-up is over)."""
 
@@ -131,6 +144,10 @@ class Controls(Protocol):
     def pass_time(self, done: Callable[[], bool], timeout: float) -> bool:
         """Wait (simulated time passes, the cluster's controllers run) until ``done()`` or
         ``timeout`` seconds; whether ``done()`` came true."""
+
+
+Started = tuple[SimPod, SimPod | None]
+"""A wave member's new pod, and the old pod a surge keeps meanwhile (None: evicted)."""
 
 
 def placeholder_constraints(pool: NodePool, avoid: tuple[str, ...] = ()) -> Constraints:
@@ -165,14 +182,15 @@ class SimulatedExecutor:
         *,
         on_target_only: bool = False,
         max_moves_at_once: int = Execute.max_moves_at_once,
+        surge_lone_pods: bool = Execute.surge_lone_pods,
     ) -> tuple[ActionResult, ...]:
         """Carry out the actions in order, each verified (a new pod Ready within
         :attr:`verify_timeout_s`), a wave of migrations at once (:mod:`tuner.plan.waves`, at
-        most ``max_moves_at_once``), the nodes the plan empties cordoned before its first move
-        and given back when it stops short of removing them; the first failed verification
-        stops the rest (not returned; a wave's other members finish). ``on_target_only``: the
-        2019 tuner's executor (no drain ahead, one action at a time, a pod verified on its
-        target only, not waited for)."""
+        most ``max_moves_at_once``), a lone pod surged with ``surge_lone_pods``, the nodes the
+        plan empties cordoned before its first move and given back when it stops short of
+        removing them; the first failed verification stops the rest (not returned; a wave's
+        other members finish). ``on_target_only``: the 2019 tuner's executor (no drain ahead,
+        one action at a time, a pod evicted, verified on its target only, not waited for)."""
         cluster = self.cluster
         nodes = () if on_target_only else emptied(actions)
         draining = None if on_target_only else frozenset(nodes)
@@ -189,7 +207,7 @@ class SimulatedExecutor:
                 if draining is not None and isinstance(rest[0], Migrate):
                     size = wave(rest, self._allowance, max_moves_at_once)
                     moves = [a for a in rest[:size] if isinstance(a, Migrate)]
-                    done = self._together(moves, draining)
+                    done = self._together(moves, draining, surge_lone_pods)
                 else:
                     done = [
                         self.execute(rest[0], node_removal, provision_timeout_s, bindings, draining)
@@ -238,7 +256,7 @@ class SimulatedExecutor:
             case ProvisionNode():
                 return self._provision(action, provision_timeout_s, bindings)
             case Migrate() if draining is not None:
-                return self._together((action,), draining)[0]
+                return self._together((action,), draining, Execute.surge_lone_pods)[0]
             case Migrate(pod=pod, target=target):  # the 2019 tuner's: verified on its target
                 sim_pod = cluster.pod_named(pod.name)
                 if sim_pod is None:  # deleted since the plan (its HPA scaled it in)
@@ -293,28 +311,30 @@ class SimulatedExecutor:
         bindings[action.node] = node
         return ActionResult(action, True)
 
-    def _together(self, moves: Sequence[Migrate], draining: frozenset[str]) -> list[ActionResult]:
-        """A wave (one migration or more): evict each pod in turn (its target labelled, its
-        source cordoned unless it is already) and let the scheduler place its replacement,
-        verified off its source and ``draining`` (a failure starts no further member); then
-        wait until every replacement is Ready or gone (:meth:`_verdict`); undo the labels and
-        cordons."""
+    def _together(
+        self, moves: Sequence[Migrate], draining: frozenset[str], surge: bool
+    ) -> list[ActionResult]:
+        """A wave (one migration or more): start each member in turn (:meth:`_start`; a failure
+        starts no further one), wait until every new pod is Ready or gone (:meth:`_verdict`),
+        end the surges; undo the labels and cordons."""
         cluster = self.cluster
         results: list[ActionResult] = []
-        started: dict[int, SimPod] = {}
+        started: dict[int, Started] = {}
         labels: dict[tuple[str, str], None] = {}
         cordoned: list[str] = []
         try:
             for move in moves:
-                result, pod = self._start(move, draining, labels, cordoned)
+                result, pods = self._start(move, draining, labels, cordoned, surge)
                 results.append(result)
                 if not result.verified:
                     break
-                if pod is not None:
-                    started[len(results) - 1] = pod
-            self._settled(tuple(started.values()))
-            for index, pod in started.items():
-                results[index] = self._verdict(moves[index], pod, results[index])
+                if pods is not None:
+                    started[len(results) - 1] = pods
+            self._settled(tuple(new for new, _ in started.values()))
+            for index, (new, old) in started.items():
+                results[index] = self._verdict(moves[index], new, results[index])
+                if old is not None:
+                    cluster.end_surge(old, new, results[index].verified)
         finally:
             for target, label in labels:
                 cluster.label_node(target, label, None)
@@ -328,9 +348,12 @@ class SimulatedExecutor:
         draining: frozenset[str],
         labels: dict[tuple[str, str], None],
         cordoned: list[str],
-    ) -> tuple[ActionResult, SimPod | None]:
-        """Evict one member of a wave and place its replacement: where it landed, and the new
-        pod (None when the pod is gone since the plan: nothing to move, done)."""
+        surge: bool,
+    ) -> tuple[ActionResult, Started | None]:
+        """Label one member's target, cordon its source (unless it is already), evict its pod or
+        surge it (with ``surge``, a lone pod's: :meth:`_surges`) and let the scheduler place the
+        new pod: where it landed (verified off its source and ``draining``), the new pod and the
+        old one a surge keeps (None when the pod is gone since the plan: nothing to move, done)."""
         cluster, pod, target = self.cluster, move.pod, move.target
         sim_pod = cluster.pod_named(pod.name)
         if sim_pod is None:  # deleted since the plan (its HPA scaled it in)
@@ -345,9 +368,21 @@ class SimulatedExecutor:
             labels[label] = None
         if cluster.cordon(move.source):
             cordoned.append(move.source)
-        cluster.evict(sim_pod)
-        new = cluster.start_replica(sim_pod.service)
-        return self._landing(move, new.node, target, draining, move.source), new
+        old = sim_pod if surge and self._surges(sim_pod.service) else None
+        if old is None:
+            cluster.evict(sim_pod)
+            new = cluster.start_replica(sim_pod.service)
+        else:
+            new = cluster.start_surge(old)
+        landed = self._landing(move, new.node, target, draining, move.source)
+        if old is not None and not landed.verified:
+            cluster.end_surge(old, new, False)
+        return landed, (new, old)
+
+    def _surges(self, service: Service) -> bool:
+        """A move of its pod surges: a one-replica Deployment (rolled out by default, unpaused)."""
+        desired = self.cluster.desired(service)
+        return service.kind == "Deployment" and surges_first(None, None, None, desired, False)
 
     def _steer(
         self, action: Action, service: Service, target: str, draining: frozenset[str] | None

@@ -86,11 +86,14 @@ class SimActuator:
         sim: Simulation,
         node_removal: str,
         max_moves_at_once: int = Execute.max_moves_at_once,
+        surge_lone_pods: bool = Execute.surge_lone_pods,
     ) -> None:
         self.sim = sim
         self.node_removal = node_removal
         self.max_moves_at_once = max_moves_at_once
         """``execute.max_moves_at_once``."""
+        self.surge_lone_pods = surge_lone_pods
+        """``execute.surge_lone_pods``."""
         self.actions = 0
         """Actions carried out and verified."""
 
@@ -107,7 +110,10 @@ class SimActuator:
         in simulated time."""
         began = self.sim.now
         results = self.sim.apply(
-            actions, self.node_removal, max_moves_at_once=self.max_moves_at_once
+            actions,
+            self.node_removal,
+            max_moves_at_once=self.max_moves_at_once,
+            surge_lone_pods=self.surge_lone_pods,
         )
         done = tuple(r.action for r in results if r.verified)
         self.actions += len(done)

@@ -204,6 +204,9 @@ class SimCluster:
         """(bound at, pod) of recent bindings, oldest first, for readiness after startup."""
         self.evictions = 0
         """Pods evicted so far, by any actor."""
+        self.surges: dict[Service, int] = {}
+        """The new pod (uid) of each workload in a surge move: its new ReplicaSet's, which the
+        workload's ReplicaSet does not count until the handover."""
         self.touched_nodes: set[str] = set()
         """Nodes that joined, left, were cordoned or had pods start or stop on them since the
         simulation last collected them (for the window's per-node stability)."""
@@ -321,13 +324,13 @@ class SimCluster:
 
     def disruptions_allowed(self, service: Service) -> int | None:
         """How many more pods of ``service`` its PodDisruptionBudget lets go now (bound pods
-        count as healthy, every pod as expected); None without a PodDisruptionBudget."""
+        count as healthy, its ReplicaSet's as expected); None without a PodDisruptionBudget."""
         budget = service.pdb_max_unavailable
         if budget is None:
             return None
         uids = self.by_service.get(service, ())
         healthy = sum(1 for uid in uids if self.pods[uid].node is not None)
-        return healthy - (len(uids) - budget)
+        return healthy - (self.replica_count(service) - budget)
 
     def _forget(self, pod: SimPod) -> None:
         self.totals.add(pod, -1)
@@ -339,6 +342,8 @@ class SimCluster:
         self.waiting.pop(pod.uid, None)
         self.by_service[pod.service].discard(pod.uid)
         del self.by_name[pod.name]
+        if self.surges.get(pod.service) == pod.uid:
+            del self.surges[pod.service]
 
     def pending(self) -> list[SimPod]:
         """Pods waiting for a node, oldest first (placeholders too)."""
@@ -351,6 +356,10 @@ class SimCluster:
     def count(self, service: Service) -> int:
         """How many pods a service has."""
         return len(self.by_service.get(service, ()))
+
+    def replica_count(self, service: Service) -> int:
+        """How many pods its ReplicaSet counts: all but a surge move's new pod."""
+        return self.count(service) - (service in self.surges)
 
     def pods_on(self, node: SimNode) -> list[SimPod]:
         """Pods on a node."""

@@ -163,7 +163,10 @@ class ProjectTuner(Strategy):
         """Take back needed nodes and hold the reserve every ``windows.retry_s`` (as the
         moderator does); run a cycle when one is due."""
         if self._ports is None:
-            actuator = SimActuator(sim, self.removal(), self.settings.execute.max_moves_at_once)
+            execute = self.settings.execute
+            actuator = SimActuator(
+                sim, self.removal(), execute.max_moves_at_once, execute.surge_lone_pods
+            )
             observer = SimObserver(sim, self.settings.windows)
             self.safeguards.clock = lambda: sim.now
             self.history = self.load_history(sim)
