@@ -28,6 +28,9 @@ READY = re.compile(r"pod (\S+) is Ready on (\S+)")
 """How a verified migration names its replacement and where it landed."""
 EVERY_TAINT = [{"operator": "Exists"}]
 """A pod that tolerates every taint, the cordon's included (agents often run this way)."""
+EVICTING = {"surge_lone_pods": False}
+"""Every pod moved by its eviction, what these tests are about (a one-replica Deployment's pod
+would move by a surge: ``tests/cluster/test_surge.py``)."""
 
 
 def _shop(kube: ClusterHarness, *, tolerant: bool = False) -> tuple[str, list[str]]:
@@ -112,7 +115,7 @@ def test_emptying_a_node_of_workloads_not_onboarded_never_bounces_a_pod(
     assert len(moved) == 5
     offset = kube.audit_log.stat().st_size
 
-    result = _actuator(kube, node_removal="autoscaler").carry_out(plan)
+    result = _actuator(kube, node_removal="autoscaler", **EVICTING).carry_out(plan)
 
     assert result.completed, result.reason
     assert result.eviction_only == tuple(plan[:-1])  # counted as placement not controlled
@@ -151,7 +154,7 @@ def test_a_replacement_that_returns_to_its_source_fails_and_the_transition_rolls
     (pod,) = [a.pod.name for a in plan if isinstance(a, Migrate)]
     offset = kube.audit_log.stat().st_size
 
-    result = _actuator(kube, node_removal="autoscaler").carry_out(plan)
+    result = _actuator(kube, node_removal="autoscaler", **EVICTING).carry_out(plan)
 
     assert not result.completed and result.done == ()
     assert f"was scheduled on {big}, its source" in result.reason

@@ -10,7 +10,7 @@ from typing import Any
 
 from testkit.cluster_fixture import ClusterHarness
 from tests.cluster.conftest import make_actuator
-from tests.cluster.test_drain import READY, _actuator, _events, _is, _plan, _requests
+from tests.cluster.test_drain import EVICTING, READY, _actuator, _events, _is, _plan, _requests
 from tests.cluster.test_safety import _kill_child_when, _pdb, _transition_child
 from tuner.model.conventions import Keys
 from tuner.plan.actions import Migrate
@@ -46,7 +46,7 @@ def test_a_wave_evicts_both_workloads_pods_before_awaiting_either_replacement(
     plan = _plan(kube, big, small)
     offset = kube.audit_log.stat().st_size
 
-    result = _actuator(kube).carry_out(plan)
+    result = _actuator(kube, **EVICTING).carry_out(plan)
 
     assert result.completed, result.reason
     requests = _requests(kube, offset)
@@ -89,7 +89,7 @@ def test_sigkill_mid_wave_leaves_nothing_once_recovered(
         on = kube.core.read_node(small[0]).metadata.labels or {}
         return all(label in on for label in labels) and api_pod not in kube.placement("app=api")
 
-    blocked = {"eviction_retries": 1000, "eviction_backoff_s": 0.5}  # on web's PDB
+    blocked = {"eviction_retries": 1000, "eviction_backoff_s": 0.5, **EVICTING}  # on web's PDB
     child = _transition_child(kube, tmp_path, "empty", big, small[0], **blocked)
     _kill_child_when(mid_wave, f"the child to label {small[0]} twice, evict {api_pod}", child)
     assert kube.leftovers() != []

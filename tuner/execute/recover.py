@@ -30,6 +30,8 @@ def recover(kube: KubePort) -> list[str]:
     data = journal.read()
     if data is not None:
         undone.append(interrupted(data))
+        if data.get("restarted"):  # first: the move's cordon still keeps its new pod off its source
+            undone.append(undo_restart(kube, data["restarted"]))
     selector = kube.keys.managed
     for node in kube.list_nodes(selector):
         name = node.metadata.name
@@ -48,7 +50,5 @@ def recover(kube: KubePort) -> list[str]:
     if data is not None:
         if data.get("scaled"):
             undone.append(undo_scale(kube, data["scaled"]))
-        if data.get("restarted"):
-            undone.append(undo_restart(kube, data["restarted"]))
         journal.end()
     return undone
