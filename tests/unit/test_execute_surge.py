@@ -217,3 +217,47 @@ def test_recovery_says_an_unreadable_restart_record_and_changes_nothing() -> Non
 
     assert any("unreadable" in line for line in said), said
     assert not [c for c in fake.calls if c[0] == "patch_deployment"]
+
+
+def _wave(fake: FakeKube) -> list[Migrate]:
+    """web (two replicas: one pod evicted) and then api (one: a surge), both off the source."""
+    fake.add_deployment(NS, "web", [SOURCE, TARGET])
+    fake.add_deployment(NS, "api", [SOURCE])
+    return [move(fake, "web"), move(fake, "api")]
+
+
+def test_a_surge_member_of_a_wave_is_moved_after_the_evictions_were_awaited() -> None:
+    fake = kube()
+    plan = _wave(fake)
+
+    result = run_transition(fake, plan, Events())  # type: ignore[arg-type]
+
+    assert result.completed, result.reason
+    calls = [c[0] for c in fake.calls if c[0] in ("evict", "patch_deployment")]
+    assert calls == ["evict", "patch_deployment"]
+    assert moved_at(fake, "api") is not None and moved_at(fake, "web") is None
+
+
+def test_a_surge_member_after_a_failed_eviction_is_not_started() -> None:
+    fake = kube()
+    plan = _wave(fake)
+    fake.refuse_evictions = True
+
+    result = run_transition(fake, plan, Events())  # type: ignore[arg-type]
+
+    assert not result.completed and "refused" in result.reason
+    assert not [c for c in fake.calls if c[0] == "patch_deployment"]
+    assert marks_left(fake) == []
+
+
+def test_a_surge_member_that_fails_in_a_wave_fails_the_transition_without_raising() -> None:
+    fake = kube()
+    plan = _wave(fake)
+    fake.room[TARGET] = 2  # web's pod and its replacement fill it: api's new pod fits nowhere
+
+    result = run_transition(fake, plan, Events())  # type: ignore[arg-type]
+
+    assert not result.completed and "set back" in result.reason
+    assert result.done == (plan[0],)  # web's move, verified, stays done
+    assert moved_at(fake, "api") is None
+    assert marks_left(fake) == []

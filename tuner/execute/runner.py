@@ -8,7 +8,9 @@ Consecutive migrations move at once, a **wave** (:func:`tuner.plan.waves.wave`, 
 starts: :mod:`.allowance`): every member is checked before any starts, then all are evicted one
 after the other and their replacements awaited together (:func:`.actions.together`). A member
 that fails stops the transition once every started member finished (its replacement verified
-or failed, every mark undone): nothing is left half-done. The members verified are done.
+or failed, every mark undone): nothing is left half-done. The members verified are done. A
+member moved by a surge of its rollout (:mod:`.surge`: no eviction) moves after the evictions
+were awaited, and not at all once a member failed.
 
 A set stop flag (SIGTERM) is checked between actions (and waves) and inside every wait: the
 action or wave in flight finishes or rolls back, and no further action starts.
@@ -188,9 +190,11 @@ def _wave(
     finished: list[tuple[Action, Action, Done]] = []
     stop: str | None = None
     for index, (action, step, ref, label) in enumerate(zip(live, steps, refs, labels, strict=True)):
-        outcome = next(moved, None) if isinstance(step, Migration) else step.apply(kube, events)
+        outcome = (
+            next(moved, None) if isinstance(step, Migration) else _after(kube, events, step, stop)
+        )
         if outcome is None:
-            continue  # not started: an earlier member's eviction failed
+            continue  # not started: an earlier member failed
         if isinstance(outcome, ActionFailed):
             failed = _failed(action, ref, label, outcome, events).failure
             stop = stop or failed
@@ -199,6 +203,19 @@ def _wave(
         events.record(action_event(action, ref, outcome))
         finished.append((actions[first + index], action, outcome))
     return _Moved(tuple(finished), stop)
+
+
+def _after(
+    kube: KubePort, events: Sink, step: Step, stop: str | None
+) -> Done | ActionFailed | None:
+    """A wave's member that is no eviction (a surge move, one gone since the plan), carried out
+    after the evictions were awaited: how it went, or None (not started) once a member failed."""
+    if stop is not None:
+        return None
+    try:
+        return step.apply(kube, events)
+    except Exception as err:  # a refusal or an unexpected answer: this member failed
+        return failure(err)
 
 
 def _failed(action: Action, ref: Ref, label: str, err: ActionFailed, events: Sink) -> _Moved:
