@@ -388,15 +388,16 @@ class FakeKube:
         template set back counts as new: the rollout turns around)."""
         deployment = self.deployments[(namespace, workload)]
         current = _hashed(deployment["spec"]["template"])
-        docs = self._docs(namespace, {"app": workload})
-        new = [d for d in docs if d["metadata"]["labels"].get(TEMPLATE_HASH) == current]
-        for _ in range(deployment["spec"]["replicas"] - len(new)):
+
+        def split() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+            docs = self._docs(namespace, {"app": workload})
+            new = [d for d in docs if d["metadata"]["labels"].get(TEMPLATE_HASH) == current]
+            return new, [d for d in docs if d not in new]
+
+        for _ in range(deployment["spec"]["replicas"] - len(split()[0])):
             self._spawn(namespace, workload)
-        docs = self._docs(namespace, {"app": workload})
-        new = [d for d in docs if d["metadata"]["labels"].get(TEMPLATE_HASH) == current]
-        old = [d for d in docs if d not in new]
-        ready = sum(_ready(d) for d in new)
-        for doc in old[:ready]:
+        new, old = split()
+        for doc in old[: sum(_ready(d) for d in new)]:
             del self.pod_docs[(namespace, doc["metadata"]["name"])]
 
     def create_pod(self, namespace: str, body: Mapping[str, Any]) -> Any:

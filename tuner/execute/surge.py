@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from tuner.execute import checks
@@ -62,9 +62,7 @@ def surge_of(kube: KubePort, namespace: str, name: str) -> Any | None:
         bool(spec.paused),
     ):
         return None
-    generation = int(deployment.metadata.generation or 0)
-    done = rolled_out(generation)({"deployment": deployment})
-    if done is None or not done.ok:
+    if not _rolled_out(deployment):
         return None
     if disruptions_allowed(kube, namespace, template_labels(deployment)) == 0:
         raise ActionFailed(
@@ -72,6 +70,13 @@ def surge_of(kube: KubePort, namespace: str, name: str) -> Any | None:
             "disruption now"
         )
     return deployment
+
+
+def _rolled_out(deployment: Any) -> bool:
+    """Its last rollout is complete (:func:`~tuner.execute.onboard.rolled_out` on its own
+    generation)."""
+    verdict = rolled_out(int(deployment.metadata.generation or 0))({"deployment": deployment})
+    return verdict is not None and verdict.ok
 
 
 def annotated(deployment: Any, key: str, value: str | None) -> dict[str, Any]:
@@ -105,14 +110,8 @@ class Restart:
         return f"Deployment {self.namespace}/{self.name}"
 
     def record(self) -> dict[str, str | None]:
-        """What the journal holds of it."""
-        return {
-            "namespace": self.namespace,
-            "name": self.name,
-            "key": self.key,
-            "before": self.before,
-            "after": self.after,
-        }
+        """What the journal holds of it (:func:`undo_restart` reads it back)."""
+        return asdict(self)
 
     def set_back(self, kube: KubePort, *, unless_rolled_out: bool) -> str:
         """Set the annotation back to its value before, when it still holds this restart's (and,
@@ -121,11 +120,8 @@ class Restart:
         def build(deployment: Any) -> dict[str, Any] | None:
             if template_annotation(deployment, self.key) != self.after:
                 return None
-            if unless_rolled_out:
-                check = rolled_out(int(deployment.metadata.generation or 0))
-                verdict = check({"deployment": deployment})
-                if verdict is not None and verdict.ok:
-                    return None
+            if unless_rolled_out and _rolled_out(deployment):
+                return None
             return annotated(deployment, self.key, self.before)
 
         if kube.patch_deployment(self.namespace, self.name, build) is None:
@@ -210,11 +206,8 @@ def undo_restart(kube: KubePort, text: str) -> str:
     crash interrupted it, unless its rollout is complete or someone changed the annotation
     since. One line on how that went."""
     try:
-        record = json.loads(text)
-        restart = Restart(
-            record["namespace"], record["name"], record["key"], record["before"], record["after"]
-        )
-    except (ValueError, TypeError, KeyError) as err:
+        restart = Restart(**json.loads(text))
+    except (ValueError, TypeError) as err:
         return f"the interrupted restart's record is unreadable, nothing set back: {err!r}"
     try:
         return restart.set_back(kube, unless_rolled_out=True)
