@@ -203,7 +203,21 @@ def test_recovery_leaves_a_restart_whose_rollout_completed() -> None:
     said = recover(fake)  # type: ignore[arg-type]
 
     assert moved_at(fake) == "2026-12-07T12:00:00Z"
-    assert any("left as it is" in line for line in said), said
+    assert any("left as it is: its rollout completed" in line for line in said), said
+
+
+def test_recovery_leaves_a_restart_someone_changed_since_and_says_so() -> None:
+    fake = kube()
+    fake.add_deployment(NS, "web", [SOURCE])
+    _interrupted(fake, "2026-12-07T12:00:00Z")
+    template = fake.deployments[(NS, "web")]["spec"]["template"]
+    template["metadata"]["annotations"] = {fake.keys.moved_at: "2026-12-07T12:05:00Z"}
+    fake.deployments[(NS, "web")]["status"]["updatedReplicas"] = 0
+
+    said = recover(fake)  # type: ignore[arg-type]
+
+    assert moved_at(fake) == "2026-12-07T12:05:00Z"
+    assert any("left as it is: someone changed" in line for line in said), said
 
 
 def test_recovery_says_an_unreadable_restart_record_and_changes_nothing() -> None:

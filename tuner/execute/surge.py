@@ -116,16 +116,24 @@ class Restart:
     def set_back(self, kube: KubePort, *, unless_rolled_out: bool) -> str:
         """Set the annotation back to its value before, when it still holds this restart's (and,
         with ``unless_rolled_out``, the rollout is not complete). One line on how that went."""
+        left: list[str] = []
 
         def build(deployment: Any) -> dict[str, Any] | None:
+            left.clear()
             if template_annotation(deployment, self.key) != self.after:
-                return None
-            if unless_rolled_out and _rolled_out(deployment):
-                return None
-            return annotated(deployment, self.key, self.before)
+                left.append(f"someone changed {self.key} since")
+            elif unless_rolled_out and _rolled_out(deployment):
+                left.append(
+                    "its rollout completed before the interruption: the pod moved, where it "
+                    "landed not verified"
+                )
+            else:
+                return annotated(deployment, self.key, self.before)
+            return None
 
         if kube.patch_deployment(self.namespace, self.name, build) is None:
-            return f"{self} left as it is (its rollout is complete, or someone changed it since)"
+            why = left[0] if left else "it is gone"
+            return f"{self} left as it is: {why}"
         return f"{self}: its rollout restart set back ({self.key} restored)"
 
 

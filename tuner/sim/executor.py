@@ -210,7 +210,7 @@ class SimulatedExecutor:
                     done = self._together(moves, draining, surge_lone_pods)
                 else:
                     done = [
-                        self.execute(rest[0], node_removal, provision_timeout_s, bindings, draining)
+                        self._one(rest[0], node_removal, provision_timeout_s, bindings, draining)
                     ]
                 results += done
                 index += len(done)
@@ -240,23 +240,22 @@ class SimulatedExecutor:
         )
         return max(1, min(limit for limit in limits if limit is not None))
 
-    def execute(
+    def _one(
         self,
         action: Action,
         node_removal: str,
         provision_timeout_s: float,
         bindings: MutableMapping[str, str],
-        draining: frozenset[str] | None = frozenset(),
+        draining: frozenset[str] | None,
     ) -> ActionResult:
-        """Carry out one action and verify it; a provision records its node in ``bindings``.
-        ``draining``: the nodes the transition empties, where no new pod may land (None: a new
-        pod must land on its target, the 2019 tuner's verification)."""
+        """Carry out one action that is not a wave's (a migration only for the 2019 tuner's
+        executor) and verify it; a provision records its node in ``bindings``. ``draining``:
+        the nodes the transition empties, where no new pod may land (None: a new pod must land
+        on its target, the 2019 tuner's verification)."""
         cluster = self.cluster
         match action:
             case ProvisionNode():
                 return self._provision(action, provision_timeout_s, bindings)
-            case Migrate() if draining is not None:
-                return self._together((action,), draining, Execute.surge_lone_pods)[0]
             case Migrate(pod=pod, target=target):  # the 2019 tuner's: verified on its target
                 sim_pod = cluster.pod_named(pod.name)
                 if sim_pod is None:  # deleted since the plan (its HPA scaled it in)
