@@ -10,6 +10,10 @@ bash scripts/prometheus.sh install
 bash scripts/neo4j.sh install
 bash scripts/chromium.sh install
 bash scripts/cluster.sh build-helm
+# The control plane's binaries, Karpenter's and metrics-server's, built here on a fresh machine
+# (about 25 minutes on 2 cores) rather than inside the first test that needs them, where
+# pytest's per-test timeout would end the build and fail every control-plane test.
+bash scripts/cluster.sh build
 
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
