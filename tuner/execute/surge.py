@@ -116,14 +116,14 @@ class Restart:
     def set_back(self, kube: KubePort, *, unless_rolled_out: bool) -> str:
         """Set the annotation back to its value before, when it still holds this restart's (and,
         with ``unless_rolled_out``, the rollout is not complete). One line on how that went."""
-        left: list[str] = []
+        why = "it is gone"
 
         def build(deployment: Any) -> dict[str, Any] | None:
-            left.clear()
+            nonlocal why
             if template_annotation(deployment, self.key) != self.after:
-                left.append(f"someone changed {self.key} since")
+                why = f"someone changed {self.key} since"
             elif unless_rolled_out and _rolled_out(deployment):
-                left.append(
+                why = (
                     "its rollout completed before the interruption: the pod moved, where it "
                     "landed not verified"
                 )
@@ -132,7 +132,6 @@ class Restart:
             return None
 
         if kube.patch_deployment(self.namespace, self.name, build) is None:
-            why = left[0] if left else "it is gone"
             return f"{self} left as it is: {why}"
         return f"{self}: its rollout restart set back ({self.key} restored)"
 

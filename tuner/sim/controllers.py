@@ -77,9 +77,8 @@ class Controllers:
         """ReplicaSet controllers: create or delete pods to match the desired replicas (a surge
         move's new pod is its new ReplicaSet's: neither counted nor deleted)."""
         state = self.state
-        by_service, surges = state.by_service, state.surges
-        for service, want in self.replicas.items():  # each tick: the counts inlined
-            have = len(by_service.get(service, ())) - (bool(surges) and service in surges)
+        for service, want in self.replicas.items():
+            have = state.replica_count(service)
             if have == want:
                 continue
             for _ in range(want - have):
