@@ -52,8 +52,9 @@ def reserve_forecast(
     """The forecast a reserve is planned by: the cycle's ``forecast`` (None: made here), or,
     with reserving on, one that may also rest on the load's own period
     (:func:`~tuner.model.period.detect_period`): it foresees a rise with under a day of
-    history. The release keeps the cycle's forecast (a period's band, measured over a few
-    cycles, is wide: as headroom it held the nodes through the troughs)."""
+    history; where the load shows none, it is the cycle's ``forecast`` itself. The release
+    keeps the cycle's forecast (a period's band, measured over a few cycles, is wide: as
+    headroom it held the nodes through the troughs)."""
     if history is None or settings.forecast.reserve_max_nodes <= 0:
         return forecast if forecast is not None else forecast_at(history, settings, now)[0]
-    return forecast_from(settings, history.series, now, own_period=True)[0]
+    return forecast_from(settings, history.series, now, own_period=True, plain=forecast)[0]

@@ -151,3 +151,23 @@ def test_the_reserve_plans_by_the_loads_own_period_the_release_by_the_cycles_for
     assert ahead is not None and ahead.basis is Basis.PERIOD and ahead.foresees
     assert ahead.peak.expected > 2 * ahead.last
     assert reserve_forecast(None, on, now, None) is None
+
+
+def test_a_load_without_a_period_plans_its_reserve_by_the_cycles_forecast_not_made_again() -> None:
+    t = np.arange(0.0, 2 * DAY_S, STEP)
+    day = noisy(200 - 100 * np.cos(2 * np.pi * (t - 3 * 3600) / DAY_S), share=0.01)
+
+    class Day:
+        def series(self, end: float) -> LoadSeries:
+            return LoadSeries.of(0.0, STEP, {SCALAR: day[: int(end // STEP) + 1]})
+
+    on = replace(Settings(), forecast=replace(Settings().forecast, reserve_max_nodes=1))
+    now = t[-200]
+    cycle_forecast, _ = forecast_at(Day(), on, now)
+    assert cycle_forecast is not None and cycle_forecast.basis is Basis.DAY
+    assert reserve_forecast(Day(), on, now, cycle_forecast) is cycle_forecast
+    made = reserve_forecast(Day(), on, now, None)
+    assert made is not None and made is not cycle_forecast
+    assert made == cycle_forecast  # the same forecast, made again without one to reuse
+    later = reserve_forecast(Day(), on, now + STEP, cycle_forecast)  # another cycle's: not it
+    assert later is not None and later.at == now + STEP

@@ -1,19 +1,17 @@
 """The load expected over the next horizon, from the load's own past: a pure function.
 
 The input is a :class:`LoadSeries` (the load at a fixed step up to now; a missing step is NaN)
-and the output a :class:`Forecast`: the **peak** of the load over ``(now, now + horizon]`` —
-what must fit in the nodes until a node started now could serve — with an error band, per
-dimension of a load vector and for its total, and the expected load at each step of the
-horizon.
+and the output a :class:`Forecast`: the **peak** of the load over ``(now, now + horizon]`` (what
+must fit until a node started now could serve) with an error band, per dimension of a load
+vector and for its total, and the expected load at each step of the horizon.
 
 The model is seasonal, corrected by the recent level:
 
 1. **Seasonal baseline.** The load at a future time is the mean of the load at the same time of
    day over the last days (the most recent weighing most) and, once the history holds a week
-   before it, the load at the same time last week. The two are blended with weights
-   from their own recent errors (the one that has been closer over the last days counts more),
-   so a load that differs between weekdays and weekends follows the weeks and one that does
-   not follows the days.
+   before it, the load at the same time last week, blended by their recent errors (the closer
+   one over the last days counts more): a load that differs between weekdays and weekends
+   follows the weeks, one that does not follows the days.
 2. **Recent level.** The baseline is scaled by how the last minutes' load compares with the
    baseline over them (:data:`LEVEL_S`): a busier day than usual, or a step change, carries
    over; the seasonal baseline gives the shape of the coming minutes.
@@ -22,10 +20,8 @@ The model is seasonal, corrected by the recent level:
    ``1 - quantile`` and ``quantile`` quantiles around the forecast, and the expected peak is
    corrected by their median (a model that keeps under-forecasting learns it).
 4. **A rise under way.** While the load is rising, the band's upper edge is at least the line
-   fitted to the last :data:`TREND_S` carried to the horizon's end: the days the baseline
-   comes from may have risen later or slower than today (a weekend morning against a weekday's
-   commute), and a band measured mostly on days that followed their baseline would then sit
-   under the rise that is plainly happening.
+   fitted to the last :data:`TREND_S`, carried to the horizon's end: the baseline's days may
+   have risen later or slower (a weekend morning against a weekday's commute).
 5. **Rise calls.** Over the same past times, how many forecasts called a rise over the lead and
    how many came true (:func:`~tuner.model.seasonal.rise_calls`): a reserve acts only on a
    forecast :attr:`~Forecast.proven` that way.
@@ -33,9 +29,8 @@ The model is seasonal, corrected by the recent level:
 **The load's own period** (``own_period``: the reserve's forecast only). A load may repeat
 with a period of its own (a batch every half hour): :func:`~tuner.model.period.detect_period`
 finds one when the last cycle correlates with the one before. The baseline may then be the
-load at the same phase of the last cycles (:attr:`Basis.PERIOD`), level-corrected, its band
-measured over the cycles the period held; used with under a day of history, or where its
-measured peaks erred less than the daily or weekly baseline's.
+load at the same phase of the last cycles (:attr:`Basis.PERIOD`), its band measured over the
+cycles it held: with under a day of history, or where it erred less than the day's or week's.
 
 With less than a day of history and no period it is the last load known (:attr:`Basis.LEVEL`),
 its band at least :data:`WIDE` either side, as is the band measured from fewer than
@@ -298,11 +293,13 @@ def forecast_load(
     *,
     own_period: bool = False,
     lead_s: float | None = None,
+    plain: Forecast | None = None,
 ) -> Forecast:
     """The load expected over ``(now, now + horizon_s]`` from ``series`` (not past ``now``).
     ``quantile`` (0.5 to 1) sets the band's upper edge among the past errors, ``1 - quantile``
     the lower; the past rise calls are counted over ``lead_s`` (None: the horizon). NoHistory
-    when the series holds no load."""
+    when the series holds no load. ``plain`` (the forecast made at ``now`` without a period,
+    from the same series and options) is returned where no period is found: not made twice."""
     if not 0.5 <= quantile < 1:
         raise ValueError(f"the band quantile must be in [0.5, 1), not {quantile}")
     step = series.step_s
@@ -322,6 +319,8 @@ def forecast_load(
         raise NoHistory("no load in the history")
     history_s = now - (series.start + known[0] * step)
     period = detect_period(total, step, origin) if own_period else None
+    if period is None and plain is not None and plain.at == now:
+        return plain
     peak = _peak(total, origin, ahead, step, quantile, period, lead)
     dimensions: dict[str, Band] = {}
     if not series.is_scalar:
@@ -355,10 +354,11 @@ def forecast_from(
     now: float,
     *,
     own_period: bool = False,
+    plain: Forecast | None = None,
 ) -> tuple[Forecast | None, str | None]:
     """The forecast the settings ask for (``forecast``), from ``history(now)``; or None and why
     not when the history cannot be read (a service failed, no load query, no load at all);
-    (None, None) when ``forecast.enabled`` is off."""
+    (None, None) with ``forecast.enabled`` off; ``own_period``, ``plain``: :func:`forecast_load`."""
     options, horizon = settings.forecast, settings.forecast.horizon(settings.windows)
     if not options.enabled:
         return None, None
@@ -366,7 +366,7 @@ def forecast_from(
         series = history(now)
         lead = options.lead(settings.windows)
         return forecast_load(
-            series, now, horizon, options.quantile, own_period=own_period, lead_s=lead
+            series, now, horizon, options.quantile, own_period=own_period, lead_s=lead, plain=plain
         ), None
     except (ServiceError, InputError, NoHistory) as err:
         return None, str(err)
