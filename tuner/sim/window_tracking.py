@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
+from itertools import takewhile
 from typing import TYPE_CHECKING
 
 from tuner.model.cluster import Workload
@@ -146,8 +147,9 @@ class WindowTracker:
         since = start - warmup
         pending = self.state.totals.pending
         stable = self._stable_since <= since + 1e-9 and not pending
-        served = [load for t, load in self._loads if t >= start - 1e-9]
-        load = sum(served) / len(served) if served else 0.0
+        # The loads are in time order: the window's are the last ones, summed oldest first.
+        served = list(takewhile(lambda tick: tick[0] >= start - 1e-9, reversed(self._loads)))
+        load = sum(load for _, load in reversed(served)) / len(served) if served else 0.0
         blockers = []
         if pending or self._pending_at >= since - 1e-9:
             blockers.append("pods pending")
