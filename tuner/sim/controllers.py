@@ -110,10 +110,15 @@ class Controllers:
             self._loads_now = (now, loads)
         return self._loads_now[1]
 
-    def demand(self, service: Service) -> float:
-        """The service's CPU demand now."""
-        load = self.namespace_loads().get(service.namespace)
-        return service.demand(load) if load is not None else service.fixed_cpu
+    def short(self) -> int:
+        """Workloads with an HPA whose CPU demand now exceeds their Ready pods' requests."""
+        loads = self.namespace_loads()
+        ready = self.ready_counts()
+        return sum(
+            1
+            for service in self.hpas
+            if _demand(service, loads.get(service.namespace)) > ready.get(service, 0) * service.cpu
+        )
 
     def ready_counts(self, after: float = 0.0) -> dict[Service, int]:
         """Ready pods per service: bound pods less those bound within the startup time (and
@@ -136,14 +141,14 @@ class Controllers:
                 ready[pod.service] -= 1
         return ready
 
-    def _measured_usage(self, service: Service) -> float:
-        """The service's CPU usage as the HPA reads it: metrics-server's latest sample, the
-        demand averaged over :data:`~tuner.sim.hpa.USAGE_LAGS` before now."""
-        pattern = self.scenario.loads.get(service.namespace)
-        if pattern is None:
-            return service.fixed_cpu
+    def _lagged_loads(self) -> dict[str, tuple[float, ...]]:
+        """Each namespace's load at :data:`~tuner.sim.hpa.USAGE_LAGS` before now (what
+        metrics-server's latest sample averages)."""
         now = self.clock.now
-        return sum(service.demand(pattern(now - lag)) for lag in USAGE_LAGS) / len(USAGE_LAGS)
+        return {
+            ns: tuple(pattern(now - lag) for lag in USAGE_LAGS)
+            for ns, pattern in self.scenario.loads.items()
+        }
 
     def _sync_hpas(self) -> None:
         """Every HPA's sync. The load is shared by the Ready pods (a Service routes to them),
@@ -151,6 +156,7 @@ class Controllers:
         than :data:`~tuner.sim.hpa.METRIC_DELAY` serves load the HPA does not see."""
         started = self.ready_counts()
         counts = self.ready_counts(METRIC_DELAY)
+        lagged = self._lagged_loads()
         for service, hpa in self.hpas.items():
             measured = counts.get(service, 0)
             ready = started.get(service, 0)
@@ -161,7 +167,20 @@ class Controllers:
                 self.replicas[service],
                 measured,
                 ready - measured,
-                self._measured_usage(service) * share,
+                _measured_usage(service, lagged.get(service.namespace)) * share,
                 service.cpu,
                 unready=count - ready,
             )
+
+
+def _demand(service: Service, load: float | None) -> float:
+    """The service's CPU demand at its namespace's ``load`` (None: it sees none)."""
+    return service.demand(load) if load is not None else service.fixed_cpu
+
+
+def _measured_usage(service: Service, loads: tuple[float, ...] | None) -> float:
+    """The service's CPU usage as the HPA reads it: metrics-server's latest sample, the demand
+    averaged over its namespace's lagged ``loads`` (None: it sees none)."""
+    if loads is None:
+        return service.fixed_cpu
+    return sum(service.demand(load) for load in loads) / len(USAGE_LAGS)

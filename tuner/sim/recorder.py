@@ -36,12 +36,7 @@ class TickRecorder:
         self._evictions = state.evictions
         if now < 0:
             return
-        controllers = self.controllers
-        short = 0
-        ready = controllers.ready_counts()
-        for service in controllers.hpas:
-            if controllers.demand(service) > ready.get(service, 0) * service.cpu:
-                short += 1
+        short = self.controllers.short()
         totals = state.totals
         s = self.series
         s.time.append(now)
