@@ -176,6 +176,14 @@ def trace_series(name: str) -> tuple[float, ...]:
     return tuple(float(row[column]) for row in rows)
 
 
+@cache
+def trace_array(name: str) -> npt.NDArray[np.float64]:
+    """:func:`trace_series` as a read-only array (converted once, not at every read)."""
+    values = np.asarray(trace_series(name), dtype=np.float64)
+    values.flags.writeable = False
+    return values
+
+
 def samples_needed(span_s: float, step: float) -> int:
     """Samples a replay of ``span_s`` seconds reads: one at every step from 0 to the first at
     or after the span's end (the load between two samples is interpolated; the warm-up, before
@@ -209,6 +217,11 @@ class TraceReplay:
         return TraceReplay(samples, peak, step, name, start_sample)
 
     @cached_property
+    def _points(self) -> npt.NDArray[np.float64]:
+        """The samples as an array (converted once, for :func:`numpy.interp`)."""
+        return np.asarray(self.samples, dtype=np.float64)
+
+    @cached_property
     def top(self) -> float:
         """The span's highest sample (the load there is ``peak``)."""
         return max(self.samples)
@@ -223,14 +236,15 @@ class TraceReplay:
     def at(self, times: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """``self(t)`` at each of ``times`` at once."""
         x = np.clip(times / self.step, 0.0, len(self.samples) - 1.0)
-        return self.peak * np.interp(x, np.arange(len(self.samples)), self.samples) / self.top
+        points = self._points
+        return self.peak * np.interp(x, np.arange(len(points)), points) / self.top
 
     def before(self, times: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """The load the trace held at each of ``times`` (seconds, negative: before the span),
         on the span's scale; NaN before the trace begins (or without a trace)."""
         if self.trace is None:
             return np.full(len(times), np.nan)
-        series = trace_series(self.trace)
+        series = trace_array(self.trace)
         x = self.first + times / self.step
         held = x >= 0
         values = np.interp(np.clip(x, 0, len(series) - 1.0), np.arange(len(series)), series)
