@@ -138,8 +138,9 @@ class SimPod:
     node: str | None = None
     bound_at: float = 0.0
     own: Constraints | None = None
-    """A placeholder pod's node selector, required affinity and tolerations; None for a
+    """A placeholder's node selector, required affinity and tolerations; None for a
     workload's pod (which has its service's)."""
+    value: Pod | None = field(default=None, repr=False)  # its view, made once per node
 
     @property
     def placeholder(self) -> bool:
@@ -429,11 +430,13 @@ PLACEHOLDER_LABEL = Keys(DEFAULT_PREFIX).placeholder
 
 
 def _pod_value(pod: SimPod) -> Pod:
+    if pod.value is not None and pod.value.node == pod.node:
+        return pod.value
     service = pod.service
     labels = dict(service.labels)
     if pod.placeholder:
         labels[PLACEHOLDER_LABEL] = pod.name
-    return Pod(
+    pod.value = Pod(
         namespace=service.namespace,
         name=pod.name,
         node=pod.node,
@@ -444,3 +447,4 @@ def _pod_value(pod: SimPod) -> Pod:
         constraints=pod.constraints,
         phase="Running" if pod.node else "Pending",
     )
+    return pod.value
