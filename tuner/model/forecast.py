@@ -434,7 +434,7 @@ def _peak(
     calls = (0, 0)
     if lead is not None and basis is not Basis.LEVEL:
         known = slice(past.start, origin + 1 - lead)  # the calls whose outcome is known
-        calls = rise_calls(y, baseline, lead, span, known)
+        calls = rise_calls(y, baseline, level, lead, known)
     return _Peak(band, basis, int(errors.size), path, tuple(notes), chosen, *calls)
 
 

@@ -132,14 +132,15 @@ def last_known(y: Vector, origin: int) -> float:
     return float(y[known[-1]]) if known.size else 0.0
 
 
-def rise_calls(y: Vector, baseline: Vector, lead: int, span: int, known: slice) -> tuple[int, int]:
+def rise_calls(
+    y: Vector, baseline: Vector, level: Vector, lead: int, known: slice
+) -> tuple[int, int]:
     """Of the past forecasts from ``baseline`` made at the points ``known`` (whose ``lead``
-    points after are known), how many called a rise over the lead (their level-corrected peak
-    over it more than :data:`RISE` above the load then) and how many of those the load
-    confirmed (its real peak over the lead at least :data:`CONFIRMED` of the called rise above
-    the load then)."""
-    end = known.stop
-    called = corrected(y, baseline, end, lead, span)[1][known]
+    points after are known), how many called a rise over the lead (their peak over it, by the
+    ``level`` correction of :func:`corrected`, more than :data:`RISE` above the load then) and
+    how many of those the load confirmed (its real peak over the lead at least
+    :data:`CONFIRMED` of the called rise above the load then)."""
+    called = (level * ahead_max(baseline, lead))[: known.stop + 1][known]
     then = y[known]
     real = ahead_max(y, lead)[known]
     with np.errstate(invalid="ignore"):

@@ -77,8 +77,9 @@ class Controllers:
         """ReplicaSet controllers: create or delete pods to match the desired replicas (a surge
         move's new pod is its new ReplicaSet's: neither counted nor deleted)."""
         state = self.state
+        pods, surges = state.by_service, state.surges
         for service, want in self.replicas.items():
-            have = state.replica_count(service)
+            have = len(pods.get(service, ())) - (service in surges)  # state.replica_count's
             if have == want:
                 continue
             for _ in range(want - have):

@@ -359,8 +359,7 @@ class SimCluster:
         return len(self.by_service.get(service, ()))
 
     def replica_count(self, service: Service) -> int:
-        """How many pods its ReplicaSet counts: all but a surge move's new pod (the controllers
-        ask it of every workload at every tick: no call inside)."""
+        """How many pods its ReplicaSet counts: all but a surge move's new pod."""
         return len(self.by_service.get(service, ())) - (service in self.surges)
 
     def pods_on(self, node: SimNode) -> list[SimPod]:
