@@ -184,6 +184,28 @@ class Cluster:
         return MappingProxyType(out)
 
     @cached_property
+    def pods_per_workload(self) -> Mapping[Workload, int]:
+        """How many pods each workload has (pending ones too)."""
+        return MappingProxyType(Counter(p.workload for p in self.pods))
+
+    @cached_property
+    def ready_per_workload(self) -> Mapping[Workload, int]:
+        """How many bound, Ready pods each workload has."""
+        return MappingProxyType(
+            Counter(p.workload for p in self.pods if p.node is not None and p.ready)
+        )
+
+    @cached_property
+    def workload_requests(self) -> Mapping[Workload, Resources]:
+        """Each workload's pod requests (its last pod's)."""
+        return MappingProxyType({p.workload: p.requests for p in self.pods})
+
+    @cached_property
+    def total_requests(self) -> Resources:
+        """Sum of the requests of every pod (pending ones too)."""
+        return Resources.total([p.requests for p in self.pods])
+
+    @cached_property
     def hpa_targets(self) -> frozenset[Workload]:
         """Workloads whose replica count an HPA owns."""
         return frozenset(h.target for h in self.hpas)

@@ -23,7 +23,6 @@ each added pod asks what one of its workload's pods asks now.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -146,9 +145,8 @@ def demand_at(
     for and ``measured`` times the last known load (where the HPAs measured their metrics;
     ``scale`` when not given): each HPA as :func:`_wanted` asks (``cautious``: the more of its
     two estimates)."""
-    counts = Counter(p.workload for p in cluster.pods)
-    ready = Counter(p.workload for p in cluster.pods if p.node is not None and p.ready)
-    pods = {p.workload: p.requests for p in cluster.pods}
+    counts, ready = cluster.pods_per_workload, cluster.ready_per_workload
+    pods = cluster.workload_requests
     workloads: dict[Workload, Replicas] = {}
     growth = scale if measured is None else measured
     for hpa in cluster.hpas:
@@ -158,7 +156,7 @@ def demand_at(
         wanted = _wanted(hpa, now, ready.get(hpa.target, 0), scale, growth, cautious)
         then = min(max(wanted, hpa.min_replicas), hpa.max_replicas)
         workloads[hpa.target] = Replicas(now, max(then, 1), pods[hpa.target])
-    total = Resources.total([p.requests for p in cluster.pods])
+    total = cluster.total_requests
     for r in workloads.values():
         grown, shrunk = _times(r.pod, max(r.then - r.now, 0)), _times(r.pod, max(r.now - r.then, 0))
         total = total + grown - shrunk
@@ -214,12 +212,12 @@ def next_steps(cluster: Cluster) -> tuple[tuple[Pod, int], ...]:
     workloads placed by the same rules that fit by their requests alone
     (:func:`counted_alike`), a step is left out when another asks at least as much CPU and
     memory for at least as many pods."""
-    counts = Counter(p.workload for p in cluster.pods)
+    counts = cluster.pods_per_workload
     first = templates(cluster)
     steps: dict[object, tuple[Pod, int]] = {}
     for hpa in cluster.hpas:
         one = first.get(hpa.target)
-        added = next_step(counts[hpa.target], hpa.max_replicas)
+        added = next_step(counts.get(hpa.target, 0), hpa.max_replicas)
         if one is None or added == 0:
             continue
         alike = counted_alike(one.constraints)
