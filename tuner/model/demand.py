@@ -42,6 +42,8 @@ HPA_TOLERANCE = 0.1
 """An HPA leaves its replicas as they are while its metric is within this share of its target
 (kube-controller-manager's ``--horizontal-pod-autoscaler-tolerance``, default 0.1): a load
 within it of the load now adds no pod."""
+_STEP_UP = 1 + Fraction(str(HPA_TOLERANCE))
+"""One plus the tolerance, exactly (the decimal, not its binary float): :func:`next_step`."""
 DOWNSCALE_STABILIZATION_S = 300.0
 """An HPA scales down to the highest of its recommendations over this span
 (``behavior.scaleDown.stabilizationWindowSeconds``, default 300)."""
@@ -189,7 +191,7 @@ def next_step(replicas: int, most: int) -> int:
     """The pods an HPA running ``replicas`` adds at its smallest step up (its metric just past
     the tolerance: ``ceil(replicas × (1 + tolerance))`` with the ratio just above it), within
     its maximum ``most``; at least one pod below the maximum."""
-    above = math.floor(replicas * (1 + Fraction(str(HPA_TOLERANCE)))) + 1
+    above = math.floor(replicas * _STEP_UP) + 1
     return max(min(above, most) - replicas, 0)
 
 
