@@ -186,13 +186,7 @@ class Search:
             hosts &= allowed
         moved = {m.pod.key for m in moves}
         need = pod.requests
-        tried: list[tuple[float, str, Resources]] = []
-        for host in snap.names_of(hosts):
-            alloc = snap.node(host).allocatable
-            free = alloc - snap.requested(host)
-            short = Resources(max(need.cpu - free.cpu, 0), max(need.memory - free.memory, 0))
-            gap = short.cpu / max(alloc.cpu, 1) + short.memory / max(alloc.memory, 1)
-            tried.append((gap, host, short))
+        tried = snap.shortfalls(need, hosts)
         for _, host, short in heapq.nsmallest(MAKE_ROOM_HOSTS, tried, key=lambda t: t[:2]):
             others = sorted(
                 (

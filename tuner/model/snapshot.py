@@ -31,6 +31,7 @@ import numpy.typing as npt
 
 from tuner.model.cluster import Cluster, Node, Pod
 from tuner.model.constraints import Constraints, HostPort, NodeSelectorTerms, selects_node
+from tuner.model.fork import Fork
 from tuner.model.pod_counting import Counts, Mask, PodCounting
 from tuner.model.resources import Resources
 from tuner.model.scheduling import pods_room, port_fit, resource_fit, resource_room, static_fit
@@ -38,19 +39,6 @@ from tuner.model.scheduling import pods_room, port_fit, resource_fit, resource_r
 _T = TypeVar("_T", bound=np.generic)
 Component = tuple[str, Callable[[], Mask]]
 """A rule's reason and its mask over the nodes (computed when asked)."""
-
-
-class Fork:
-    """A block of changes :meth:`Snapshot.forked` reverts when it ends, unless committed."""
-
-    __slots__ = ("committed",)
-
-    def __init__(self) -> None:
-        self.committed = False
-
-    def commit(self) -> None:
-        """Keep the block's changes."""
-        self.committed = True
 
 
 class Snapshot:
@@ -253,6 +241,16 @@ class Snapshot:
             int(self._alloc_cpu[at] - self._free_cpu[at]),
             int(self._alloc_mem[at] - self._free_mem[at]),
         )
+
+    def shortfalls(self, requests: Resources, mask: Mask) -> list[tuple[float, str, Resources]]:
+        """For each node of ``mask``, in node order: the shares of its allocatable CPU and
+        memory its free room lacks for ``requests``, summed; its name; and what it lacks."""
+        at = np.flatnonzero(mask)
+        cpu = np.maximum(requests.cpu - self._free_cpu[at], 0)
+        mem = np.maximum(requests.memory - self._free_mem[at], 0)
+        gaps = cpu / np.maximum(self._alloc_cpu[at], 1) + mem / np.maximum(self._alloc_mem[at], 1)
+        lacks = zip(at.tolist(), gaps.tolist(), cpu.tolist(), mem.tolist(), strict=True)
+        return [(gap, self._nodes[i].name, Resources(c, m)) for i, gap, c, m in lacks]
 
     def free_elsewhere(self, node: str) -> Resources:
         """Free CPU and memory in total on the open nodes other than ``node``."""
