@@ -141,27 +141,23 @@ class SimPod:
     """A placeholder's node selector, required affinity and tolerations; None for a
     workload's pod (which has its service's)."""
     value: Pod | None = field(default=None, repr=False)  # its view, made once per node
+    constraints: Constraints = field(init=False, repr=False)
+    """Where it may run: a placeholder's own constraints, else its service's rules (this and
+    the two below are attributes: the scheduler and every census read them of every pod)."""
+    namespace: str = field(init=False, repr=False)
+    """Its service's namespace."""
+    labels: Mapping[str, str] = field(init=False, repr=False)
+    """Its labels (``app``: its service's name)."""
+
+    def __post_init__(self) -> None:
+        self.constraints = self.own if self.own is not None else self.service.rules
+        self.namespace, self.labels = self.service.namespace, self.service.labels
 
     @property
     def placeholder(self) -> bool:
         """The tuner's placeholder (asks the autoscaler for a node): no workload's pod, so not
         counted among the pending or running pods."""
         return self.own is not None
-
-    @property
-    def constraints(self) -> Constraints:
-        """Where it may run: a placeholder's own constraints, else its service's rules."""
-        return self.own if self.own is not None else self.service.rules
-
-    @property
-    def namespace(self) -> str:
-        """Its service's namespace."""
-        return self.service.namespace
-
-    @property
-    def labels(self) -> Mapping[str, str]:
-        """Its labels (``app``: its service's name)."""
-        return self.service.labels
 
     @property
     def key(self) -> str:
