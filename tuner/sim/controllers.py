@@ -77,9 +77,8 @@ class Controllers:
         """ReplicaSet controllers: create or delete pods to match the desired replicas (a surge
         move's new pod is its new ReplicaSet's: neither counted nor deleted)."""
         state = self.state
-        pods, surges = state.by_service, state.surges
         for service, want in self.replicas.items():
-            have = len(pods.get(service, ())) - (service in surges)  # state.replica_count's
+            have = state.replica_count(service)
             if have == want:
                 continue
             for _ in range(want - have):

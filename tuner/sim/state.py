@@ -140,7 +140,8 @@ class SimPod:
     own: Constraints | None = None
     """A placeholder's node selector, required affinity and tolerations; None for a
     workload's pod (which has its service's)."""
-    value: Pod | None = field(default=None, repr=False)  # its view, made once per node
+    value: Pod | None = field(default=None, repr=False)
+    """Its domain-model view, made once per node it is on (:func:`_pod_value`)."""
     constraints: Constraints = field(init=False, repr=False)
     """Where it may run: a placeholder's own constraints, else its service's rules (this and
     the two below are attributes: the scheduler and every census read them of every pod)."""
@@ -355,7 +356,8 @@ class SimCluster:
         return len(self.by_service.get(service, ()))
 
     def replica_count(self, service: Service) -> int:
-        """How many pods its ReplicaSet counts: all but a surge move's new pod."""
+        """How many pods its ReplicaSet counts: all but a surge move's new pod (the controllers
+        ask it of every workload at every tick: no call inside)."""
         return len(self.by_service.get(service, ())) - (service in self.surges)
 
     def pods_on(self, node: SimNode) -> list[SimPod]:
@@ -425,6 +427,7 @@ PLACEHOLDER_LABEL = Keys(DEFAULT_PREFIX).placeholder
 
 
 def _pod_value(pod: SimPod) -> Pod:
+    """The pod as the domain model sees it, made again only once it moved."""
     if pod.value is not None and pod.value.node == pod.node:
         return pod.value
     service = pod.service
