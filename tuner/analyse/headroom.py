@@ -29,7 +29,6 @@ removals, ten nodes the Cluster Autoscaler added back, each after pods waited it
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -140,7 +139,7 @@ def imminent_steps(cluster: Cluster) -> tuple[tuple[Pod, int], ...]:
     """One pod and the next step up (:func:`~tuner.model.demand.next_step`) of every
     HPA-scaled workload whose HPA last measured its metric at or above its target
     (:data:`IMMINENT_RATIO`), the highest ratio first, up to :data:`FIT_LIMIT` pods in all."""
-    counts = Counter(p.workload for p in cluster.pods)
+    counts = cluster.pods_per_workload
     like = templates(cluster)
     near = sorted(
         (h for h in cluster.hpas if h.usage_ratio is not None and h.usage_ratio >= IMMINENT_RATIO),
@@ -149,7 +148,7 @@ def imminent_steps(cluster: Cluster) -> tuple[tuple[Pod, int], ...]:
     steps: list[tuple[Pod, int]] = []
     left = FIT_LIMIT
     for hpa in near:
-        added = min(next_step(counts[hpa.target], hpa.max_replicas), left)
+        added = min(next_step(counts.get(hpa.target, 0), hpa.max_replicas), left)
         if hpa.target in like and added > 0:
             steps.append((like[hpa.target], added))
             left -= added

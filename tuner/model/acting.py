@@ -4,7 +4,6 @@ rule waits, and whether it acts on it, records it, and what it keeps out of the 
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import dataclass, replace
 
 from tuner.model.cluster import Cluster, Workload
@@ -196,8 +195,9 @@ class Acting:
         the decline frees a node's room (:attr:`freed_s`)."""
         if self.release is None:
             return self
-        counts = Counter(p.workload for p in cluster.pods)
-        release = self.release.scaled_by(cluster.hpa_targets).left_as_moved(counts)
+        release = self.release.scaled_by(cluster.hpa_targets).left_as_moved(
+            cluster.pods_per_workload
+        )
         freed = math.inf if self.forecast is None else freed_in_s(self.forecast, cluster)
         return replace(self, release=release, freed_s=freed)
 
