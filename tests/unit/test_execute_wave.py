@@ -241,7 +241,8 @@ def test_a_busy_workload_spares_only_what_its_other_pods_can_stand_in_for() -> N
 
 
 def test_the_utilisation_is_the_highest_its_hpa_status_measured() -> None:
-    """``status.currentMetrics`` as the API serves it (what ``KubeApi.hpa_utilisation`` reads)."""
+    """``status.currentMetrics`` as the API serves it (what ``Kube.hpa_utilisation`` reads; a
+    real HPA's is read in ``tests/cluster/test_replay.py``)."""
     cpu = {"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": 73}}}
     memory = {"type": "Resource", "resource": {"name": "memory", "current": {"averageValue": "1"}}}
     assert current_utilisation([cpu, memory]) == 0.73
