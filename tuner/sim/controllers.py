@@ -172,14 +172,15 @@ class Controllers:
         started = self.ready_counts()
         counts = self.ready_counts(METRIC_DELAY)
         lagged = self._lagged_loads()
+        state, replicas, now = self.state, self.replicas, self.clock.now
         for service, hpa in self.hpas.items():
             measured = counts.get(service, 0)
             ready = started.get(service, 0)
-            count = self.state.count(service)
+            count = state.count(service)
             share = measured / ready if ready else 0.0
-            self.replicas[service] = hpa.desired(
-                self.clock.now,
-                self.replicas[service],
+            replicas[service] = hpa.desired(
+                now,
+                replicas[service],
                 measured,
                 ready - measured,
                 _measured_usage(service, lagged.get(service.namespace)) * share,
@@ -198,4 +199,4 @@ def _measured_usage(service: Service, loads: tuple[float, ...] | None) -> float:
     averaged over its namespace's lagged ``loads`` (None: it sees none)."""
     if loads is None:
         return service.fixed_cpu
-    return sum(service.demand(load) for load in loads) / len(USAGE_LAGS)
+    return sum(map(service.demand, loads)) / len(USAGE_LAGS)
