@@ -160,8 +160,7 @@ def demand_at(
         workloads[hpa.target] = Replicas(now, max(then, 1), pods[hpa.target])
     total = cluster.total_requests
     for r in workloads.values():
-        grown, shrunk = _times(r.pod, max(r.then - r.now, 0)), _times(r.pod, max(r.now - r.then, 0))
-        total = total + grown - shrunk
+        total = total + _times(r.pod, r.then - r.now)  # integers: grown less shrunk, exactly
     return Demand(scale, MappingProxyType(dict(sorted(workloads.items()))), total)
 
 
