@@ -190,7 +190,7 @@ def next_step(replicas: int, most: int) -> int:
     """The pods an HPA running ``replicas`` adds at its smallest step up (its metric just past
     the tolerance: ``ceil(replicas × (1 + tolerance))`` with the ratio just above it), within
     its maximum ``most``; at least one pod below the maximum."""
-    above = math.floor(replicas * _STEP_UP) + 1
+    above = replicas * _STEP_UP.numerator // _STEP_UP.denominator + 1  # the floor, in integers
     return max(min(above, most) - replicas, 0)
 
 
