@@ -419,6 +419,11 @@ class Snapshot:
                 used[port] += sign
 
     def _occupy(self, pod: Pod, node: int, sign: int) -> None:
+        self._apply(pod, node, sign)
+        self._journal.append(partial(self._apply, pod, node, -sign))
+
+    def _apply(self, pod: Pod, node: int, sign: int) -> None:
+        """The pod's requests taken (sign 1) or given back (-1) on the node, unlogged."""
         self._free_cpu[node] -= sign * pod.requests.cpu
         self._free_mem[node] -= sign * pod.requests.memory
         self._free_pods[node] -= sign
@@ -427,11 +432,6 @@ class Snapshot:
             self._use_node_resources(pod, node, sign)
         if self._counts is not None:
             self._counts.count(pod, node, sign)
-        self._journal.append(lambda: self._undo(pod, node, sign))
-
-    def _undo(self, pod: Pod, node: int, sign: int) -> None:
-        self._occupy(pod, node, -sign)
-        self._journal.pop()
 
 
 def _port_reason(constraints: Constraints) -> str:
