@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from functools import lru_cache
 
 from tuner.model.constraints import (
     HOSTNAME_KEY,
@@ -285,7 +286,7 @@ class Census:
         if counts is None:
             counts = Counter()
             for (namespace, labels), where in self._label_sets().items():
-                if in_group(group, namespace, dict(labels)):
+                if _selects(group, namespace, labels):
                     counts.update(where)
             self._groups[group] = counts
         return counts
@@ -343,6 +344,12 @@ class Census:
         if self._holders is not None:
             for term in _anti(pod):
                 self._holders.setdefault(term, Counter())[node] += sign
+
+
+@lru_cache(maxsize=65536)
+def _selects(group: Group, namespace: str, labels: Labels) -> bool:
+    """:func:`in_group` of a label set (kept: each census asks it again of the same sets)."""
+    return in_group(group, namespace, dict(labels))
 
 
 def spread_group(spread: SpreadConstraint, namespace: str) -> Group:

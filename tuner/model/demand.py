@@ -160,8 +160,7 @@ def demand_at(
         workloads[hpa.target] = Replicas(now, max(then, 1), pods[hpa.target])
     total = cluster.total_requests
     for r in workloads.values():
-        grown, shrunk = _times(r.pod, max(r.then - r.now, 0)), _times(r.pod, max(r.now - r.then, 0))
-        total = total + grown - shrunk
+        total = total + _times(r.pod, r.then - r.now)  # integers: grown less shrunk, exactly
     return Demand(scale, MappingProxyType(dict(sorted(workloads.items()))), total)
 
 
@@ -191,7 +190,7 @@ def next_step(replicas: int, most: int) -> int:
     """The pods an HPA running ``replicas`` adds at its smallest step up (its metric just past
     the tolerance: ``ceil(replicas × (1 + tolerance))`` with the ratio just above it), within
     its maximum ``most``; at least one pod below the maximum."""
-    above = math.floor(replicas * _STEP_UP) + 1
+    above = replicas * _STEP_UP.numerator // _STEP_UP.denominator + 1  # the floor, in integers
     return max(min(above, most) - replicas, 0)
 
 

@@ -49,12 +49,13 @@ from types import MappingProxyType
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from tuner.errors import InputError, ServiceError
 from tuner.model.load import SCALAR
+from tuner.model.memo import by_value
 from tuner.model.period import Period, detect_period
 from tuner.model.seasonal import (
+    Vector,
     age,
     ahead_max,
     band_edges,
@@ -70,8 +71,6 @@ from tuner.model.seasonal import (
     scale_of,
 )
 from tuner.settings import Settings
-
-Vector = npt.NDArray[np.float64]
 
 DAY_S = 86400.0
 WEEK_S = 7 * DAY_S
@@ -372,6 +371,7 @@ def forecast_from(
         return None, str(err)
 
 
+@by_value(8)
 def _peak(
     values: Vector,
     origin: int,

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from tuner.model.memo import by_value
+
 Vector = npt.NDArray[np.float64]
 
 PERIOD_WINDOW_S = 8 * 3600.0
@@ -51,6 +53,7 @@ class Period:
     whose forecast errors make the band."""
 
 
+@by_value(8)
 def detect_period(values: Vector, step: float, origin: int) -> Period | None:
     """The load's own period at point ``origin`` (now) of ``values`` (the load at each step of
     ``step``, NaN in a gap), or None. Only the points up to ``origin`` are read: the result is

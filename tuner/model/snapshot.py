@@ -20,8 +20,8 @@ block committed it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from functools import partial
 from typing import TypeVar
@@ -39,6 +39,7 @@ from tuner.model.scheduling import pods_room, port_fit, resource_fit, resource_r
 _T = TypeVar("_T", bound=np.generic)
 Component = tuple[str, Callable[[], Mask]]
 """A rule's reason and its mask over the nodes (computed when asked)."""
+_NOTHING = nullcontext()
 
 
 class Snapshot:
@@ -301,28 +302,18 @@ class Snapshot:
             self._staying[at] = False
             self._journal.append(lambda: self._staying.__setitem__(at, True))
 
-    @contextmanager
-    def forked(self) -> Iterator[Fork]:
+    def forked(self) -> Fork:
         """The block's changes are undone when it ends (also by an exception) unless it calls
         :meth:`Fork.commit`; forks nest."""
-        marker = len(self._journal)
-        fork = Fork()
-        try:
-            yield fork
-        finally:
-            if not fork.committed:
-                while len(self._journal) > marker:
-                    self._journal.pop()()
+        return Fork(self._journal)
 
-    @contextmanager
-    def _gone(self, pod: Pod, leaving: str | None) -> Iterator[None]:
-        """The block runs with the pod taken off ``leaving`` (if any), then put back."""
+    def _gone(self, pod: Pod, leaving: str | None) -> AbstractContextManager[object]:
+        """For a block run with the pod taken off ``leaving`` (if any), then put back."""
         if leaving is None:
-            yield
-            return
-        with self.forked():
-            self.unplace(pod, leaving)
-            yield
+            return _NOTHING
+        fork = self.forked()
+        self.unplace(pod, leaving)
+        return fork
 
     # -- the rules beyond static fit and CPU/memory ------------------------------------------
 
@@ -428,6 +419,11 @@ class Snapshot:
                 used[port] += sign
 
     def _occupy(self, pod: Pod, node: int, sign: int) -> None:
+        self._apply(pod, node, sign)
+        self._journal.append(partial(self._apply, pod, node, -sign))
+
+    def _apply(self, pod: Pod, node: int, sign: int) -> None:
+        """The pod's requests taken (sign 1) or given back (-1) on the node, unlogged."""
         self._free_cpu[node] -= sign * pod.requests.cpu
         self._free_mem[node] -= sign * pod.requests.memory
         self._free_pods[node] -= sign
@@ -436,11 +432,6 @@ class Snapshot:
             self._use_node_resources(pod, node, sign)
         if self._counts is not None:
             self._counts.count(pod, node, sign)
-        self._journal.append(lambda: self._undo(pod, node, sign))
-
-    def _undo(self, pod: Pod, node: int, sign: int) -> None:
-        self._occupy(pod, node, -sign)
-        self._journal.pop()
 
 
 def _port_reason(constraints: Constraints) -> str:

@@ -45,6 +45,9 @@ class Controllers:
         self.with_daemons: set[str] = set()
         """Nodes whose DaemonSet pods were started."""
         self._loads_now: tuple[float, dict[str, float]] = (float("nan"), {})
+        self._matched: tuple[int, dict[Service, int], dict[Service, int]] | None = None
+        """The state's version, the desired replicas and the surges when every ReplicaSet last
+        had its count: until one of them changes, reconciling has nothing to do."""
 
     def run(self) -> None:
         """One tick of every controller."""
@@ -77,10 +80,20 @@ class Controllers:
         """ReplicaSet controllers: create or delete pods to match the desired replicas (a surge
         move's new pod is its new ReplicaSet's: neither counted nor deleted)."""
         state = self.state
+        matched = self._matched
+        if (
+            matched is not None
+            and matched[0] == state.version
+            and matched[1] == self.replicas
+            and matched[2] == state.surges
+        ):
+            return
+        acted = False
         for service, want in self.replicas.items():
             have = state.replica_count(service)
             if have == want:
                 continue
+            acted = True
             for _ in range(want - have):
                 state.create_pod(service, self.clock.now)
             if have > want:
@@ -88,6 +101,8 @@ class Controllers:
                 own = [p for p in state.pods_of(service) if p.uid != surge]
                 for pod in self._deletion_order(own)[: have - want]:
                     state.delete_pod(pod)
+        if not acted:
+            self._matched = (state.version, dict(self.replicas), dict(state.surges))
 
     def _deletion_order(self, pods: list[SimPod]) -> list[SimPod]:
         """The ReplicaSet's scale-down ranking (:func:`tuner.sim.replicaset.deletion_order`)."""
@@ -157,14 +172,15 @@ class Controllers:
         started = self.ready_counts()
         counts = self.ready_counts(METRIC_DELAY)
         lagged = self._lagged_loads()
+        state, replicas, now = self.state, self.replicas, self.clock.now
         for service, hpa in self.hpas.items():
             measured = counts.get(service, 0)
             ready = started.get(service, 0)
-            count = self.state.count(service)
+            count = state.count(service)
             share = measured / ready if ready else 0.0
-            self.replicas[service] = hpa.desired(
-                self.clock.now,
-                self.replicas[service],
+            replicas[service] = hpa.desired(
+                now,
+                replicas[service],
                 measured,
                 ready - measured,
                 _measured_usage(service, lagged.get(service.namespace)) * share,
@@ -183,4 +199,4 @@ def _measured_usage(service: Service, loads: tuple[float, ...] | None) -> float:
     averaged over its namespace's lagged ``loads`` (None: it sees none)."""
     if loads is None:
         return service.fixed_cpu
-    return sum(service.demand(load) for load in loads) / len(USAGE_LAGS)
+    return sum(map(service.demand, loads)) / len(USAGE_LAGS)

@@ -98,8 +98,11 @@ class SimLoadHistory:
         first = last - math.floor(self.lookback_s / self.step_s) + 1
         kept_end = self._first + len(self._values)
         if self._values.size and self._first <= first <= kept_end and last >= kept_end - 1:
-            new = step_means(self.scenario, self._grid(kept_end, last), self.step_s)
-            values = np.concatenate((self._values, new))[first - self._first :]
+            values = self._values
+            if last >= kept_end:  # points not computed yet (none when asked again at a step)
+                new = step_means(self.scenario, self._grid(kept_end, last), self.step_s)
+                values = np.concatenate((values, new))
+            values = values[first - self._first :]
         else:
             values = step_means(self.scenario, self._grid(first, last), self.step_s)
         self._first, self._values = first, values

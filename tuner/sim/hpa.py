@@ -106,7 +106,14 @@ def recommend(
     """
     if ready == 0 or request <= 0:
         return current
-    total = samples(usage, ready)
+    return _recommended(spec, current, ready, missing, samples(usage, ready), request, unready)
+
+
+def _recommended(
+    spec: HpaSpec, current: int, ready: int, missing: int, total: int, request: int, unready: int
+) -> int:
+    """:func:`recommend` with some pods ready and a request, from the ``total`` of the ready
+    pods' samples (:func:`samples`)."""
     ratio = usage_ratio(total, ready, request, spec.target)
     up_with_unready = unready > 0 and ratio > 1.0
     if not up_with_unready and missing == 0:
@@ -155,14 +162,18 @@ class HorizontalPodAutoscaler:
         unready: int = 0,
     ) -> int:
         """The replica count the HPA sets at ``now`` (arguments as :func:`recommend`'s)."""
-        raw = recommend(self.spec, current, ready, missing, usage, request, unready)
-        if ready and request > 0:
-            self.utilization = _percent(samples(usage, ready), ready, request)
-        self.history.append((now, raw))
-        while self.history and self.history[0][0] < now - DOWNSCALE_STABILIZATION:
-            self.history.popleft()
+        raw = current
+        if ready and request > 0:  # as recommend, the samples taken once
+            total = samples(usage, ready)
+            self.utilization = _percent(total, ready, request)
+            raw = _recommended(self.spec, current, ready, missing, total, request, unready)
+        history = self.history
+        history.append((now, raw))
+        oldest = now - DOWNSCALE_STABILIZATION
+        while history and history[0][0] < oldest:
+            history.popleft()
         if raw < current:
-            raw = min(current, max(r for _, r in self.history))
+            raw = min(current, max(r for _, r in history))
         elif raw > current:
             limit = max(current * (100 + SCALE_UP_PERCENT) // 100, current + SCALE_UP_PODS)
             raw = min(raw, limit)
