@@ -106,14 +106,7 @@ def recommend(
     """
     if ready == 0 or request <= 0:
         return current
-    return _recommended(spec, current, ready, missing, samples(usage, ready), request, unready)
-
-
-def _recommended(
-    spec: HpaSpec, current: int, ready: int, missing: int, total: int, request: int, unready: int
-) -> int:
-    """:func:`recommend` with some pods ready and a request, from the ``total`` of the ready
-    pods' samples (:func:`samples`)."""
+    total = samples(usage, ready)
     ratio = usage_ratio(total, ready, request, spec.target)
     up_with_unready = unready > 0 and ratio > 1.0
     if not up_with_unready and missing == 0:
@@ -162,11 +155,9 @@ class HorizontalPodAutoscaler:
         unready: int = 0,
     ) -> int:
         """The replica count the HPA sets at ``now`` (arguments as :func:`recommend`'s)."""
-        raw = current
-        if ready and request > 0:  # as recommend, the samples taken once
-            total = samples(usage, ready)
-            self.utilization = _percent(total, ready, request)
-            raw = _recommended(self.spec, current, ready, missing, total, request, unready)
+        raw = recommend(self.spec, current, ready, missing, usage, request, unready)
+        if ready and request > 0:
+            self.utilization = _percent(samples(usage, ready), ready, request)
         history = self.history
         history.append((now, raw))
         oldest = now - DOWNSCALE_STABILIZATION
